@@ -1,0 +1,314 @@
+/// gradkern: forward and backward kernels for training neural networks.
+///
+/// Everything goes through one plan lifecycle:
+///
+///   gk_op_desc d;                         // 1. describe the op
+///   gk_op_desc_init(&d, GK_OP_RMSNORM, GK_FORWARD, GK_F32, 2, shape);
+///   gk_plan *p;
+///   gk_plan_create(&d, &p);               // 2. the library selects a kernel
+///   gk_plan_check(p, args, nargs);        // 3. (optional) check tensors
+///   size_t ws; gk_plan_workspace_size(p, &ws);  // 4. caller owns memory
+///   gk_plan_run(p, args, nargs, buf, ws); // 5. run (re-checks the tensors)
+///   gk_plan_destroy(p);
+///
+/// Conventions
+/// - Every function returns a gk_status; results come back through
+///   out-parameters. On failure gk_last_error() gives a message naming the
+///   argument and the values that were wrong. Nothing is written to any output
+///   tensor by a call that is rejected. The library never aborts on bad input.
+/// - Shapes and strides are in elements; any strides are accepted for inputs
+///   (transposed and sliced views, stride 0 for broadcast). Outputs must not
+///   overlap themselves, each other, or an input (except the in-place cases
+///   each op documents).
+/// - f16 and bf16 are storage types: kernels load them, compute in f32 and
+///   round to nearest even on store. f64 computes in f64.
+/// - Parameter gradients (dweight, dbias) are OVERWRITTEN by default
+///   (`desc.accumulate = 0`); with `desc.accumulate = 1` they are added to
+///   (`+=`), so gradients can be summed over micro-batches. Input gradients
+///   (dx, dgate) are always overwritten.
+/// - Results are deterministic: bit-identical from run to run and for any
+///   thread count (reductions combine fixed-size blocks in a fixed order).
+#ifndef GRADKERN_H
+#define GRADKERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GK_VERSION_MAJOR 0
+#define GK_VERSION_MINOR 1
+#define GK_VERSION_PATCH 0
+
+/// Largest tensor rank.
+#define GK_MAX_RANK 8
+
+// ---------------------------------------------------------------- status
+
+typedef enum gk_status {
+  GK_SUCCESS = 0,                ///< the call did what it was asked
+  GK_ERR_NULL_POINTER = 1,       ///< a required pointer argument is NULL
+  GK_ERR_INVALID_VALUE = 2,      ///< a scalar option is out of range (eps, dim, beta, enum...)
+  GK_ERR_BAD_RANK = 3,           ///< a tensor's rank is not what the op needs, or over GK_MAX_RANK
+  GK_ERR_BAD_SHAPE = 4,          ///< a dimension is negative/zero where not allowed, or shapes disagree
+  GK_ERR_BAD_DTYPE = 5,          ///< a tensor's dtype is not the op's dtype, or not a known dtype
+  GK_ERR_BAD_STRIDES = 6,        ///< an output's strides make it overlap itself
+  GK_ERR_BAD_ALIGNMENT = 7,      ///< a data pointer is not aligned to its element size
+  GK_ERR_ALIASING = 8,           ///< an output overlaps an input or another output where not allowed
+  GK_ERR_MISSING_ARGUMENT = 9,   ///< a tensor the op needs was not passed
+  GK_ERR_UNEXPECTED_ARGUMENT = 10, ///< a tensor was passed that the op does not take, or twice
+  GK_ERR_WORKSPACE_TOO_SMALL = 11, ///< workspace smaller than gk_plan_workspace_size()
+  GK_ERR_UNSUPPORTED = 12,       ///< valid request that no kernel implements (backend, combination)
+  GK_ERR_BAD_DEVICE = 13,        ///< tensor on a device the plan's kernel cannot reach
+  GK_ERR_OUT_OF_MEMORY = 14,     ///< the library could not allocate its own small state
+  GK_ERR_INTERNAL = 15,          ///< a bug in gradkern: please report it
+} gk_status;
+
+/// A short constant description of a status ("bad shape", ...). Never NULL.
+const char *gk_status_string(gk_status status);
+
+/// The message of the last failed call on this thread: it names the argument
+/// and the values that were wrong. Empty string after a successful call.
+const char *gk_last_error(void);
+
+// ---------------------------------------------------------------- dtypes
+
+typedef enum gk_dtype {
+  GK_F32 = 0,
+  GK_F64 = 1,
+  GK_F16 = 2,   ///< IEEE binary16, storage only: computed in f32
+  GK_BF16 = 3,  ///< bfloat16, storage only: computed in f32
+  GK_I32 = 4,   ///< for indices (token ids, targets)
+  GK_I64 = 5,   ///< for indices (token ids, targets)
+} gk_dtype;
+
+/// Name ("f32", "bf16", ...) or "?" for an unknown value.
+const char *gk_dtype_name(gk_dtype dtype);
+/// Size of one element in bytes, 0 for an unknown dtype.
+size_t gk_dtype_size(gk_dtype dtype);
+
+/// Conversions, rounding to nearest even (NaN stays NaN, overflow gives inf).
+uint16_t gk_f32_to_f16(float x);
+float gk_f16_to_f32(uint16_t h);
+uint16_t gk_f32_to_bf16(float x);
+float gk_bf16_to_f32(uint16_t h);
+
+// ---------------------------------------------------------------- tensors
+
+typedef enum gk_device_type {
+  GK_DEVICE_CPU = 0,
+  GK_DEVICE_CUDA = 1,
+} gk_device_type;
+
+/// A view of memory the caller owns. Maps one-to-one onto DLPack's DLTensor
+/// (see gk_tensor_from_dlpack). Strides are in elements and may be any value.
+typedef struct gk_tensor {
+  void *data;                      ///< address of element (0, ..., 0)
+  gk_dtype dtype;
+  gk_device_type device;
+  int device_id;
+  int rank;                        ///< 0 .. GK_MAX_RANK
+  int64_t shape[GK_MAX_RANK];
+  int64_t strides[GK_MAX_RANK];    ///< in elements
+} gk_tensor;
+
+/// Fill *t as a contiguous row-major tensor on the CPU.
+gk_status gk_tensor_init(gk_tensor *t, void *data, gk_dtype dtype, int rank,
+                         const int64_t *shape);
+/// Number of elements (product of the shape; 1 for rank 0).
+int64_t gk_tensor_numel(const gk_tensor *t);
+
+/// DLPack's DLTensor, field for field (DLPack v0.8 / v1 ABI), so a
+/// `DLTensor *` from dlpack.h can be cast to `const gk_dlpack_tensor *`.
+typedef struct gk_dlpack_tensor {
+  void *data;
+  struct { int32_t device_type; int32_t device_id; } device;  ///< kDLCPU = 1, kDLCUDA = 2
+  int32_t ndim;
+  struct { uint8_t code; uint8_t bits; uint16_t lanes; } dtype; ///< code: 0 int, 2 float, 4 bfloat
+  int64_t *shape;
+  int64_t *strides;                ///< NULL means contiguous row-major
+  uint64_t byte_offset;
+} gk_dlpack_tensor;
+
+/// Make a gk_tensor from a DLPack tensor (no copy).
+gk_status gk_tensor_from_dlpack(const gk_dlpack_tensor *src, gk_tensor *dst);
+/// Describe a gk_tensor as a DLPack tensor. `shape` and `strides` are
+/// caller-owned arrays of at least src->rank entries that dst will point to.
+gk_status gk_tensor_to_dlpack(const gk_tensor *src, gk_dlpack_tensor *dst,
+                              int64_t *shape, int64_t *strides);
+
+// ---------------------------------------------------------------- ops
+
+typedef enum gk_op {
+  // Elementwise activations: x -> y (same shape).
+  // Backward: (dy, x) -> dx. In place allowed: y may be x, dx may be dy or x
+  // (the very same view; any other overlap is rejected).
+  GK_OP_RELU = 0,      ///< y = max(x, 0); dx = dy * (x > 0)
+  GK_OP_GELU = 1,      ///< y = x * Phi(x) (act.approximate: erf, or tanh form)
+  GK_OP_SILU = 2,      ///< y = x * sigmoid(x)
+  GK_OP_SIGMOID = 3,   ///< y = 1 / (1 + exp(-x)), computed stably
+  GK_OP_SOFTPLUS = 4,  ///< y = log(1 + exp(beta x)) / beta, or x where beta x > threshold
+
+  // Gated activations y = a * act(b) (act: GLU sigmoid, ReGLU relu, SwiGLU
+  // silu, GeGLU gelu with act.approximate).
+  //  GK_GATED_SPLIT (seed 002, torch.nn.functional.glu): X of shape S is split
+  //    along gated.dim into halves a = first half, b = second half;
+  //    Y has S with S[dim] halved. Backward: (DY, X) -> DX (shape S: da | db).
+  //  GK_GATED_TWO_TENSOR (seed 000): a = X, b = GATE, same shape S;
+  //    Y has shape S. Backward: (DY, X, GATE) -> DX, DGATE.
+  // No output may overlap an input.
+  GK_OP_GLU = 5,
+  GK_OP_REGLU = 6,
+  GK_OP_SWIGLU = 7,
+  GK_OP_GEGLU = 8,
+
+  // Norms over the trailing norm.normalized_rank dims of X (shape S = lead x
+  // norm; "row" = one index of the leading dims, C = number of elements of
+  // the normalized dims). WEIGHT and BIAS have the normalized dims' shape.
+  // The saved statistics MEAN and RSTD have the leading dims' shape and dtype
+  // f32 (f64 when the op's dtype is f64).
+  //  RMSNorm:   rstd = 1/sqrt(mean(x^2) + eps); y = x * rstd * w
+  //  LayerNorm: mean, rstd = 1/sqrt(var + eps) (biased var);
+  //             y = (x - mean) * rstd * w + b
+  // Forward:  X, [WEIGHT], [BIAS] -> Y, RSTD, (MEAN for LayerNorm)
+  // Backward: DY, X, [WEIGHT], RSTD, (MEAN) -> DX, [DWEIGHT], [DBIAS]
+  // (WEIGHT/BIAS present when norm.has_weight / norm.has_bias.)
+  GK_OP_RMSNORM = 9,
+  GK_OP_LAYERNORM = 10,
+
+  GK_OP_COUNT_ = 11    ///< number of ops (not an op)
+} gk_op;
+
+/// Lower-case name ("swiglu", ...) or "?" for an unknown op.
+const char *gk_op_name(gk_op op);
+
+typedef enum gk_direction {
+  GK_FORWARD = 0,
+  GK_BACKWARD = 1,
+} gk_direction;
+
+typedef enum gk_backend {
+  GK_BACKEND_AUTO = 0, ///< the fastest kernel that supports the request
+  GK_BACKEND_REF = 1,  ///< the plain scalar reference kernel (the oracle)
+  GK_BACKEND_CPU = 2,  ///< the threaded CPU kernel
+  GK_BACKEND_CUDA = 3, ///< CUDA GPU kernels (not built yet: GK_ERR_UNSUPPORTED)
+} gk_backend;
+
+/// "auto", "ref", "cpu", "cuda" or "?".
+const char *gk_backend_name(gk_backend backend);
+
+typedef enum gk_gelu_approx {
+  GK_GELU_ERF = 0,    ///< exact: x * 0.5 * (1 + erf(x / sqrt 2))
+  GK_GELU_TANH = 1,   ///< 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+} gk_gelu_approx;
+
+typedef enum gk_gated_form {
+  GK_GATED_SPLIT = 0,
+  GK_GATED_TWO_TENSOR = 1,
+} gk_gated_form;
+
+/// Which tensor an argument is. Each op lists the ones it takes above.
+typedef enum gk_arg_kind {
+  GK_ARG_X = 0,
+  GK_ARG_Y = 1,
+  GK_ARG_DY = 2,
+  GK_ARG_DX = 3,
+  GK_ARG_GATE = 4,
+  GK_ARG_DGATE = 5,
+  GK_ARG_WEIGHT = 6,
+  GK_ARG_DWEIGHT = 7,
+  GK_ARG_BIAS = 8,
+  GK_ARG_DBIAS = 9,
+  GK_ARG_MEAN = 10,
+  GK_ARG_RSTD = 11,
+  GK_ARG_COUNT_ = 12   ///< number of argument kinds (not a kind)
+} gk_arg_kind;
+
+/// Lower-case name ("x", "dweight", ...) or "?".
+const char *gk_arg_name(gk_arg_kind kind);
+
+/// One tensor handed to gk_plan_check / gk_plan_run.
+typedef struct gk_arg {
+  gk_arg_kind kind;
+  gk_tensor tensor;
+} gk_arg;
+
+/// Everything that defines an op instance. Fill it with gk_op_desc_init,
+/// then change the options you need.
+typedef struct gk_op_desc {
+  gk_op op;
+  gk_direction direction;
+  gk_dtype dtype;            ///< every floating tensor's dtype (saved stats: see ops)
+  gk_backend backend;        ///< default GK_BACKEND_AUTO
+  int rank;                  ///< rank of X (the op's main input)
+  int64_t shape[GK_MAX_RANK];///< shape of X
+  int accumulate;            ///< 0: dweight/dbias = ...; 1: dweight/dbias += ... (default 0)
+  struct {
+    gk_gelu_approx approximate; ///< GELU and GeGLU (default GK_GELU_ERF)
+    double beta;                ///< softplus, > 0 (default 1)
+    double threshold;           ///< softplus (default 20)
+  } act;
+  struct {
+    gk_gated_form form;         ///< default GK_GATED_SPLIT
+    int dim;                    ///< split dim, -rank .. rank-1 (default -1)
+  } gated;
+  struct {
+    int normalized_rank;        ///< trailing dims normalized, 1 .. rank (default 1)
+    double eps;                 ///< > 0 (default 1e-6 RMSNorm, 1e-5 LayerNorm)
+    int has_weight;             ///< default 1
+    int has_bias;               ///< LayerNorm only (default 1 LayerNorm, 0 RMSNorm)
+  } norm;
+} gk_op_desc;
+
+/// Set every field of *desc: the given values plus the defaults listed above.
+gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction,
+                          gk_dtype dtype, int rank, const int64_t *shape);
+
+// ---------------------------------------------------------------- plans
+
+typedef struct gk_plan gk_plan;
+
+/// What a plan's kernel is and what it promises.
+typedef struct gk_plan_info {
+  const char *kernel;        ///< e.g. "rmsnorm_bwd__cpu_threads"
+  gk_backend backend;        ///< GK_BACKEND_REF or GK_BACKEND_CPU
+  const char *isa;           ///< instruction set of the kernel ("scalar", "c11-vectorized")
+  const char *math;          ///< how it computes, e.g. "f32 math, round-to-nearest-even store"
+  gk_dtype accumulator;      ///< dtype of sums inside the kernel
+  int deterministic;         ///< 1: bit-identical for any run and thread count
+} gk_plan_info;
+
+/// Check the description and select a kernel. On success *plan owns a copy
+/// of the description; destroy it with gk_plan_destroy.
+gk_status gk_plan_create(const gk_op_desc *desc, gk_plan **plan);
+void gk_plan_destroy(gk_plan *plan);
+gk_status gk_plan_get_info(const gk_plan *plan, gk_plan_info *info);
+/// The description as the plan normalised it (dim made non-negative, ...).
+gk_status gk_plan_get_desc(const gk_plan *plan, gk_op_desc *desc);
+/// Bytes of scratch memory gk_plan_run needs (may be 0; then pass NULL).
+gk_status gk_plan_workspace_size(const gk_plan *plan, size_t *bytes);
+/// The shape the plan expects for argument `kind`: *rank = -1 when the op
+/// does not take it. `shape` has room for GK_MAX_RANK entries.
+gk_status gk_plan_arg_shape(const gk_plan *plan, gk_arg_kind kind, int *rank,
+                            int64_t *shape);
+/// Check tensors against the plan: every required argument present, no
+/// unknown ones, dtypes, devices, shapes, alignment, overlap.
+gk_status gk_plan_check(const gk_plan *plan, const gk_arg *args, int nargs);
+/// Check, then run. `workspace` must hold gk_plan_workspace_size() bytes,
+/// aligned to 64 bytes.
+gk_status gk_plan_run(const gk_plan *plan, const gk_arg *args, int nargs,
+                      void *workspace, size_t workspace_bytes);
+
+// ---------------------------------------------------------------- threads
+
+/// Threads used by CPU kernels. Default: GK_NUM_THREADS from the environment,
+/// else the number of online processors. n >= 1.
+gk_status gk_set_num_threads(int n);
+int gk_get_num_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what gradkern's build and tests need, when it is missing.
+#   scripts/install-deps.sh build   compiler, cmake
+#   scripts/install-deps.sh test    + Python 3 with torch, numpy, pytest (Debian's)
+# As root it installs Debian packages with apt-get; otherwise it prints the
+# command to run and fails.
+set -euo pipefail
+need=()
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v make >/dev/null 2>&1 || need+=(make)
+if [ "${1:-build}" = test ]; then
+  # Debian's torch installs for /usr/bin/python3 only (see ../shared/MACHINE.md).
+  py=/usr/bin/python3
+  [ -x "$py" ] || need+=(python3)
+  if [ -x "$py" ]; then
+    "$py" -c 'import torch' 2>/dev/null || need+=(python3-torch)
+    "$py" -c 'import numpy' 2>/dev/null || need+=(python3-numpy)
+    "$py" -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
+  else
+    need+=(python3-torch python3-numpy python3-pytest)
+  fi
+fi
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "gradkern needs these Debian packages: ${need[*]}" >&2
+  echo "install them with: sudo apt-get install -y ${need[*]}" >&2
+  exit 1
+fi
+echo "installing: ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq || true
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,0 +1,111 @@
+// Scalar activation math, written once for float (suffix _f32) and double
+// (suffix _f64) through <tgmath.h>. Every form is stable: no exp overflows.
+//
+//   sigmoid(x) = 1 / (1 + e^-x)         sigmoid'(x) = s (1 - s)
+//   silu(x)    = x s                    silu'(x)    = s (1 + x (1 - s))
+//   gelu(x)    = x Phi(x)               gelu'(x)    = Phi(x) + x phi(x)
+//   gelu_tanh  = x/2 (1 + t), t = tanh(k (x + c x^3)), k = sqrt(2/pi), c = 0.044715
+//                                       ' = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2)
+//   softplus   = (max(z, 0) + log1p(e^-|z|)) / beta, z = beta x; x when z > threshold
+//                                       ' = sigmoid(z); 1 when z > threshold
+//   relu(x)    = x < 0 ? 0 : x (NaN stays NaN)   relu'(x) = x > 0
+#ifndef GK_ACT_MATH_H
+#define GK_ACT_MATH_H
+
+#include "gradkern.h"
+#include <stdbool.h>
+#include <tgmath.h>
+
+// Which activation an elementwise or gated op applies.
+typedef enum gk_act { GK_ACT_RELU, GK_ACT_GELU, GK_ACT_GELU_TANH, GK_ACT_SILU, GK_ACT_SIGMOID, GK_ACT_SOFTPLUS } gk_act;
+
+typedef struct gk_act_params {
+  gk_act act;
+  double beta, threshold;
+} gk_act_params;
+
+// The activation of an op: its own for elementwise ops, the gate's for gated.
+static inline gk_act_params gk_act_of(const gk_op_desc *d) {
+  gk_act_params p = {GK_ACT_RELU, d->act.beta, d->act.threshold};
+  bool tanh_form = d->act.approximate == GK_GELU_TANH;
+  switch (d->op) {
+  case GK_OP_RELU: case GK_OP_REGLU: p.act = GK_ACT_RELU; break;
+  case GK_OP_GELU: case GK_OP_GEGLU: p.act = tanh_form ? GK_ACT_GELU_TANH : GK_ACT_GELU; break;
+  case GK_OP_SILU: case GK_OP_SWIGLU: p.act = GK_ACT_SILU; break;
+  case GK_OP_SIGMOID: case GK_OP_GLU: p.act = GK_ACT_SIGMOID; break;
+  case GK_OP_SOFTPLUS: p.act = GK_ACT_SOFTPLUS; break;
+  default: break;
+  }
+  return p;
+}
+
+#define GK_DEFINE_ACT_MATH(T, S)                                                      \
+  static inline T gk_sigmoid_##S(T x) {                                               \
+    if (x >= 0) return (T)1 / ((T)1 + exp(-x));                                       \
+    T z = exp(x);                                                                     \
+    return z / ((T)1 + z);                                                            \
+  }                                                                                   \
+  static inline T gk_relu_##S(T x) { return x < 0 ? (T)0 : x; }                        \
+  static inline T gk_drelu_##S(T x) { return x > 0 ? (T)1 : (T)0; }                    \
+  static inline T gk_silu_##S(T x) { return x * gk_sigmoid_##S(x); }                   \
+  static inline T gk_dsilu_##S(T x) {                                                 \
+    T s = gk_sigmoid_##S(x);                                                          \
+    return s * ((T)1 + x * ((T)1 - s));                                               \
+  }                                                                                   \
+  static inline T gk_dsigmoid_##S(T x) {                                              \
+    T s = gk_sigmoid_##S(x);                                                          \
+    return s * ((T)1 - s);                                                            \
+  }                                                                                   \
+  static inline T gk_gelu_##S(T x) {                                                  \
+    return (T)0.5 * x * ((T)1 + erf(x * (T)0.70710678118654752440));                 \
+  }                                                                                   \
+  static inline T gk_dgelu_##S(T x) {                                                 \
+    T cdf = (T)0.5 * ((T)1 + erf(x * (T)0.70710678118654752440));                    \
+    T pdf = exp((T)-0.5 * x * x) * (T)0.39894228040143267794;                         \
+    return cdf + x * pdf;                                                             \
+  }                                                                                   \
+  static inline T gk_gelu_tanh_##S(T x) {                                             \
+    T inner = (T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x);              \
+    return (T)0.5 * x * ((T)1 + tanh(inner));                                         \
+  }                                                                                   \
+  static inline T gk_dgelu_tanh_##S(T x) {                                            \
+    T k = (T)0.79788456080286535588, c = (T)0.044715;                                 \
+    T t = tanh(k * (x + c * x * x * x));                                              \
+    return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * k * ((T)1 + (T)3 * c * x * x); \
+  }                                                                                   \
+  static inline T gk_softplus_##S(T x, T beta, T threshold) {                         \
+    T z = beta * x;                                                                   \
+    if (z > threshold) return x;                                                      \
+    return (fmax(z, (T)0) + log1p(exp(-fabs(z)))) / beta;                             \
+  }                                                                                   \
+  static inline T gk_dsoftplus_##S(T x, T beta, T threshold) {                        \
+    T z = beta * x;                                                                   \
+    return z > threshold ? (T)1 : gk_sigmoid_##S(z);                                  \
+  }                                                                                   \
+  static inline T gk_act_fwd_##S(const gk_act_params *p, T x) {                       \
+    switch (p->act) {                                                                 \
+    case GK_ACT_RELU: return gk_relu_##S(x);                                          \
+    case GK_ACT_GELU: return gk_gelu_##S(x);                                          \
+    case GK_ACT_GELU_TANH: return gk_gelu_tanh_##S(x);                                \
+    case GK_ACT_SILU: return gk_silu_##S(x);                                          \
+    case GK_ACT_SIGMOID: return gk_sigmoid_##S(x);                                    \
+    case GK_ACT_SOFTPLUS: return gk_softplus_##S(x, (T)p->beta, (T)p->threshold);      \
+    }                                                                                 \
+    return x;                                                                         \
+  }                                                                                   \
+  static inline T gk_act_grad_##S(const gk_act_params *p, T x) {                      \
+    switch (p->act) {                                                                 \
+    case GK_ACT_RELU: return gk_drelu_##S(x);                                         \
+    case GK_ACT_GELU: return gk_dgelu_##S(x);                                         \
+    case GK_ACT_GELU_TANH: return gk_dgelu_tanh_##S(x);                               \
+    case GK_ACT_SILU: return gk_dsilu_##S(x);                                         \
+    case GK_ACT_SIGMOID: return gk_dsigmoid_##S(x);                                   \
+    case GK_ACT_SOFTPLUS: return gk_dsoftplus_##S(x, (T)p->beta, (T)p->threshold);     \
+    }                                                                                 \
+    return x;                                                                         \
+  }
+
+GK_DEFINE_ACT_MATH(float, f32)
+GK_DEFINE_ACT_MATH(double, f64)
+
+#endif

@@ -1,0 +1,148 @@
+// A persistent thread pool. gk_parallel_for hands out task indices through
+// an atomic counter; the calling thread works too. Kernels split work by
+// problem size only, so results never depend on which thread ran a task.
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct gk_pool {
+  pthread_mutex_t lock;          // guards everything below but `next`/`done`
+  pthread_cond_t work_ready, work_done;
+  pthread_t *workers;
+  int nworkers;                  // threads besides the caller
+  uint64_t generation;           // bumped per job
+  bool stopping;
+  gk_task_fn fn;
+  void *ctx;
+  int64_t ntasks;
+  atomic_int_fast64_t next;
+  int active;                    // workers still in the current job
+} gk_pool;
+
+static gk_pool pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                       .work_ready = PTHREAD_COND_INITIALIZER,
+                       .work_done = PTHREAD_COND_INITIALIZER};
+static pthread_mutex_t pool_owner = PTHREAD_MUTEX_INITIALIZER; // one job at a time
+static atomic_int num_threads;                                 // 0: not yet read
+static _Thread_local bool inside_task;
+
+static int default_threads(void) {
+  const char *env = getenv("GK_NUM_THREADS");
+  if (env && *env) {
+    char *end;
+    long n = strtol(env, &end, 10);
+    if (*end == '\0' && n >= 1 && n <= 1024) return (int)n;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n >= 1 ? (int)(n > 1024 ? 1024 : n) : 1;
+}
+
+gk_status gk_set_num_threads(int n) {
+  if (n < 1 || n > 1024)
+    return gk_fail(GK_ERR_INVALID_VALUE, "gk_set_num_threads: n = %d is outside 1..1024", n);
+  atomic_store(&num_threads, n);
+  gk_clear_error();
+  return GK_SUCCESS;
+}
+
+int gk_get_num_threads(void) {
+  int n = atomic_load(&num_threads);
+  if (n == 0) {
+    int expected = 0;
+    atomic_compare_exchange_strong(&num_threads, &expected, default_threads());
+    n = atomic_load(&num_threads);
+  }
+  return n;
+}
+
+static void run_tasks(void) {
+  inside_task = true;
+  for (;;) {
+    int64_t t = atomic_fetch_add(&pool.next, 1);
+    if (t >= pool.ntasks) break;
+    pool.fn(pool.ctx, t);
+  }
+  inside_task = false;
+}
+
+static void *worker_main(void *arg) {
+  (void)arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&pool.lock);
+  for (;;) {
+    while (!pool.stopping && pool.generation == seen) pthread_cond_wait(&pool.work_ready, &pool.lock);
+    if (pool.stopping) break;
+    seen = pool.generation;
+    pthread_mutex_unlock(&pool.lock);
+    run_tasks();
+    pthread_mutex_lock(&pool.lock);
+    if (--pool.active == 0) pthread_cond_signal(&pool.work_done);
+  }
+  pthread_mutex_unlock(&pool.lock);
+  return NULL;
+}
+
+static void stop_workers(void) {
+  pthread_mutex_lock(&pool.lock);
+  pool.stopping = true;
+  pthread_cond_broadcast(&pool.work_ready);
+  pthread_mutex_unlock(&pool.lock);
+  for (int i = 0; i < pool.nworkers; i++) pthread_join(pool.workers[i], NULL);
+  free(pool.workers);
+  pool.workers = NULL;
+  pool.nworkers = 0;
+  pool.stopping = false;
+}
+
+// Called with pool_owner held. Returns the number of workers running.
+static int ensure_workers(int wanted) {
+  if (pool.nworkers == wanted) return wanted;
+  if (pool.nworkers) stop_workers();
+  if (wanted == 0) return 0;
+  pool.workers = malloc(sizeof(pthread_t) * (size_t)wanted);
+  if (!pool.workers) return 0;
+  for (int i = 0; i < wanted; i++) {
+    if (pthread_create(&pool.workers[i], NULL, worker_main, NULL) != 0) break;
+    pool.nworkers++;
+  }
+  return pool.nworkers;
+}
+
+static void shutdown_pool(void) {
+  pthread_mutex_lock(&pool_owner);
+  if (pool.nworkers) stop_workers();
+  pthread_mutex_unlock(&pool_owner);
+}
+
+void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx) {
+  int threads = gk_get_num_threads();
+  // Serial when there is one task or thread, inside a task, or while another
+  // caller's job holds the pool.
+  if (ntasks <= 1 || threads == 1 || inside_task || pthread_mutex_trylock(&pool_owner) != 0) {
+    for (int64_t t = 0; t < ntasks; t++) fn(ctx, t);
+    return;
+  }
+  static bool exit_hook;
+  if (!exit_hook) {
+    atexit(shutdown_pool);
+    exit_hook = true;
+  }
+  int workers = ensure_workers(threads - 1);
+  pthread_mutex_lock(&pool.lock);
+  pool.fn = fn;
+  pool.ctx = ctx;
+  pool.ntasks = ntasks;
+  atomic_store(&pool.next, 0);
+  pool.active = workers;
+  pool.generation++;
+  pthread_cond_broadcast(&pool.work_ready);
+  pthread_mutex_unlock(&pool.lock);
+  run_tasks();
+  pthread_mutex_lock(&pool.lock);
+  while (pool.active > 0) pthread_cond_wait(&pool.work_done, &pool.lock);
+  pthread_mutex_unlock(&pool.lock);
+  pthread_mutex_unlock(&pool_owner);
+}

@@ -1,0 +1,115 @@
+// Threaded CPU kernels for the elementwise and gated activations.
+// Work is cut into tasks of TASK_ELEMS elements (by problem size only, so
+// any thread count gives the same bits); each task walks its range in
+// chunks of CHUNK elements, loaded as f32 (f64 for f64) straight from the
+// tensor when it is contiguous in that dtype, else converted into a stack
+// buffer, computed by a plain loop, and stored back (rounded to nearest even).
+#include "../core/act_math.h"
+#include "../core/internal.h"
+
+enum { CHUNK = 512, TASK_ELEMS = 32768, MAX_IN = 3, MAX_OUT = 2 };
+
+typedef enum ew_kind { EW_ACT_FWD, EW_ACT_BWD, EW_GATED_FWD, EW_GATED_BWD } ew_kind;
+
+typedef struct ew_job {
+  ew_kind kind;
+  gk_act_params p;
+  int nin, nout;
+  const gk_tensor *in[MAX_IN];
+  const gk_tensor *out[MAX_OUT];
+  int64_t n;
+} ew_job;
+
+// The compute loops, for T = float (S = f32) and T = double (S = f64).
+//   act fwd:   in x          -> out y = act(x)
+//   act bwd:   in dy, x      -> out dx = dy act'(x)
+//   gated fwd: in a, b       -> out y = a act(b)
+//   gated bwd: in dy, a, b   -> out da = dy act(b), db = dy a act'(b)
+#define GK_DEFINE_EW_COMPUTE(T, S)                                                         \
+  static void ew_compute_##S(const ew_job *j, const T *const *in, T *const *out, int64_t n) { \
+    const gk_act_params *p = &j->p;                                                        \
+    switch (j->kind) {                                                                     \
+    case EW_ACT_FWD:                                                                       \
+      for (int64_t i = 0; i < n; i++) out[0][i] = gk_act_fwd_##S(p, in[0][i]);             \
+      break;                                                                               \
+    case EW_ACT_BWD:                                                                       \
+      for (int64_t i = 0; i < n; i++) out[0][i] = in[0][i] * gk_act_grad_##S(p, in[1][i]); \
+      break;                                                                               \
+    case EW_GATED_FWD:                                                                     \
+      for (int64_t i = 0; i < n; i++) out[0][i] = in[0][i] * gk_act_fwd_##S(p, in[1][i]);  \
+      break;                                                                               \
+    case EW_GATED_BWD:                                                                     \
+      for (int64_t i = 0; i < n; i++) {                                                    \
+        T dy = in[0][i], a = in[1][i], b = in[2][i];                                       \
+        T da = dy * gk_act_fwd_##S(p, b), db = dy * a * gk_act_grad_##S(p, b);             \
+        out[0][i] = da;                                                                    \
+        out[1][i] = db;                                                                    \
+      }                                                                                    \
+      break;                                                                               \
+    }                                                                                      \
+  }                                                                                        \
+  static void ew_task_##S(const ew_job *j, int64_t task) {                                 \
+    T inbuf[MAX_IN][CHUNK], outbuf[MAX_OUT][CHUNK];                                        \
+    const T *in[MAX_IN];                                                                   \
+    T *out[MAX_OUT];                                                                       \
+    int64_t end = gk_min64(j->n, (task + 1) * TASK_ELEMS);                                 \
+    for (int64_t s = task * TASK_ELEMS; s < end; s += CHUNK) {                             \
+      int64_t m = gk_min64(CHUNK, end - s);                                                \
+      for (int k = 0; k < j->nin; k++) in[k] = gk_chunk_in_##S(j->in[k], s, m, inbuf[k]);  \
+      for (int k = 0; k < j->nout; k++) out[k] = gk_chunk_out_##S(j->out[k], s, outbuf[k]); \
+      ew_compute_##S(j, in, out, m);                                                       \
+      for (int k = 0; k < j->nout; k++) gk_chunk_commit_##S(j->out[k], s, m, out[k], outbuf[k]); \
+    }                                                                                      \
+  }
+
+GK_DEFINE_EW_COMPUTE(float, f32)
+GK_DEFINE_EW_COMPUTE(double, f64)
+
+static void ew_task(void *ctx, int64_t task) {
+  const ew_job *j = ctx;
+  if (j->in[0]->dtype == GK_F64) ew_task_f64(j, task);
+  else ew_task_f32(j, task);
+}
+
+static gk_status ew_run(ew_job *j) {
+  gk_parallel_for(gk_ceil_div(j->n, TASK_ELEMS), ew_task, j);
+  return GK_SUCCESS;
+}
+
+static gk_status cpu_activation_fwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
+  (void)ws;
+  ew_job j = {EW_ACT_FWD, gk_act_of(&plan->desc), 1, 1, {a[GK_ARG_X]}, {a[GK_ARG_Y]},
+              gk_tensor_numel(a[GK_ARG_X])};
+  return ew_run(&j);
+}
+
+static gk_status cpu_activation_bwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
+  (void)ws;
+  ew_job j = {EW_ACT_BWD, gk_act_of(&plan->desc), 2, 1, {a[GK_ARG_DY], a[GK_ARG_X]}, {a[GK_ARG_DX]},
+              gk_tensor_numel(a[GK_ARG_X])};
+  return ew_run(&j);
+}
+
+static gk_status cpu_gated_fwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
+  (void)ws;
+  gk_tensor va, vb;
+  gk_gated_views(plan, a, &va, &vb, NULL, NULL);
+  ew_job j = {EW_GATED_FWD, gk_act_of(&plan->desc), 2, 1, {&va, &vb}, {a[GK_ARG_Y]}, gk_tensor_numel(&va)};
+  return ew_run(&j);
+}
+
+static gk_status cpu_gated_bwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
+  (void)ws;
+  gk_tensor va, vb, vda, vdb;
+  gk_gated_views(plan, a, &va, &vb, &vda, &vdb);
+  ew_job j = {EW_GATED_BWD, gk_act_of(&plan->desc), 3, 2, {a[GK_ARG_DY], &va, &vb}, {&vda, &vdb},
+              gk_tensor_numel(&va)};
+  return ew_run(&j);
+}
+
+const gk_kernel gk_cpu_activation_fwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL,
+                                         cpu_activation_fwd};
+const gk_kernel gk_cpu_activation_bwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL,
+                                         cpu_activation_bwd};
+const gk_kernel gk_cpu_gated_fwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL, cpu_gated_fwd};
+const gk_kernel gk_cpu_gated_bwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL, cpu_gated_bwd};

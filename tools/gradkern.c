@@ -1,0 +1,86 @@
+// The gradkern command.
+//   gradkern info [--json]   every op x direction x dtype x backend: the
+//                            kernel selected and its precision guarantee
+#include "gradkern.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *usage =
+    "usage: gradkern <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  info [--json]   list every op x direction x dtype x backend with the kernel\n"
+    "                  it selects and its precision guarantee (table, or JSON)\n"
+    "  help            show this message\n";
+
+static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
+static const gk_backend backends[] = {GK_BACKEND_AUTO, GK_BACKEND_CPU, GK_BACKEND_REF};
+
+static int info(int json) {
+  const int64_t shape[2] = {4, 8};
+  int first = 1;
+  if (json) printf("[\n");
+  else
+    printf("%-10s %-8s %-5s %-7s %-28s %-7s %-44s %-5s %s\n", "op", "dir", "dtype", "backend", "kernel", "isa",
+           "math", "acc", "deterministic");
+  for (int op = 0; op < GK_OP_COUNT_; op++)
+    for (int dir = GK_FORWARD; dir <= GK_BACKWARD; dir++)
+      for (size_t t = 0; t < sizeof dtypes / sizeof *dtypes; t++)
+        for (size_t b = 0; b < sizeof backends / sizeof *backends; b++) {
+          gk_op_desc d;
+          gk_op_desc_init(&d, (gk_op)op, (gk_direction)dir, dtypes[t], 2, shape);
+          d.backend = backends[b];
+          gk_plan *plan;
+          gk_plan_info pi;
+          const char *dirname = dir == GK_FORWARD ? "forward" : "backward";
+          if (gk_plan_create(&d, &plan) != GK_SUCCESS) {
+            if (json)
+              printf("%s  {\"op\": \"%s\", \"direction\": \"%s\", \"dtype\": \"%s\", \"backend\": \"%s\", "
+                     "\"error\": \"%s\"}",
+                     first ? "" : ",\n", gk_op_name((gk_op)op), dirname, gk_dtype_name(dtypes[t]),
+                     gk_backend_name(backends[b]), gk_last_error());
+            else
+              printf("%-10s %-8s %-5s %-7s unavailable: %s\n", gk_op_name((gk_op)op), dirname,
+                     gk_dtype_name(dtypes[t]), gk_backend_name(backends[b]), gk_last_error());
+            first = 0;
+            continue;
+          }
+          gk_plan_get_info(plan, &pi);
+          if (json)
+            printf("%s  {\"op\": \"%s\", \"direction\": \"%s\", \"dtype\": \"%s\", \"backend\": \"%s\", "
+                   "\"kernel\": \"%s\", \"kernel_backend\": \"%s\", \"isa\": \"%s\", \"math\": \"%s\", "
+                   "\"accumulator\": \"%s\", \"deterministic\": %s}",
+                   first ? "" : ",\n", gk_op_name((gk_op)op), dirname, gk_dtype_name(dtypes[t]),
+                   gk_backend_name(backends[b]), pi.kernel, gk_backend_name(pi.backend), pi.isa, pi.math,
+                   gk_dtype_name(pi.accumulator), pi.deterministic ? "true" : "false");
+          else
+            printf("%-10s %-8s %-5s %-7s %-28s %-7s %-44s %-5s %s\n", gk_op_name((gk_op)op), dirname,
+                   gk_dtype_name(dtypes[t]), gk_backend_name(backends[b]), pi.kernel, pi.isa, pi.math,
+                   gk_dtype_name(pi.accumulator), pi.deterministic ? "yes" : "no");
+          first = 0;
+          gk_plan_destroy(plan);
+        }
+  if (json) printf("\n]\n");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    fputs(usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "info")) {
+    int json = 0;
+    for (int i = 2; i < argc; i++) {
+      if (!strcmp(argv[i], "--json")) json = 1;
+      else {
+        fprintf(stderr, "gradkern info: unknown option '%s'\n%s", argv[i], usage);
+        return 2;
+      }
+    }
+    return info(json);
+  }
+  fprintf(stderr, "gradkern: unknown command '%s'\n%s", argv[1], usage);
+  return 2;
+}
