@@ -1,0 +1,81 @@
+"""gradkern for PyTorch: ctypes over libgradkern.so, no compiled extension.
+
+    import torch, gradkern
+    x = torch.randn(4, 16, requires_grad=True)
+    w = torch.ones(16, requires_grad=True)
+    y = gradkern.swiglu(gradkern.rms_norm(x, 16, w))   # split form: (4, 8)
+    y.sum().backward()                                  # backward runs gradkern too
+
+The library is found through the environment variable GRADKERN_LIB (a path to
+libgradkern.so), else at <repository>/build/libgradkern.so.
+
+Ops (named and called like torch.nn.functional; each is an autograd Function
+whose forward and backward run gradkern; CPU tensors of float32, float64,
+float16 and bfloat16, any strides):
+    relu(x), gelu(x, approximate='none'|'tanh'), silu(x), sigmoid(x),
+    softplus(x, beta=1, threshold=20),
+    glu(x, dim=-1), reglu(x, dim=-1), swiglu(x, dim=-1),
+    geglu(x, dim=-1, approximate='none')      split form: a | b = x, y = a * act(b)
+    glu(x, gate), ..., geglu(x, gate, approximate=...)  two-tensor: y = x * act(gate)
+    rms_norm(x, normalized_shape, weight=None, eps=1e-6),
+    layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5).
+Every op takes backend=None|'auto'|'ref'|'cpu' (keyword only).
+
+Errors from the library raise gradkern.Error (a RuntimeError) with .status,
+.status_name and .message (gk_last_error(): names the bad argument).
+"""
+from . import _lib
+from ._core import (
+    Error,
+    Plan,
+    clear_plan_cache,
+    get_backend,
+    get_num_threads,
+    get_plan,
+    library_path,
+    plan_cache_size,
+    set_backend,
+    set_num_threads,
+    use_backend,
+)
+from .functional import (
+    gelu,
+    geglu,
+    glu,
+    layer_norm,
+    reglu,
+    relu,
+    rms_norm,
+    sigmoid,
+    silu,
+    softplus,
+    swiglu,
+)
+
+__version__ = "0.1.0"
+
+_OP_OF = {
+    "relu": "relu", "gelu": "gelu", "silu": "silu", "sigmoid": "sigmoid", "softplus": "softplus",
+    "glu": "glu", "reglu": "reglu", "swiglu": "swiglu", "geglu": "geglu",
+    "rms_norm": "rmsnorm", "rmsnorm": "rmsnorm", "layer_norm": "layernorm", "layernorm": "layernorm",
+}
+
+
+def plan_info(op, x, direction="forward", backend=None, **options):
+    """What kernel gradkern selects for `op` ('swiglu', 'rms_norm', ...) on a
+    tensor like x (its dtype and shape): a dict with kernel, backend, isa,
+    math, accumulator and deterministic. Options as for gradkern.Plan
+    (approximate, beta, threshold, form, dim, normalized_rank, eps,
+    has_weight, has_bias, accumulate)."""
+    if op not in _OP_OF:
+        raise ValueError("gradkern.plan_info: unknown op %r" % (op,))
+    return get_plan(_OP_OF[op], direction, x.dtype, tuple(x.shape), backend, **options).info
+
+
+__all__ = [
+    "Error", "Plan", "get_plan", "plan_info", "clear_plan_cache", "plan_cache_size",
+    "set_backend", "get_backend", "use_backend", "set_num_threads", "get_num_threads",
+    "library_path",
+    "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
+    "rms_norm", "layer_norm",
+]

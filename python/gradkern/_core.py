@@ -1,0 +1,304 @@
+"""Plans, tensors and errors: the thin layer between torch and libgradkern."""
+import collections
+import contextlib
+import ctypes
+import threading
+import weakref
+
+import torch
+
+from . import _lib
+
+lib, library_path = _lib.load()
+
+
+class Error(RuntimeError):
+    """A gradkern call returned a non-zero gk_status.
+
+    Attributes: ``status`` (the int gk_status), ``status_name``
+    ("GK_ERR_BAD_SHAPE", ...) and ``message`` (gk_last_error(): names the
+    argument and the values that were wrong).
+    """
+
+    def __init__(self, status, message, call=""):
+        self.status = int(status)
+        self.status_name = _lib.STATUS_NAMES.get(self.status, "GK_STATUS_%d" % self.status)
+        self.message = message
+        self.call = call
+        text = "%s failed with %s (%s)" % (call or "gradkern", self.status_name,
+                                         _str(lib.gk_status_string(self.status)))
+        if message:
+            text += ": " + message
+        super().__init__(text)
+
+
+def _str(b):
+    return b.decode("utf-8", "replace") if b is not None else ""
+
+
+def check(status, call):
+    """Raise Error (with gk_last_error()) unless status is GK_SUCCESS."""
+    if status != _lib.SUCCESS:
+        # gk_last_error is thread-local; ctypes runs the call on this thread.
+        raise Error(status, _str(lib.gk_last_error()), call)
+
+
+# ---------------------------------------------------------------- dtypes
+
+TORCH_TO_GK = {
+    torch.float32: _lib.F32,
+    torch.float64: _lib.F64,
+    torch.float16: _lib.F16,
+    torch.bfloat16: _lib.BF16,
+    torch.int32: _lib.I32,
+    torch.int64: _lib.I64,
+}
+GK_TO_TORCH = {v: k for k, v in TORCH_TO_GK.items()}
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def gk_dtype(dtype, what="x"):
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError("gradkern: %s has dtype %s; supported: float32, float64, float16, bfloat16"
+                        % (what, dtype))
+    return TORCH_TO_GK[dtype]
+
+
+def stat_dtype(dtype):
+    """dtype of the saved norm statistics (mean, rstd) for an op dtype."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def to_gk_tensor(t, out=None):
+    """A gk_tensor viewing torch tensor t in place: no copy, t's own strides."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError("gradkern: expected a torch.Tensor, got %s" % type(t).__name__)
+    if t.dim() > _lib.GK_MAX_RANK:
+        raise ValueError("gradkern: tensor has rank %d, more than GK_MAX_RANK = %d"
+                         % (t.dim(), _lib.GK_MAX_RANK))
+    g = out if out is not None else _lib.gk_tensor()
+    g.data = t.data_ptr() or None
+    g.dtype = TORCH_TO_GK.get(t.dtype, -1)   # -1: the library names the bad dtype
+    if t.device.type == "cpu":
+        g.device, g.device_id = _lib.DEVICE_CPU, 0
+    else:                                    # let the library reject it by name
+        g.device = _lib.DEVICE_CUDA if t.device.type == "cuda" else 99
+        g.device_id = t.device.index or 0
+    r = t.dim()
+    g.rank = r
+    if r:
+        g.shape[:r] = tuple(t.shape)
+        g.strides[:r] = t.stride()
+    return g
+
+
+# ---------------------------------------------------------------- backend
+
+_default_backend = "auto"
+
+
+def set_backend(name):
+    """Backend every later call uses by default: 'auto' (fastest), 'ref'
+    (the scalar oracle) or 'cpu' (threaded)."""
+    global _default_backend
+    _backend_code(name)
+    _default_backend = name
+
+
+def get_backend():
+    return _default_backend
+
+
+@contextlib.contextmanager
+def use_backend(name):
+    """with gradkern.use_backend('ref'): ...  (restores the previous default)."""
+    old = get_backend()
+    set_backend(name)
+    try:
+        yield
+    finally:
+        set_backend(old)
+
+
+def _backend_code(name):
+    if name not in _lib.BACKENDS:
+        raise ValueError("gradkern: backend %r is not one of %s" % (name, sorted(_lib.BACKENDS)))
+    return _lib.BACKENDS[name]
+
+
+def resolve_backend(name):
+    name = _default_backend if name is None else name
+    _backend_code(name)
+    return name
+
+
+# ---------------------------------------------------------------- threads
+
+def set_num_threads(n):
+    """Threads used by the CPU kernels (results are bit-identical for any n)."""
+    check(lib.gk_set_num_threads(int(n)), "gk_set_num_threads")
+
+
+def get_num_threads():
+    return int(lib.gk_get_num_threads())
+
+
+# ---------------------------------------------------------------- plans
+
+class Plan:
+    """One gk_plan: an op, direction, dtype, shape and options, with its kernel.
+
+    Options (keyword arguments): approximate ('none'|'tanh'), beta, threshold,
+    form ('split'|'two_tensor'), dim, normalized_rank, eps, has_weight,
+    has_bias, accumulate. The C plan is destroyed when this object is
+    collected (and at interpreter exit at the latest).
+    """
+
+    def __init__(self, op, direction, dtype, shape, backend="auto", **options):
+        desc = _lib.gk_op_desc()
+        shape = tuple(int(s) for s in shape)
+        # (a rank over GK_MAX_RANK is passed on: the library names it)
+        shape_arr = (ctypes.c_int64 * max(1, len(shape)))(*shape)
+        if op not in _lib.OPS:
+            raise ValueError("gradkern: unknown op %r (one of %s)" % (op, sorted(_lib.OPS)))
+        if direction not in _lib.DIRECTIONS:
+            raise ValueError("gradkern: direction %r is not 'forward' or 'backward'" % (direction,))
+        gdtype = gk_dtype(dtype) if isinstance(dtype, torch.dtype) else int(dtype)
+        check(lib.gk_op_desc_init(ctypes.byref(desc), _lib.OPS[op], _lib.DIRECTIONS[direction],
+                                  gdtype, len(shape), shape_arr), "gk_op_desc_init")
+        desc.backend = _backend_code(backend)
+        for key, value in options.items():
+            if key == "approximate":
+                if value not in _lib.GELU_APPROX:
+                    raise ValueError("gradkern: approximate=%r must be 'none' or 'tanh'" % (value,))
+                desc.act.approximate = _lib.GELU_APPROX[value]
+            elif key in ("beta", "threshold"):
+                setattr(desc.act, key, float(value))
+            elif key == "form":
+                desc.gated.form = _lib.GATED_FORMS[value]
+            elif key == "dim":
+                desc.gated.dim = int(value)
+            elif key == "eps":
+                desc.norm.eps = float(value)
+            elif key in ("normalized_rank", "has_weight", "has_bias"):
+                setattr(desc.norm, key, int(value))
+            elif key == "accumulate":
+                desc.accumulate = int(value)
+            else:
+                raise TypeError("gradkern: unknown plan option %r" % key)
+        handle = ctypes.c_void_p()
+        check(lib.gk_plan_create(ctypes.byref(desc), ctypes.byref(handle)), "gk_plan_create")
+        self._handle = handle
+        self._finalizer = weakref.finalize(self, lib.gk_plan_destroy, handle)
+        self.op, self.direction, self.dtype, self.shape = op, direction, dtype, shape
+        size = ctypes.c_size_t()
+        check(lib.gk_plan_workspace_size(handle, ctypes.byref(size)), "gk_plan_workspace_size")
+        self.workspace_size = int(size.value)
+        self._arg_shapes = {}
+
+    def destroy(self):
+        """Destroy the C plan now (later calls on this Plan raise)."""
+        self._finalizer()
+
+    @property
+    def handle(self):
+        if not self._finalizer.alive:
+            raise ValueError("gradkern: this plan was destroyed")
+        return self._handle
+
+    @property
+    def info(self):
+        """dict: kernel, backend, isa, math, accumulator, deterministic."""
+        i = _lib.gk_plan_info()
+        check(lib.gk_plan_get_info(self.handle, ctypes.byref(i)), "gk_plan_get_info")
+        return {
+            "kernel": _str(i.kernel),
+            "backend": _str(lib.gk_backend_name(i.backend)),
+            "isa": _str(i.isa),
+            "math": _str(i.math),
+            "accumulator": _str(lib.gk_dtype_name(i.accumulator)),
+            "deterministic": bool(i.deterministic),
+        }
+
+    @property
+    def desc(self):
+        """The gk_op_desc as the plan normalised it (a ctypes struct copy)."""
+        d = _lib.gk_op_desc()
+        check(lib.gk_plan_get_desc(self.handle, ctypes.byref(d)), "gk_plan_get_desc")
+        return d
+
+    def arg_shape(self, kind):
+        """Shape the plan expects for argument kind ('y', 'rstd', ...), None if unused."""
+        if kind not in self._arg_shapes:
+            rank = ctypes.c_int()
+            shape = (ctypes.c_int64 * _lib.GK_MAX_RANK)()
+            check(lib.gk_plan_arg_shape(self.handle, _lib.ARGS[kind], ctypes.byref(rank), shape),
+                  "gk_plan_arg_shape")
+            self._arg_shapes[kind] = None if rank.value < 0 else tuple(shape[:rank.value])
+        return self._arg_shapes[kind]
+
+    @staticmethod
+    def _args(tensors):
+        items = [(k, t) for k, t in tensors.items() if t is not None]
+        arr = (_lib.gk_arg * max(1, len(items)))()
+        for i, (kind, t) in enumerate(items):
+            arr[i].kind = _lib.ARGS[kind]
+            to_gk_tensor(t, arr[i].tensor)
+        return arr, len(items)
+
+    def check(self, tensors):
+        """gk_plan_check on a dict {kind: tensor}; raises Error."""
+        arr, n = self._args(tensors)
+        check(lib.gk_plan_check(self.handle, arr, n), "gk_plan_check")
+
+    def run(self, tensors):
+        """gk_plan_run on a dict {kind: tensor} (None entries are left out).
+
+        The workspace is a fresh torch uint8 buffer, 64-byte aligned."""
+        arr, n = self._args(tensors)
+        ws, ws_ptr = None, None
+        if self.workspace_size:
+            ws = torch.empty(self.workspace_size + 64, dtype=torch.uint8)
+            base = ws.data_ptr()
+            ws_ptr = base + (-base) % 64
+        check(lib.gk_plan_run(self.handle, arr, n, ws_ptr, self.workspace_size), "gk_plan_run")
+        del ws  # kept alive through the call above
+
+
+_CACHE_CAPACITY = 512
+_cache = collections.OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def get_plan(op, direction, dtype, shape, backend=None, **options):
+    """A cached Plan for this description (least recently used ones are
+    dropped, and so destroyed, past a fixed number of entries)."""
+    backend = resolve_backend(backend)
+    key = (op, direction, dtype, tuple(shape), backend, tuple(sorted(options.items())))
+    with _cache_lock:
+        plan = _cache.get(key)
+        if plan is not None:
+            _cache.move_to_end(key)
+            return plan
+    plan = Plan(op, direction, dtype, shape, backend, **options)
+    with _cache_lock:
+        plan = _cache.setdefault(key, plan)
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_CAPACITY:
+            _cache.popitem(last=False)
+    return plan
+
+
+def clear_plan_cache():
+    """Drop every cached plan (each is destroyed once nothing uses it)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def plan_cache_size():
+    return len(_cache)
+
+
+def new_output(plan, kind, dtype, like):
+    """A fresh contiguous output for argument `kind` of plan."""
+    return torch.empty(plan.arg_shape(kind), dtype=dtype, device=like.device)

@@ -1,0 +1,65 @@
+// f16 and bf16 conversions: exact round trips, and round to nearest even
+// checked against the neighbouring representable values.
+#include "harness.h"
+
+static float f16_val(uint16_t h) { return gk_f16_to_f32(h); }
+static float bf16_val(uint16_t h) { return gk_bf16_to_f32(h); }
+
+// h must be the nearest of h-1, h, h+1 (in magnitude order) to x, ties to even.
+static bool nearest_even(float x, uint16_t h, float (*val)(uint16_t), uint16_t max_finite) {
+  double v = val(h), best = fabs((double)x - v);
+  uint16_t mag = h & 0x7fff;
+  for (int step = -1; step <= 1; step += 2) {
+    int m = (int)mag + step;
+    if (m < 0 || m > max_finite) continue;
+    double d = fabs((double)x - val((uint16_t)((h & 0x8000) | m)));
+    if (d < best) return false;
+    if (d == best && (mag & 1)) return false;
+  }
+  return true;
+}
+
+int main(void) {
+  int round_trips = 0;
+  for (uint32_t h = 0; h < 65536; h++) {
+    bool f16_nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+    if (!f16_nan) round_trips += gk_f32_to_f16(gk_f16_to_f32((uint16_t)h)) == h;
+    else round_trips += isnan(gk_f16_to_f32((uint16_t)h)) && isnan(gk_f16_to_f32(gk_f32_to_f16(gk_f16_to_f32((uint16_t)h))));
+    bool bf_nan = (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+    if (!bf_nan) round_trips += gk_f32_to_bf16(gk_bf16_to_f32((uint16_t)h)) == h;
+    else round_trips += isnan(gk_bf16_to_f32(gk_f32_to_bf16(gk_bf16_to_f32((uint16_t)h))));
+  }
+  check(round_trips == 2 * 65536, "round trips: %d of %d", round_trips, 2 * 65536);
+
+  int bad_f16 = 0, bad_bf16 = 0, n = 2000000;
+  for (int i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)rng_next();
+    float x;
+    memcpy(&x, &u, 4);
+    if (!isfinite(x)) continue;
+    if (fabsf(x) < 65504.0f) bad_f16 += !nearest_even(x, gk_f32_to_f16(x), f16_val, 0x7bff);
+    if (fabsf(x) < 3.38e38f) bad_bf16 += !nearest_even(x, gk_f32_to_bf16(x), bf16_val, 0x7f7f);
+    // Values in f16's range, where the random bits above rarely land.
+    float y = (float)rng_uniform(-70000, 70000) * (float)pow(2, -(double)(rng_next() % 30));
+    if (fabsf(y) < 65504.0f) bad_f16 += !nearest_even(y, gk_f32_to_f16(y), f16_val, 0x7bff);
+  }
+  check(bad_f16 == 0, "f16 rounding: %d values not rounded to nearest even", bad_f16);
+  check(bad_bf16 == 0, "bf16 rounding: %d values not rounded to nearest even", bad_bf16);
+
+  // Fixed cases: ties, overflow, subnormals, NaN.
+  check(gk_f32_to_f16(65504.0f) == 0x7bff, "f16 max");
+  check(gk_f32_to_f16(65519.99f) == 0x7bff, "f16 just below the overflow tie");
+  check(gk_f32_to_f16(65520.0f) == 0x7c00, "f16 overflow tie rounds to inf");
+  check(gk_f32_to_f16(1e10f) == 0x7c00 && gk_f32_to_f16(-1e10f) == 0xfc00, "f16 overflow to inf");
+  check(gk_f32_to_f16(5.9604645e-8f) == 0x0001, "f16 smallest subnormal");
+  check(gk_f32_to_f16(2.9802322e-8f) == 0x0000, "f16 half the smallest subnormal ties to even 0");
+  check(gk_f32_to_f16(1.0f + 1.0f / 2048) == 0x3c00, "f16 tie to even (down)");
+  check(gk_f32_to_f16(1.0f + 3.0f / 2048) == 0x3c02, "f16 tie to even (up)");
+  check(isnan(gk_f16_to_f32(gk_f32_to_f16(NAN))), "f16 NaN");
+  check(gk_f32_to_bf16(1.0f + 1.0f / 256) == 0x3f80, "bf16 tie to even (down)");
+  check(gk_f32_to_bf16(1.0f + 3.0f / 256) == 0x3f82, "bf16 tie to even (up)");
+  check(isnan(gk_bf16_to_f32(gk_f32_to_bf16(NAN))), "bf16 NaN stays NaN");
+  check(gk_f32_to_bf16(3.4028235e38f) == 0x7f80, "bf16 f32 max rounds to inf");
+  check(gk_f32_to_bf16(-0.0f) == 0x8000 && gk_f32_to_f16(-0.0f) == 0x8000, "negative zero");
+  return finish("test_dtype");
+}

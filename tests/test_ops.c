@@ -1,0 +1,433 @@
+// Every op x dtype x direction x layout: the threaded CPU kernel against the
+// f64 reference kernel, the reference against central finite differences in
+// f64, bit-identity across thread counts 1, 2, 3, accumulation of parameter
+// gradients, in-place use, and no byte written outside an output's elements.
+#include "harness.h"
+
+static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
+
+// Tensors of one plan run, indexed by gk_arg_kind.
+typedef struct argset {
+  tbuf b[GK_ARG_COUNT_];
+  bool have[GK_ARG_COUNT_];
+} argset;
+
+static void argset_free(argset *s) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k]) tbuf_free(&s->b[k]);
+  memset(s, 0, sizeof *s);
+}
+
+// Create a plan for d on backend `be` and run it on the tensors of s.
+static gk_status run_desc(const gk_op_desc *d, gk_backend be, const argset *s) {
+  gk_op_desc dd = *d;
+  dd.backend = be;
+  gk_plan *plan;
+  gk_status st = gk_plan_create(&dd, &plan);
+  if (st != GK_SUCCESS) return st;
+  gk_arg args[GK_ARG_COUNT_];
+  int n = 0;
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k]) args[n++] = (gk_arg){(gk_arg_kind)k, s->b[k].t};
+  size_t ws = 0;
+  gk_plan_workspace_size(plan, &ws);
+  void *w = ws_alloc(ws);
+  st = gk_plan_run(plan, args, n, w, ws);
+  free(w);
+  gk_plan_destroy(plan);
+  return st;
+}
+
+// Shapes of each argument of the plan for d: rank -1 when unused.
+typedef struct arg_shapes {
+  int rank[GK_ARG_COUNT_];
+  int64_t shape[GK_ARG_COUNT_][GK_MAX_RANK];
+  bool is_stat[GK_ARG_COUNT_];
+} arg_shapes;
+
+static bool shapes_of(const gk_op_desc *d, arg_shapes *out) {
+  gk_plan *plan;
+  if (gk_plan_create(d, &plan) != GK_SUCCESS) return false;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    gk_plan_arg_shape(plan, (gk_arg_kind)k, &out->rank[k], out->shape[k]);
+    out->is_stat[k] = k == GK_ARG_RSTD || k == GK_ARG_MEAN;
+  }
+  gk_plan_destroy(plan);
+  return true;
+}
+
+static gk_dtype stat_dtype(gk_dtype dt) { return dt == GK_F64 ? GK_F64 : GK_F32; }
+
+static bool is_input(gk_direction dir, int k) {
+  if (dir == GK_FORWARD) return k == GK_ARG_X || k == GK_ARG_GATE || k == GK_ARG_WEIGHT || k == GK_ARG_BIAS;
+  return k == GK_ARG_DY || k == GK_ARG_X || k == GK_ARG_GATE || k == GK_ARG_WEIGHT || k == GK_ARG_RSTD ||
+         k == GK_ARG_MEAN;
+}
+
+static void fill_input(const gk_tensor *t, int k, double xscale) {
+  if (k == GK_ARG_WEIGHT) tfill(t, 0.5, 1.5);
+  else if (k == GK_ARG_BIAS) tfill(t, -1, 1);
+  else if (k == GK_ARG_X || k == GK_ARG_GATE) {
+    // |x| in [0.05, xscale]: away from relu's kink, with both signs.
+    int64_t n = gk_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+      double v = rng_uniform(0.05, xscale);
+      tset(t, i, rng_next() & 1 ? v : -v);
+    }
+  } else tfill(t, -1, 1);
+}
+
+// Allocate s's tensors for d: inputs in layout `lay` filled at random (or
+// copied from `from` when it has them: forward tensors reused by backward),
+// outputs in layout `lay` (left as canaries).
+static void build(const gk_op_desc *d, layout lay, double xscale, const argset *from, argset *s) {
+  arg_shapes sh;
+  memset(s, 0, sizeof *s);
+  if (!shapes_of(d, &sh)) return;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (sh.rank[k] < 0) continue;
+    gk_dtype dt = sh.is_stat[k] ? stat_dtype(d->dtype) : d->dtype;
+    s->b[k] = tbuf_make(dt, sh.rank[k], sh.shape[k], sh.is_stat[k] ? CONTIGUOUS : lay);
+    s->have[k] = true;
+    if (!is_input(d->direction, k)) continue;
+    if (from && from->have[k]) tcopy_values(&s->b[k].t, &from->b[k].t);
+    else fill_input(&s->b[k].t, k, xscale);
+  }
+}
+
+// A copy of s whose outputs are fresh canary buffers (inputs shared).
+static void clone_outputs(const gk_op_desc *d, const argset *s, layout lay, argset *out) {
+  *out = *s;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!s->have[k] || is_input(d->direction, k)) continue;
+    out->b[k] = tbuf_make(s->b[k].t.dtype, s->b[k].t.rank, s->b[k].t.shape,
+                          (k == GK_ARG_RSTD || k == GK_ARG_MEAN) ? CONTIGUOUS : lay);
+  }
+}
+
+static void free_outputs(const gk_op_desc *d, argset *s) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k] && !is_input(d->direction, k)) tbuf_free(&s->b[k]);
+}
+
+static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n) {
+  char shape[128] = "[";
+  for (int i = 0; i < d->rank; i++)
+    snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ",%lld" : "%lld", (long long)d->shape[i]);
+  snprintf(buf, n, "%s %s %s %s%s form=%d dim=%d nr=%d w=%d b=%d %s", gk_op_name(d->op),
+           d->direction == GK_FORWARD ? "fwd" : "bwd", gk_dtype_name(d->dtype), shape, "]", d->gated.form,
+           d->gated.dim, d->norm.normalized_rank, d->norm.has_weight, d->norm.has_bias, layout_name[lay]);
+  return buf;
+}
+
+// Run d on ref and cpu with the same inputs; compare outputs and canaries.
+// Leaves the reference outputs in *ref_out (caller frees with free_outputs).
+static void compare_backends(const gk_op_desc *d, layout lay, const argset *s, argset *ref_out) {
+  char name[256];
+  describe(d, lay, name, sizeof name);
+  argset cpu;
+  clone_outputs(d, s, lay, ref_out);
+  clone_outputs(d, s, lay, &cpu);
+  gk_status a = run_desc(d, GK_BACKEND_REF, ref_out), b = run_desc(d, GK_BACKEND_CPU, &cpu);
+  check(a == GK_SUCCESS && b == GK_SUCCESS, "%s: ref %d, cpu %d: %s", name, a, b, gk_last_error());
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!s->have[k] || is_input(d->direction, k)) continue;
+    double r = tcompare(&cpu.b[k].t, &ref_out->b[k].t, tol_of(cpu.b[k].t.dtype), true);
+    check(r <= 1.0, "%s: output %s differs from ref by %.3g tolerances", name, gk_arg_name((gk_arg_kind)k), r);
+    check(tbuf_canaries_intact(&cpu.b[k]) && tbuf_canaries_intact(&ref_out->b[k]),
+          "%s: bytes outside output %s were written", name, gk_arg_name((gk_arg_kind)k));
+  }
+  free_outputs(d, &cpu);
+}
+
+// Parameter gradients with accumulate = 1 add to what the outputs held.
+static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s, const argset *ref_out) {
+  if (!s->have[GK_ARG_DWEIGHT] && !s->have[GK_ARG_DBIAS]) return;
+  char name[256];
+  describe(bwd, lay, name, sizeof name);
+  gk_op_desc acc = *bwd;
+  acc.accumulate = 1;
+  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+    argset o;
+    clone_outputs(bwd, s, lay, &o);
+    for (int k = GK_ARG_DWEIGHT; k <= GK_ARG_DBIAS; k += 2)
+      if (o.have[k]) tfill(&o.b[k].t, -2, 2);
+    tbuf prior[GK_ARG_COUNT_];
+    for (int k = GK_ARG_DWEIGHT; k <= GK_ARG_DBIAS; k += 2)
+      if (o.have[k]) {
+        prior[k] = tbuf_make(GK_F64, o.b[k].t.rank, o.b[k].t.shape, CONTIGUOUS);
+        tcopy_values(&prior[k].t, &o.b[k].t);
+      }
+    check(run_desc(&acc, be, &o) == GK_SUCCESS, "%s accumulate %s: %s", name, gk_backend_name(be), gk_last_error());
+    for (int k = GK_ARG_DWEIGHT; k <= GK_ARG_DBIAS; k += 2) {
+      if (!o.have[k]) continue;
+      tbuf want = tbuf_make(GK_F64, o.b[k].t.rank, o.b[k].t.shape, CONTIGUOUS);
+      int64_t n = gk_tensor_numel(&want.t);
+      for (int64_t i = 0; i < n; i++) tset(&want.t, i, tget(&prior[k].t, i) + tget(&ref_out->b[k].t, i));
+      tol tl = tol_of(bwd->dtype);
+      tl.rtol *= 2;  // two roundings: of the overwrite result and of the sum
+      tl.atol *= 2;
+      double r = tcompare(&o.b[k].t, &want.t, tl, false);
+      check(r <= 1.0, "%s accumulate %s: %s off by %.3g tolerances", name, gk_backend_name(be),
+            gk_arg_name((gk_arg_kind)k), r);
+      tbuf_free(&want);
+      tbuf_free(&prior[k]);
+    }
+    free_outputs(bwd, &o);
+  }
+}
+
+// Forward and backward of one configuration in one dtype and layout.
+static void test_config(const gk_op_desc *fwd, layout lay, double xscale) {
+  gk_op_desc bwd = *fwd;
+  bwd.direction = GK_BACKWARD;
+  argset fin, fref, bin, bref;
+  build(fwd, lay, xscale, NULL, &fin);
+  compare_backends(fwd, lay, &fin, &fref);
+  // Backward reuses the forward's inputs and the reference's saved stats.
+  build(&bwd, lay, xscale, NULL, &bin);
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!bin.have[k] || !is_input(GK_BACKWARD, k) || k == GK_ARG_DY) continue;
+    const argset *src = (k == GK_ARG_RSTD || k == GK_ARG_MEAN) ? &fref : &fin;
+    tcopy_values(&bin.b[k].t, &src->b[k].t);
+  }
+  compare_backends(&bwd, lay, &bin, &bref);
+  check_accumulate(&bwd, lay, &bin, &bref);
+  free_outputs(&bwd, &bref);
+  free_outputs(fwd, &fref);
+  argset_free(&bin);
+  argset_free(&fin);
+}
+
+// ---------------------------------------------------------------- finite differences
+
+// L = sum(y * r). For each differentiable input element, the central
+// difference of L against the backward's gradient (f64, given backend).
+static double fd_check(const gk_op_desc *fwd, gk_backend be) {
+  gk_op_desc bwd = *fwd;
+  bwd.direction = GK_BACKWARD;
+  argset f, b;
+  build(fwd, CONTIGUOUS, 2.0, NULL, &f);
+  build(&bwd, CONTIGUOUS, 2.0, &f, &b);
+  run_desc(fwd, be, &f);
+  for (int k = GK_ARG_RSTD; k >= GK_ARG_MEAN; k--)
+    if (b.have[k]) tcopy_values(&b.b[k].t, &f.b[k].t);
+  if (run_desc(&bwd, be, &b) != GK_SUCCESS) return INFINITY;
+  const gk_tensor *r = &b.b[GK_ARG_DY].t, *y = &f.b[GK_ARG_Y].t;
+  static const int pairs[][2] = {{GK_ARG_X, GK_ARG_DX}, {GK_ARG_GATE, GK_ARG_DGATE},
+                                 {GK_ARG_WEIGHT, GK_ARG_DWEIGHT}, {GK_ARG_BIAS, GK_ARG_DBIAS}};
+  double worst = 0, h = 1e-5;
+  for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++) {
+    int in = pairs[p][0], grad = pairs[p][1];
+    if (!f.have[in]) continue;
+    const gk_tensor *t = &f.b[in].t;
+    int64_t n = gk_tensor_numel(t), ny = gk_tensor_numel(y);
+    for (int64_t i = 0; i < n; i++) {
+      double x0 = tget(t, i), loss[2];
+      for (int side = 0; side < 2; side++) {
+        tset(t, i, x0 + (side ? -h : h));
+        run_desc(fwd, be, &f);
+        loss[side] = 0;
+        for (int64_t j = 0; j < ny; j++) loss[side] += tget(y, j) * tget(r, j);
+      }
+      tset(t, i, x0);
+      double numeric = (loss[0] - loss[1]) / (2 * h), analytic = tget(&b.b[grad].t, i);
+      double rel = fabs(numeric - analytic) / fmax(fmax(fabs(numeric), fabs(analytic)), 1e-3);
+      if (rel > worst) worst = rel;
+    }
+  }
+  argset_free(&b);
+  argset_free(&f);
+  return worst;
+}
+
+// ---------------------------------------------------------------- threads
+
+// The CPU kernel gives the same bits with 1, 2 and 3 threads.
+static void test_threads(const gk_op_desc *fwd) {
+  gk_op_desc bwd = *fwd;
+  bwd.direction = GK_BACKWARD;
+  const gk_op_desc *ds[2] = {fwd, &bwd};
+  argset f;
+  build(fwd, CONTIGUOUS, 3.0, NULL, &f);
+  for (int dir = 0; dir < 2; dir++) {
+    const gk_op_desc *d = ds[dir];
+    argset in;
+    if (dir == 0) in = f;
+    else {
+      run_desc(fwd, GK_BACKEND_CPU, &f);
+      build(d, CONTIGUOUS, 3.0, &f, &in);
+      for (int k = GK_ARG_MEAN; k <= GK_ARG_RSTD; k++)
+        if (in.have[k]) tcopy_values(&in.b[k].t, &f.b[k].t);
+    }
+    argset runs[3];
+    for (int t = 0; t < 3; t++) {
+      gk_set_num_threads(t + 1);
+      clone_outputs(d, &in, CONTIGUOUS, &runs[t]);
+      check(run_desc(d, GK_BACKEND_CPU, &runs[t]) == GK_SUCCESS, "threads %d: %s", t + 1, gk_last_error());
+    }
+    char name[256];
+    describe(d, CONTIGUOUS, name, sizeof name);
+    for (int k = 0; k < GK_ARG_COUNT_; k++) {
+      if (!in.have[k] || is_input(d->direction, k)) continue;
+      for (int t = 1; t < 3; t++)
+        check(tbits_equal(&runs[0].b[k].t, &runs[t].b[k].t), "%s: output %s with %d threads differs from 1 thread",
+              name, gk_arg_name((gk_arg_kind)k), t + 1);
+    }
+    for (int t = 0; t < 3; t++) free_outputs(d, &runs[t]);
+    if (dir == 1) argset_free(&in);
+  }
+  argset_free(&f);
+  gk_set_num_threads(2);
+}
+
+// ---------------------------------------------------------------- in place
+
+// y = act(x) into x itself, and dx = dy * act'(x) into dy itself, give the
+// same bits as the out-of-place run.
+static void test_in_place(gk_op op, gk_dtype dt) {
+  int64_t shape[2] = {37, 1100};
+  gk_op_desc d;
+  gk_op_desc_init(&d, op, GK_FORWARD, dt, 2, shape);
+  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+    argset s;
+    build(&d, CONTIGUOUS, 3.0, NULL, &s);
+    run_desc(&d, be, &s);
+    argset inplace = s;
+    inplace.b[GK_ARG_Y] = inplace.b[GK_ARG_X];
+    check(run_desc(&d, be, &inplace) == GK_SUCCESS, "%s in place: %s", gk_op_name(op), gk_last_error());
+    check(tbits_equal(&s.b[GK_ARG_X].t, &s.b[GK_ARG_Y].t), "%s %s %s forward in place differs", gk_op_name(op),
+          gk_dtype_name(dt), gk_backend_name(be));
+    argset_free(&s);
+
+    gk_op_desc b = d;
+    b.direction = GK_BACKWARD;
+    build(&b, CONTIGUOUS, 3.0, NULL, &s);
+    run_desc(&b, be, &s);
+    inplace = s;
+    inplace.b[GK_ARG_DX] = inplace.b[GK_ARG_DY];
+    check(run_desc(&b, be, &inplace) == GK_SUCCESS, "%s backward in place: %s", gk_op_name(op), gk_last_error());
+    check(tbits_equal(&s.b[GK_ARG_DY].t, &s.b[GK_ARG_DX].t), "%s %s %s backward in place differs",
+          gk_op_name(op), gk_dtype_name(dt), gk_backend_name(be));
+    argset_free(&s);
+  }
+}
+
+// ---------------------------------------------------------------- configurations
+
+typedef struct shape_case { int rank; int64_t shape[4]; } shape_case;
+
+static gk_op_desc make(gk_op op, gk_dtype dt, const shape_case *sc) {
+  gk_op_desc d;
+  gk_op_desc_init(&d, op, GK_FORWARD, dt, sc->rank, sc->shape);
+  return d;
+}
+
+static int count_configs;
+
+static void run_all_layouts(gk_op_desc d, double xscale) {
+  for (layout lay = CONTIGUOUS; lay < LAYOUT_COUNT; lay++) {
+    test_config(&d, lay, xscale);
+    count_configs++;
+  }
+}
+
+int main(void) {
+  gk_set_num_threads(2);
+  static const shape_case act_shapes[] = {{0, {0}}, {1, {1}}, {1, {7}}, {3, {3, 5, 17}}, {4, {2, 1, 4, 9}},
+                                          {2, {300, 33}}, {1, {0}}};
+  static const shape_case gated_shapes[] = {{3, {4, 6, 8}}, {3, {2, 1, 6}}, {2, {3, 130}}, {1, {2}}};
+  static const shape_case norm_shapes[] = {{2, {5, 7}}, {3, {3, 4, 33}}, {2, {2, 1030}}, {2, {130, 16}},
+                                           {1, {9}}, {3, {1, 1, 5}}};
+  double worst_fd = 0;
+  for (size_t t = 0; t < 4; t++) {
+    gk_dtype dt = dtypes[t];
+    // Elementwise activations, also at large |x| where a naive exp overflows.
+    for (gk_op op = GK_OP_RELU; op <= GK_OP_SOFTPLUS; op++)
+      for (int variant = 0; variant < 2; variant++) {
+        if (variant && op != GK_OP_GELU && op != GK_OP_SOFTPLUS) continue;
+        for (size_t s = 0; s < sizeof act_shapes / sizeof *act_shapes; s++) {
+          gk_op_desc d = make(op, dt, &act_shapes[s]);
+          d.act.approximate = variant ? GK_GELU_TANH : GK_GELU_ERF;
+          if (variant && op == GK_OP_SOFTPLUS) {
+            d.act.beta = 2;
+            d.act.threshold = 3;
+          }
+          run_all_layouts(d, 3.0);
+          if (s == 5) run_all_layouts(d, dt == GK_F16 ? 6e4 : 1e4);
+        }
+      }
+    // Gated activations, split along every dim and in the two-tensor form.
+    for (gk_op op = GK_OP_GLU; op <= GK_OP_GEGLU; op++)
+      for (int variant = 0; variant < (op == GK_OP_GEGLU ? 2 : 1); variant++)
+        for (size_t s = 0; s < sizeof gated_shapes / sizeof *gated_shapes; s++) {
+          const shape_case *sc = &gated_shapes[s];
+          for (int dim = -1; dim < sc->rank; dim++) {
+            gk_op_desc d = make(op, dt, sc);
+            d.act.approximate = variant ? GK_GELU_TANH : GK_GELU_ERF;
+            if (dim < 0) d.gated.form = GK_GATED_TWO_TENSOR;
+            else d.gated.dim = dim;
+            if (d.gated.form == GK_GATED_SPLIT && sc->shape[dim] % 2) continue;
+            run_all_layouts(d, 3.0);
+          }
+        }
+    // Norms with and without weight and bias, over 1 and 2 trailing dims.
+    for (gk_op op = GK_OP_RMSNORM; op <= GK_OP_LAYERNORM; op++)
+      for (size_t s = 0; s < sizeof norm_shapes / sizeof *norm_shapes; s++)
+        for (int nr = 1; nr <= 2 && nr <= norm_shapes[s].rank; nr++)
+          for (int wb = 0; wb < (op == GK_OP_LAYERNORM ? 4 : 2); wb++) {
+            gk_op_desc d = make(op, dt, &norm_shapes[s]);
+            d.norm.normalized_rank = nr;
+            d.norm.has_weight = wb & 1;
+            d.norm.has_bias = op == GK_OP_LAYERNORM && (wb & 2);
+            run_all_layouts(d, 3.0);
+          }
+    if (dt != GK_F64) test_in_place(GK_OP_SILU, dt);
+  }
+  test_in_place(GK_OP_GELU, GK_F64);
+
+  // Finite differences: every backward, both backends, f64.
+  static const shape_case fd_act = {2, {3, 4}}, fd_gated = {2, {4, 6}}, fd_norm = {3, {2, 3, 5}};
+  int fd_cases = 0;
+  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+    for (gk_op op = GK_OP_RELU; op <= GK_OP_LAYERNORM; op++)
+      for (int variant = 0; variant < 4; variant++) {
+        const shape_case *sc = op <= GK_OP_SOFTPLUS ? &fd_act : op <= GK_OP_GEGLU ? &fd_gated : &fd_norm;
+        gk_op_desc d = make(op, GK_F64, sc);
+        bool gelu_like = op == GK_OP_GELU || op == GK_OP_GEGLU;
+        if (variant == 1 && !gelu_like && op != GK_OP_SOFTPLUS && op < GK_OP_GLU) continue;
+        if (variant == 1 && gelu_like) d.act.approximate = GK_GELU_TANH;
+        if (variant == 1 && op == GK_OP_SOFTPLUS) {
+          d.act.beta = 0.5;
+          d.act.threshold = 0.7;
+        }
+        if (variant == 1 && op >= GK_OP_GLU && op <= GK_OP_GEGLU) d.gated.dim = 0;
+        if (variant == 2 && !(op >= GK_OP_GLU && op <= GK_OP_GEGLU) && op < GK_OP_RMSNORM) continue;
+        if (variant == 2 && op >= GK_OP_GLU && op <= GK_OP_GEGLU) d.gated.form = GK_GATED_TWO_TENSOR;
+        if (variant == 2 && op >= GK_OP_RMSNORM) d.norm.normalized_rank = 2;
+        if (variant == 3 && op < GK_OP_RMSNORM) continue;
+        if (variant == 3) d.norm.has_weight = 0;
+        double e = fd_check(&d, be);
+        fd_cases++;
+        if (e > worst_fd) worst_fd = e;
+        check(e <= FD_MAX_REL_ERR, "finite differences %s variant %d (%s): max rel err %.3g", gk_op_name(op),
+              variant, gk_backend_name(be), e);
+      }
+  }
+
+  // Thread-count bit-identity on shapes that make several tasks.
+  static const shape_case big_act = {2, {3, 50000}}, big_gated = {2, {300, 512}}, big_norm = {2, {2000, 40}};
+  for (size_t t = 0; t < 4; t++) {
+    for (gk_op op = GK_OP_RELU; op <= GK_OP_LAYERNORM; op++) {
+      const shape_case *sc = op <= GK_OP_SOFTPLUS ? &big_act : op <= GK_OP_GEGLU ? &big_gated : &big_norm;
+      gk_op_desc d = make(op, dtypes[t], sc);
+      test_threads(&d);
+    }
+  }
+
+  printf("configurations: %d (x fwd/bwd x backends); finite-difference cases: %d, worst rel err %.3g\n",
+         count_configs, fd_cases, worst_fd);
+  printf("largest relative error, cpu vs ref: f32 %.3g, f64 %.3g, f16 %.3g, bf16 %.3g\n", worst_rel[GK_F32],
+         worst_rel[GK_F64], worst_rel[GK_F16], worst_rel[GK_BF16]);
+  return finish("test_ops");
+}
