@@ -203,10 +203,11 @@ gk_status gk_plot_svg(const gk_plot *plot, const gk_plot_series *series, size_t 
     gk_nn_buf_puts(out, "</text>\n");
   }
 
-  // The curves, clipped to the plot area; a line breaks at undrawable points.
+  // The curves, clipped to the plot area with room for a dot on its edge; a
+  // line breaks at undrawable points.
   gk_nn_buf_printf(out,
                    "<clipPath id=\"area\"><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"/></clipPath>\n",
-                   L, T, R - L, B - T);
+                   L - 4, T - 4, R - L + 8, B - T + 8);
   for (size_t s = 0; s < nseries; s++) {
     const char *color = palette[s % NPALETTE];
     gk_nn_buf_printf(out, "<g class=\"series\" clip-path=\"url(#area)\" stroke=\"%s\" fill=\"%s\">\n", color, color);
