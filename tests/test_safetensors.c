@@ -406,6 +406,78 @@ static void test_corruption(void) {
   check(rejected > tried / 2, "corrupted files: %d of %d rejected", rejected, tried);
 }
 
+// Random headers: entries of random names, dtypes, shapes and offsets
+// (usually consistent), fields in random order and sometimes missing, with
+// random JSON fragments spliced in. Many are rejected, some accepted; an
+// accepted file must be consistent, and nothing may crash (the ASan build
+// checks reads outside the buffer).
+static void test_fuzz(void) {
+  static const char *const frags[] = {"{", "}", "[", "]", ":", ",", " ", "\"a\"", "0", "8", "-1", "1.5", "\"",
+                                      "\\", "\"\\ud800\"", "18446744073709551615", "\"__metadata__\":{}"};
+  static const char *const dtypes[] = {"F32", "F64", "F16", "BF16", "I32", "I64", "U8", "F8", "f32"};
+  static const size_t dsize[] = {4, 8, 2, 2, 4, 8, 1, 1, 4};
+  static const char *const names[] = {"a", "b", "c", "d"};
+  char h[1024];
+  int accepted = 0, rejected = 0, consistent = 1;
+  for (int it = 0; it < 20000; it++) {
+    size_t len = 0, offset = 0;
+    len += (size_t)snprintf(h + len, sizeof h - len, "{");
+    int nt = (int)(rng_next() % 4);
+    for (int k = 0; k < nt; k++) {
+      size_t di = rng_next() % 9, numel = 1;
+      char shape[64] = "";
+      int rank = (int)(rng_next() % 3);
+      for (int d = 0; d < rank; d++) {
+        int dim = (int)(rng_next() % 4);
+        numel *= (size_t)dim;
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), d ? ",%d" : "%d", dim);
+      }
+      size_t begin = offset, end = offset + numel * dsize[di];
+      if (rng_next() % 8 == 0) begin = rng_next() % 16, end = begin + rng_next() % 16;
+      offset = end;
+      char fields[3][96];
+      snprintf(fields[0], sizeof fields[0], "\"dtype\":\"%s\"", dtypes[di]);
+      snprintf(fields[1], sizeof fields[1], "\"shape\":[%s]", shape);
+      snprintf(fields[2], sizeof fields[2], "\"data_offsets\":[%zu,%zu]", begin, end);
+      int order = (int)(rng_next() % 6), first = 1;
+      static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+      len += (size_t)snprintf(h + len, sizeof h - len, "%s\"%s\":{", k ? "," : "", names[rng_next() % 4]);
+      for (int fi = 0; fi < 3; fi++) {
+        if (rng_next() % 20 == 0) continue;
+        len += (size_t)snprintf(h + len, sizeof h - len, "%s%s", first ? "" : ",", fields[perms[order][fi]]);
+        first = 0;
+      }
+      len += (size_t)snprintf(h + len, sizeof h - len, "}");
+    }
+    len += (size_t)snprintf(h + len, sizeof h - len, "}");
+    if (rng_next() % 4 == 0) {  // splice a fragment in
+      const char *f = frags[rng_next() % (sizeof frags / sizeof *frags)];
+      size_t at = rng_next() % len, fl = strlen(f);
+      if (len + fl < sizeof h) {
+        memmove(h + at + fl, h + at, len - at + 1);
+        memcpy(h + at, f, fl);
+        len += fl;
+      }
+    }
+    size_t ndata = rng_next() % 8 == 0 ? rng_next() % 64 : offset, n;
+    unsigned char *b = make_file(h, ndata, &n);
+    gk_st_file *f;
+    if (gk_st_parse(b, n, "fuzz.st", &f) == GK_SUCCESS) {
+      accepted++;
+      size_t total = 0;
+      for (size_t i = 0; i < gk_st_num_tensors(f); i++) total += gk_st_tensor_at(f, i)->nbytes;
+      if (total != ndata) consistent = 0;
+      gk_st_close(f);
+    } else {
+      rejected++;
+      if (!strstr(gk_last_error(), "'fuzz.st'")) consistent = 0;
+    }
+    free(b);
+  }
+  check(accepted > 100 && rejected > 100, "fuzz: %d random headers accepted, %d rejected", accepted, rejected);
+  check(consistent, "fuzz: accepted files hold exactly their data, rejections name the file");
+}
+
 // ---------------------------------------------------------------- writer checks
 
 static void test_save_errors(void) {
@@ -527,6 +599,7 @@ int main(void) {
   test_bad_headers();
   test_truncation();
   test_corruption();
+  test_fuzz();
   test_save_errors();
   test_atomic();
   unlink(path_in("rt.safetensors"));

@@ -5,14 +5,16 @@
 #include "harness.h"
 #include "train_args.h"
 
-// Parse a NULL-terminated list of arguments.
+// Parse a NULL-terminated list of arguments, starting from the defaults.
 static gk_status parse_train(gk_train_args *a, int *help, const char *const *argv) {
+  *a = gk_train_defaults;
   int argc = 0;
   while (argv[argc]) argc++;
   return gk_train_args_parse(argc, (char *const *)argv, a, help);
 }
 
 static gk_status parse_sample(gk_sample_args *a, int *help, const char *const *argv) {
+  *a = gk_sample_defaults;
   int argc = 0;
   while (argv[argc]) argc++;
   return gk_sample_args_parse(argc, (char *const *)argv, a, help);
@@ -23,6 +25,8 @@ static gk_status parse_sample(gk_sample_args *a, int *help, const char *const *a
 static void test_good(void) {
   gk_train_args a;
   int help = 7;
+  a = gk_train_defaults;
+  a.given = 12345;
   check(gk_train_args_parse(0, NULL, &a, &help) == GK_SUCCESS && help == 0, "no arguments");
   const gk_train_args *d = &gk_train_defaults;
   check(a.model == d->model && a.task == d->task && a.data == d->data && a.layers == d->layers &&
@@ -81,6 +85,30 @@ static void test_good(void) {
             s.top_k == 0 && s.seed == 7 && s.threads == 1 && gk_sample_args_given(&s, "--top-k") &&
             !gk_sample_args_given(&s, "--lr"),
         "sample: every option: %s", gk_last_error());
+}
+
+// The caller's own starting values: kept where not given, shown by --help.
+static void test_custom_defaults(void) {
+  gk_train_args mine = gk_train_defaults;
+  mine.lr = 0.0125;
+  mine.model = GK_MODEL_LLAMA;
+  mine.width = 96;
+  gk_train_args a = mine;
+  int help;
+  check(gk_train_args_parse(2, (char *const *)ARGS("--steps", "700"), &a, &help) == GK_SUCCESS && a.lr == 0.0125 &&
+            a.model == GK_MODEL_LLAMA && a.width == 96 && a.steps == 700 && !gk_train_args_given(&a, "--lr") &&
+            gk_train_args_given(&a, "--steps"),
+        "custom starting values kept: %s", gk_last_error());
+  FILE *f = tmpfile();
+  gk_train_usage(f, &mine);
+  long n = ftell(f);
+  char *s = calloc((size_t)n + 1, 1);
+  rewind(f);
+  s[fread(s, 1, (size_t)n, f)] = 0;
+  fclose(f);
+  check(strstr(s, "(default 0.0125)") && strstr(s, "(default llama)") && strstr(s, "(default 96)"),
+        "usage shows the caller's defaults");
+  free(s);
 }
 
 static void test_bad(void) {
@@ -187,7 +215,7 @@ static void test_bad(void) {
 
 static void test_usage(void) {
   FILE *f = tmpfile();
-  gk_train_usage(f);
+  gk_train_usage(f, NULL);
   long n = ftell(f);
   char *s = calloc((size_t)n + 1, 1);
   rewind(f);
@@ -207,7 +235,7 @@ static void test_usage(void) {
   free(s);
 
   f = tmpfile();
-  gk_sample_usage(f);
+  gk_sample_usage(f, NULL);
   n = ftell(f);
   s = calloc((size_t)n + 1, 1);
   rewind(f);
@@ -225,6 +253,7 @@ static void test_usage(void) {
 
 int main(void) {
   test_good();
+  test_custom_defaults();
   test_bad();
   test_usage();
   return finish("test_train_args");

@@ -383,7 +383,7 @@ static gk_status check_train(const gk_train_args *a) {
 
 gk_status gk_train_args_parse(int argc, char *const *argv, gk_train_args *args, int *help) {
   if (!args) return gk_fail(GK_ERR_NULL_POINTER, "gk_train_args_parse: args is NULL");
-  *args = gk_train_defaults;
+  args->given = 0;
   gk_status st = parse(train_opts, N_TRAIN_OPTS, argc, argv, args, &args->given, help);
   if (st || *help) return st;
   return check_train(args);
@@ -391,7 +391,7 @@ gk_status gk_train_args_parse(int argc, char *const *argv, gk_train_args *args, 
 
 gk_status gk_sample_args_parse(int argc, char *const *argv, gk_sample_args *args, int *help) {
   if (!args) return gk_fail(GK_ERR_NULL_POINTER, "gk_sample_args_parse: args is NULL");
-  *args = gk_sample_defaults;
+  args->given = 0;
   gk_status st = parse(sample_opts, N_SAMPLE_OPTS, argc, argv, args, &args->given, help);
   if (st || *help) return st;
   if (!args->checkpoint)
@@ -460,23 +460,23 @@ static void usage(FILE *out, const option *opts, size_t nopts, const void *defau
   }
 }
 
-void gk_train_usage(FILE *out) {
+void gk_train_usage(FILE *out, const gk_train_args *defaults) {
   fputs("usage: gradkern train [options]\n"
         "\n"
         "Trains a language model from scratch on the CPU. With no options: a small\n"
         "Mamba on the selective copying task, generated on the fly from the seed.\n"
         "Numbers are checked: a value out of range or not a number is an error.\n",
         out);
-  usage(out, train_opts, N_TRAIN_OPTS, &gk_train_defaults);
+  usage(out, train_opts, N_TRAIN_OPTS, defaults ? defaults : &gk_train_defaults);
   fputs("\n  --help, -h                   show this message\n", out);
 }
 
-void gk_sample_usage(FILE *out) {
+void gk_sample_usage(FILE *out, const gk_sample_args *defaults) {
   fputs("usage: gradkern sample --checkpoint FILE [options]\n"
         "\n"
         "Generates text from a byte-level model trained with --task text.\n"
         "\n",
         out);
-  usage(out, sample_opts, N_SAMPLE_OPTS, &gk_sample_defaults);
+  usage(out, sample_opts, N_SAMPLE_OPTS, defaults ? defaults : &gk_sample_defaults);
   fputs("  --help, -h                   show this message\n", out);
 }

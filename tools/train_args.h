@@ -67,14 +67,19 @@ typedef struct gk_sample_args {
   uint64_t given;             // see gk_sample_args_given
 } gk_sample_args;
 
-// The defaults (documented in the --help texts): a small Mamba on selective
-// copying. The model code may change a copy before parsing, e.g. per model.
+// The defaults: a small Mamba on selective copying (to be tuned with the
+// model code).
 extern const gk_train_args gk_train_defaults;
 extern const gk_sample_args gk_sample_defaults;
 
 // Parse the options that follow the subcommand (argv[0] is the first
-// option). *args starts from the defaults. With --help or -h anywhere, *help
-// is 1 and nothing else is checked; print the usage then.
+// option) into *args, which holds the starting values: copy
+// gk_train_defaults (or the model code's own defaults) into it first. Options
+// not on the command line keep their starting value; `given` records the
+// others, so the caller can still apply defaults that depend on another
+// option (e.g. a learning rate per --model) where !gk_train_args_given().
+// With --help or -h anywhere, *help is 1 and nothing else is parsed or
+// checked; print the usage then.
 gk_status gk_train_args_parse(int argc, char *const *argv, gk_train_args *args, int *help);
 gk_status gk_sample_args_parse(int argc, char *const *argv, gk_sample_args *args, int *help);
 
@@ -82,8 +87,8 @@ gk_status gk_sample_args_parse(int argc, char *const *argv, gk_sample_args *args
 int gk_train_args_given(const gk_train_args *args, const char *name);
 int gk_sample_args_given(const gk_sample_args *args, const char *name);
 
-// The --help texts, with the defaults.
-void gk_train_usage(FILE *out);
-void gk_sample_usage(FILE *out);
+// The --help texts, showing the values of `defaults` (NULL: gk_*_defaults).
+void gk_train_usage(FILE *out, const gk_train_args *defaults);
+void gk_sample_usage(FILE *out, const gk_sample_args *defaults);
 
 #endif
