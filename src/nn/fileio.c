@@ -27,7 +27,7 @@ gk_status gk_nn_read_file(const char *path, const char *what, unsigned char **da
   if (!path || !what || !data || !size) return gk_fail(GK_ERR_NULL_POINTER, "gk_nn_read_file: a pointer argument is NULL");
   *data = NULL;
   *size = 0;
-  int fd = open(path, O_RDONLY);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return gk_fail(GK_NN_ERR_FILE, "%s '%s': cannot open: %s", what, path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -105,7 +105,7 @@ gk_status gk_nn_write_atomic(const char *path, const char *what, const gk_nn_chu
   int fd = -1;
   for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
     snprintf(tmp, plen + 64, "%s.tmp-%ld-%u", path, (long)getpid(), counter++);
-    fd = fault_at(GK_NN_FAULT_OPEN) ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    fd = fault_at(GK_NN_FAULT_OPEN) ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
   if (fd < 0) {
@@ -131,6 +131,7 @@ gk_status gk_nn_write_atomic(const char *path, const char *what, const gk_nn_chu
       failed = "write";
     }
   }
+  if (!failed && fault_at(GK_NN_FAULT_WRITE)) failed = "write";  // a fault injected for a file with no bytes
   if (!failed && (fault_at(GK_NN_FAULT_FSYNC) || fsync(fd) != 0)) failed = "fsync";
   int e = errno;
   if (fault_at(GK_NN_FAULT_CLOSE) || close(fd) != 0) {
@@ -154,7 +155,7 @@ gk_status gk_nn_write_atomic(const char *path, const char *what, const gk_nn_chu
   // 4. Make the rename durable (tmp's buffer is long enough for the directory).
   char *dir = tmp;
   dir_of(path, dir, plen + 64);
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0 || fsync(dfd) != 0) {
     e = errno;
     if (dfd >= 0) close(dfd);
