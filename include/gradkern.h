@@ -355,7 +355,7 @@ typedef struct gk_op_desc {
     int delta_softplus;         ///< default 0
     int has_initial_state;      ///< default 0
     int has_final_state;        ///< default 0
-    int64_t chunk_size;         ///< steps between saved states, 1 .. 256 (default 64)
+    int64_t chunk_size;         ///< steps between saved states, 1 .. 128 (default 64)
   } scan;
 } gk_op_desc;
 

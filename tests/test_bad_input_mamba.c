@@ -204,8 +204,8 @@ int main(void) {
   d.scan.d_state = 0;
   expect(create(&d), GK_ERR_INVALID_VALUE, "desc.scan.d_state = 0", "scan d_state 0");
   d = scan(GK_FORWARD, GK_F32);
-  d.scan.chunk_size = 300;
-  expect(create(&d), GK_ERR_INVALID_VALUE, "desc.scan.chunk_size = 300", "scan chunk over 256");
+  d.scan.chunk_size = 129;
+  expect(create(&d), GK_ERR_INVALID_VALUE, "desc.scan.chunk_size = 129", "scan chunk over 128");
   d = scan(GK_BACKWARD, GK_F32);
   d.scan.b_layout = GK_SCAN_GROUPED;
   d.scan.c_layout = GK_SCAN_GROUPED;

@@ -36,7 +36,10 @@
 #define GK_CAT(a, b) GK_CAT2(a, b)
 #define FN(name) GK_CAT(name, SFX)
 
-enum { NB = 16, TMAX = 256, TARGET = 64, ROWS_PER_TASK = 64, TILE = 1024 };
+// NB: states per block; TMAX: the largest chunk_size; NCACHE: per-batch B/C
+// tiles of up to NCACHE blocks are loaded once per (batch, chunk) and shared
+// by the task's channels. Stack per task: about 40 TMAX NB values.
+enum { NB = 16, TMAX = 128, NCACHE = 2, TARGET = 64, ROWS_PER_TASK = 64, TILE = 1024 };
 static const int64_t MEMCAP = (int64_t)1 << 24;  // elements of partials / level buffers
 
 typedef struct scan_job {
@@ -145,17 +148,40 @@ static task_range range_of(const scan_job *j, int64_t task) {
 
 static int64_t grid_tasks(const scan_job *j) { return j->Pb * j->Pc * j->S; }
 
-// exp(x) in f32 in a form the compiler vectorizes: x = k ln2 + r with
+// Element offsets of t at index (i0, i1) and (i0, i1, i2) of its leading dims.
+static inline int64_t at2(const gk_tensor *t, int64_t i0, int64_t i1) {
+  return i0 * t->strides[0] + i1 * t->strides[1];
+}
+
+static inline int64_t at3(const gk_tensor *t, int64_t i0, int64_t i1, int64_t i2) {
+  return at2(t, i0, i1) + i2 * t->strides[2];
+}
+
+static inline uint32_t f32_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+
+static inline float bits_f32(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+// exp(x) in f32 in a form the compiler vectorizes (no branches: out-of-range
+// and NaN inputs are handled by blending bit masks): x = k ln2 + r with
 // |r| <= ln2/2 (ln2 in two parts), e^r by Cephes' expf polynomial, 2^k as
-// 2^k1 2^k2 (k1 + k2 = k, each safely inside the exponent range) put in the
+// 2^k1 2^k2 (k1 + k2 = k, each inside the exponent range) put in the
 // exponent bits; k comes from the bits of a rounding sum, not a conversion.
-// About 1 ulp; inf above 88.72, 0 below -87.34 (no subnormal results), NaN
-// stays NaN.
+// Under 1 ulp; inf above 88.72283, 0 below -87.33654 (no subnormal
+// results), NaN stays NaN.
 static inline float gk_exp_f32(float x) {
-  float xc = x < -87.33654f ? -87.33654f : x > 88.72283f ? 88.72283f : x;
+  uint32_t xb = f32_bits(x);
+  uint32_t lo = -(uint32_t)(x < -87.33654f), hi = -(uint32_t)(x > 88.72283f), nan = -(uint32_t)(x != x);
+  float xc = bits_f32((xb & ~(lo | hi | nan)) | (f32_bits(-87.33654f) & lo) | (f32_bits(88.72283f) & hi));
   float kf = xc * 1.44269504088896341f + 12582912.0f;  // 1.5 2^23: rounds to an integer
-  uint32_t kbits;
-  memcpy(&kbits, &kf, 4);
+  uint32_t kbits = f32_bits(kf);
   kf -= 12582912.0f;
   float r = xc - kf * 0.693359375f - kf * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -166,30 +192,77 @@ static inline float gk_exp_f32(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   uint32_t u = kbits - 0x4b400000u + 126u, u1 = u >> 1;  // u = k + 126 in 0 .. 254
-  uint32_t e1 = (u1 + 64u) << 23, e2 = (u - u1 + 64u) << 23;
-  float s1, s2;
-  memcpy(&s1, &e1, 4);
-  memcpy(&s2, &e2, 4);
-  float v = p * s1 * s2;
-  v = x > 88.72283f ? INFINITY : v;
-  v = x < -87.33654f ? 0.0f : v;
-  return x != x ? x : v;
+  float v = p * bits_f32((u1 + 64u) << 23) * bits_f32((u - u1 + 64u) << 23);
+  return bits_f32((f32_bits(v) & ~(lo | hi | nan)) | (0x7f800000u & hi) | (xb & nan));
+}
+
+// softplus(x) = max(x, 0) + log1p(e^-|x|) (x above torch's threshold 20) and
+// its derivative, the sigmoid (1 above 20), in f32 without library calls, so
+// loops over steps vectorize: log1p(y) = 2 atanh(s), s = y / (2 + y) in
+// [0, 1/3], by its odd series to s^15 (the rest is below 1e-9 relative).
+static inline float gk_softplus_fast_f32(float x) {
+  float y = gk_exp_f32(-fabsf(x)), s = y / (2.0f + y), s2 = s * s;
+  float q = 1.0f / 15;
+  q = q * s2 + 1.0f / 13;
+  q = q * s2 + 1.0f / 11;
+  q = q * s2 + 1.0f / 9;
+  q = q * s2 + 1.0f / 7;
+  q = q * s2 + 1.0f / 5;
+  q = q * s2 + 1.0f / 3;
+  q = q * s2 + 1.0f;
+  uint32_t pos = -(uint32_t)(x > 0), big = -(uint32_t)(x > 20);
+  float v = bits_f32(f32_bits(x) & pos) + 2.0f * s * q;  // max(x, 0) + log1p(y)
+  return bits_f32((f32_bits(v) & ~big) | (f32_bits(x) & big));
+}
+
+static inline float gk_sigmoid_fast_f32(float x) {
+  uint32_t nonneg = -(uint32_t)(x >= 0), big = -(uint32_t)(x > 20);
+  float e = gk_exp_f32(-fabsf(x)), num = bits_f32((f32_bits(e) & ~nonneg) | (f32_bits(1.0f) & nonneg));
+  float v = num / (1.0f + e);
+  return bits_f32((f32_bits(v) & ~big) | (f32_bits(1.0f) & big));
+}
+
+static inline float gk_silu_fast_f32(float x) { return x * gk_sigmoid_fast_f32(x); }
+
+static inline float gk_dsilu_fast_f32(float x) {
+  float s = gk_sigmoid_fast_f32(x);
+  return s * (1.0f + x * (1.0f - s));
 }
 
 #define REAL float
+#define REAL_DT GK_F32
 #define SFX f32
 #define EXP gk_exp_f32
+#define SOFTPLUS gk_softplus_fast_f32
+#define DSOFTPLUS gk_sigmoid_fast_f32
+#define SILU gk_silu_fast_f32
+#define DSILU gk_dsilu_fast_f32
 #include "scan_body.h"
 #undef REAL
+#undef REAL_DT
 #undef SFX
 #undef EXP
+#undef SOFTPLUS
+#undef DSOFTPLUS
+#undef SILU
+#undef DSILU
 #define REAL double
+#define REAL_DT GK_F64
 #define SFX f64
 #define EXP exp
+#define SOFTPLUS(x) gk_softplus_f64(x, 1, 20)
+#define DSOFTPLUS(x) gk_dsoftplus_f64(x, 1, 20)
+#define SILU gk_silu_f64
+#define DSILU gk_dsilu_f64
 #include "scan_body.h"
 #undef REAL
+#undef REAL_DT
 #undef SFX
 #undef EXP
+#undef SOFTPLUS
+#undef DSOFTPLUS
+#undef SILU
+#undef DSILU
 
 static bool is_f64(const scan_job *j) { return j->plan->desc.dtype == GK_F64; }
 

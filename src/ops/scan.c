@@ -27,8 +27,8 @@ gk_status gk_describe_scan(gk_plan *plan) {
   if (d->scan.d_state < 1 || d->scan.d_state > (int64_t)1 << 24)
     return gk_fail(GK_ERR_INVALID_VALUE, "selective_scan: desc.scan.d_state = %lld is outside 1..2^24",
                    (long long)d->scan.d_state);
-  if (d->scan.chunk_size < 1 || d->scan.chunk_size > 256)
-    return gk_fail(GK_ERR_INVALID_VALUE, "selective_scan: desc.scan.chunk_size = %lld is outside 1..256",
+  if (d->scan.chunk_size < 1 || d->scan.chunk_size > 128)
+    return gk_fail(GK_ERR_INVALID_VALUE, "selective_scan: desc.scan.chunk_size = %lld is outside 1..128",
                    (long long)d->scan.chunk_size);
   const char *lnames[2] = {"b_layout", "c_layout"};
   gk_scan_layout layouts[2] = {d->scan.b_layout, d->scan.c_layout};
