@@ -54,7 +54,7 @@ static REAL FN(vget)(const gk_tensor *t, int64_t i) {
 
 // dt over steps [t0, t0 + tn) of (b, d), and raw = delta + delta_bias before
 // the softplus.
-static void FN(load_dt)(const scan_job *j, int64_t b, int64_t d, int64_t t0, int64_t tn, REAL *raw, REAL *dt) {
+GK_SCAN_INLINE static void FN(load_dt)(const scan_job *j, int64_t b, int64_t d, int64_t t0, int64_t tn, REAL *raw, REAL *dt) {
   const gk_tensor *x = j->a[GK_ARG_DELTA];
   FN(vload)(x, at3(x, b, d, t0), x->strides[2], tn, raw);
   if (j->a[GK_ARG_DELTA_BIAS]) {
@@ -154,7 +154,7 @@ static bool FN(fill_cache)(const scan_job *j, const gk_tensor *v, bool var, int6
 // ---------------------------------------------------------------- math
 
 // p[0] + ... + p[NB-1] as a fixed pairwise tree (NB = 16).
-static inline REAL FN(sum_nb)(const REAL *p) {
+GK_SCAN_INLINE static REAL FN(sum_nb)(const REAL *p) {
   REAL s8[8], s4[4];
   for (int i = 0; i < 8; i++) s8[i] = p[i] + p[i + 8];
   for (int i = 0; i < 4; i++) s4[i] = s8[i] + s8[i + 4];
@@ -166,7 +166,7 @@ static inline REAL FN(sum_nb)(const REAL *p) {
 //   a_t = exp(dt_t A);  h = a_t h + (dt_t u_t) B_t
 // then, when given: y[t] += C_t . h;  hs[(t+1) NB + n] = h_t (hs[n] must
 // hold the start state);  as[t NB + n] = a_t;  prod[n] *= a_t.
-static void FN(chunk_fwd)(REAL *h, int64_t nb, const REAL *A, const REAL *Bt, int64_t bs, const REAL *Ct,
+GK_SCAN_INLINE static void FN(chunk_fwd)(REAL *h, int64_t nb, const REAL *A, const REAL *Bt, int64_t bs, const REAL *Ct,
                           int64_t cs, const REAL *dt, const REAL *u, int64_t tn, REAL *y, REAL *hs, REAL *as,
                           REAL *prod) {
   REAL hl[NB], at[NB], pl[NB], pr[NB];
@@ -206,7 +206,7 @@ static void FN(chunk_fwd)(REAL *h, int64_t nb, const REAL *A, const REAL *Bt, in
 //   du[t] += dt_t sum_n g B_t;  ddt[t] += sum_n g (A a_t h_{t-1} + B_t u_t)
 // dB, dC (NB wide) advance by dbs, dcs per step (0: sums over the steps);
 // dA gets nb values. hs, as as chunk_fwd left them.
-static void FN(chunk_bwd)(REAL *carry, int64_t nb, const REAL *A, const REAL *Bt, int64_t bs, const REAL *Ct,
+GK_SCAN_INLINE static void FN(chunk_bwd)(REAL *carry, int64_t nb, const REAL *A, const REAL *Bt, int64_t bs, const REAL *Ct,
                           int64_t cs, const REAL *dt, const REAL *u, const REAL *dyp, int64_t tn, const REAL *hs,
                           const REAL *as, REAL *du, REAL *ddt, REAL *dA, REAL *dB, int64_t dbs, REAL *dC,
                           int64_t dcs) {
@@ -241,7 +241,7 @@ static void FN(chunk_bwd)(REAL *carry, int64_t nb, const REAL *A, const REAL *Bt
 
 // Level 1: each range but the last from a zero state: end state to run,
 // product of the decays to prod.
-static void FN(fwd_level1)(const scan_job *j, int64_t task) {
+GK_SCAN_CLONES static void FN(fwd_level1)(const scan_job *j, int64_t task) {
   task_range tr = range_of(j, task);
   if (tr.r == j->S - 1) return;
   const gk_tensor *const *a = j->a;
@@ -296,7 +296,7 @@ static void FN(fwd_level2)(const scan_job *j, int64_t task) {
 
 // Level 3 (the only level when S = 1): each range from its start state,
 // chunk by chunk, each chunk for all the task's channels.
-static void FN(fwd_task)(const scan_job *j, int64_t task) {
+GK_SCAN_CLONES static void FN(fwd_task)(const scan_job *j, int64_t task) {
   task_range tr = range_of(j, task);
   const gk_tensor *const *a = j->a;
   const gk_scan_dims *s = &j->s;
@@ -345,7 +345,7 @@ static void FN(fwd_task)(const scan_job *j, int64_t task) {
 
 // Level 1: each range but the first backwards from a zero state gradient:
 // the gradient flowing out of its first step to run, the decay product to prod.
-static void FN(bwd_level1)(const scan_job *j, int64_t task) {
+GK_SCAN_CLONES static void FN(bwd_level1)(const scan_job *j, int64_t task) {
   task_range tr = range_of(j, task);
   if (tr.r == 0) return;
   const gk_tensor *const *a = j->a;
@@ -413,7 +413,7 @@ static void FN(bwd_level2)(const scan_job *j, int64_t task) {
 // Level 3 (the only level when S = 1): each range backwards from its carry,
 // chunk by chunk (last first), each chunk for all the task's channels, its
 // states recomputed from the saved chunk state.
-static void FN(bwd_task)(const scan_job *j, int64_t task) {
+GK_SCAN_CLONES static void FN(bwd_task)(const scan_job *j, int64_t task) {
   task_range tr = range_of(j, task);
   const gk_tensor *const *a = j->a;
   const gk_tensor *CS = a[GK_ARG_CHUNK_STATES], *DI = a[GK_ARG_DINITIAL_STATE];
