@@ -64,6 +64,7 @@ typedef enum gk_status {
   GK_ERR_BAD_DEVICE = 13,        ///< tensor on a device the plan's kernel cannot reach
   GK_ERR_OUT_OF_MEMORY = 14,     ///< the library could not allocate its own small state
   GK_ERR_INTERNAL = 15,          ///< a bug in gradkern: please report it
+  GK_ERR_NON_FINITE = 16,        ///< gk_clip_grad_norm: the total norm is inf or NaN (nothing was scaled)
 } gk_status;
 
 /// A short constant description of a status ("bad shape", ...). Never NULL.
@@ -178,7 +179,54 @@ typedef enum gk_op {
   GK_OP_RMSNORM = 9,
   GK_OP_LAYERNORM = 10,
 
-  GK_OP_COUNT_ = 11    ///< number of ops (not an op)
+  // Causal depthwise conv1d (causal-conv1d's causal_conv1d_fn). desc.shape is
+  // X's: (B, D, L), or (B, L, D) with conv.channel_last. W = conv.width >= 1.
+  //   xpad[b,d,p] = INITIAL_STATE[b,d,p] (zeros without one) for p < W-1,
+  //                 x[b,d,p-(W-1)] otherwise;  p = 0 .. L+W-2
+  //   y[b,d,t] = act(bias[d] + sum_{k<W} weight[d,k] xpad[b,d,t+k])
+  //   (act: identity, or SiLU with conv.silu = 1). FINAL_STATE[b,d,j] =
+  //   xpad[b,d,L+j], j < W-1: the last W-1 inputs, to continue the sequence.
+  // WEIGHT (D, W); BIAS (D); INITIAL_STATE, FINAL_STATE, DINITIAL_STATE,
+  // DFINAL_STATE (B, D, W-1); all in desc.dtype.
+  // Forward:  X, WEIGHT, [BIAS], [INITIAL_STATE] -> Y, [FINAL_STATE]
+  // Backward: DY, X, WEIGHT, [BIAS], [INITIAL_STATE], [DFINAL_STATE]
+  //           -> DX, DWEIGHT, [DBIAS], [DINITIAL_STATE]
+  // (BIAS with conv.has_bias, in backward only with conv.silu, which
+  // recomputes the pre-activation; INITIAL_STATE and DINITIAL_STATE with
+  // conv.has_initial_state; FINAL_STATE and DFINAL_STATE with
+  // conv.has_final_state: the gradient flowing into the final state.)
+  // DX and DINITIAL_STATE are overwritten; DWEIGHT, DBIAS follow desc.accumulate.
+  GK_OP_CONV1D = 11,
+
+  // Selective scan (mamba-ssm's selective_scan_fn). desc.shape is U's:
+  // (B, D, L); N = scan.d_state. U, DELTA, Z, Y (B, D, L); A (D, N);
+  // B and C each (D, N) (GK_SCAN_SHARED), (B, N, L) (GK_SCAN_BATCH) or
+  // (B, G, N, L) (GK_SCAN_GROUPED, G = scan.groups divides D; channel d uses
+  // group d / (D/G)); D (D); DELTA_BIAS (D).
+  //   dt[b,d,t] = delta + delta_bias[d], then softplus(.) with
+  //               scan.delta_softplus (threshold 20, as torch and mamba-ssm)
+  //   h_t[n]   = exp(dt A[d,n]) h_{t-1}[n] + dt B_t[n] u_t   (h_{-1} = INITIAL_STATE or 0)
+  //   y_t      = (sum_n C_t[n] h_t[n] + D[d] u_t) * (z ? silu(z_t) : 1)
+  // The state h is kept in f32 (f64 for f64) whatever desc.dtype is:
+  // INITIAL_STATE and FINAL_STATE (the state after the last step) are
+  // (B, D, N) in that dtype. Forward saves CHUNK_STATES (B, D, nchunks, N)
+  // in that dtype, nchunks = ceil(L / scan.chunk_size): the state before
+  // each chunk's first step; backward recomputes the states of one chunk at
+  // a time from it, so memory is O(B D N L / chunk_size), not O(B D N L).
+  // Forward:  U, DELTA, A, B, C, [D], [Z], [DELTA_BIAS], [INITIAL_STATE]
+  //           -> Y, CHUNK_STATES, [FINAL_STATE]
+  // Backward: DY, U, DELTA, A, B, C, [D], [Z], [DELTA_BIAS], [INITIAL_STATE],
+  //           [DFINAL_STATE], CHUNK_STATES -> DU, DDELTA, DA, DB, DC, [DD],
+  //           [DZ], [DDELTA_BIAS], [DINITIAL_STATE]
+  // (optional ones with scan.has_D, has_z, has_delta_bias,
+  // has_initial_state, has_final_state; DFINAL_STATE, in the state dtype, is
+  // the gradient flowing into the final state, as when a sequence is
+  // processed in pieces.) DU, DDELTA, DZ, DINITIAL_STATE and
+  // the per-batch DB/DC (BATCH, GROUPED layouts) are overwritten; DA, DD,
+  // DDELTA_BIAS and SHARED DB/DC are parameter gradients: desc.accumulate.
+  GK_OP_SELECTIVE_SCAN = 12,
+
+  GK_OP_COUNT_ = 13    ///< number of ops (not an op)
 } gk_op;
 
 /// Lower-case name ("swiglu", ...) or "?" for an unknown op.
@@ -209,6 +257,13 @@ typedef enum gk_gated_form {
   GK_GATED_TWO_TENSOR = 1,
 } gk_gated_form;
 
+/// Layout of the selective scan's B and C.
+typedef enum gk_scan_layout {
+  GK_SCAN_SHARED = 0,   ///< (D, N): the same for every batch and step
+  GK_SCAN_BATCH = 1,    ///< (B, N, L): one per batch and step, shared by the channels
+  GK_SCAN_GROUPED = 2,  ///< (B, G, N, L): G groups of D/G channels each
+} gk_scan_layout;
+
 /// Which tensor an argument is. Each op lists the ones it takes above.
 typedef enum gk_arg_kind {
   GK_ARG_X = 0,
@@ -223,10 +278,31 @@ typedef enum gk_arg_kind {
   GK_ARG_DBIAS = 9,
   GK_ARG_MEAN = 10,
   GK_ARG_RSTD = 11,
-  GK_ARG_COUNT_ = 12   ///< number of argument kinds (not a kind)
+  GK_ARG_INITIAL_STATE = 12,
+  GK_ARG_FINAL_STATE = 13,
+  GK_ARG_DINITIAL_STATE = 14,
+  GK_ARG_DFINAL_STATE = 15,
+  GK_ARG_U = 16,
+  GK_ARG_DU = 17,
+  GK_ARG_DELTA = 18,
+  GK_ARG_DDELTA = 19,
+  GK_ARG_A = 20,
+  GK_ARG_DA = 21,
+  GK_ARG_B = 22,
+  GK_ARG_DB = 23,
+  GK_ARG_C = 24,
+  GK_ARG_DC = 25,
+  GK_ARG_D = 26,
+  GK_ARG_DD = 27,
+  GK_ARG_Z = 28,
+  GK_ARG_DZ = 29,
+  GK_ARG_DELTA_BIAS = 30,
+  GK_ARG_DDELTA_BIAS = 31,
+  GK_ARG_CHUNK_STATES = 32,
+  GK_ARG_COUNT_ = 33   ///< number of argument kinds (not a kind)
 } gk_arg_kind;
 
-/// Lower-case name ("x", "dweight", ...) or "?".
+/// Name ("x", "dweight", "A", "delta_bias", ...) or "?".
 const char *gk_arg_name(gk_arg_kind kind);
 
 /// One tensor handed to gk_plan_check / gk_plan_run.
@@ -260,6 +336,27 @@ typedef struct gk_op_desc {
     int has_weight;             ///< default 1
     int has_bias;               ///< LayerNorm only (default 1 LayerNorm, 0 RMSNorm)
   } norm;
+  struct {
+    int64_t width;              ///< W >= 1 (default 4)
+    int channel_last;           ///< 0: X is (B, D, L); 1: X is (B, L, D) (default 0)
+    int has_bias;               ///< default 1
+    int silu;                   ///< fused SiLU on the output (default 0)
+    int has_initial_state;      ///< default 0
+    int has_final_state;        ///< default 0
+  } conv;
+  struct {
+    int64_t d_state;            ///< N >= 1 (default 16)
+    gk_scan_layout b_layout;    ///< default GK_SCAN_BATCH
+    gk_scan_layout c_layout;    ///< default GK_SCAN_BATCH
+    int64_t groups;             ///< G for the GROUPED layouts, divides D (default 1)
+    int has_D;                  ///< default 0
+    int has_z;                  ///< default 0
+    int has_delta_bias;         ///< default 0
+    int delta_softplus;         ///< default 0
+    int has_initial_state;      ///< default 0
+    int has_final_state;        ///< default 0
+    int64_t chunk_size;         ///< steps between saved states, 1 .. 128 (default 64)
+  } scan;
 } gk_op_desc;
 
 /// Set every field of *desc: the given values plus the defaults listed above.
@@ -300,6 +397,63 @@ gk_status gk_plan_check(const gk_plan *plan, const gk_arg *args, int nargs);
 /// aligned to 64 bytes.
 gk_status gk_plan_run(const gk_plan *plan, const gk_arg *args, int nargs,
                       void *workspace, size_t workspace_bytes);
+
+// ---------------------------------------------------------------- optimizers
+
+// Optimizers and clipping update a list of n tensors in one call. Each
+// parameter may have its own shape and dtype; its gradient has the same shape
+// and dtype. f16/bf16 parameters are updated through f32 master weights
+// (MASTER[i], f32, same shape), then rounded to nearest even into PARAMS[i];
+// optimizer state (moments, momentum buffers) is f32, or f64 for f64
+// parameters, which are updated in f64. For f32/f64 parameters MASTER may be
+// NULL; if given, MASTER[i].data must be NULL for them. Any strides are
+// accepted; a tensor that is written (parameter, master, state) must not
+// overlap itself or any other tensor of the call. The update is elementwise,
+// so results do not depend on the thread count. On a rejected call nothing
+// is written.
+
+/// torch.optim.AdamW (amsgrad = False, maximize = False):
+///   p *= 1 - lr wd;  m = lerp(m, g, 1 - beta1);  v = beta2 v + (1 - beta2) g^2
+///   p -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+typedef struct gk_adamw_config {
+  double lr;            ///< >= 0 (default 1e-3)
+  double beta1, beta2;  ///< in [0, 1) (default 0.9, 0.999)
+  double eps;           ///< >= 0 (default 1e-8)
+  double weight_decay;  ///< >= 0 (default 1e-2)
+} gk_adamw_config;
+
+gk_status gk_adamw_config_init(gk_adamw_config *config);
+/// One AdamW step. `step` counts from 1 (this step included). EXP_AVG and
+/// EXP_AVG_SQ start as zeros before step 1 and are updated in place.
+gk_status gk_adamw_step(const gk_adamw_config *config, int n, const gk_tensor *params,
+                        const gk_tensor *grads, const gk_tensor *exp_avg,
+                        const gk_tensor *exp_avg_sq, const gk_tensor *master, int64_t step);
+
+/// torch.optim.SGD (maximize = False):
+///   g += wd p;  buf = step == 1 ? g : momentum buf + (1 - dampening) g
+///   g = nesterov ? g + momentum buf : buf   (when momentum != 0);  p -= lr g
+typedef struct gk_sgd_config {
+  double lr;            ///< >= 0 (default 1e-3)
+  double momentum;      ///< >= 0 (default 0)
+  double dampening;     ///< default 0
+  double weight_decay;  ///< >= 0 (default 0)
+  int nesterov;         ///< needs momentum > 0 and dampening 0 (default 0)
+} gk_sgd_config;
+
+gk_status gk_sgd_config_init(gk_sgd_config *config);
+/// One SGD step. MOMENTUM_BUF is required when momentum != 0 (else it must
+/// be NULL); at step 1 it is overwritten with the gradient, as torch's first
+/// step creates the buffer.
+gk_status gk_sgd_step(const gk_sgd_config *config, int n, const gk_tensor *params,
+                      const gk_tensor *grads, const gk_tensor *momentum_buf,
+                      const gk_tensor *master, int64_t step);
+
+/// torch.nn.utils.clip_grad_norm_ with norm_type 2: the total L2 norm of
+/// the n gradients (squares summed in f64 in a fixed order) goes to
+/// *total_norm; when max_norm / (norm + 1e-6) < 1, every gradient is scaled
+/// by it in place. A non-finite norm returns GK_ERR_NON_FINITE (with
+/// *total_norm set) and scales nothing. max_norm >= 0.
+gk_status gk_clip_grad_norm(int n, const gk_tensor *grads, double max_norm, double *total_norm);
 
 // ---------------------------------------------------------------- threads
 

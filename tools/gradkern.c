@@ -17,19 +17,29 @@ static const char *usage =
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
 static const gk_backend backends[] = {GK_BACKEND_AUTO, GK_BACKEND_CPU, GK_BACKEND_REF};
 
+// The description the table shows for op: most ops take any shape; conv1d
+// and the selective scan need (batch, channels, steps).
+static void example_desc(gk_op op, gk_direction dir, gk_dtype dtype, gk_op_desc *d) {
+  static const int64_t plain[2] = {4, 8}, sequence[3] = {2, 8, 16};
+  switch (op) {
+  case GK_OP_CONV1D:
+  case GK_OP_SELECTIVE_SCAN: gk_op_desc_init(d, op, dir, dtype, 3, sequence); break;
+  default: gk_op_desc_init(d, op, dir, dtype, 2, plain); break;
+  }
+}
+
 static int info(int json) {
-  const int64_t shape[2] = {4, 8};
   int first = 1;
   if (json) printf("[\n");
   else
-    printf("%-10s %-8s %-5s %-7s %-28s %-7s %-44s %-5s %s\n", "op", "dir", "dtype", "backend", "kernel", "isa",
+    printf("%-14s %-8s %-5s %-7s %-32s %-7s %-44s %-5s %s\n", "op", "dir", "dtype", "backend", "kernel", "isa",
            "math", "acc", "deterministic");
   for (int op = 0; op < GK_OP_COUNT_; op++)
     for (int dir = GK_FORWARD; dir <= GK_BACKWARD; dir++)
       for (size_t t = 0; t < sizeof dtypes / sizeof *dtypes; t++)
         for (size_t b = 0; b < sizeof backends / sizeof *backends; b++) {
           gk_op_desc d;
-          gk_op_desc_init(&d, (gk_op)op, (gk_direction)dir, dtypes[t], 2, shape);
+          example_desc((gk_op)op, (gk_direction)dir, dtypes[t], &d);
           d.backend = backends[b];
           gk_plan *plan;
           gk_plan_info pi;
@@ -41,7 +51,7 @@ static int info(int json) {
                      first ? "" : ",\n", gk_op_name((gk_op)op), dirname, gk_dtype_name(dtypes[t]),
                      gk_backend_name(backends[b]), gk_last_error());
             else
-              printf("%-10s %-8s %-5s %-7s unavailable: %s\n", gk_op_name((gk_op)op), dirname,
+              printf("%-14s %-8s %-5s %-7s unavailable: %s\n", gk_op_name((gk_op)op), dirname,
                      gk_dtype_name(dtypes[t]), gk_backend_name(backends[b]), gk_last_error());
             first = 0;
             continue;
@@ -55,7 +65,7 @@ static int info(int json) {
                    gk_backend_name(backends[b]), pi.kernel, gk_backend_name(pi.backend), pi.isa, pi.math,
                    gk_dtype_name(pi.accumulator), pi.deterministic ? "true" : "false");
           else
-            printf("%-10s %-8s %-5s %-7s %-28s %-7s %-44s %-5s %s\n", gk_op_name((gk_op)op), dirname,
+            printf("%-14s %-8s %-5s %-7s %-32s %-7s %-44s %-5s %s\n", gk_op_name((gk_op)op), dirname,
                    gk_dtype_name(dtypes[t]), gk_backend_name(backends[b]), pi.kernel, pi.isa, pi.math,
                    gk_dtype_name(pi.accumulator), pi.deterministic ? "yes" : "no");
           first = 0;

@@ -24,6 +24,7 @@ const char *gk_status_string(gk_status status) {
   case GK_ERR_BAD_DEVICE: return "bad device";
   case GK_ERR_OUT_OF_MEMORY: return "out of memory";
   case GK_ERR_INTERNAL: return "internal error";
+  case GK_ERR_NON_FINITE: return "non-finite value";
   }
   return "unknown status";
 }

@@ -21,7 +21,7 @@ typedef struct gk_arg_spec {
   gk_dtype dtype;
   int rank;
   int64_t shape[GK_MAX_RANK];
-  unsigned alias_ok;         // bit k: this output may be exactly the view of arg k
+  uint64_t alias_ok;         // bit k: this output may be exactly the view of arg k
 } gk_arg_spec;
 
 typedef struct gk_kernel gk_kernel;
@@ -54,6 +54,8 @@ typedef gk_status (*gk_describe_fn)(gk_plan *plan);
 gk_status gk_describe_activation(gk_plan *plan);
 gk_status gk_describe_gated(gk_plan *plan);
 gk_status gk_describe_norm(gk_plan *plan);
+gk_status gk_describe_conv1d(gk_plan *plan);
+gk_status gk_describe_scan(gk_plan *plan);
 
 // Helpers for describe functions.
 void gk_spec_set(gk_plan *plan, gk_arg_kind kind, bool is_output, gk_dtype dtype,
@@ -73,6 +75,14 @@ extern const gk_kernel gk_ref_norm_fwd, gk_ref_norm_bwd;
 extern const gk_kernel gk_cpu_activation_fwd, gk_cpu_activation_bwd;
 extern const gk_kernel gk_cpu_gated_fwd, gk_cpu_gated_bwd;
 extern const gk_kernel gk_cpu_norm_fwd, gk_cpu_norm_bwd;
+extern const gk_kernel gk_ref_conv1d_fwd, gk_ref_conv1d_bwd, gk_cpu_conv1d_fwd, gk_cpu_conv1d_bwd;
+extern const gk_kernel gk_ref_scan_fwd, gk_ref_scan_bwd, gk_cpu_scan_fwd, gk_cpu_scan_bwd;
+
+// Checks of plan.c for entry points outside the plan API (optimizers): the
+// byte range [*lo, *hi) a tensor can touch (empty when it has no elements),
+// and whether two indices of t share an address.
+void gk_tensor_byte_range(const gk_tensor *t, uintptr_t *lo, uintptr_t *hi);
+bool gk_tensor_overlaps_itself(const gk_tensor *t);
 
 // ---------------------------------------------------------------- tensors
 static inline size_t gk_elem_size(gk_dtype d) { return gk_dtype_size(d); }

@@ -9,14 +9,16 @@
 
 static const char *const op_names[GK_OP_COUNT_] = {
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
-    "rmsnorm", "layernorm"};
+    "rmsnorm", "layernorm", "conv1d", "selective_scan"};
 
 const char *gk_op_name(gk_op op) {
   return (unsigned)op < GK_OP_COUNT_ ? op_names[op] : "?";
 }
 
 static const char *const arg_names[GK_ARG_COUNT_] = {
-    "x", "y", "dy", "dx", "gate", "dgate", "weight", "dweight", "bias", "dbias", "mean", "rstd"};
+    "x", "y", "dy", "dx", "gate", "dgate", "weight", "dweight", "bias", "dbias", "mean", "rstd",
+    "initial_state", "final_state", "dinitial_state", "dfinal_state", "u", "du", "delta", "ddelta",
+    "A", "dA", "B", "dB", "C", "dC", "D", "dD", "z", "dz", "delta_bias", "ddelta_bias", "chunk_states"};
 
 const char *gk_arg_name(gk_arg_kind kind) {
   return (unsigned)kind < GK_ARG_COUNT_ ? arg_names[kind] : "?";
@@ -45,6 +47,9 @@ typedef struct gk_op_entry {
                                    {&gk_cpu_gated_bwd, &gk_ref_gated_bwd}}}
 
 #define NORM {gk_describe_norm, {{&gk_cpu_norm_fwd, &gk_ref_norm_fwd}, {&gk_cpu_norm_bwd, &gk_ref_norm_bwd}}}
+#define CONV1D {gk_describe_conv1d, {{&gk_cpu_conv1d_fwd, &gk_ref_conv1d_fwd}, \
+                                     {&gk_cpu_conv1d_bwd, &gk_ref_conv1d_bwd}}}
+#define SCAN {gk_describe_scan, {{&gk_cpu_scan_fwd, &gk_ref_scan_fwd}, {&gk_cpu_scan_bwd, &gk_ref_scan_bwd}}}
 
 static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_RELU] = ACTIVATION,
@@ -58,6 +63,8 @@ static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_GEGLU] = GATED,
     [GK_OP_RMSNORM] = NORM,
     [GK_OP_LAYERNORM] = NORM,
+    [GK_OP_CONV1D] = CONV1D,
+    [GK_OP_SELECTIVE_SCAN] = SCAN,
 };
 
 // ---------------------------------------------------------------- descriptions
@@ -84,6 +91,13 @@ gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction, gk
   desc->norm.eps = op == GK_OP_LAYERNORM ? 1e-5 : 1e-6;
   desc->norm.has_weight = 1;
   desc->norm.has_bias = op == GK_OP_LAYERNORM;
+  desc->conv.width = 4;
+  desc->conv.has_bias = 1;
+  desc->scan.d_state = 16;
+  desc->scan.b_layout = GK_SCAN_BATCH;
+  desc->scan.c_layout = GK_SCAN_BATCH;
+  desc->scan.groups = 1;
+  desc->scan.chunk_size = 64;
   gk_clear_error();
   return GK_SUCCESS;
 }
@@ -100,7 +114,7 @@ void gk_spec_set(gk_plan *plan, gk_arg_kind kind, bool is_output, gk_dtype dtype
 }
 
 void gk_spec_allow_alias(gk_plan *plan, gk_arg_kind output, gk_arg_kind input) {
-  plan->args[output].alias_ok |= 1u << input;
+  plan->args[output].alias_ok |= (uint64_t)1 << input;
 }
 
 // Checks common to every op: enums, rank, dims, element count.
@@ -395,3 +409,11 @@ gk_status gk_plan_run(const gk_plan *plan, const gk_arg *args, int nargs, void *
   if (s == GK_SUCCESS) gk_clear_error();
   return s;
 }
+
+void gk_tensor_byte_range(const gk_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+  byte_range r = tensor_range(t);
+  *lo = r.lo;
+  *hi = r.hi;
+}
+
+bool gk_tensor_overlaps_itself(const gk_tensor *t) { return overlaps_itself(t); }

@@ -1,0 +1,88 @@
+// Times the selective scan forward and backward (CPU kernel) on a Mamba
+// block's shape: B=4, D=1536, N=16, L=1024, f32, per-batch B and C, D, z,
+// delta_bias and softplus. Not a test: it prints the best of a few runs.
+//   scan_timing [threads]      (default 2)
+#include "gradkern.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void) {
+  struct timespec ts;
+  timespec_get(&ts, TIME_UTC);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static float *filled(int64_t n, float lo, float hi) {
+  float *p = malloc(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) p[i] = lo + (hi - lo) * (float)rand() / (float)RAND_MAX;
+  return p;
+}
+
+int main(int argc, char **argv) {
+  int threads = argc > 1 ? atoi(argv[1]) : 2;
+  const int64_t B = 4, D = 1536, N = 16, L = 1024;
+  if (gk_set_num_threads(threads) != GK_SUCCESS) {
+    fprintf(stderr, "%s\n", gk_last_error());
+    return 2;
+  }
+  gk_op_desc d;
+  gk_op_desc_init(&d, GK_OP_SELECTIVE_SCAN, GK_FORWARD, GK_F32, 3, (int64_t[]){B, D, L});
+  d.scan.d_state = N;
+  d.scan.has_D = d.scan.has_z = d.scan.has_delta_bias = d.scan.delta_softplus = 1;
+  gk_op_desc db = d;
+  db.direction = GK_BACKWARD;
+  gk_plan *fwd, *bwd;
+  if (gk_plan_create(&d, &fwd) != GK_SUCCESS || gk_plan_create(&db, &bwd) != GK_SUCCESS) {
+    fprintf(stderr, "%s\n", gk_last_error());
+    return 1;
+  }
+  int64_t bdl = B * D * L, bnl = B * N * L, nchunks = (L + d.scan.chunk_size - 1) / d.scan.chunk_size;
+  float *u = filled(bdl, -1, 1), *delta = filled(bdl, -3, 1), *z = filled(bdl, -2, 2), *A = filled(D * N, -2, -0.1f);
+  float *Bm = filled(bnl, -1, 1), *Cm = filled(bnl, -1, 1), *Dv = filled(D, -1, 1), *bias = filled(D, 0, 0.3f);
+  float *y = filled(bdl, 0, 0), *dy = filled(bdl, -1, 1), *cs = filled(B * D * nchunks * N, 0, 0);
+  float *du = filled(bdl, 0, 0), *ddelta = filled(bdl, 0, 0), *dz = filled(bdl, 0, 0), *dA = filled(D * N, 0, 0);
+  float *dB = filled(bnl, 0, 0), *dC = filled(bnl, 0, 0), *dD = filled(D, 0, 0), *dbias = filled(D, 0, 0);
+  gk_tensor t[24];
+  int64_t s3[3] = {B, D, L}, sa[2] = {D, N}, sb[3] = {B, N, L}, sc[4] = {B, D, nchunks, N};
+  gk_arg fa[10], ba[18];
+  int nf = 0, nb = 0, k = 0;
+#define ARG(list, n, kind, ptr, rank, shape) \
+  (gk_tensor_init(&t[k], ptr, GK_F32, rank, shape), list[n++] = (gk_arg){kind, t[k++]})
+  ARG(fa, nf, GK_ARG_U, u, 3, s3); ARG(fa, nf, GK_ARG_DELTA, delta, 3, s3); ARG(fa, nf, GK_ARG_A, A, 2, sa);
+  ARG(fa, nf, GK_ARG_B, Bm, 3, sb); ARG(fa, nf, GK_ARG_C, Cm, 3, sb); ARG(fa, nf, GK_ARG_D, Dv, 1, &D);
+  ARG(fa, nf, GK_ARG_Z, z, 3, s3); ARG(fa, nf, GK_ARG_DELTA_BIAS, bias, 1, &D);
+  ARG(fa, nf, GK_ARG_CHUNK_STATES, cs, 4, sc);
+  for (int i = 0; i < nf; i++) ba[nb++] = fa[i];
+  ARG(fa, nf, GK_ARG_Y, y, 3, s3);
+  ARG(ba, nb, GK_ARG_DY, dy, 3, s3); ARG(ba, nb, GK_ARG_DU, du, 3, s3); ARG(ba, nb, GK_ARG_DDELTA, ddelta, 3, s3);
+  ARG(ba, nb, GK_ARG_DA, dA, 2, sa); ARG(ba, nb, GK_ARG_DB, dB, 3, sb); ARG(ba, nb, GK_ARG_DC, dC, 3, sb);
+  ARG(ba, nb, GK_ARG_DD, dD, 1, &D); ARG(ba, nb, GK_ARG_DZ, dz, 3, s3); ARG(ba, nb, GK_ARG_DDELTA_BIAS, dbias, 1, &D);
+  size_t wf, wb;
+  gk_plan_workspace_size(fwd, &wf);
+  gk_plan_workspace_size(bwd, &wb);
+  size_t wmax = wf > wb ? wf : wb;
+  void *ws = aligned_alloc(64, (wmax + 63) / 64 * 64);
+  double best_f = 1e30, best_b = 1e30;
+  for (int rep = 0; rep < 5; rep++) {
+    double t0 = now();
+    gk_status s1 = gk_plan_run(fwd, fa, nf, ws, wmax);
+    double t1 = now();
+    gk_status s2 = gk_plan_run(bwd, ba, nb, ws, wmax);
+    double t2 = now();
+    if (s1 != GK_SUCCESS || s2 != GK_SUCCESS) {
+      fprintf(stderr, "%s\n", gk_last_error());
+      return 1;
+    }
+    if (t1 - t0 < best_f) best_f = t1 - t0;
+    if (t2 - t1 < best_b) best_b = t2 - t1;
+  }
+  printf("selective scan f32 B=%lld D=%lld N=%lld L=%lld, %d threads: forward %.1f ms, backward %.1f ms, "
+         "total %.1f ms (best of 5; workspace %.1f MB fwd, %.1f MB bwd)\n",
+         (long long)B, (long long)D, (long long)N, (long long)L, threads, 1e3 * best_f, 1e3 * best_b,
+         1e3 * (best_f + best_b), wf / 1e6, wb / 1e6);
+  gk_plan_destroy(fwd);
+  gk_plan_destroy(bwd);
+  return 0;
+}

@@ -1,0 +1,329 @@
+// Threaded CPU kernels for the selective scan (math as in src/ref/scan.c),
+// f32 math and state (f64 for f64).
+//
+// Work grid. Tasks are (b-part, channel part, range): a b-part is PER_B
+// consecutive batches, a channel part PER_D consecutive channels of one
+// group (of B/C; one group when B and C are shared), a range CPR consecutive
+// chunks of chunk_size steps. The grid is chosen from the sizes alone (never
+// from the thread count), so every thread count gives the same bits:
+//   - enough (batch, channel) parts for ~TARGET tasks, else the sequence is
+//     cut into S > 1 ranges and scanned in two levels:
+//       forward:  level 1 runs each range but the last from a zero state:
+//                 its end state E_r and the product P_r of its decays
+//                 exp(dt A); level 2 walks the ranges in order per (b, d):
+//                 start_0 = h0, start_{r+1} = P_r start_r + E_r; level 3
+//                 reruns each range from its start, writing y, the chunk
+//                 states and the final state.
+//       backward: level 1 runs each range but the first backwards from a zero
+//                 state gradient (R_r, and the product P_r); level 2 walks
+//                 them backwards: carry_{S-1} = dfinal_state or 0,
+//                 carry_{r-1} = P_r carry_r + R_r; level 3 reruns each range
+//                 backwards from its carry.
+//   - within a task, per (b, d) and chunk, the d_state dims go in blocks of
+//     NB; backward recomputes a chunk's states from its saved chunk state.
+// Deterministic sums: dA, dD, ddelta_bias and shared dB/dC get one partial
+// per (b-part, range) slot, per-batch dB/dC one partial per channel part;
+// both are then added slot by slot (part by part) in order.
+#include "../core/act_math.h"
+#include "../ops/scan.h"
+
+#include <math.h>
+#include <string.h>
+
+// scan_body.h is included once per type REAL (float, double) with
+// suffix SFX (f32, f64): FN(name) is name_SFX.
+#define GK_CAT2(a, b) a##_##b
+#define GK_CAT(a, b) GK_CAT2(a, b)
+#define FN(name) GK_CAT(name, SFX)
+
+// NB: states per block; TMAX: the largest chunk_size; NCACHE: per-batch B/C
+// tiles of up to NCACHE blocks are loaded once per (batch, chunk) and shared
+// by the task's channels. Stack per task: about 40 TMAX NB values.
+enum { NB = 16, TMAX = 128, NCACHE = 2, TARGET = 64, ROWS_PER_TASK = 64, TILE = 1024 };
+static const int64_t MEMCAP = (int64_t)1 << 24;  // elements of partials / level buffers
+
+typedef struct scan_job {
+  const gk_plan *plan;
+  const gk_tensor *const *a;
+  gk_scan_dims s;
+  gk_tensor Bv, Cv, dBv, dCv;   // (B, G, N, L) views, or (D, N) when shared
+  int64_t Gt, Dg;               // channel groups of the grid, channels per group
+  int64_t Pb, per_b, Pd, per_d, Pc, S, cpr;
+  int64_t K;                    // partial values per channel: dA (N), shared dB (N), shared dC (N), dD, ddelta_bias
+  int64_t off_dB, off_dC, off_dD, off_ddb;
+  void *run;                    // [B][D][S][N]: state / carry per range
+  void *prod;                   // [B][D][S][N]: products of decays (S > 1)
+  void *params;                 // [Pb S][D][K]
+  void *varB, *varC;            // [Pc][B][N][L]: per-batch dB / dC partials
+} scan_job;
+
+// The scan's task functions are compiled twice on x86-64 (baseline SSE2,
+// and AVX2 picked at load time when the CPU has it), with their step loops
+// inlined. Neither version uses FMA and every sum has a fixed order, so both
+// give the same bits.
+#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+#define GK_SCAN_CLONES __attribute__((target_clones("avx2", "default")))
+#define GK_SCAN_INLINE inline __attribute__((always_inline))
+#else
+#define GK_SCAN_CLONES
+#define GK_SCAN_INLINE inline
+#endif
+
+static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
+static int64_t min3(int64_t a, int64_t b, int64_t c) { return gk_min64(a, gk_min64(b, c)); }
+
+// The grid and the workspace layout for a description (sizes only).
+static scan_job job_of(const gk_plan *plan) {
+  scan_job j;
+  memset(&j, 0, sizeof j);
+  j.plan = plan;
+  gk_scan_dims s = j.s = gk_scan_dims_of(&plan->desc);
+  bool var = s.var_b || s.var_c;
+  j.Gt = s.var_b ? s.Gb : s.var_c ? s.Gc : 1;  // describe() makes them equal when both vary
+  j.Dg = max1(s.D / j.Gt);
+  j.off_dB = s.N;
+  j.off_dC = j.off_dB + (s.var_b ? 0 : s.N);
+  j.off_dD = j.off_dC + (s.var_c ? 0 : s.N);
+  j.off_ddb = j.off_dD + 1;
+  j.K = j.off_ddb + 1;
+  int64_t var_elems = max1((s.var_b + s.var_c) * s.B * s.N * s.L);
+  int64_t slots_max = max1(MEMCAP / max1(s.D * j.K));
+  if (var) {  // per-batch dB/dC partials cost a copy per channel part: batches first
+    j.Pb = min3(max1(s.B), TARGET, slots_max);
+    j.Pd = min3(j.Dg, max1(gk_ceil_div(gk_ceil_div(TARGET, j.Pb), j.Gt)), max1(MEMCAP / var_elems));
+  } else {    // channel parts are free
+    j.Pd = gk_min64(j.Dg, max1(TARGET / j.Gt));
+    j.Pb = min3(max1(s.B), max1(gk_ceil_div(TARGET, j.Gt * j.Pd)), slots_max);
+  }
+  j.per_d = gk_ceil_div(j.Dg, j.Pd);
+  j.Pd = gk_ceil_div(j.Dg, j.per_d);
+  j.per_b = gk_ceil_div(max1(s.B), j.Pb);
+  j.Pb = gk_ceil_div(max1(s.B), j.per_b);
+  j.Pc = j.Gt * j.Pd;
+  j.S = min3(max1(s.nchunks), max1(gk_ceil_div(TARGET, j.Pb * j.Pc)), max1(slots_max / j.Pb));
+  j.S = gk_min64(j.S, max1(MEMCAP / max1(s.B * s.D * s.N)));
+  j.cpr = gk_ceil_div(s.nchunks, j.S);
+  j.S = j.cpr ? gk_ceil_div(s.nchunks, j.cpr) : 1;
+  return j;
+}
+
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+static void *at(char *base, size_t off) { return base ? base + off : NULL; }
+
+// Workspace: run, prod (S > 1), then for backward the param and per-batch
+// partials. With base NULL, only the size.
+static size_t layout(scan_job *j, char *base) {
+  const gk_scan_dims *s = &j->s;
+  size_t es = j->plan->desc.dtype == GK_F64 ? sizeof(double) : sizeof(float), off = 0;
+  size_t states = (size_t)(s->B * s->D * j->S * s->N) * es;
+  j->run = at(base, off);
+  off += align64(states);
+  j->prod = at(base, off);
+  if (j->S > 1) off += align64(states);
+  if (j->plan->desc.direction == GK_BACKWARD) {
+    j->params = at(base, off);
+    off += align64((size_t)(j->Pb * j->S * s->D * j->K) * es);
+    size_t var = (size_t)(j->Pc * s->B * s->N * s->L) * es;
+    j->varB = at(base, off);
+    if (s->var_b) off += align64(var);
+    j->varC = at(base, off);
+    if (s->var_c) off += align64(var);
+  }
+  return off;
+}
+
+static size_t cpu_scan_workspace(const gk_plan *plan) {
+  scan_job j = job_of(plan);
+  return layout(&j, NULL);
+}
+
+// Task -> batches [b0, b1), channels [d0, d1), chunks [c0, c1), slot.
+typedef struct task_range {
+  int64_t b0, b1, d0, d1, c0, c1, p, r, slot;
+} task_range;
+
+static task_range range_of(const scan_job *j, int64_t task) {
+  task_range t;
+  t.r = task % j->S;
+  t.p = task / j->S % j->Pc;
+  int64_t pb = task / j->S / j->Pc, g = t.p / j->Pd, q = t.p % j->Pd;
+  t.b0 = pb * j->per_b;
+  t.b1 = gk_min64(j->s.B, t.b0 + j->per_b);
+  t.d0 = g * j->Dg + q * j->per_d;
+  t.d1 = gk_min64(g * j->Dg + j->Dg, t.d0 + j->per_d);
+  t.d1 = gk_min64(t.d1, j->s.D);
+  t.c0 = t.r * j->cpr;
+  t.c1 = gk_min64(j->s.nchunks, t.c0 + j->cpr);
+  t.slot = pb * j->S + t.r;
+  return t;
+}
+
+static int64_t grid_tasks(const scan_job *j) { return j->Pb * j->Pc * j->S; }
+
+// Element offsets of t at index (i0, i1) and (i0, i1, i2) of its leading dims.
+static inline int64_t at2(const gk_tensor *t, int64_t i0, int64_t i1) {
+  return i0 * t->strides[0] + i1 * t->strides[1];
+}
+
+static inline int64_t at3(const gk_tensor *t, int64_t i0, int64_t i1, int64_t i2) {
+  return at2(t, i0, i1) + i2 * t->strides[2];
+}
+
+static inline uint32_t f32_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+
+static inline float bits_f32(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+// exp(x) in f32 in a form the compiler vectorizes (no branches: out-of-range
+// and NaN inputs are handled by blending bit masks): x = k ln2 + r with
+// |r| <= ln2/2 (ln2 in two parts), e^r by Cephes' expf polynomial, 2^k as
+// 2^k1 2^k2 (k1 + k2 = k, each inside the exponent range) put in the
+// exponent bits; k comes from the bits of a rounding sum, not a conversion.
+// Under 1 ulp; inf above 88.72283, 0 below -87.33654 (no subnormal
+// results), NaN stays NaN.
+static inline float gk_exp_f32(float x) {
+  uint32_t xb = f32_bits(x);
+  uint32_t lo = -(uint32_t)(x < -87.33654f), hi = -(uint32_t)(x > 88.72283f), nan = -(uint32_t)(x != x);
+  float xc = bits_f32((xb & ~(lo | hi | nan)) | (f32_bits(-87.33654f) & lo) | (f32_bits(88.72283f) & hi));
+  float kf = xc * 1.44269504088896341f + 12582912.0f;  // 1.5 2^23: rounds to an integer
+  uint32_t kbits = f32_bits(kf);
+  kf -= 12582912.0f;
+  float r = xc - kf * 0.693359375f - kf * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  uint32_t u = kbits - 0x4b400000u + 126u, u1 = u >> 1;  // u = k + 126 in 0 .. 254
+  float v = p * bits_f32((u1 + 64u) << 23) * bits_f32((u - u1 + 64u) << 23);
+  return bits_f32((f32_bits(v) & ~(lo | hi | nan)) | (0x7f800000u & hi) | (xb & nan));
+}
+
+// softplus(x) = max(x, 0) + log1p(e^-|x|) (x above torch's threshold 20) and
+// its derivative, the sigmoid (1 above 20), in f32 without library calls, so
+// loops over steps vectorize: log1p(y) = 2 atanh(s), s = y / (2 + y) in
+// [0, 1/3], by its odd series to s^15 (the rest is below 1e-9 relative).
+static inline float gk_softplus_fast_f32(float x) {
+  float y = gk_exp_f32(-fabsf(x)), s = y / (2.0f + y), s2 = s * s;
+  float q = 1.0f / 15;
+  q = q * s2 + 1.0f / 13;
+  q = q * s2 + 1.0f / 11;
+  q = q * s2 + 1.0f / 9;
+  q = q * s2 + 1.0f / 7;
+  q = q * s2 + 1.0f / 5;
+  q = q * s2 + 1.0f / 3;
+  q = q * s2 + 1.0f;
+  uint32_t pos = -(uint32_t)(x > 0), big = -(uint32_t)(x > 20);
+  float v = bits_f32(f32_bits(x) & pos) + 2.0f * s * q;  // max(x, 0) + log1p(y)
+  return bits_f32((f32_bits(v) & ~big) | (f32_bits(x) & big));
+}
+
+static inline float gk_sigmoid_fast_f32(float x) {
+  uint32_t nonneg = -(uint32_t)(x >= 0), big = -(uint32_t)(x > 20);
+  float e = gk_exp_f32(-fabsf(x)), num = bits_f32((f32_bits(e) & ~nonneg) | (f32_bits(1.0f) & nonneg));
+  float v = num / (1.0f + e);
+  return bits_f32((f32_bits(v) & ~big) | (f32_bits(1.0f) & big));
+}
+
+static inline float gk_silu_fast_f32(float x) { return x * gk_sigmoid_fast_f32(x); }
+
+static inline float gk_dsilu_fast_f32(float x) {
+  float s = gk_sigmoid_fast_f32(x);
+  return s * (1.0f + x * (1.0f - s));
+}
+
+#define REAL float
+#define REAL_DT GK_F32
+#define SFX f32
+#define EXP gk_exp_f32
+#define SOFTPLUS gk_softplus_fast_f32
+#define DSOFTPLUS gk_sigmoid_fast_f32
+#define SILU gk_silu_fast_f32
+#define DSILU gk_dsilu_fast_f32
+#include "scan_body.h"
+#undef REAL
+#undef REAL_DT
+#undef SFX
+#undef EXP
+#undef SOFTPLUS
+#undef DSOFTPLUS
+#undef SILU
+#undef DSILU
+#define REAL double
+#define REAL_DT GK_F64
+#define SFX f64
+#define EXP exp
+#define SOFTPLUS(x) gk_softplus_f64(x, 1, 20)
+#define DSOFTPLUS(x) gk_dsoftplus_f64(x, 1, 20)
+#define SILU gk_silu_f64
+#define DSILU gk_dsilu_f64
+#include "scan_body.h"
+#undef REAL
+#undef REAL_DT
+#undef SFX
+#undef EXP
+#undef SOFTPLUS
+#undef DSOFTPLUS
+#undef SILU
+#undef DSILU
+
+static bool is_f64(const scan_job *j) { return j->plan->desc.dtype == GK_F64; }
+
+#define DISPATCH(name)                                   \
+  static void name(void *ctx, int64_t t) {               \
+    if (is_f64(ctx)) GK_CAT(name, f64)(ctx, t);          \
+    else GK_CAT(name, f32)(ctx, t);                      \
+  }
+DISPATCH(fwd_level1)
+DISPATCH(fwd_level2)
+DISPATCH(fwd_task)
+DISPATCH(bwd_level1)
+DISPATCH(bwd_level2)
+DISPATCH(bwd_task)
+DISPATCH(reduce_params)
+DISPATCH(reduce_var)
+
+static gk_status cpu_scan_fwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
+  scan_job j = job_of(plan);
+  j.a = a;
+  layout(&j, ws);
+  j.Bv = gk_scan_bc_view(a[GK_ARG_B], plan->desc.scan.b_layout);
+  j.Cv = gk_scan_bc_view(a[GK_ARG_C], plan->desc.scan.c_layout);
+  if (j.S > 1) {
+    gk_parallel_for(grid_tasks(&j), fwd_level1, &j);
+    gk_parallel_for(gk_ceil_div(j.s.B * j.s.D, ROWS_PER_TASK), fwd_level2, &j);
+  }
+  gk_parallel_for(grid_tasks(&j), fwd_task, &j);
+  return GK_SUCCESS;
+}
+
+static gk_status cpu_scan_bwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
+  scan_job j = job_of(plan);
+  j.a = a;
+  layout(&j, ws);
+  j.Bv = gk_scan_bc_view(a[GK_ARG_B], plan->desc.scan.b_layout);
+  j.Cv = gk_scan_bc_view(a[GK_ARG_C], plan->desc.scan.c_layout);
+  j.dBv = gk_scan_bc_view(a[GK_ARG_DB], plan->desc.scan.b_layout);
+  j.dCv = gk_scan_bc_view(a[GK_ARG_DC], plan->desc.scan.c_layout);
+  if (j.S > 1) {
+    gk_parallel_for(grid_tasks(&j), bwd_level1, &j);
+    gk_parallel_for(gk_ceil_div(j.s.B * j.s.D, ROWS_PER_TASK), bwd_level2, &j);
+  }
+  gk_parallel_for(grid_tasks(&j), bwd_task, &j);
+  gk_parallel_for(gk_ceil_div(j.s.D, ROWS_PER_TASK), reduce_params, &j);
+  int64_t var_rows = (j.s.var_b + j.s.var_c) * j.s.B * j.Gt * j.s.N;
+  gk_parallel_for(gk_ceil_div(var_rows, ROWS_PER_TASK), reduce_var, &j);
+  return GK_SUCCESS;
+}
+
+const gk_kernel gk_cpu_scan_fwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, cpu_scan_workspace, cpu_scan_fwd};
+const gk_kernel gk_cpu_scan_bwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, cpu_scan_workspace, cpu_scan_bwd};
