@@ -178,7 +178,25 @@ typedef enum gk_op {
   GK_OP_RMSNORM = 9,
   GK_OP_LAYERNORM = 10,
 
-  GK_OP_COUNT_ = 11    ///< number of ops (not an op)
+  // Linear layer (torch.nn.functional.linear): X (..., K) is the desc shape,
+  // N = linear.out_features.
+  //   y (..., N) = x W^T + b,  W (N, K), b (N) when linear.has_bias.
+  // Forward:  X, WEIGHT, [BIAS] -> Y
+  // Backward: DY, X, WEIGHT -> DX (=), DWEIGHT (= or += per desc.accumulate),
+  //           [DBIAS] (= or +=):  dx = dy W, dW = dy^T x, db = sum_rows dy.
+  // Computed by a packed, cache-blocked matrix product with f32 accumulation
+  // (f64 for f64); each output element is summed over K in one fixed order.
+  GK_OP_LINEAR = 11,
+  // Batched matrix product C = op(A) op(B) (torch.matmul with transposes).
+  // A is the desc shape: (..., M, K), or (..., K, M) with matmul.trans_a.
+  // B: (..., K, N), or (..., N, K) with matmul.trans_b; its batch dims "..."
+  // are A's, or B has rank 2 and is shared by every batch (matmul.shared_b).
+  // N = matmul.n. C = Y (..., M, N).
+  // Forward:  A, B -> Y
+  // Backward: DY, A, B -> DA (=), DB (=; summed over the batch when shared).
+  GK_OP_MATMUL = 12,
+
+  GK_OP_COUNT_ = 13    ///< number of ops (not an op)
 } gk_op;
 
 /// Lower-case name ("swiglu", ...) or "?" for an unknown op.
@@ -223,7 +241,11 @@ typedef enum gk_arg_kind {
   GK_ARG_DBIAS = 9,
   GK_ARG_MEAN = 10,
   GK_ARG_RSTD = 11,
-  GK_ARG_COUNT_ = 12   ///< number of argument kinds (not a kind)
+  GK_ARG_A = 12,
+  GK_ARG_B = 13,
+  GK_ARG_DA = 14,
+  GK_ARG_DB = 15,
+  GK_ARG_COUNT_ = 16   ///< number of argument kinds (not a kind)
 } gk_arg_kind;
 
 /// Lower-case name ("x", "dweight", ...) or "?".
@@ -260,6 +282,16 @@ typedef struct gk_op_desc {
     int has_weight;             ///< default 1
     int has_bias;               ///< LayerNorm only (default 1 LayerNorm, 0 RMSNorm)
   } norm;
+  struct {
+    int64_t out_features;       ///< N, >= 0 (default: the last dim of desc.shape)
+    int has_bias;               ///< default 1
+  } linear;
+  struct {
+    int64_t n;                  ///< N, the columns of op(B) and Y, >= 0 (default: the last dim of desc.shape)
+    int trans_a;                ///< 1: A is stored (..., K, M) (default 0)
+    int trans_b;                ///< 1: B is stored (..., N, K) (default 0)
+    int shared_b;               ///< 1: B has rank 2, shared by every batch (default 0)
+  } matmul;
 } gk_op_desc;
 
 /// Set every field of *desc: the given values plus the defaults listed above.

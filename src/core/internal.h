@@ -54,6 +54,8 @@ typedef gk_status (*gk_describe_fn)(gk_plan *plan);
 gk_status gk_describe_activation(gk_plan *plan);
 gk_status gk_describe_gated(gk_plan *plan);
 gk_status gk_describe_norm(gk_plan *plan);
+gk_status gk_describe_linear(gk_plan *plan);
+gk_status gk_describe_matmul(gk_plan *plan);
 
 // Helpers for describe functions.
 void gk_spec_set(gk_plan *plan, gk_arg_kind kind, bool is_output, gk_dtype dtype,
@@ -73,6 +75,8 @@ extern const gk_kernel gk_ref_norm_fwd, gk_ref_norm_bwd;
 extern const gk_kernel gk_cpu_activation_fwd, gk_cpu_activation_bwd;
 extern const gk_kernel gk_cpu_gated_fwd, gk_cpu_gated_bwd;
 extern const gk_kernel gk_cpu_norm_fwd, gk_cpu_norm_bwd;
+extern const gk_kernel gk_ref_linear_fwd, gk_ref_linear_bwd, gk_cpu_linear_fwd, gk_cpu_linear_bwd;
+extern const gk_kernel gk_ref_matmul_fwd, gk_ref_matmul_bwd, gk_cpu_matmul_fwd, gk_cpu_matmul_bwd;
 
 // ---------------------------------------------------------------- tensors
 static inline size_t gk_elem_size(gk_dtype d) { return gk_dtype_size(d); }

@@ -9,14 +9,15 @@
 
 static const char *const op_names[GK_OP_COUNT_] = {
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
-    "rmsnorm", "layernorm"};
+    "rmsnorm", "layernorm", "linear", "matmul"};
 
 const char *gk_op_name(gk_op op) {
   return (unsigned)op < GK_OP_COUNT_ ? op_names[op] : "?";
 }
 
 static const char *const arg_names[GK_ARG_COUNT_] = {
-    "x", "y", "dy", "dx", "gate", "dgate", "weight", "dweight", "bias", "dbias", "mean", "rstd"};
+    "x", "y", "dy", "dx", "gate", "dgate", "weight", "dweight", "bias", "dbias", "mean", "rstd",
+    "a", "b", "da", "db"};
 
 const char *gk_arg_name(gk_arg_kind kind) {
   return (unsigned)kind < GK_ARG_COUNT_ ? arg_names[kind] : "?";
@@ -46,6 +47,9 @@ typedef struct gk_op_entry {
 
 #define NORM {gk_describe_norm, {{&gk_cpu_norm_fwd, &gk_ref_norm_fwd}, {&gk_cpu_norm_bwd, &gk_ref_norm_bwd}}}
 
+#define LINEAR {gk_describe_linear, {{&gk_cpu_linear_fwd, &gk_ref_linear_fwd}, {&gk_cpu_linear_bwd, &gk_ref_linear_bwd}}}
+#define MATMUL {gk_describe_matmul, {{&gk_cpu_matmul_fwd, &gk_ref_matmul_fwd}, {&gk_cpu_matmul_bwd, &gk_ref_matmul_bwd}}}
+
 static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_RELU] = ACTIVATION,
     [GK_OP_GELU] = ACTIVATION,
@@ -58,6 +62,8 @@ static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_GEGLU] = GATED,
     [GK_OP_RMSNORM] = NORM,
     [GK_OP_LAYERNORM] = NORM,
+    [GK_OP_LINEAR] = LINEAR,
+    [GK_OP_MATMUL] = MATMUL,
 };
 
 // ---------------------------------------------------------------- descriptions
@@ -84,6 +90,10 @@ gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction, gk
   desc->norm.eps = op == GK_OP_LAYERNORM ? 1e-5 : 1e-6;
   desc->norm.has_weight = 1;
   desc->norm.has_bias = op == GK_OP_LAYERNORM;
+  int64_t last = rank > 0 ? shape[rank - 1] : 0;
+  desc->linear.out_features = last;
+  desc->linear.has_bias = 1;
+  desc->matmul.n = last;
   gk_clear_error();
   return GK_SUCCESS;
 }

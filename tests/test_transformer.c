@@ -1,0 +1,420 @@
+// The transformer ops (linear, matmul, ...): for every op x dtype x layout
+// the threaded CPU kernel against the f64 reference, forward and backward,
+// no byte written outside an output's elements, accumulation of parameter
+// gradients; the reference and the CPU kernel against central finite
+// differences in f64; bit-identity across thread counts 1, 2, 3.
+#include "harness.h"
+
+static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
+
+// ---------------------------------------------------------------- argument roles
+
+static bool is_index_kind(int k) { return false && k; }
+static bool is_stat_kind(int k) { return k == GK_ARG_RSTD || k == GK_ARG_MEAN; }
+// Tensors forward reads.
+static bool is_fwd_input(int k) {
+  return k == GK_ARG_X || k == GK_ARG_WEIGHT || k == GK_ARG_BIAS || k == GK_ARG_A || k == GK_ARG_B ||
+         is_index_kind(k);
+}
+// Upstream gradients backward reads.
+static bool is_upstream(int k) { return k == GK_ARG_DY; }
+// Forward outputs whose values backward reads (saved for backward).
+static bool is_fwd_output(int k) { return k == GK_ARG_Y || is_stat_kind(k); }
+static bool is_input(gk_direction dir, int k) {
+  if (dir == GK_FORWARD) return is_fwd_input(k);
+  return is_fwd_input(k) || is_upstream(k) || is_fwd_output(k);
+}
+// (input, its gradient) pairs for finite differences.
+static const int grad_pairs[][2] = {{GK_ARG_X, GK_ARG_DX}, {GK_ARG_WEIGHT, GK_ARG_DWEIGHT},
+                                    {GK_ARG_BIAS, GK_ARG_DBIAS}, {GK_ARG_A, GK_ARG_DA}, {GK_ARG_B, GK_ARG_DB}};
+// (forward output, its upstream gradient) pairs: the finite-difference loss
+// is sum(output * upstream).
+static const int out_pairs[][2] = {{GK_ARG_Y, GK_ARG_DY}};
+
+static gk_dtype arg_dtype(const gk_op_desc *d, int k) {
+  if (is_stat_kind(k)) return d->dtype == GK_F64 ? GK_F64 : GK_F32;
+  return d->dtype;
+}
+
+// ---------------------------------------------------------------- argument sets
+
+typedef struct argset {
+  tbuf b[GK_ARG_COUNT_];
+  bool have[GK_ARG_COUNT_];
+} argset;
+
+static void argset_free(argset *s) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k]) tbuf_free(&s->b[k]);
+  memset(s, 0, sizeof *s);
+}
+
+static gk_status run_desc(const gk_op_desc *d, gk_backend be, const argset *s, size_t *ws_out) {
+  gk_op_desc dd = *d;
+  dd.backend = be;
+  gk_plan *plan;
+  gk_status st = gk_plan_create(&dd, &plan);
+  if (st != GK_SUCCESS) return st;
+  gk_arg args[GK_ARG_COUNT_];
+  int n = 0;
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k]) args[n++] = (gk_arg){(gk_arg_kind)k, s->b[k].t};
+  size_t ws = 0;
+  gk_plan_workspace_size(plan, &ws);
+  if (ws_out) *ws_out = ws;
+  void *w = ws_alloc(ws);
+  st = gk_plan_run(plan, args, n, w, ws);
+  free(w);
+  gk_plan_destroy(plan);
+  return st;
+}
+
+static double g_xscale = 1.0;  // magnitude of x-like inputs
+
+static void fill_input(const gk_op_desc *d, const gk_tensor *t, int k) {
+  (void)d;
+  if (k == GK_ARG_X || k == GK_ARG_A) tfill(t, -g_xscale, g_xscale);
+  else tfill(t, -1, 1);
+}
+
+// Allocate the tensors of the plan for d in layout `lay` (statistics and
+// index tensors contiguous): inputs random, or copied from `from` (forward
+// inputs and outputs reused by backward); outputs left as canaries.
+static bool build(const gk_op_desc *d, layout lay, const argset *from, argset *s) {
+  memset(s, 0, sizeof *s);
+  gk_plan *plan;
+  if (gk_plan_create(d, &plan) != GK_SUCCESS) return false;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    int rank;
+    int64_t shape[GK_MAX_RANK];
+    gk_plan_arg_shape(plan, (gk_arg_kind)k, &rank, shape);
+    if (rank < 0) continue;
+    bool plain = is_stat_kind(k) || is_index_kind(k);
+    s->b[k] = tbuf_make(arg_dtype(d, k), rank, shape, plain ? CONTIGUOUS : lay);
+    s->have[k] = true;
+    if (!is_input(d->direction, k)) continue;
+    if (from && from->have[k]) tcopy_values(&s->b[k].t, &from->b[k].t);
+    else fill_input(d, &s->b[k].t, k);
+  }
+  gk_plan_destroy(plan);
+  return true;
+}
+
+static void clone_outputs(const gk_op_desc *d, const argset *s, layout lay, argset *out) {
+  *out = *s;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!s->have[k] || is_input(d->direction, k)) continue;
+    bool plain = is_stat_kind(k) || is_index_kind(k);
+    out->b[k] = tbuf_make(s->b[k].t.dtype, s->b[k].t.rank, s->b[k].t.shape, plain ? CONTIGUOUS : lay);
+  }
+}
+
+static void free_outputs(const gk_op_desc *d, argset *s) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k] && !is_input(d->direction, k)) tbuf_free(&s->b[k]);
+}
+
+// ---------------------------------------------------------------- reports
+
+// Largest relative error |cpu - ref| / max(|ref|, 1e-2) per op and dtype.
+static double worst_op[GK_OP_COUNT_][4];
+
+static double rel_err(const gk_tensor *got, const gk_tensor *want) {
+  int64_t n = gk_tensor_numel(want);
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double a = tget(got, i), b = tget(want, i);
+    if ((isnan(a) && isnan(b)) || (isinf(b) && a == b)) continue;
+    double r = fabs(a - b) / fmax(fabs(b), 1e-2);
+    if (!(r <= worst)) worst = r;
+  }
+  return worst;
+}
+
+static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n) {
+  char shape[128] = "";
+  for (int i = 0; i < d->rank; i++)
+    snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ",%lld" : "%lld", (long long)d->shape[i]);
+  snprintf(buf, n, "%s %s %s [%s] %s", gk_op_name(d->op), d->direction == GK_FORWARD ? "fwd" : "bwd",
+           gk_dtype_name(d->dtype), shape, layout_name[lay]);
+  return buf;
+}
+
+// Tolerance for comparing with the reference: the dtype's, widened for
+// sums of many f32 products (f16/bf16 results are rounded once at the end).
+static tol tol_for(const gk_op_desc *d, gk_dtype dt) {
+  tol t = tol_of(dt);
+  if (dt == GK_F32 && (d->op == GK_OP_LINEAR || d->op == GK_OP_MATMUL)) t.atol = 1e-4;
+  return t;
+}
+
+// ---------------------------------------------------------------- cpu vs ref
+
+static void compare_backends(const gk_op_desc *d, layout lay, const argset *s, argset *ref_out) {
+  char name[256];
+  describe(d, lay, name, sizeof name);
+  argset cpu;
+  clone_outputs(d, s, lay, ref_out);
+  clone_outputs(d, s, lay, &cpu);
+  gk_status a = run_desc(d, GK_BACKEND_REF, ref_out, NULL);
+  check(a == GK_SUCCESS, "%s: ref: %s", name, gk_last_error());
+  gk_status b = run_desc(d, GK_BACKEND_CPU, &cpu, NULL);
+  check(b == GK_SUCCESS, "%s: cpu: %s", name, gk_last_error());
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!s->have[k] || is_input(d->direction, k)) continue;
+    double r = tcompare(&cpu.b[k].t, &ref_out->b[k].t, tol_for(d, cpu.b[k].t.dtype), true);
+    check(r <= 1.0, "%s: output %s differs from ref by %.3g tolerances", name, gk_arg_name((gk_arg_kind)k), r);
+    double e = rel_err(&cpu.b[k].t, &ref_out->b[k].t);
+    if (e > worst_op[d->op][d->dtype]) worst_op[d->op][d->dtype] = e;
+    check(tbuf_canaries_intact(&cpu.b[k]) && tbuf_canaries_intact(&ref_out->b[k]),
+          "%s: bytes outside output %s were written", name, gk_arg_name((gk_arg_kind)k));
+  }
+  free_outputs(d, &cpu);
+}
+
+// Parameter gradients with accumulate = 1 add to what the outputs held.
+static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s, const argset *ref_out) {
+  static const int params[] = {GK_ARG_DWEIGHT, GK_ARG_DBIAS};
+  if (!s->have[GK_ARG_DWEIGHT] && !s->have[GK_ARG_DBIAS]) return;
+  char name[256];
+  describe(bwd, lay, name, sizeof name);
+  gk_op_desc acc = *bwd;
+  acc.accumulate = 1;
+  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+    argset o;
+    clone_outputs(bwd, s, lay, &o);
+    tbuf prior[2];
+    for (int p = 0; p < 2; p++) {
+      int k = params[p];
+      if (!o.have[k]) continue;
+      tfill(&o.b[k].t, -2, 2);
+      prior[p] = tbuf_make(GK_F64, o.b[k].t.rank, o.b[k].t.shape, CONTIGUOUS);
+      tcopy_values(&prior[p].t, &o.b[k].t);
+    }
+    check(run_desc(&acc, be, &o, NULL) == GK_SUCCESS, "%s accumulate %s: %s", name, gk_backend_name(be),
+          gk_last_error());
+    for (int p = 0; p < 2; p++) {
+      int k = params[p];
+      if (!o.have[k]) continue;
+      tbuf want = tbuf_make(GK_F64, o.b[k].t.rank, o.b[k].t.shape, CONTIGUOUS);
+      int64_t n = gk_tensor_numel(&want.t);
+      for (int64_t i = 0; i < n; i++) tset(&want.t, i, tget(&prior[p].t, i) + tget(&ref_out->b[k].t, i));
+      tol tl = tol_for(bwd, bwd->dtype);
+      tl.rtol *= 2;
+      tl.atol *= 2;
+      double r = tcompare(&o.b[k].t, &want.t, tl, false);
+      check(r <= 1.0, "%s accumulate %s: %s off by %.3g tolerances", name, gk_backend_name(be),
+            gk_arg_name((gk_arg_kind)k), r);
+      tbuf_free(&want);
+      tbuf_free(&prior[p]);
+    }
+    free_outputs(bwd, &o);
+  }
+}
+
+static int count_configs;
+
+// Forward then backward of one configuration in one layout.
+static void test_config(const gk_op_desc *fwd, layout lay) {
+  gk_op_desc bwd = *fwd;
+  bwd.direction = GK_BACKWARD;
+  argset fin, fref, bin, bref;
+  if (!build(fwd, lay, NULL, &fin)) {
+    check(false, "%s: plan: %s", gk_op_name(fwd->op), gk_last_error());
+    return;
+  }
+  count_configs++;
+  compare_backends(fwd, lay, &fin, &fref);
+  // Backward: forward's inputs, the reference's saved outputs, random upstream.
+  argset saved = fin;
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (fref.have[k] && is_fwd_output(k)) saved.b[k] = fref.b[k], saved.have[k] = true;
+  build(&bwd, lay, &saved, &bin);
+  compare_backends(&bwd, lay, &bin, &bref);
+  check_accumulate(&bwd, lay, &bin, &bref);
+  free_outputs(&bwd, &bref);
+  free_outputs(fwd, &fref);
+  argset_free(&bin);
+  argset_free(&fin);
+}
+
+static void test_all_layouts(const gk_op_desc *d) {
+  for (layout lay = CONTIGUOUS; lay < LAYOUT_COUNT; lay++) test_config(d, lay);
+}
+
+static void test_all_dtypes(gk_op_desc d) {
+  for (size_t t = 0; t < 4; t++) {
+    d.dtype = dtypes[t];
+    test_all_layouts(&d);
+  }
+}
+
+// ---------------------------------------------------------------- finite differences
+
+static double worst_fd;
+static int fd_cases;
+
+// L = sum(output * upstream) over forward's outputs; each differentiable
+// input element's central difference against backward's gradient (f64).
+static void fd_check(gk_op_desc fwd, gk_backend be) {
+  fwd.dtype = GK_F64;
+  gk_op_desc bwd = fwd;
+  bwd.direction = GK_BACKWARD;
+  argset f, b;
+  build(&fwd, CONTIGUOUS, NULL, &f);
+  check(run_desc(&fwd, be, &f, NULL) == GK_SUCCESS, "fd %s forward: %s", gk_op_name(fwd.op), gk_last_error());
+  build(&bwd, CONTIGUOUS, &f, &b);
+  check(run_desc(&bwd, be, &b, NULL) == GK_SUCCESS, "fd %s backward: %s", gk_op_name(fwd.op), gk_last_error());
+  double worst = 0, h = 1e-5;
+  for (size_t p = 0; p < sizeof grad_pairs / sizeof *grad_pairs; p++) {
+    int in = grad_pairs[p][0], grad = grad_pairs[p][1];
+    if (!f.have[in] || !b.have[grad]) continue;
+    const gk_tensor *t = &f.b[in].t;
+    int64_t n = gk_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+      double x0 = tget(t, i), loss[2];
+      for (int side = 0; side < 2; side++) {
+        tset(t, i, x0 + (side ? -h : h));
+        run_desc(&fwd, be, &f, NULL);
+        loss[side] = 0;
+        for (size_t q = 0; q < sizeof out_pairs / sizeof *out_pairs; q++) {
+          int o = out_pairs[q][0], u = out_pairs[q][1];
+          if (!f.have[o]) continue;
+          int64_t no = gk_tensor_numel(&f.b[o].t);
+          for (int64_t j = 0; j < no; j++) loss[side] += tget(&f.b[o].t, j) * tget(&b.b[u].t, j);
+        }
+      }
+      tset(t, i, x0);
+      double numeric = (loss[0] - loss[1]) / (2 * h), analytic = tget(&b.b[grad].t, i);
+      double rel = fabs(numeric - analytic) / fmax(fmax(fabs(numeric), fabs(analytic)), 1e-3);
+      if (rel > worst) worst = rel;
+    }
+  }
+  argset_free(&b);
+  argset_free(&f);
+  fd_cases++;
+  if (worst > worst_fd) worst_fd = worst;
+  check(worst <= FD_MAX_REL_ERR, "finite differences %s (%s): max rel err %.3g", gk_op_name(fwd.op),
+        gk_backend_name(be), worst);
+}
+
+static void fd_both(gk_op_desc d) {
+  fd_check(d, GK_BACKEND_REF);
+  fd_check(d, GK_BACKEND_CPU);
+}
+
+// ---------------------------------------------------------------- threads
+
+// The CPU kernel gives the same bits with 1, 2 and 3 threads.
+static void test_threads(gk_op_desc fwd) {
+  gk_op_desc bwd = fwd;
+  bwd.direction = GK_BACKWARD;
+  const gk_op_desc *ds[2] = {&fwd, &bwd};
+  argset f;
+  build(&fwd, CONTIGUOUS, NULL, &f);
+  run_desc(&fwd, GK_BACKEND_CPU, &f, NULL);
+  for (int dir = 0; dir < 2; dir++) {
+    const gk_op_desc *d = ds[dir];
+    argset in;
+    if (dir == 0) in = f;
+    else build(d, CONTIGUOUS, &f, &in);
+    argset runs[3];
+    for (int t = 0; t < 3; t++) {
+      gk_set_num_threads(t + 1);
+      clone_outputs(d, &in, CONTIGUOUS, &runs[t]);
+      check(run_desc(d, GK_BACKEND_CPU, &runs[t], NULL) == GK_SUCCESS, "threads %d: %s", t + 1, gk_last_error());
+    }
+    char name[256];
+    describe(d, CONTIGUOUS, name, sizeof name);
+    for (int k = 0; k < GK_ARG_COUNT_; k++) {
+      if (!in.have[k] || is_input(d->direction, k)) continue;
+      for (int t = 1; t < 3; t++)
+        check(tbits_equal(&runs[0].b[k].t, &runs[t].b[k].t), "%s: output %s with %d threads differs from 1 thread",
+              name, gk_arg_name((gk_arg_kind)k), t + 1);
+    }
+    for (int t = 0; t < 3; t++) free_outputs(d, &runs[t]);
+    if (dir == 1) argset_free(&in);
+  }
+  argset_free(&f);
+  gk_set_num_threads(2);
+}
+
+// ---------------------------------------------------------------- configurations
+
+static gk_op_desc make(gk_op op, int rank, const int64_t *shape) {
+  gk_op_desc d;
+  gk_op_desc_init(&d, op, GK_FORWARD, GK_F32, rank, shape);
+  return d;
+}
+
+static void test_linear(void) {
+  static const struct { int rank; int64_t shape[4]; int64_t n; int bias; } cases[] = {
+      {2, {5, 7}, 3, 1}, {3, {2, 3, 33}, 40, 1}, {1, {17}, 9, 0}, {2, {1, 1}, 1, 1},
+      {2, {203, 70}, 45, 1}, {2, {13, 300}, 37, 0}, {2, {4, 0}, 3, 1}, {2, {0, 5}, 3, 1}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    gk_op_desc d = make(GK_OP_LINEAR, cases[c].rank, cases[c].shape);
+    d.linear.out_features = cases[c].n;
+    d.linear.has_bias = cases[c].bias;
+    test_all_dtypes(d);
+  }
+  int64_t fd[3] = {2, 3, 5};
+  gk_op_desc d = make(GK_OP_LINEAR, 3, fd);
+  d.linear.out_features = 4;
+  fd_both(d);
+  int64_t big[2] = {100, 300};
+  d = make(GK_OP_LINEAR, 2, big);
+  d.linear.out_features = 260;
+  for (size_t t = 0; t < 4; t++) {
+    d.dtype = dtypes[t];
+    test_threads(d);
+  }
+}
+
+static void test_matmul(void) {
+  static const struct { int rank; int64_t shape[4]; int64_t n; int ta, tb, shared; } cases[] = {
+      {2, {5, 7}, 3, 0, 0, 0},     {3, {2, 6, 9}, 11, 1, 0, 0}, {3, {3, 5, 4}, 6, 0, 1, 0},
+      {4, {2, 2, 7, 5}, 4, 1, 1, 0}, {3, {4, 3, 8}, 5, 0, 0, 1}, {3, {2, 40, 70}, 33, 1, 1, 1},
+      {2, {1, 1}, 1, 0, 0, 0},     {3, {2, 0, 3}, 4, 0, 0, 0},  {3, {2, 70, 140}, 50, 0, 1, 0}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    gk_op_desc d = make(GK_OP_MATMUL, cases[c].rank, cases[c].shape);
+    d.matmul.n = cases[c].n;
+    d.matmul.trans_a = cases[c].ta;
+    d.matmul.trans_b = cases[c].tb;
+    d.matmul.shared_b = cases[c].shared;
+    test_all_dtypes(d);
+  }
+  for (int v = 0; v < 4; v++) {
+    int64_t fd[3] = {2, 3, 4};
+    gk_op_desc d = make(GK_OP_MATMUL, 3, fd);
+    d.matmul.n = 5;
+    d.matmul.trans_a = v & 1;
+    d.matmul.trans_b = v >> 1;
+    d.matmul.shared_b = v == 3;
+    fd_both(d);
+  }
+  int64_t big[3] = {3, 70, 270};
+  gk_op_desc d = make(GK_OP_MATMUL, 3, big);
+  d.matmul.n = 100;
+  d.matmul.shared_b = 1;
+  for (size_t t = 0; t < 4; t++) {
+    d.dtype = dtypes[t];
+    test_threads(d);
+  }
+}
+
+int main(void) {
+  gk_set_num_threads(2);
+  test_linear();
+  test_matmul();
+  printf("configurations: %d (x fwd/bwd x backends); finite-difference cases: %d, worst rel err %.3g\n",
+         count_configs, fd_cases, worst_fd);
+  printf("largest relative error, cpu vs ref (|cpu - ref| / max(|ref|, 1e-2)):\n");
+  for (int op = 0; op < GK_OP_COUNT_; op++) {
+    double any = 0;
+    for (int t = 0; t < 4; t++) any += worst_op[op][t];
+    if (any == 0) continue;
+    printf("  %-14s f32 %.3g  f64 %.3g  f16 %.3g  bf16 %.3g\n", gk_op_name((gk_op)op), worst_op[op][GK_F32],
+           worst_op[op][GK_F64], worst_op[op][GK_F16], worst_op[op][GK_BF16]);
+  }
+  return finish("test_transformer");
+}
