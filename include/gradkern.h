@@ -195,8 +195,17 @@ typedef enum gk_op {
   // Forward:  A, B -> Y
   // Backward: DY, A, B -> DA (=), DB (=; summed over the batch when shared).
   GK_OP_MATMUL = 12,
+  // Softmax and log-softmax along softmax.dim of X (any shape, rank >= 1),
+  // computed stably (the row max is subtracted before exp).
+  //   softmax:     y = exp(x - max) / sum(exp(x - max))
+  //   log_softmax: y = x - max - log(sum(exp(x - max)))
+  // Forward:  X -> Y.  Backward: DY, Y -> DX (=):
+  //   softmax:     dx = y (dy - sum(dy y));  log_softmax: dx = dy - exp(y) sum(dy)
+  // In place allowed: Y may be X; DX may be DY or Y (the very same view).
+  GK_OP_SOFTMAX = 13,
+  GK_OP_LOG_SOFTMAX = 14,
 
-  GK_OP_COUNT_ = 13    ///< number of ops (not an op)
+  GK_OP_COUNT_ = 15    ///< number of ops (not an op)
 } gk_op;
 
 /// Lower-case name ("swiglu", ...) or "?" for an unknown op.
@@ -292,6 +301,9 @@ typedef struct gk_op_desc {
     int trans_b;                ///< 1: B is stored (..., N, K) (default 0)
     int shared_b;               ///< 1: B has rank 2, shared by every batch (default 0)
   } matmul;
+  struct {
+    int dim;                    ///< softmax dim, -rank .. rank-1 (default -1)
+  } softmax;
 } gk_op_desc;
 
 /// Set every field of *desc: the given values plus the defaults listed above.

@@ -402,10 +402,80 @@ static void test_matmul(void) {
   }
 }
 
+// The output written over an input (the very same view) gives the same bits
+// as the out-of-place run, on both backends.
+static void test_in_place(const gk_op_desc *d, int out, int in) {
+  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+    argset s;
+    build(d, CONTIGUOUS, NULL, &s);
+    if (d->direction == GK_BACKWARD && s.have[GK_ARG_Y]) {
+      // a plausible saved y: the forward of x = the random values
+      gk_op_desc f = *d;
+      f.direction = GK_FORWARD;
+      argset fs;
+      build(&f, CONTIGUOUS, NULL, &fs);
+      run_desc(&f, GK_BACKEND_REF, &fs, NULL);
+      tcopy_values(&s.b[GK_ARG_Y].t, &fs.b[GK_ARG_Y].t);
+      argset_free(&fs);
+    }
+    check(run_desc(d, be, &s, NULL) == GK_SUCCESS, "%s in place: %s", gk_op_name(d->op), gk_last_error());
+    argset inplace = s;
+    inplace.b[out] = inplace.b[in];
+    tbuf keep = s.b[in];
+    s.b[in] = tbuf_make(keep.t.dtype, keep.t.rank, keep.t.shape, CONTIGUOUS);
+    tcopy_values(&s.b[in].t, &keep.t);  // the input's values, kept for after
+    check(run_desc(d, be, &inplace, NULL) == GK_SUCCESS, "%s in place: %s", gk_op_name(d->op), gk_last_error());
+    check(tbits_equal(&keep.t, &s.b[out].t), "%s %s %s %s written over %s differs from out of place",
+          gk_op_name(d->op), d->direction ? "bwd" : "fwd", gk_dtype_name(d->dtype), gk_arg_name((gk_arg_kind)out),
+          gk_arg_name((gk_arg_kind)in));
+    tbuf_free(&keep);
+    argset_free(&s);
+  }
+}
+
+static void test_softmax(void) {
+  static const struct { int rank; int64_t shape[4]; int dim; } cases[] = {
+      {1, {7}, 0}, {2, {5, 17}, -1}, {2, {5, 17}, 0}, {3, {3, 2, 1030}, 2}, {3, {4, 33, 5}, 1},
+      {2, {3, 1}, 1}, {3, {2, 0, 3}, 2}, {3, {2, 3, 0}, 2}};
+  for (gk_op op = GK_OP_SOFTMAX; op <= GK_OP_LOG_SOFTMAX; op++) {
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+      gk_op_desc d = make(op, cases[c].rank, cases[c].shape);
+      d.softmax.dim = cases[c].dim;
+      g_xscale = 3;
+      test_all_dtypes(d);
+      if (c == 1 || c == 3) {
+        g_xscale = 1e4;  // logits of +-1e4: exp of x - max, never of x
+        test_all_dtypes(d);
+      }
+    }
+    g_xscale = 3;
+    for (int dim = 0; dim < 2; dim++) {
+      int64_t fd[3] = {2, 3, 5};
+      gk_op_desc d = make(op, 3, fd);
+      d.softmax.dim = dim;
+      fd_both(d);
+    }
+    int64_t big[2] = {200, 300};
+    gk_op_desc d = make(op, 2, big);
+    for (size_t t = 0; t < 4; t++) {
+      d.dtype = dtypes[t];
+      test_threads(d);
+      d.direction = GK_FORWARD;
+      test_in_place(&d, GK_ARG_Y, GK_ARG_X);
+      d.direction = GK_BACKWARD;
+      test_in_place(&d, GK_ARG_DX, GK_ARG_DY);
+      test_in_place(&d, GK_ARG_DX, GK_ARG_Y);
+      d.direction = GK_FORWARD;
+    }
+  }
+  g_xscale = 1;
+}
+
 int main(void) {
   gk_set_num_threads(2);
   test_linear();
   test_matmul();
+  test_softmax();
   printf("configurations: %d (x fwd/bwd x backends); finite-difference cases: %d, worst rel err %.3g\n",
          count_configs, fd_cases, worst_fd);
   printf("largest relative error, cpu vs ref (|cpu - ref| / max(|ref|, 1e-2)):\n");

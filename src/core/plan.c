@@ -9,7 +9,7 @@
 
 static const char *const op_names[GK_OP_COUNT_] = {
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
-    "rmsnorm", "layernorm", "linear", "matmul"};
+    "rmsnorm", "layernorm", "linear", "matmul", "softmax", "log_softmax"};
 
 const char *gk_op_name(gk_op op) {
   return (unsigned)op < GK_OP_COUNT_ ? op_names[op] : "?";
@@ -49,6 +49,7 @@ typedef struct gk_op_entry {
 
 #define LINEAR {gk_describe_linear, {{&gk_cpu_linear_fwd, &gk_ref_linear_fwd}, {&gk_cpu_linear_bwd, &gk_ref_linear_bwd}}}
 #define MATMUL {gk_describe_matmul, {{&gk_cpu_matmul_fwd, &gk_ref_matmul_fwd}, {&gk_cpu_matmul_bwd, &gk_ref_matmul_bwd}}}
+#define SOFTMAX {gk_describe_softmax, {{&gk_cpu_softmax_fwd, &gk_ref_softmax_fwd}, {&gk_cpu_softmax_bwd, &gk_ref_softmax_bwd}}}
 
 static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_RELU] = ACTIVATION,
@@ -64,6 +65,8 @@ static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_LAYERNORM] = NORM,
     [GK_OP_LINEAR] = LINEAR,
     [GK_OP_MATMUL] = MATMUL,
+    [GK_OP_SOFTMAX] = SOFTMAX,
+    [GK_OP_LOG_SOFTMAX] = SOFTMAX,
 };
 
 // ---------------------------------------------------------------- descriptions
@@ -94,6 +97,7 @@ gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction, gk
   desc->linear.out_features = last;
   desc->linear.has_bias = 1;
   desc->matmul.n = last;
+  desc->softmax.dim = -1;
   gk_clear_error();
   return GK_SUCCESS;
 }
