@@ -204,8 +204,27 @@ typedef enum gk_op {
   // In place allowed: Y may be X; DX may be DY or Y (the very same view).
   GK_OP_SOFTMAX = 13,
   GK_OP_LOG_SOFTMAX = 14,
+  // Cross-entropy from logits (torch.nn.functional.cross_entropy with class
+  // index targets): LOGITS (..., V) is the desc shape, TARGET (...) holds
+  // class indices of dtype desc.index_dtype. Per row r with target t (rows
+  // whose target is ce.ignore_index count for nothing), eps = ce.label_smoothing:
+  //   lse = log(sum_j exp(x_j)) (computed stably),
+  //   loss_r = (1 - eps) (lse - x_t) + eps (lse - sum_j x_j / V)
+  //   LOSS (a scalar, f32; f64 for f64) = sum_r loss_r, divided by the
+  //   number of rows not ignored for GK_REDUCTION_MEAN (NaN when all are
+  //   ignored, as torch).
+  //   dlogits_r = g (softmax(x_r) - (1 - eps) onehot(t) - eps / V), 0 for
+  //   ignored rows, g = dloss (/ rows not ignored for the mean).
+  // Forward:  LOGITS, TARGET -> LOSS, and DLOGITS (=) when ce.fused_grad = 1,
+  //           with dloss = ce.grad_scale: the gradient in the same pass.
+  // Backward: DLOSS (scalar, LOSS's dtype), LOGITS, TARGET -> DLOGITS (=).
+  // DLOGITS may be the very same view as LOGITS: the gradient then overwrites
+  // the logits, so no second (rows, V) buffer is needed. A target outside
+  // 0..V-1 that is not ignore_index is GK_ERR_INVALID_VALUE, found before
+  // anything is written.
+  GK_OP_CROSS_ENTROPY = 15,
 
-  GK_OP_COUNT_ = 15    ///< number of ops (not an op)
+  GK_OP_COUNT_ = 16    ///< number of ops (not an op)
 } gk_op;
 
 /// Lower-case name ("swiglu", ...) or "?" for an unknown op.
@@ -231,6 +250,11 @@ typedef enum gk_gelu_approx {
   GK_GELU_TANH = 1,   ///< 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 } gk_gelu_approx;
 
+typedef enum gk_reduction {
+  GK_REDUCTION_MEAN = 0,  ///< sum over rows not ignored, divided by their number
+  GK_REDUCTION_SUM = 1,
+} gk_reduction;
+
 typedef enum gk_gated_form {
   GK_GATED_SPLIT = 0,
   GK_GATED_TWO_TENSOR = 1,
@@ -254,7 +278,12 @@ typedef enum gk_arg_kind {
   GK_ARG_B = 13,
   GK_ARG_DA = 14,
   GK_ARG_DB = 15,
-  GK_ARG_COUNT_ = 16   ///< number of argument kinds (not a kind)
+  GK_ARG_LOGITS = 16,
+  GK_ARG_DLOGITS = 17,
+  GK_ARG_TARGET = 18,
+  GK_ARG_LOSS = 19,
+  GK_ARG_DLOSS = 20,
+  GK_ARG_COUNT_ = 21   ///< number of argument kinds (not a kind)
 } gk_arg_kind;
 
 /// Lower-case name ("x", "dweight", ...) or "?".
@@ -304,6 +333,14 @@ typedef struct gk_op_desc {
   struct {
     int dim;                    ///< softmax dim, -rank .. rank-1 (default -1)
   } softmax;
+  gk_dtype index_dtype;         ///< GK_I32 or GK_I64 (default): targets, token ids
+  struct {
+    gk_reduction reduction;     ///< default GK_REDUCTION_MEAN
+    int64_t ignore_index;       ///< rows with this target are ignored (default -100)
+    double label_smoothing;     ///< 0 .. 1 (default 0)
+    int fused_grad;             ///< 1: forward also writes DLOGITS (default 0)
+    double grad_scale;          ///< dloss for fused_grad, finite (default 1)
+  } ce;
 } gk_op_desc;
 
 /// Set every field of *desc: the given values plus the defaults listed above.

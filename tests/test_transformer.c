@@ -9,15 +9,18 @@ static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
 
 // ---------------------------------------------------------------- argument roles
 
-static bool is_index_kind(int k) { return false && k; }
-static bool is_stat_kind(int k) { return k == GK_ARG_RSTD || k == GK_ARG_MEAN; }
+static bool is_index_kind(int k) { return k == GK_ARG_TARGET; }
+// Saved statistics and scalar losses: f32 (f64 for f64).
+static bool is_stat_kind(int k) {
+  return k == GK_ARG_RSTD || k == GK_ARG_MEAN || k == GK_ARG_LOSS || k == GK_ARG_DLOSS;
+}
 // Tensors forward reads.
 static bool is_fwd_input(int k) {
   return k == GK_ARG_X || k == GK_ARG_WEIGHT || k == GK_ARG_BIAS || k == GK_ARG_A || k == GK_ARG_B ||
-         is_index_kind(k);
+         k == GK_ARG_LOGITS || is_index_kind(k);
 }
 // Upstream gradients backward reads.
-static bool is_upstream(int k) { return k == GK_ARG_DY; }
+static bool is_upstream(int k) { return k == GK_ARG_DY || k == GK_ARG_DLOSS; }
 // Forward outputs whose values backward reads (saved for backward).
 static bool is_fwd_output(int k) { return k == GK_ARG_Y || is_stat_kind(k); }
 static bool is_input(gk_direction dir, int k) {
@@ -26,13 +29,15 @@ static bool is_input(gk_direction dir, int k) {
 }
 // (input, its gradient) pairs for finite differences.
 static const int grad_pairs[][2] = {{GK_ARG_X, GK_ARG_DX}, {GK_ARG_WEIGHT, GK_ARG_DWEIGHT},
-                                    {GK_ARG_BIAS, GK_ARG_DBIAS}, {GK_ARG_A, GK_ARG_DA}, {GK_ARG_B, GK_ARG_DB}};
+                                    {GK_ARG_BIAS, GK_ARG_DBIAS}, {GK_ARG_A, GK_ARG_DA}, {GK_ARG_B, GK_ARG_DB},
+                                    {GK_ARG_LOGITS, GK_ARG_DLOGITS}};
 // (forward output, its upstream gradient) pairs: the finite-difference loss
 // is sum(output * upstream).
-static const int out_pairs[][2] = {{GK_ARG_Y, GK_ARG_DY}};
+static const int out_pairs[][2] = {{GK_ARG_Y, GK_ARG_DY}, {GK_ARG_LOSS, GK_ARG_DLOSS}};
 
 static gk_dtype arg_dtype(const gk_op_desc *d, int k) {
   if (is_stat_kind(k)) return d->dtype == GK_F64 ? GK_F64 : GK_F32;
+  if (is_index_kind(k)) return d->index_dtype;
   return d->dtype;
 }
 
@@ -69,12 +74,17 @@ static gk_status run_desc(const gk_op_desc *d, gk_backend be, const argset *s, s
   return st;
 }
 
-static double g_xscale = 1.0;  // magnitude of x-like inputs
+static double g_xscale = 1.0;      // magnitude of x-like inputs
+static double g_ignore_frac = 0.0; // fraction of targets set to ignore_index
 
 static void fill_input(const gk_op_desc *d, const gk_tensor *t, int k) {
-  (void)d;
-  if (k == GK_ARG_X || k == GK_ARG_A) tfill(t, -g_xscale, g_xscale);
-  else tfill(t, -1, 1);
+  int64_t n = gk_tensor_numel(t);
+  if (k == GK_ARG_X || k == GK_ARG_A || k == GK_ARG_LOGITS) tfill(t, -g_xscale, g_xscale);
+  else if (k == GK_ARG_TARGET) {
+    int64_t V = d->shape[d->rank - 1];
+    for (int64_t i = 0; i < n; i++)
+      tset(t, i, rng_uniform(0, 1) < g_ignore_frac ? (double)d->ce.ignore_index : (double)(rng_next() % (uint64_t)V));
+  } else tfill(t, -1, 1);
 }
 
 // Allocate the tensors of the plan for d in layout `lay` (statistics and
@@ -471,11 +481,53 @@ static void test_softmax(void) {
   g_xscale = 1;
 }
 
+static void test_cross_entropy(void) {
+  static const struct { int rank; int64_t shape[4]; } shapes[] = {
+      {2, {5, 7}}, {3, {2, 3, 17}}, {2, {3, 1030}}, {1, {9}}, {2, {4, 1}}, {2, {0, 5}}};
+  for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++)
+    for (int v = 0; v < 8; v++) {
+      gk_op_desc d = make(GK_OP_CROSS_ENTROPY, shapes[c].rank, shapes[c].shape);
+      d.index_dtype = v & 1 ? GK_I32 : GK_I64;
+      d.ce.reduction = v & 2 ? GK_REDUCTION_SUM : GK_REDUCTION_MEAN;
+      d.ce.label_smoothing = v & 4 ? 0.1 : 0.0;
+      d.ce.fused_grad = (v + (int)c) & 1;
+      d.ce.grad_scale = 0.5;
+      d.ce.ignore_index = v < 4 ? -100 : 3;
+      g_ignore_frac = v == 5 ? 1.0 : 0.3;  // v = 5: every target ignored
+      g_xscale = v == 6 ? 1e4 : 3;          // v = 6: logits of +-1e4
+      test_all_dtypes(d);
+    }
+  g_xscale = 3;
+  g_ignore_frac = 0.3;
+  for (int v = 0; v < 4; v++) {
+    int64_t fd[3] = {2, 3, 6};
+    gk_op_desc d = make(GK_OP_CROSS_ENTROPY, 3, fd);
+    d.ce.reduction = v & 1 ? GK_REDUCTION_SUM : GK_REDUCTION_MEAN;
+    d.ce.label_smoothing = v & 2 ? 0.2 : 0.0;
+    fd_both(d);
+  }
+  int64_t big[2] = {300, 515};
+  gk_op_desc d = make(GK_OP_CROSS_ENTROPY, 2, big);
+  d.ce.label_smoothing = 0.1;
+  d.ce.fused_grad = 1;
+  for (size_t t = 0; t < 4; t++) {
+    d.dtype = dtypes[t];
+    d.direction = GK_FORWARD;
+    test_threads(d);
+    test_in_place(&d, GK_ARG_DLOGITS, GK_ARG_LOGITS);
+    d.direction = GK_BACKWARD;
+    test_in_place(&d, GK_ARG_DLOGITS, GK_ARG_LOGITS);
+  }
+  g_xscale = 1;
+  g_ignore_frac = 0;
+}
+
 int main(void) {
   gk_set_num_threads(2);
   test_linear();
   test_matmul();
   test_softmax();
+  test_cross_entropy();
   printf("configurations: %d (x fwd/bwd x backends); finite-difference cases: %d, worst rel err %.3g\n",
          count_configs, fd_cases, worst_fd);
   printf("largest relative error, cpu vs ref (|cpu - ref| / max(|ref|, 1e-2)):\n");

@@ -57,6 +57,7 @@ gk_status gk_describe_norm(gk_plan *plan);
 gk_status gk_describe_linear(gk_plan *plan);
 gk_status gk_describe_matmul(gk_plan *plan);
 gk_status gk_describe_softmax(gk_plan *plan);
+gk_status gk_describe_cross_entropy(gk_plan *plan);
 
 // Helpers for describe functions.
 void gk_spec_set(gk_plan *plan, gk_arg_kind kind, bool is_output, gk_dtype dtype,
@@ -79,6 +80,8 @@ extern const gk_kernel gk_cpu_norm_fwd, gk_cpu_norm_bwd;
 extern const gk_kernel gk_ref_linear_fwd, gk_ref_linear_bwd, gk_cpu_linear_fwd, gk_cpu_linear_bwd;
 extern const gk_kernel gk_ref_matmul_fwd, gk_ref_matmul_bwd, gk_cpu_matmul_fwd, gk_cpu_matmul_bwd;
 extern const gk_kernel gk_ref_softmax_fwd, gk_ref_softmax_bwd, gk_cpu_softmax_fwd, gk_cpu_softmax_bwd;
+extern const gk_kernel gk_ref_cross_entropy_fwd, gk_ref_cross_entropy_bwd;
+extern const gk_kernel gk_cpu_cross_entropy_fwd, gk_cpu_cross_entropy_bwd;
 
 // ---------------------------------------------------------------- tensors
 static inline size_t gk_elem_size(gk_dtype d) { return gk_dtype_size(d); }

@@ -9,7 +9,8 @@
 
 static const char *const op_names[GK_OP_COUNT_] = {
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
-    "rmsnorm", "layernorm", "linear", "matmul", "softmax", "log_softmax"};
+    "rmsnorm", "layernorm", "linear", "matmul", "softmax", "log_softmax",
+    "cross_entropy"};
 
 const char *gk_op_name(gk_op op) {
   return (unsigned)op < GK_OP_COUNT_ ? op_names[op] : "?";
@@ -17,7 +18,7 @@ const char *gk_op_name(gk_op op) {
 
 static const char *const arg_names[GK_ARG_COUNT_] = {
     "x", "y", "dy", "dx", "gate", "dgate", "weight", "dweight", "bias", "dbias", "mean", "rstd",
-    "a", "b", "da", "db"};
+    "a", "b", "da", "db", "logits", "dlogits", "target", "loss", "dloss"};
 
 const char *gk_arg_name(gk_arg_kind kind) {
   return (unsigned)kind < GK_ARG_COUNT_ ? arg_names[kind] : "?";
@@ -50,6 +51,8 @@ typedef struct gk_op_entry {
 #define LINEAR {gk_describe_linear, {{&gk_cpu_linear_fwd, &gk_ref_linear_fwd}, {&gk_cpu_linear_bwd, &gk_ref_linear_bwd}}}
 #define MATMUL {gk_describe_matmul, {{&gk_cpu_matmul_fwd, &gk_ref_matmul_fwd}, {&gk_cpu_matmul_bwd, &gk_ref_matmul_bwd}}}
 #define SOFTMAX {gk_describe_softmax, {{&gk_cpu_softmax_fwd, &gk_ref_softmax_fwd}, {&gk_cpu_softmax_bwd, &gk_ref_softmax_bwd}}}
+#define CROSS_ENTROPY {gk_describe_cross_entropy, {{&gk_cpu_cross_entropy_fwd, &gk_ref_cross_entropy_fwd}, \
+                                                   {&gk_cpu_cross_entropy_bwd, &gk_ref_cross_entropy_bwd}}}
 
 static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_RELU] = ACTIVATION,
@@ -67,6 +70,7 @@ static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_MATMUL] = MATMUL,
     [GK_OP_SOFTMAX] = SOFTMAX,
     [GK_OP_LOG_SOFTMAX] = SOFTMAX,
+    [GK_OP_CROSS_ENTROPY] = CROSS_ENTROPY,
 };
 
 // ---------------------------------------------------------------- descriptions
@@ -98,6 +102,10 @@ gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction, gk
   desc->linear.has_bias = 1;
   desc->matmul.n = last;
   desc->softmax.dim = -1;
+  desc->index_dtype = GK_I64;
+  desc->ce.reduction = GK_REDUCTION_MEAN;
+  desc->ce.ignore_index = -100;
+  desc->ce.grad_scale = 1.0;
   gk_clear_error();
   return GK_SUCCESS;
 }
