@@ -223,8 +223,19 @@ typedef enum gk_op {
   // 0..V-1 that is not ignore_index is GK_ERR_INVALID_VALUE, found before
   // anything is written.
   GK_OP_CROSS_ENTROPY = 15,
+  // Embedding lookup (torch.nn.functional.embedding): INDEX has the desc
+  // shape S and dtype desc.index_dtype; WEIGHT is (V, D) with
+  // V = embedding.num_embeddings, D = embedding.dim.
+  // Forward:  WEIGHT, INDEX -> Y (S..., D): y[p] = W[index[p]]
+  // Backward: DY (S..., D), INDEX -> DWEIGHT (V, D), = or += per
+  //           desc.accumulate: dW[v] = sum of dy[p] over the p with
+  //           index[p] = v, in order of p (bit-identical for any thread
+  //           count); the row embedding.padding_idx gets no gradient (0, or
+  //           left as it was with accumulate). An index outside 0..V-1 is
+  //           GK_ERR_INVALID_VALUE, found before anything is written.
+  GK_OP_EMBEDDING = 16,
 
-  GK_OP_COUNT_ = 16    ///< number of ops (not an op)
+  GK_OP_COUNT_ = 17    ///< number of ops (not an op)
 } gk_op;
 
 /// Lower-case name ("swiglu", ...) or "?" for an unknown op.
@@ -283,7 +294,8 @@ typedef enum gk_arg_kind {
   GK_ARG_TARGET = 18,
   GK_ARG_LOSS = 19,
   GK_ARG_DLOSS = 20,
-  GK_ARG_COUNT_ = 21   ///< number of argument kinds (not a kind)
+  GK_ARG_INDEX = 21,
+  GK_ARG_COUNT_ = 22   ///< number of argument kinds (not a kind)
 } gk_arg_kind;
 
 /// Lower-case name ("x", "dweight", ...) or "?".
@@ -341,6 +353,12 @@ typedef struct gk_op_desc {
     int fused_grad;             ///< 1: forward also writes DLOGITS (default 0)
     double grad_scale;          ///< dloss for fused_grad, finite (default 1)
   } ce;
+  struct {
+    int64_t num_embeddings;     ///< V, >= 1 (default 0: must be set)
+    int64_t dim;                ///< D, >= 0 (default 0: must be set)
+    int64_t padding_idx;        ///< 0 .. V-1, or -1 for none (default -1; torch's negative
+                                ///< padding_idx p is V + p here)
+  } embedding;
 } gk_op_desc;
 
 /// Set every field of *desc: the given values plus the defaults listed above.

@@ -7,9 +7,23 @@
 
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
 
+// Under AddressSanitizer the thread-count checks run in f32 only (the plain
+// build runs them in every dtype), to keep the sanitized run short.
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+static const size_t thread_dtypes = SANITIZED ? 1 : 4;
+
 // ---------------------------------------------------------------- argument roles
 
-static bool is_index_kind(int k) { return k == GK_ARG_TARGET; }
+static bool is_index_kind(int k) { return k == GK_ARG_TARGET || k == GK_ARG_INDEX; }
 // Saved statistics and scalar losses: f32 (f64 for f64).
 static bool is_stat_kind(int k) {
   return k == GK_ARG_RSTD || k == GK_ARG_MEAN || k == GK_ARG_LOSS || k == GK_ARG_DLOSS;
@@ -84,6 +98,8 @@ static void fill_input(const gk_op_desc *d, const gk_tensor *t, int k) {
     int64_t V = d->shape[d->rank - 1];
     for (int64_t i = 0; i < n; i++)
       tset(t, i, rng_uniform(0, 1) < g_ignore_frac ? (double)d->ce.ignore_index : (double)(rng_next() % (uint64_t)V));
+  } else if (k == GK_ARG_INDEX) {
+    for (int64_t i = 0; i < n; i++) tset(t, i, (double)(rng_next() % (uint64_t)d->embedding.num_embeddings));
   } else tfill(t, -1, 1);
 }
 
@@ -374,7 +390,7 @@ static void test_linear(void) {
   int64_t big[2] = {100, 300};
   d = make(GK_OP_LINEAR, 2, big);
   d.linear.out_features = 260;
-  for (size_t t = 0; t < 4; t++) {
+  for (size_t t = 0; t < thread_dtypes; t++) {
     d.dtype = dtypes[t];
     test_threads(d);
   }
@@ -406,7 +422,7 @@ static void test_matmul(void) {
   gk_op_desc d = make(GK_OP_MATMUL, 3, big);
   d.matmul.n = 100;
   d.matmul.shared_b = 1;
-  for (size_t t = 0; t < 4; t++) {
+  for (size_t t = 0; t < thread_dtypes; t++) {
     d.dtype = dtypes[t];
     test_threads(d);
   }
@@ -522,8 +538,38 @@ static void test_cross_entropy(void) {
   g_ignore_frac = 0;
 }
 
+static void test_embedding(void) {
+  static const struct { int rank; int64_t shape[4]; int64_t V, D, pad; } cases[] = {
+      {2, {3, 5}, 7, 6, -1}, {1, {40}, 5, 9, 2}, {2, {2, 20}, 50, 1030, 0}, {0, {0}, 3, 4, 1},
+      {1, {0}, 3, 4, -1},    {3, {2, 2, 3}, 1, 3, -1}, {1, {6}, 4, 0, -1}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+    for (int it = 0; it < 2; it++) {
+      gk_op_desc d = make(GK_OP_EMBEDDING, cases[c].rank, cases[c].shape);
+      d.embedding.num_embeddings = cases[c].V;
+      d.embedding.dim = cases[c].D;
+      d.embedding.padding_idx = cases[c].pad;
+      d.index_dtype = it ? GK_I32 : GK_I64;
+      test_all_dtypes(d);
+    }
+  int64_t fd[2] = {3, 4};
+  gk_op_desc d = make(GK_OP_EMBEDDING, 2, fd);
+  d.embedding.num_embeddings = 5;
+  d.embedding.dim = 3;
+  fd_both(d);  // no padding_idx: its row has no gradient, unlike the finite difference
+  int64_t big[1] = {3000};
+  d = make(GK_OP_EMBEDDING, 1, big);
+  d.embedding.num_embeddings = 300;
+  d.embedding.dim = 200;
+  d.embedding.padding_idx = 0;
+  for (size_t t = 0; t < thread_dtypes; t++) {
+    d.dtype = dtypes[t];
+    test_threads(d);
+  }
+}
+
 int main(void) {
   gk_set_num_threads(2);
+  test_embedding();
   test_linear();
   test_matmul();
   test_softmax();

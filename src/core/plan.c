@@ -10,7 +10,7 @@
 static const char *const op_names[GK_OP_COUNT_] = {
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
     "rmsnorm", "layernorm", "linear", "matmul", "softmax", "log_softmax",
-    "cross_entropy"};
+    "cross_entropy", "embedding"};
 
 const char *gk_op_name(gk_op op) {
   return (unsigned)op < GK_OP_COUNT_ ? op_names[op] : "?";
@@ -18,7 +18,7 @@ const char *gk_op_name(gk_op op) {
 
 static const char *const arg_names[GK_ARG_COUNT_] = {
     "x", "y", "dy", "dx", "gate", "dgate", "weight", "dweight", "bias", "dbias", "mean", "rstd",
-    "a", "b", "da", "db", "logits", "dlogits", "target", "loss", "dloss"};
+    "a", "b", "da", "db", "logits", "dlogits", "target", "loss", "dloss", "index"};
 
 const char *gk_arg_name(gk_arg_kind kind) {
   return (unsigned)kind < GK_ARG_COUNT_ ? arg_names[kind] : "?";
@@ -53,6 +53,8 @@ typedef struct gk_op_entry {
 #define SOFTMAX {gk_describe_softmax, {{&gk_cpu_softmax_fwd, &gk_ref_softmax_fwd}, {&gk_cpu_softmax_bwd, &gk_ref_softmax_bwd}}}
 #define CROSS_ENTROPY {gk_describe_cross_entropy, {{&gk_cpu_cross_entropy_fwd, &gk_ref_cross_entropy_fwd}, \
                                                    {&gk_cpu_cross_entropy_bwd, &gk_ref_cross_entropy_bwd}}}
+#define EMBEDDING {gk_describe_embedding, {{&gk_cpu_embedding_fwd, &gk_ref_embedding_fwd}, \
+                                           {&gk_cpu_embedding_bwd, &gk_ref_embedding_bwd}}}
 
 static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_RELU] = ACTIVATION,
@@ -71,6 +73,7 @@ static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_SOFTMAX] = SOFTMAX,
     [GK_OP_LOG_SOFTMAX] = SOFTMAX,
     [GK_OP_CROSS_ENTROPY] = CROSS_ENTROPY,
+    [GK_OP_EMBEDDING] = EMBEDDING,
 };
 
 // ---------------------------------------------------------------- descriptions
@@ -106,6 +109,7 @@ gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction, gk
   desc->ce.reduction = GK_REDUCTION_MEAN;
   desc->ce.ignore_index = -100;
   desc->ce.grad_scale = 1.0;
+  desc->embedding.padding_idx = -1;
   gk_clear_error();
   return GK_SUCCESS;
 }
