@@ -234,8 +234,17 @@ typedef enum gk_op {
   //           left as it was with accumulate). An index outside 0..V-1 is
   //           GK_ERR_INVALID_VALUE, found before anything is written.
   GK_OP_EMBEDDING = 16,
+  // Rotary position embedding on X of rank 4, (B, T, H, Dh) or (B, H, T, Dh)
+  // (rope.layout), Dh even. Position p = rope.offset + t; pair i of
+  // Dh / 2 turns by angle p theta^(-2i / Dh) (theta = rope.theta), computed
+  // in f64. Pairs are (i, i + Dh/2) for GK_ROPE_HALF (rotate-half, LLaMA/HF)
+  // or (2i, 2i + 1) for GK_ROPE_INTERLEAVED:
+  //   (y_a, y_b) = (x_a cos - x_b sin, x_b cos + x_a sin)
+  // Forward: X -> Y. Backward: DY -> DX (=), the inverse rotation.
+  // In place allowed: Y may be X, DX may be DY (the very same view).
+  GK_OP_ROPE = 17,
 
-  GK_OP_COUNT_ = 17    ///< number of ops (not an op)
+  GK_OP_COUNT_ = 18    ///< number of ops (not an op)
 } gk_op;
 
 /// Lower-case name ("swiglu", ...) or "?" for an unknown op.
@@ -265,6 +274,16 @@ typedef enum gk_reduction {
   GK_REDUCTION_MEAN = 0,  ///< sum over rows not ignored, divided by their number
   GK_REDUCTION_SUM = 1,
 } gk_reduction;
+
+typedef enum gk_rope_layout {
+  GK_ROPE_BTHD = 0,   ///< x is (B, T, H, Dh)
+  GK_ROPE_BHTD = 1,   ///< x is (B, H, T, Dh)
+} gk_rope_layout;
+
+typedef enum gk_rope_pairing {
+  GK_ROPE_HALF = 0,         ///< pairs (i, i + Dh/2): rotate-half, LLaMA/HF
+  GK_ROPE_INTERLEAVED = 1,  ///< pairs (2i, 2i + 1): GPT-J, the RoFormer paper
+} gk_rope_pairing;
 
 typedef enum gk_gated_form {
   GK_GATED_SPLIT = 0,
@@ -359,6 +378,12 @@ typedef struct gk_op_desc {
     int64_t padding_idx;        ///< 0 .. V-1, or -1 for none (default -1; torch's negative
                                 ///< padding_idx p is V + p here)
   } embedding;
+  struct {
+    gk_rope_layout layout;      ///< default GK_ROPE_BTHD
+    gk_rope_pairing pairing;    ///< default GK_ROPE_HALF
+    double theta;               ///< base, finite and > 0 (default 10000)
+    int64_t offset;             ///< position of t = 0, >= 0 (default 0)
+  } rope;
 } gk_op_desc;
 
 /// Set every field of *desc: the given values plus the defaults listed above.

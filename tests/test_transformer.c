@@ -567,8 +567,42 @@ static void test_embedding(void) {
   }
 }
 
+static void test_rope(void) {
+  static const struct { int64_t shape[4]; } shapes[] = {
+      {{2, 5, 3, 8}}, {{1, 1, 1, 2}}, {{1, 3, 2, 6}}, {{2, 17, 2, 64}}, {{1, 2, 2, 0}}, {{1, 1, 4, 600}}};
+  for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++)
+    for (int v = 0; v < 4; v++) {
+      gk_op_desc d = make(GK_OP_ROPE, 4, shapes[c].shape);
+      d.rope.layout = v & 1 ? GK_ROPE_BHTD : GK_ROPE_BTHD;
+      d.rope.pairing = v & 2 ? GK_ROPE_INTERLEAVED : GK_ROPE_HALF;
+      d.rope.offset = (int64_t)c * 7;
+      d.rope.theta = c & 1 ? 500000.0 : 10000.0;
+      test_all_dtypes(d);
+    }
+  for (int v = 0; v < 4; v++) {
+    int64_t fd[4] = {1, 3, 2, 6};
+    gk_op_desc d = make(GK_OP_ROPE, 4, fd);
+    d.rope.layout = v & 1 ? GK_ROPE_BHTD : GK_ROPE_BTHD;
+    d.rope.pairing = v & 2 ? GK_ROPE_INTERLEAVED : GK_ROPE_HALF;
+    d.rope.offset = 5;
+    fd_both(d);
+  }
+  int64_t big[4] = {2, 100, 4, 128};
+  gk_op_desc d = make(GK_OP_ROPE, 4, big);
+  d.rope.offset = 1000;
+  for (size_t t = 0; t < 4; t++) {
+    d.dtype = dtypes[t];
+    d.direction = GK_FORWARD;
+    if (t < thread_dtypes) test_threads(d);
+    test_in_place(&d, GK_ARG_Y, GK_ARG_X);
+    d.direction = GK_BACKWARD;
+    test_in_place(&d, GK_ARG_DX, GK_ARG_DY);
+  }
+}
+
 int main(void) {
   gk_set_num_threads(2);
+  test_rope();
   test_embedding();
   test_linear();
   test_matmul();

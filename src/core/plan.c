@@ -10,7 +10,7 @@
 static const char *const op_names[GK_OP_COUNT_] = {
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
     "rmsnorm", "layernorm", "linear", "matmul", "softmax", "log_softmax",
-    "cross_entropy", "embedding"};
+    "cross_entropy", "embedding", "rope"};
 
 const char *gk_op_name(gk_op op) {
   return (unsigned)op < GK_OP_COUNT_ ? op_names[op] : "?";
@@ -55,6 +55,7 @@ typedef struct gk_op_entry {
                                                    {&gk_cpu_cross_entropy_bwd, &gk_ref_cross_entropy_bwd}}}
 #define EMBEDDING {gk_describe_embedding, {{&gk_cpu_embedding_fwd, &gk_ref_embedding_fwd}, \
                                            {&gk_cpu_embedding_bwd, &gk_ref_embedding_bwd}}}
+#define ROPE {gk_describe_rope, {{&gk_cpu_rope_fwd, &gk_ref_rope_fwd}, {&gk_cpu_rope_bwd, &gk_ref_rope_bwd}}}
 
 static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_RELU] = ACTIVATION,
@@ -74,6 +75,7 @@ static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_LOG_SOFTMAX] = SOFTMAX,
     [GK_OP_CROSS_ENTROPY] = CROSS_ENTROPY,
     [GK_OP_EMBEDDING] = EMBEDDING,
+    [GK_OP_ROPE] = ROPE,
 };
 
 // ---------------------------------------------------------------- descriptions
@@ -110,6 +112,7 @@ gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction, gk
   desc->ce.ignore_index = -100;
   desc->ce.grad_scale = 1.0;
   desc->embedding.padding_idx = -1;
+  desc->rope.theta = 10000.0;
   gk_clear_error();
   return GK_SUCCESS;
 }

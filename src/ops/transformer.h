@@ -19,6 +19,11 @@ static inline int64_t gk_get_index(const gk_tensor *t, int64_t i) {
 // that are not ignored. GK_ERR_INVALID_VALUE names the first bad element.
 gk_status gk_check_indices(const char *op, const char *name, const gk_tensor *t, int64_t limit, bool has_ignore,
                            int64_t ignore, int64_t *used);
+// RoPE: the position of row r of x seen as (rows, Dh), and the angle of
+// pair i at position p (f64).
+int64_t gk_rope_position(const gk_op_desc *d, int64_t r);
+double gk_rope_angle(const gk_op_desc *d, int64_t p, int64_t i);
+
 // desc.index_dtype must be GK_I32 or GK_I64.
 gk_status gk_check_index_dtype(const gk_op_desc *d);
 
