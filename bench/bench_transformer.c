@@ -85,5 +85,21 @@ int main(int argc, char **argv) {
            dir ? "backward" : "forward ", 1e3 * t, flops / t * 1e-9, info.kernel, (double)r.ws_bytes / 1048576);
     teardown(&r);
   }
+  int64_t q[4] = {4, 16, 1024, 64};
+  double total = 0;
+  for (int dir = 0; dir < 2; dir++) {
+    gk_op_desc d;
+    gk_op_desc_init(&d, GK_OP_ATTENTION, (gk_direction)dir, GK_F32, 4, q);
+    run r;
+    setup(&r, &d);
+    double t = time_run(&r, 3);
+    total += t;
+    // causal: half of the 4 B H T^2 Dh flops of the two products (forward)
+    double flops = 2.0 * 4 * 16 * 1024.0 * 1024 * 64 * (dir ? 2.5 : 1);
+    printf("attention %s f32 causal B=4 H=16 T=1024 Dh=64: %.1f ms, %.1f GFLOP/s useful (workspace %.1f MiB)\n",
+           dir ? "backward" : "forward ", 1e3 * t, flops / t * 1e-9, (double)r.ws_bytes / 1048576);
+    teardown(&r);
+  }
+  printf("attention forward + backward: %.1f ms\n", 1e3 * total);
   return 0;
 }

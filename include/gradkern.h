@@ -243,8 +243,24 @@ typedef enum gk_op {
   // Forward: X -> Y. Backward: DY -> DX (=), the inverse rotation.
   // In place allowed: Y may be X, DX may be DY (the very same view).
   GK_OP_ROPE = 17,
+  // Scaled dot-product attention, causal or not, with grouped-query heads:
+  // Q (B, H, T, Dh) is the desc shape; K, V are (B, Hkv, T, Dh) with
+  // Hkv = attn.kv_heads dividing H; query head h reads kv head h / (H / Hkv)
+  // (torch: k.repeat_interleave(H / Hkv, dim=1)).
+  //   s_ij = scale q_i . k_j  (keys j <= i when attn.causal)
+  //   lse_i = log(sum_j exp(s_ij)),  o_i = sum_j exp(s_ij - lse_i) v_j
+  // Forward:  Q, K, V -> Y = O (B, H, T, Dh), LSE (B, H, T) (f32; f64 for f64),
+  //           flash-attention style: tiles of keys with an online softmax,
+  //           never a (T, T) matrix; only the row log-sum-exp is saved.
+  // Backward: DY = dO, Q, K, V, Y = O, LSE -> DQ, DK, DV (=), recomputing the
+  //           scores tile by tile: with p_ij = exp(s_ij - lse_i),
+  //           D_i = dO_i . o_i, ds_ij = p_ij (dO_i . v_j - D_i):
+  //           dq_i = scale sum_j ds_ij k_j, dk_j = scale sum_i ds_ij q_i,
+  //           dv_j = sum_i p_ij dO_i (summed over the heads sharing a kv head).
+  // Workspace grows linearly with T.
+  GK_OP_ATTENTION = 18,
 
-  GK_OP_COUNT_ = 18    ///< number of ops (not an op)
+  GK_OP_COUNT_ = 19    ///< number of ops (not an op)
 } gk_op;
 
 /// Lower-case name ("swiglu", ...) or "?" for an unknown op.
@@ -314,7 +330,14 @@ typedef enum gk_arg_kind {
   GK_ARG_LOSS = 19,
   GK_ARG_DLOSS = 20,
   GK_ARG_INDEX = 21,
-  GK_ARG_COUNT_ = 22   ///< number of argument kinds (not a kind)
+  GK_ARG_Q = 22,
+  GK_ARG_K = 23,
+  GK_ARG_V = 24,
+  GK_ARG_DQ = 25,
+  GK_ARG_DK = 26,
+  GK_ARG_DV = 27,
+  GK_ARG_LSE = 28,
+  GK_ARG_COUNT_ = 29   ///< number of argument kinds (not a kind)
 } gk_arg_kind;
 
 /// Lower-case name ("x", "dweight", ...) or "?".
@@ -384,6 +407,11 @@ typedef struct gk_op_desc {
     double theta;               ///< base, finite and > 0 (default 10000)
     int64_t offset;             ///< position of t = 0, >= 0 (default 0)
   } rope;
+  struct {
+    int64_t kv_heads;           ///< Hkv, divides H; 0 means H (default 0)
+    int causal;                 ///< 1: key j only for queries i >= j (default 1)
+    double scale;               ///< finite; 0 means 1 / sqrt(Dh) (default 0)
+  } attn;
 } gk_op_desc;
 
 /// Set every field of *desc: the given values plus the defaults listed above.

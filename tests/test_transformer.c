@@ -26,17 +26,17 @@ static const size_t thread_dtypes = SANITIZED ? 1 : 4;
 static bool is_index_kind(int k) { return k == GK_ARG_TARGET || k == GK_ARG_INDEX; }
 // Saved statistics and scalar losses: f32 (f64 for f64).
 static bool is_stat_kind(int k) {
-  return k == GK_ARG_RSTD || k == GK_ARG_MEAN || k == GK_ARG_LOSS || k == GK_ARG_DLOSS;
+  return k == GK_ARG_RSTD || k == GK_ARG_MEAN || k == GK_ARG_LOSS || k == GK_ARG_DLOSS || k == GK_ARG_LSE;
 }
 // Tensors forward reads.
 static bool is_fwd_input(int k) {
   return k == GK_ARG_X || k == GK_ARG_WEIGHT || k == GK_ARG_BIAS || k == GK_ARG_A || k == GK_ARG_B ||
-         k == GK_ARG_LOGITS || is_index_kind(k);
+         k == GK_ARG_LOGITS || k == GK_ARG_Q || k == GK_ARG_K || k == GK_ARG_V || is_index_kind(k);
 }
 // Upstream gradients backward reads.
 static bool is_upstream(int k) { return k == GK_ARG_DY || k == GK_ARG_DLOSS; }
 // Forward outputs whose values backward reads (saved for backward).
-static bool is_fwd_output(int k) { return k == GK_ARG_Y || is_stat_kind(k); }
+static bool is_fwd_output(int k) { return k == GK_ARG_Y || k == GK_ARG_LSE || is_stat_kind(k); }
 static bool is_input(gk_direction dir, int k) {
   if (dir == GK_FORWARD) return is_fwd_input(k);
   return is_fwd_input(k) || is_upstream(k) || is_fwd_output(k);
@@ -44,7 +44,8 @@ static bool is_input(gk_direction dir, int k) {
 // (input, its gradient) pairs for finite differences.
 static const int grad_pairs[][2] = {{GK_ARG_X, GK_ARG_DX}, {GK_ARG_WEIGHT, GK_ARG_DWEIGHT},
                                     {GK_ARG_BIAS, GK_ARG_DBIAS}, {GK_ARG_A, GK_ARG_DA}, {GK_ARG_B, GK_ARG_DB},
-                                    {GK_ARG_LOGITS, GK_ARG_DLOGITS}};
+                                    {GK_ARG_LOGITS, GK_ARG_DLOGITS}, {GK_ARG_Q, GK_ARG_DQ},
+                                    {GK_ARG_K, GK_ARG_DK}, {GK_ARG_V, GK_ARG_DV}};
 // (forward output, its upstream gradient) pairs: the finite-difference loss
 // is sum(output * upstream).
 static const int out_pairs[][2] = {{GK_ARG_Y, GK_ARG_DY}, {GK_ARG_LOSS, GK_ARG_DLOSS}};
@@ -93,7 +94,8 @@ static double g_ignore_frac = 0.0; // fraction of targets set to ignore_index
 
 static void fill_input(const gk_op_desc *d, const gk_tensor *t, int k) {
   int64_t n = gk_tensor_numel(t);
-  if (k == GK_ARG_X || k == GK_ARG_A || k == GK_ARG_LOGITS) tfill(t, -g_xscale, g_xscale);
+  if (k == GK_ARG_X || k == GK_ARG_A || k == GK_ARG_LOGITS || k == GK_ARG_Q || k == GK_ARG_K)
+    tfill(t, -g_xscale, g_xscale);
   else if (k == GK_ARG_TARGET) {
     int64_t V = d->shape[d->rank - 1];
     for (int64_t i = 0; i < n; i++)
@@ -600,8 +602,82 @@ static void test_rope(void) {
   }
 }
 
+static gk_op_desc attention(int64_t B, int64_t H, int64_t T, int64_t Dh, int64_t Hkv, int causal) {
+  int64_t q[4] = {B, H, T, Dh};
+  gk_op_desc d = make(GK_OP_ATTENTION, 4, q);
+  d.attn.kv_heads = Hkv;
+  d.attn.causal = causal;
+  return d;
+}
+
+// A long sequence: forward and backward run at T (with finite gradients);
+// the workspace for T = 8192 is far below T^2 floats.
+static void test_attention_long(int64_t T) {
+  gk_op_desc d = attention(1, 1, 8192, 16, 1, 1);
+  size_t ws[2];
+  for (int dir = 0; dir < 2; dir++) {
+    gk_plan *p;
+    d.direction = (gk_direction)dir;
+    check(gk_plan_create(&d, &p) == GK_SUCCESS, "attention T=8192: %s", gk_last_error());
+    gk_plan_workspace_size(p, &ws[dir]);
+    gk_plan_destroy(p);
+  }
+  double limit = 8192.0 * 8192 * 4 / 16;
+  check((double)ws[0] < limit && (double)ws[1] < limit,
+        "attention T=8192: workspace %zu / %zu bytes, not < T*T*4/16 = %.0f", ws[0], ws[1], limit);
+  printf("attention T=8192 Dh=16: workspace forward %zu, backward %zu bytes (T*T*4 = %.0f)\n", ws[0], ws[1],
+         8192.0 * 8192 * 4);
+  d = attention(1, 1, T, 16, 1, 1);
+  argset f, b;
+  build(&d, CONTIGUOUS, NULL, &f);
+  check(run_desc(&d, GK_BACKEND_CPU, &f, NULL) == GK_SUCCESS, "attention T=%lld forward: %s", (long long)T,
+        gk_last_error());
+  d.direction = GK_BACKWARD;
+  build(&d, CONTIGUOUS, &f, &b);
+  check(run_desc(&d, GK_BACKEND_CPU, &b, NULL) == GK_SUCCESS, "attention T=%lld backward: %s", (long long)T,
+        gk_last_error());
+  bool finite = true;
+  for (int k = GK_ARG_DQ; k <= GK_ARG_DV; k++)
+    for (int64_t i = 0; i < gk_tensor_numel(&b.b[k].t); i += 97) finite &= isfinite(tget(&b.b[k].t, i));
+  check(finite, "attention T=%lld: gradients not finite", (long long)T);
+  argset_free(&b);
+  argset_free(&f);
+}
+
+static void test_attention(void) {
+  static const struct { int64_t B, H, T, Dh, Hkv; } cases[] = {
+      {1, 1, 1, 4, 1}, {2, 2, 5, 8, 2}, {1, 4, 50, 16, 2}, {1, 2, 97, 20, 1}, {2, 3, 13, 64, 3}, {1, 1, 0, 4, 1}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+    for (int causal = 0; causal < 2; causal++) {
+      gk_op_desc d = attention(cases[c].B, cases[c].H, cases[c].T, cases[c].Dh, cases[c].Hkv, causal);
+      if (c == 2) d.attn.scale = 0.3;
+      g_xscale = 2;
+      test_all_dtypes(d);
+    }
+  // several query and key blocks, in f32 and f64
+  for (int causal = 0; causal < 2; causal++) {
+    gk_op_desc d = attention(1, 2, 450, 12, 1, causal);
+    d.dtype = GK_F32;
+    test_config(&d, CONTIGUOUS);
+    d.dtype = GK_F64;
+    test_config(&d, STRIDED);
+  }
+  for (int v = 0; v < 3; v++) {
+    gk_op_desc d = attention(1, 2, 5, 3, v == 2 ? 1 : 2, v != 1);
+    fd_both(d);
+  }
+  gk_op_desc d = attention(2, 4, 300, 16, 2, 1);
+  for (size_t t = 0; t < thread_dtypes; t++) {
+    d.dtype = dtypes[t];
+    test_threads(d);
+  }
+  g_xscale = 1;
+  test_attention_long(SANITIZED ? 1024 : 8192);
+}
+
 int main(void) {
   gk_set_num_threads(2);
+  test_attention();
   test_rope();
   test_embedding();
   test_linear();

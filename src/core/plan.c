@@ -10,7 +10,7 @@
 static const char *const op_names[GK_OP_COUNT_] = {
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
     "rmsnorm", "layernorm", "linear", "matmul", "softmax", "log_softmax",
-    "cross_entropy", "embedding", "rope"};
+    "cross_entropy", "embedding", "rope", "attention"};
 
 const char *gk_op_name(gk_op op) {
   return (unsigned)op < GK_OP_COUNT_ ? op_names[op] : "?";
@@ -18,7 +18,8 @@ const char *gk_op_name(gk_op op) {
 
 static const char *const arg_names[GK_ARG_COUNT_] = {
     "x", "y", "dy", "dx", "gate", "dgate", "weight", "dweight", "bias", "dbias", "mean", "rstd",
-    "a", "b", "da", "db", "logits", "dlogits", "target", "loss", "dloss", "index"};
+    "a", "b", "da", "db", "logits", "dlogits", "target", "loss", "dloss", "index",
+    "q", "k", "v", "dq", "dk", "dv", "lse"};
 
 const char *gk_arg_name(gk_arg_kind kind) {
   return (unsigned)kind < GK_ARG_COUNT_ ? arg_names[kind] : "?";
@@ -56,6 +57,8 @@ typedef struct gk_op_entry {
 #define EMBEDDING {gk_describe_embedding, {{&gk_cpu_embedding_fwd, &gk_ref_embedding_fwd}, \
                                            {&gk_cpu_embedding_bwd, &gk_ref_embedding_bwd}}}
 #define ROPE {gk_describe_rope, {{&gk_cpu_rope_fwd, &gk_ref_rope_fwd}, {&gk_cpu_rope_bwd, &gk_ref_rope_bwd}}}
+#define ATTENTION {gk_describe_attention, {{&gk_cpu_attention_fwd, &gk_ref_attention_fwd}, \
+                                           {&gk_cpu_attention_bwd, &gk_ref_attention_bwd}}}
 
 static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_RELU] = ACTIVATION,
@@ -76,6 +79,7 @@ static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_CROSS_ENTROPY] = CROSS_ENTROPY,
     [GK_OP_EMBEDDING] = EMBEDDING,
     [GK_OP_ROPE] = ROPE,
+    [GK_OP_ATTENTION] = ATTENTION,
 };
 
 // ---------------------------------------------------------------- descriptions
@@ -113,6 +117,7 @@ gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction, gk
   desc->ce.grad_scale = 1.0;
   desc->embedding.padding_idx = -1;
   desc->rope.theta = 10000.0;
+  desc->attn.causal = 1;
   gk_clear_error();
   return GK_SUCCESS;
 }
