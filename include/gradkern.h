@@ -259,8 +259,19 @@ typedef enum gk_op {
   //           dv_j = sum_i p_ij dO_i (summed over the heads sharing a kv head).
   // Workspace grows linearly with T.
   GK_OP_ATTENTION = 18,
+  // Elementwise binary ops with broadcasting (numpy rules: shapes aligned at
+  // the trailing dim, each pair of dims equal or one of them 1). A has the
+  // desc shape; B has binary.b_shape (rank binary.b_rank); Y has the
+  // broadcast shape. alpha = binary.alpha.
+  //   add: y = a + alpha b          mul: y = alpha a b
+  // Forward:  A, B -> Y. In place allowed: Y may be A or B (the very same view).
+  // Backward: DY (add), or DY, A, B (mul) -> DA, DB (=), each summed over the
+  //   dims its operand was broadcast along, in a fixed order:
+  //   add: da = sum dy, db = alpha sum dy;  mul: da = alpha sum dy b, db = alpha sum dy a
+  GK_OP_ADD = 19,
+  GK_OP_MUL = 20,
 
-  GK_OP_COUNT_ = 19    ///< number of ops (not an op)
+  GK_OP_COUNT_ = 21    ///< number of ops (not an op)
 } gk_op;
 
 /// Lower-case name ("swiglu", ...) or "?" for an unknown op.
@@ -412,6 +423,11 @@ typedef struct gk_op_desc {
     int causal;                 ///< 1: key j only for queries i >= j (default 1)
     double scale;               ///< finite; 0 means 1 / sqrt(Dh) (default 0)
   } attn;
+  struct {
+    int b_rank;                 ///< rank of B, 0 .. GK_MAX_RANK (default desc.rank)
+    int64_t b_shape[GK_MAX_RANK]; ///< shape of B (default desc.shape)
+    double alpha;               ///< finite (default 1)
+  } binary;
 } gk_op_desc;
 
 /// Set every field of *desc: the given values plus the defaults listed above.

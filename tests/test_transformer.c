@@ -677,8 +677,47 @@ static void test_attention(void) {
   test_attention_long(SANITIZED ? 1024 : 8192);
 }
 
+static gk_op_desc binary(gk_op op, int ra, const int64_t *sa, int rb, const int64_t *sb) {
+  gk_op_desc d = make(op, ra, sa);
+  d.binary.b_rank = rb;
+  for (int i = 0; i < rb; i++) d.binary.b_shape[i] = sb[i];
+  return d;
+}
+
+static void test_binary(void) {
+  static const struct { int ra; int64_t a[4]; int rb; int64_t b[4]; } cases[] = {
+      {2, {3, 4}, 2, {3, 4}}, {3, {2, 3, 4}, 1, {4}},    {3, {2, 3, 4}, 2, {3, 1}}, {1, {4}, 3, {2, 3, 4}},
+      {3, {2, 1, 4}, 3, {1, 3, 1}}, {1, {5}, 0, {0}}, {0, {0}, 0, {0}},    {3, {2, 0, 3}, 1, {3}},
+      {2, {3, 1}, 2, {3, 0}}, {2, {40, 700}, 1, {700}}, {2, {600, 3}, 2, {600, 1}}};
+  for (gk_op op = GK_OP_ADD; op <= GK_OP_MUL; op++)
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+      gk_op_desc d = binary(op, cases[c].ra, cases[c].a, cases[c].rb, cases[c].b);
+      d.binary.alpha = c & 1 ? -0.5 : 1.0;
+      test_all_dtypes(d);
+    }
+  for (gk_op op = GK_OP_ADD; op <= GK_OP_MUL; op++)
+    for (size_t c = 1; c < 5; c++) {
+      gk_op_desc d = binary(op, cases[c].ra, cases[c].a, cases[c].rb, cases[c].b);
+      d.binary.alpha = 0.7;
+      fd_both(d);
+    }
+  int64_t big[3] = {50, 30, 400}, bias[1] = {400};
+  for (gk_op op = GK_OP_ADD; op <= GK_OP_MUL; op++) {
+    gk_op_desc d = binary(op, 3, big, 1, bias);
+    for (size_t t = 0; t < 4; t++) {
+      d.dtype = dtypes[t];
+      if (t < thread_dtypes) test_threads(d);
+      gk_op_desc same = binary(op, 3, big, 3, big);
+      same.dtype = dtypes[t];
+      test_in_place(&same, GK_ARG_Y, GK_ARG_A);
+      test_in_place(&same, GK_ARG_Y, GK_ARG_B);
+    }
+  }
+}
+
 int main(void) {
   gk_set_num_threads(2);
+  test_binary();
   test_attention();
   test_rope();
   test_embedding();

@@ -61,6 +61,7 @@ gk_status gk_describe_cross_entropy(gk_plan *plan);
 gk_status gk_describe_embedding(gk_plan *plan);
 gk_status gk_describe_rope(gk_plan *plan);
 gk_status gk_describe_attention(gk_plan *plan);
+gk_status gk_describe_binary(gk_plan *plan);
 
 // Helpers for describe functions.
 void gk_spec_set(gk_plan *plan, gk_arg_kind kind, bool is_output, gk_dtype dtype,
@@ -88,6 +89,7 @@ extern const gk_kernel gk_cpu_cross_entropy_fwd, gk_cpu_cross_entropy_bwd;
 extern const gk_kernel gk_ref_embedding_fwd, gk_ref_embedding_bwd, gk_cpu_embedding_fwd, gk_cpu_embedding_bwd;
 extern const gk_kernel gk_ref_rope_fwd, gk_ref_rope_bwd, gk_cpu_rope_fwd, gk_cpu_rope_bwd;
 extern const gk_kernel gk_ref_attention_fwd, gk_ref_attention_bwd, gk_cpu_attention_fwd, gk_cpu_attention_bwd;
+extern const gk_kernel gk_ref_binary_fwd, gk_ref_binary_bwd, gk_cpu_binary_fwd, gk_cpu_binary_bwd;
 
 // ---------------------------------------------------------------- tensors
 static inline size_t gk_elem_size(gk_dtype d) { return gk_dtype_size(d); }

@@ -10,7 +10,7 @@
 static const char *const op_names[GK_OP_COUNT_] = {
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
     "rmsnorm", "layernorm", "linear", "matmul", "softmax", "log_softmax",
-    "cross_entropy", "embedding", "rope", "attention"};
+    "cross_entropy", "embedding", "rope", "attention", "add", "mul"};
 
 const char *gk_op_name(gk_op op) {
   return (unsigned)op < GK_OP_COUNT_ ? op_names[op] : "?";
@@ -59,6 +59,7 @@ typedef struct gk_op_entry {
 #define ROPE {gk_describe_rope, {{&gk_cpu_rope_fwd, &gk_ref_rope_fwd}, {&gk_cpu_rope_bwd, &gk_ref_rope_bwd}}}
 #define ATTENTION {gk_describe_attention, {{&gk_cpu_attention_fwd, &gk_ref_attention_fwd}, \
                                            {&gk_cpu_attention_bwd, &gk_ref_attention_bwd}}}
+#define BINARY {gk_describe_binary, {{&gk_cpu_binary_fwd, &gk_ref_binary_fwd}, {&gk_cpu_binary_bwd, &gk_ref_binary_bwd}}}
 
 static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_RELU] = ACTIVATION,
@@ -80,6 +81,8 @@ static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_EMBEDDING] = EMBEDDING,
     [GK_OP_ROPE] = ROPE,
     [GK_OP_ATTENTION] = ATTENTION,
+    [GK_OP_ADD] = BINARY,
+    [GK_OP_MUL] = BINARY,
 };
 
 // ---------------------------------------------------------------- descriptions
@@ -118,6 +121,9 @@ gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction, gk
   desc->embedding.padding_idx = -1;
   desc->rope.theta = 10000.0;
   desc->attn.causal = 1;
+  desc->binary.b_rank = rank;
+  for (int i = 0; i < rank; i++) desc->binary.b_shape[i] = shape[i];
+  desc->binary.alpha = 1.0;
   gk_clear_error();
   return GK_SUCCESS;
 }

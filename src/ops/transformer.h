@@ -24,6 +24,10 @@ gk_status gk_check_indices(const char *op, const char *name, const gk_tensor *t,
 int64_t gk_rope_position(const gk_op_desc *d, int64_t r);
 double gk_rope_angle(const gk_op_desc *d, int64_t p, int64_t i);
 
+// add/mul: x (A or B) as a view of the output's shape (rank, shape), its
+// dims aligned at the trailing end, stride 0 along the dims it is broadcast on.
+gk_tensor gk_broadcast_view(const gk_tensor *x, int rank, const int64_t *shape);
+
 // desc.index_dtype must be GK_I32 or GK_I64.
 gk_status gk_check_index_dtype(const gk_op_desc *d);
 
