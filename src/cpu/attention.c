@@ -1,14 +1,16 @@
 // Threaded CPU kernels for attention (math as in src/ref/attention.c),
-// flash-attention style: scores exist only as tiles of BR queries x bc keys,
+// flash-attention style: scores exist only as tiles of (FR or BR) queries x bc keys,
 // every product runs on packed panels through the gemm microkernel (gemm.h),
 // f32 math (f64 for f64), exp by gk_exp_f32 (libm in f64).
 //
-// Forward: one work item = (b, h, block of QB = GROUP BR queries). Its Q
-// tiles are packed once; for each key tile (up to the block's last query when
-// causal) K^T and V are packed once for the block's GROUP query tiles; each
-// query tile does S = Q K^T, the online softmax (row max m, row sum l,
-// rescaling O by exp(m_old - m_new)) writing P straight into a packed panel,
-// and O += P V. At the end O /= l and lse = m + log l.
+// Forward: one work item = (b, h, block of QBF = 8 FR queries), in the
+// transposed form S^T = K Q^T so that the online softmax runs along
+// contiguous query vectors and P^T is already the packed B panel of
+// O^T += V^T P^T. Q^T is packed once per item; for each key tile (up to the
+// block's last query when causal) K and V^T are packed once for the block's
+// GROUP query tiles; each query tile does S^T, the online softmax (column
+// max m, column sum l, rescaling O^T's columns by exp(m_old - m_new)) and
+// O^T += V^T P^T. At the end o = O^T's column / l and lse = m + log l.
 // Backward, three passes: D_i = dO_i . o_i (rows, into the workspace); work
 // items (b, kv head, block of KB = GROUP bc keys) accumulate dK and dV over
 // every query head of the kv head and every query tile, in order: S = Q K^T,
@@ -26,22 +28,26 @@
 
 #include <stdatomic.h>
 
-enum { BR = 48, GROUP = 4, QB = GROUP * BR, LANES = 16 };
+enum { BR = 48, GROUP = 4, QB = GROUP * BR, FR = 64, QBF = 8 * FR };
 
 // The elementwise steps on a tile of scores, compiled per ISA (like the
-// microkernels) so that their loops vectorize: rows r < BR of s (row stride
-// bc), keys c < kn; row r may see keys c < lim(r) = kn, or for causal
-// min(kn, diag + r + 1) with diag = first query - first key.
+// microkernels) so that their loops vectorize.
 //
-// Forward (online softmax): scale s, row max into m (rescaling the row's l
-// and its output row o by exp(m_old - m_new)), p = exp(s - m) into the packed
-// A panel p (kc = kn, slivers of mr rows; 0 where masked and for rows >= rn),
-// l += sum p. Backward: s = p = exp(scale s - lse), dp = ds = scale p (dp - D),
-// both 0 where masked (rows < rn).
-typedef void (*fwd_tile_f32_fn)(float *s, int64_t bc, int64_t rn, int64_t kn, int64_t diag, bool causal, float scale,
-                                float *m, float *l, float *o, int64_t Dp, float *p, int64_t mr);
-typedef void (*fwd_tile_f64_fn)(double *s, int64_t bc, int64_t rn, int64_t kn, int64_t diag, bool causal,
-                                double scale, double *m, double *l, double *o, int64_t Dp, double *p, int64_t mr);
+// Forward (online softmax), on a tile of S^T: keys c < kn as rows, the FR
+// queries of a tile as columns, stored as FR / nr packed B slivers of
+// knm x nr (sliver stride knm nr). Query q sees key c when q < rn and, for
+// causal, c <= diag + q (diag = first query - first key). The tile is scaled,
+// its column max taken, m and l updated (the output columns ot, Dm x FR,
+// rescaled by exp(m_old - m_new)), and overwritten with p = exp(s - m), 0
+// where masked: it is then P^T, the B panel of O^T += V^T P^T.
+//
+// Backward, on a tile of S (rows r < rn of BR queries, row stride bc, keys
+// c < kn, row r seeing keys c < min(kn, diag + r + 1) when causal):
+// s = p = exp(scale s - lse), dp = ds = scale p (dp - D), 0 where masked.
+typedef void (*fwd_tile_f32_fn)(float *st, int64_t knm, int64_t kn, int64_t nr, int64_t rn, int64_t diag, bool causal,
+                                float scale, float *m, float *l, float *ot, int64_t Dm);
+typedef void (*fwd_tile_f64_fn)(double *st, int64_t knm, int64_t kn, int64_t nr, int64_t rn, int64_t diag,
+                                bool causal, double scale, double *m, double *l, double *ot, int64_t Dm);
 typedef void (*grad_tile_f32_fn)(float *s, float *dp, int64_t bc, int64_t rn, int64_t kn, int64_t diag, bool causal,
                                  float scale, const float *lse, const float *dd);
 typedef void (*grad_tile_f64_fn)(double *s, double *dp, int64_t bc, int64_t rn, int64_t kn, int64_t diag,
@@ -53,42 +59,44 @@ static inline int64_t row_limit(int64_t kn, int64_t diag, bool causal, int64_t r
 }
 
 #define GK_DEFINE_TILES(T, S, SUFFIX, ATTR, EXP)                                                    \
-  ATTR static void fwd_tile_##S##_##SUFFIX(T *s, int64_t bc, int64_t rn, int64_t kn, int64_t diag, bool causal, \
-                                            T scale, T *m, T *l, T *o, int64_t Dp, T *p, int64_t mr) {  \
-    for (int64_t r = 0; r < BR; r++) {                                                              \
-      T *srow = s + r * bc, *pd = p + (r / mr) * kn * mr + r % mr;                                  \
-      int64_t lim = r < rn ? row_limit(kn, diag, causal, r) : 0, c = 0;                             \
-      T mx[LANES], acc[LANES], mo = lim ? m[r] : 0, mn = mo, sum = 0;                               \
-      for (int q = 0; q < LANES; q++) mx[q] = -(T)INFINITY, acc[q] = 0;                             \
-      for (int64_t i = 0; i < lim; i++) srow[i] *= scale;                                           \
-      for (; c + LANES <= lim; c += LANES)                                                          \
-        for (int q = 0; q < LANES; q++) mx[q] = srow[c + q] > mx[q] ? srow[c + q] : mx[q];          \
-      for (; c < lim; c++) mx[0] = srow[c] > mx[0] ? srow[c] : mx[0];                               \
-      for (int q = 0; q < LANES; q++) mn = mx[q] > mn ? mx[q] : mn;                                 \
-      if (lim == 0 || mn == -(T)INFINITY) {                                                         \
-        for (int64_t i = 0; i < kn; i++) pd[i * mr] = 0;                                            \
-        continue;                                                                                   \
-      }                                                                                             \
-      for (c = 0; c + LANES <= lim; c += LANES)                                                     \
-        for (int q = 0; q < LANES; q++) {                                                           \
-          srow[c + q] = EXP(srow[c + q] - mn);                                                      \
-          acc[q] += srow[c + q];                                                                    \
+  ATTR static void fwd_tile_##S##_##SUFFIX(T *st, int64_t knm, int64_t kn, int64_t nr, int64_t rn, int64_t diag, \
+                                            bool causal, T scale, T *m, T *l, T *ot, int64_t Dm) {  \
+    T cmax[FR], mn[FR], alpha[FR], sum[FR];                                                         \
+    for (int64_t q = 0; q < FR; q++) cmax[q] = -(T)INFINITY, sum[q] = 0;                            \
+    for (int64_t s0 = 0; s0 < FR; s0 += nr) {                                                       \
+      T *blk = st + (s0 / nr) * knm * nr;                                                           \
+      for (int64_t c = 0; c < kn; c++) {                                                            \
+        T *row = blk + c * nr, *cm = cmax + s0;                                                     \
+        for (int64_t i = 0; i < nr; i++) {                                                          \
+          int64_t q = s0 + i;                                                                       \
+          bool ok = q < rn && (!causal || c <= diag + q);                                           \
+          T v = ok ? row[i] * scale : -(T)INFINITY;                                                 \
+          row[i] = v;                                                                               \
+          cm[i] = v > cm[i] ? v : cm[i];                                                            \
         }                                                                                           \
-      for (; c < lim; c++) {                                                                        \
-        srow[c] = EXP(srow[c] - mn);                                                                \
-        acc[0] += srow[c];                                                                          \
       }                                                                                             \
-      for (int q = 0; q < LANES; q++) sum += acc[q];                                                \
-      for (int64_t i = 0; i < kn; i++) pd[i * mr] = i < lim ? srow[i] : 0;                          \
-      T alpha = 1;                                                                                  \
-      if (mn != mo) {                                                                               \
-        alpha = EXP(mo - mn);                                                                       \
-        T *orow = o + r * Dp;                                                                       \
-        for (int64_t i = 0; i < Dp; i++) orow[i] *= alpha;                                          \
-      }                                                                                             \
-      l[r] = l[r] * alpha + sum;                                                                    \
-      m[r] = mn;                                                                                    \
     }                                                                                               \
+    for (int64_t q = 0; q < FR; q++) {                                                              \
+      mn[q] = cmax[q] > m[q] ? cmax[q] : m[q];                                                      \
+      alpha[q] = mn[q] == -(T)INFINITY ? (T)1 : EXP(m[q] - mn[q]);                                  \
+      if (mn[q] == -(T)INFINITY) mn[q] = 0; /* no key yet: exp(-inf - 0) = 0 below */               \
+    }                                                                                               \
+    for (int64_t s0 = 0; s0 < FR; s0 += nr) {                                                       \
+      T *blk = st + (s0 / nr) * knm * nr;                                                           \
+      for (int64_t c = 0; c < kn; c++) {                                                            \
+        T *row = blk + c * nr, *mq = mn + s0, *sq = sum + s0;                                       \
+        for (int64_t i = 0; i < nr; i++) {                                                          \
+          row[i] = EXP(row[i] - mq[i]);                                                             \
+          sq[i] += row[i];                                                                          \
+        }                                                                                           \
+      }                                                                                             \
+    }                                                                                               \
+    for (int64_t q = 0; q < FR; q++) {                                                              \
+      l[q] = l[q] * alpha[q] + sum[q];                                                              \
+      if (cmax[q] > m[q]) m[q] = cmax[q];                                                           \
+    }                                                                                               \
+    for (int64_t d = 0; d < Dm; d++)                                                                \
+      for (int64_t q = 0; q < FR; q++) ot[d * FR + q] *= alpha[q];                                  \
   }                                                                                                 \
   ATTR static void grad_tile_##S##_##SUFFIX(T *s, T *dp, int64_t bc, int64_t rn, int64_t kn, int64_t diag, \
                                              bool causal, T scale, const T *lse, const T *dd) {     \
@@ -113,11 +121,11 @@ GK_DEFINE_TILES(float, f32, avx512, GK_ATTR_AVX512, gk_exp_f32)
 #endif
 
 typedef struct attn_job {
-  int64_t B, H, Hkv, G, L, Dh, Dp;  // L: T; Dp: Dh rounded up to the microkernel's NR
+  int64_t B, H, Hkv, G, L, Dh, Dp, Dm;  // L: T; Dh rounded up to the microkernel's NR (Dp), MR (Dm)
   int64_t mr, nr, bc, kb;           // bc: keys per tile (a multiple of MR and NR), kb = GROUP bc
   double scale;
   bool causal;
-  gk_mat q, k, kt, v, vt, dout;     // (B H or B Hkv) batches of (T x Dh) matrices; kt, vt transposed
+  gk_mat q, qt, k, kt, v, vt, dout; // (B H or B Hkv) batches of (T x Dh) matrices; qt, kt, vt transposed
   const gk_tensor *y, *dy, *lse, *dq, *dk, *dv;
   fwd_tile_f32_fn fwd_tile_f32;
   fwd_tile_f64_fn fwd_tile_f64;
@@ -148,6 +156,7 @@ static attn_job job_of(const gk_plan *plan) {
   j.mr = f64 ? uk->mr64 : uk->mr32;
   j.nr = f64 ? uk->nr64 : uk->nr32;
   j.Dp = round_up(j.Dh, j.nr);
+  j.Dm = round_up(j.Dh, j.mr);
   int64_t lcm = j.mr / gcd64(j.mr, j.nr) * j.nr;
   j.bc = lcm * gk_ceil_div(64, lcm);
   j.kb = GROUP * j.bc;
@@ -170,16 +179,16 @@ static attn_job job_of(const gk_plan *plan) {
 }
 
 // Slot layouts, in elements (each piece rounded to 16 elements = 64 bytes
-// for f32). Forward: qa QB Dh | o QB Dp | kp Dh bc | vp bc Dp | s BR bc |
-// p BR bc | m, l QB. Backward keys pass: ktp, vtp Dh kb | dk, dv kb Dp |
+// for f32). Forward: qb QBF Dh | ot Dm QBF | ka bc Dh | va Dm bc | st bc FR |
+// m, l QBF. Backward keys pass: ktp, vtp Dh kb | dk, dv kb Dp |
 // qa, doa BR Dh | qb, dob BR Dp | s, dp BR bc | pt, dst bc BR | lse, D BR.
 // Backward queries pass: qa, doa QB Dh | dq QB Dp | ktp, vtp Dh bc |
 // kbp bc Dp | s, dp, ds BR bc | lse, D QB.
 static int64_t piece(int64_t n) { return round_up(n, 16); }
 
 static int64_t fwd_slot_elems(const attn_job *j) {
-  return piece(QB * j->Dh) + piece(QB * j->Dp) + piece(j->Dh * j->bc) + piece(j->bc * j->Dp) +
-         2 * piece(BR * j->bc) + 2 * piece(QB);
+  return piece(QBF * j->Dh) + piece(j->Dm * QBF) + piece(j->bc * j->Dh) + piece(j->Dm * j->bc) +
+         piece(j->bc * FR) + 2 * piece(QBF);
 }
 
 static int64_t bwd_slot_elems(const attn_job *j) {
@@ -194,9 +203,10 @@ static size_t elem_size(const gk_plan *plan) { return plan->desc.dtype == GK_F64
 
 static int64_t slots_for(int64_t items) { return gk_min64(gk_min64(items, gk_get_num_threads()), 64); }
 
-static int64_t fwd_items(const attn_job *j) { return j->B * j->H * gk_ceil_div(j->L, QB); }
+static int64_t fwd_items(const attn_job *j) { return j->B * j->H * gk_ceil_div(j->L, QBF); }
+static int64_t q_items(const attn_job *j) { return j->B * j->H * gk_ceil_div(j->L, QB); }
 static int64_t bwd_items(const attn_job *j) {
-  int64_t a = j->B * j->Hkv * gk_ceil_div(j->L, j->kb), b = fwd_items(j);
+  int64_t a = j->B * j->Hkv * gk_ceil_div(j->L, j->kb), b = q_items(j);
   return a > b ? a : b;
 }
 
@@ -229,40 +239,49 @@ static size_t cpu_attention_bwd_workspace(const gk_plan *plan) {
 #define GK_DEFINE_ATTENTION(T, S)                                                    \
   /* forward item (b, h, query block), heaviest blocks first */                                    \
   static void fwd_item_##S(attn_job *j, int64_t item, T *mem) {                                     \
-    int64_t nqb = gk_ceil_div(j->L, QB), bh = item % (j->B * j->H), qblk = nqb - 1 - item / (j->B * j->H); \
+    int64_t nqb = gk_ceil_div(j->L, QBF), bh = item % (j->B * j->H), qblk = nqb - 1 - item / (j->B * j->H); \
     int64_t b = bh / j->H, h = bh % j->H, kvb = b * j->Hkv + h / j->G;                               \
-    int64_t q0 = qblk * QB, qn = gk_min64(QB, j->L - q0), Dh = j->Dh, Dp = j->Dp, bc = j->bc, mr = j->mr; \
-    T *qa = mem, *o = qa + piece(QB * Dh), *kp = o + piece(QB * Dp), *vp = kp + piece(Dh * bc);     \
-    T *s = vp + piece(bc * Dp), *p = s + piece(BR * bc), *m = p + piece(BR * bc), *l = m + piece(QB); \
-    int64_t ntiles = gk_ceil_div(qn, BR);                                                           \
-    for (int64_t t = 0; t < ntiles; t++)                                                            \
-      gk_pack_a_##S(&j->q, bh, q0 + t * BR, gk_min64(BR, qn - t * BR), 0, Dh, qa + t * BR * Dh);    \
-    for (int64_t i = 0; i < ntiles * BR * Dp; i++) o[i] = 0;                                        \
-    for (int64_t r = 0; r < QB; r++) {                                                              \
-      m[r] = -(T)INFINITY;                                                                          \
-      l[r] = 0;                                                                                     \
+    int64_t q0 = qblk * QBF, qn = gk_min64(QBF, j->L - q0), Dh = j->Dh, Dm = j->Dm, bc = j->bc, nr = j->nr; \
+    T *qb = mem, *ot = qb + piece(QBF * Dh), *ka = ot + piece(Dm * QBF), *va = ka + piece(bc * Dh);   \
+    T *st = va + piece(Dm * bc), *m = st + piece(bc * FR), *l = m + piece(QBF);                     \
+    int64_t ntiles = gk_ceil_div(qn, FR);                                                           \
+    for (int64_t t = 0; t < ntiles; t++) {                                                          \
+      int64_t rn = gk_min64(FR, qn - t * FR), done = round_up(rn, nr) * Dh;                        \
+      gk_pack_b_##S(&j->qt, bh, 0, Dh, q0 + t * FR, rn, qb + t * FR * Dh, Dh * nr);                  \
+      for (int64_t i = done; i < FR * Dh; i++) qb[t * FR * Dh + i] = 0; /* slivers past the end */   \
     }                                                                                               \
-    T scale = (T)j->scale;                                                                          \
+    for (int64_t i = 0; i < ntiles * Dm * FR; i++) ot[i] = 0;                                       \
+    for (int64_t q = 0; q < QBF; q++) {                                                             \
+      m[q] = -(T)INFINITY;                                                                          \
+      l[q] = 0;                                                                                     \
+    }                                                                                               \
     int64_t kv_end = j->causal ? q0 + qn : j->L;                                                    \
     for (int64_t k0 = 0; k0 < kv_end; k0 += bc) {                                                   \
-      int64_t kn = gk_min64(bc, j->L - k0), knp = round_up(kn, j->nr);                              \
-      gk_pack_b_##S(&j->kt, kvb, 0, Dh, k0, kn, kp, Dh * j->nr);                                    \
-      gk_pack_b_##S(&j->v, kvb, k0, kn, 0, Dh, vp, kn * j->nr);                                     \
+      int64_t kn = gk_min64(bc, j->L - k0), knm = round_up(kn, j->mr);                              \
+      gk_pack_a_##S(&j->k, kvb, k0, kn, 0, Dh, ka);                                                 \
+      gk_pack_a_##S(&j->vt, kvb, 0, Dh, k0, kn, va);                                                \
       for (int64_t t = 0; t < ntiles; t++) {                                                        \
-        int64_t i0 = q0 + t * BR, rn = gk_min64(BR, qn - t * BR);                                   \
+        int64_t i0 = q0 + t * FR, rn = gk_min64(FR, qn - t * FR);                                   \
         if (j->causal && k0 > i0 + rn - 1) continue;                                                \
-        gk_gemm_packed_##S(BR, knp, Dh, qa + t * BR * Dh, kp, Dh * j->nr, s, bc, 0);                \
-        j->fwd_tile_##S(s, bc, rn, kn, i0 - k0, j->causal, scale, m + t * BR, l + t * BR, o + t * BR * Dp, Dp, p, mr); \
-        gk_gemm_packed_##S(BR, Dp, kn, p, vp, kn * j->nr, o + t * BR * Dp, Dp, 1);                  \
+        for (int64_t s0 = 0; s0 < FR; s0 += nr) /* S^T, one packed sliver of queries at a time */  \
+          gk_gemm_packed_##S(knm, nr, Dh, ka, qb + t * FR * Dh + s0 * Dh, Dh * nr, st + s0 * knm, nr, 0); \
+        j->fwd_tile_##S(st, knm, kn, nr, rn, i0 - k0, j->causal, (T)j->scale, m + t * FR, l + t * FR, \
+                        ot + t * Dm * FR, Dm);                                                      \
+        gk_gemm_packed_##S(Dm, FR, kn, va, st, knm * nr, ot + t * Dm * FR, FR, 1);                  \
       }                                                                                             \
     }                                                                                               \
+    T row[256];                                                                                     \
     gk_tensor lse = gk_tensor_row(j->lse, 1, bh);                                                   \
-    for (int64_t r = 0; r < qn; r++) {                                                              \
-      T inv = (T)1 / l[r], *orow = o + r * Dp;                                                      \
-      for (int64_t c = 0; c < Dh; c++) orow[c] *= inv;                                              \
-      gk_tensor yrow = gk_tensor_row(j->y, 1, bh * j->L + q0 + r);                                  \
-      gk_store_##S(&yrow, 0, Dh, orow);                                                             \
-      m[r] += (T)log(l[r]);                                                                         \
+    for (int64_t q = 0; q < qn; q++) {                                                              \
+      T inv = (T)1 / l[q];                                                                          \
+      const T *oc = ot + (q / FR) * Dm * FR + q % FR;                                               \
+      gk_tensor yrow = gk_tensor_row(j->y, 1, bh * j->L + q0 + q);                                  \
+      for (int64_t c0 = 0; c0 < Dh; c0 += 256) {                                                    \
+        int64_t n = gk_min64(256, Dh - c0);                                                         \
+        for (int64_t c = 0; c < n; c++) row[c] = oc[(c0 + c) * FR] * inv;                           \
+        gk_store_##S(&yrow, c0, n, row);                                                            \
+      }                                                                                             \
+      m[q] += (T)log(l[q]);                                                                         \
     }                                                                                               \
     gk_store_##S(&lse, q0, qn, m);                                                                  \
   }                                                                                                 \
@@ -389,6 +408,7 @@ GK_DEFINE_ATTENTION(double, f64)
 
 static void prepare(attn_job *j, const gk_kernel_args a, void *ws) {
   j->q = gk_mat_of(a[GK_ARG_Q], 2, 1);
+  j->qt = gk_mat_t(j->q);
   j->k = gk_mat_of(a[GK_ARG_K], 2, 1);
   j->v = gk_mat_of(a[GK_ARG_V], 2, 1);
   j->kt = gk_mat_t(j->k);
@@ -430,7 +450,7 @@ static gk_status cpu_attention_bwd(const gk_plan *plan, const gk_kernel_args a, 
   j.slot_bytes = (size_t)bwd_slot_elems(&j) * elem_size(plan);
   size_t avail = plan->workspace_bytes - dbytes;
   run_items(&j, j.B * j.Hkv * gk_ceil_div(j.L, j.kb), avail, f64 ? bwd_kv_slot_f64 : bwd_kv_slot_f32);
-  run_items(&j, fwd_items(&j), avail, f64 ? bwd_q_slot_f64 : bwd_q_slot_f32);
+  run_items(&j, q_items(&j), avail, f64 ? bwd_q_slot_f64 : bwd_q_slot_f32);
   return GK_SUCCESS;
 }
 
