@@ -179,6 +179,99 @@ typedef enum gk_op {
   GK_OP_RMSNORM = 9,
   GK_OP_LAYERNORM = 10,
 
+  // Linear layer (torch.nn.functional.linear): X (..., K) is the desc shape,
+  // N = linear.out_features.
+  //   y (..., N) = x W^T + b,  W (N, K), b (N) when linear.has_bias.
+  // Forward:  X, WEIGHT, [BIAS] -> Y
+  // Backward: DY, X, WEIGHT -> DX (=), DWEIGHT (= or += per desc.accumulate),
+  //           [DBIAS] (= or +=):  dx = dy W, dW = dy^T x, db = sum_rows dy.
+  // Computed by a packed, cache-blocked matrix product with f32 accumulation
+  // (f64 for f64); each output element is summed over K in one fixed order.
+  GK_OP_LINEAR = 11,
+  // Batched matrix product C = op(A) op(B) (torch.matmul with transposes).
+  // A is the desc shape: (..., M, K), or (..., K, M) with matmul.trans_a.
+  // B: (..., K, N), or (..., N, K) with matmul.trans_b; its batch dims "..."
+  // are A's, or B has rank 2 and is shared by every batch (matmul.shared_b).
+  // N = matmul.n. C = Y (..., M, N).
+  // Forward:  A, B -> Y
+  // Backward: DY, A, B -> DA (=), DB (=; summed over the batch when shared).
+  GK_OP_MATMUL = 12,
+  // Softmax and log-softmax along softmax.dim of X (any shape, rank >= 1),
+  // computed stably (the row max is subtracted before exp).
+  //   softmax:     y = exp(x - max) / sum(exp(x - max))
+  //   log_softmax: y = x - max - log(sum(exp(x - max)))
+  // Forward:  X -> Y.  Backward: DY, Y -> DX (=):
+  //   softmax:     dx = y (dy - sum(dy y));  log_softmax: dx = dy - exp(y) sum(dy)
+  // In place allowed: Y may be X; DX may be DY or Y (the very same view).
+  GK_OP_SOFTMAX = 13,
+  GK_OP_LOG_SOFTMAX = 14,
+  // Cross-entropy from logits (torch.nn.functional.cross_entropy with class
+  // index targets): LOGITS (..., V) is the desc shape, TARGET (...) holds
+  // class indices of dtype desc.index_dtype. Per row r with target t (rows
+  // whose target is ce.ignore_index count for nothing), eps = ce.label_smoothing:
+  //   lse = log(sum_j exp(x_j)) (computed stably),
+  //   loss_r = (1 - eps) (lse - x_t) + eps (lse - sum_j x_j / V)
+  //   LOSS (a scalar, f32; f64 for f64) = sum_r loss_r, divided by the
+  //   number of rows not ignored for GK_REDUCTION_MEAN (NaN when all are
+  //   ignored, as torch).
+  //   dlogits_r = g (softmax(x_r) - (1 - eps) onehot(t) - eps / V), 0 for
+  //   ignored rows, g = dloss (/ rows not ignored for the mean).
+  // Forward:  LOGITS, TARGET -> LOSS, and DLOGITS (=) when ce.fused_grad = 1,
+  //           with dloss = ce.grad_scale: the gradient in the same pass.
+  // Backward: DLOSS (scalar, LOSS's dtype), LOGITS, TARGET -> DLOGITS (=).
+  // DLOGITS may be the very same view as LOGITS: the gradient then overwrites
+  // the logits, so no second (rows, V) buffer is needed. A target outside
+  // 0..V-1 that is not ignore_index is GK_ERR_INVALID_VALUE, found before
+  // anything is written.
+  GK_OP_CROSS_ENTROPY = 15,
+  // Embedding lookup (torch.nn.functional.embedding): INDEX has the desc
+  // shape S and dtype desc.index_dtype; WEIGHT is (V, D) with
+  // V = embedding.num_embeddings, D = embedding.dim.
+  // Forward:  WEIGHT, INDEX -> Y (S..., D): y[p] = W[index[p]]
+  // Backward: DY (S..., D), INDEX -> DWEIGHT (V, D), = or += per
+  //           desc.accumulate: dW[v] = sum of dy[p] over the p with
+  //           index[p] = v, in order of p (bit-identical for any thread
+  //           count); the row embedding.padding_idx gets no gradient (0, or
+  //           left as it was with accumulate). An index outside 0..V-1 is
+  //           GK_ERR_INVALID_VALUE, found before anything is written.
+  GK_OP_EMBEDDING = 16,
+  // Rotary position embedding on X of rank 4, (B, T, H, Dh) or (B, H, T, Dh)
+  // (rope.layout), Dh even. Position p = rope.offset + t; pair i of
+  // Dh / 2 turns by angle p theta^(-2i / Dh) (theta = rope.theta), computed
+  // in f64. Pairs are (i, i + Dh/2) for GK_ROPE_HALF (rotate-half, LLaMA/HF)
+  // or (2i, 2i + 1) for GK_ROPE_INTERLEAVED:
+  //   (y_a, y_b) = (x_a cos - x_b sin, x_b cos + x_a sin)
+  // Forward: X -> Y. Backward: DY -> DX (=), the inverse rotation.
+  // In place allowed: Y may be X, DX may be DY (the very same view).
+  GK_OP_ROPE = 17,
+  // Scaled dot-product attention, causal or not, with grouped-query heads:
+  // Q (B, H, T, Dh) is the desc shape; K, V are (B, Hkv, T, Dh) with
+  // Hkv = attn.kv_heads dividing H; query head h reads kv head h / (H / Hkv)
+  // (torch: k.repeat_interleave(H / Hkv, dim=1)).
+  //   s_ij = scale q_i . k_j  (keys j <= i when attn.causal)
+  //   lse_i = log(sum_j exp(s_ij)),  o_i = sum_j exp(s_ij - lse_i) v_j
+  // Forward:  Q, K, V -> Y = O (B, H, T, Dh), LSE (B, H, T) (f32; f64 for f64),
+  //           flash-attention style: tiles of keys with an online softmax,
+  //           never a (T, T) matrix; only the row log-sum-exp is saved.
+  // Backward: DY = dO, Q, K, V, Y = O, LSE -> DQ, DK, DV (=), recomputing the
+  //           scores tile by tile: with p_ij = exp(s_ij - lse_i),
+  //           D_i = dO_i . o_i, ds_ij = p_ij (dO_i . v_j - D_i):
+  //           dq_i = scale sum_j ds_ij k_j, dk_j = scale sum_i ds_ij q_i,
+  //           dv_j = sum_i p_ij dO_i (summed over the heads sharing a kv head).
+  // Workspace grows linearly with T.
+  GK_OP_ATTENTION = 18,
+  // Elementwise binary ops with broadcasting (numpy rules: shapes aligned at
+  // the trailing dim, each pair of dims equal or one of them 1). A has the
+  // desc shape; B has binary.b_shape (rank binary.b_rank); Y has the
+  // broadcast shape. alpha = binary.alpha.
+  //   add: y = a + alpha b          mul: y = alpha a b
+  // Forward:  A, B -> Y. In place allowed: Y may be A or B (the very same view).
+  // Backward: DY (add), or DY, A, B (mul) -> DA, DB (=), each summed over the
+  //   dims its operand was broadcast along, in a fixed order:
+  //   add: da = sum dy, db = alpha sum dy;  mul: da = alpha sum dy b, db = alpha sum dy a
+  GK_OP_ADD = 19,
+  GK_OP_MUL = 20,
+
   // Causal depthwise conv1d (causal-conv1d's causal_conv1d_fn). desc.shape is
   // X's: (B, D, L), or (B, L, D) with conv.channel_last. W = conv.width >= 1.
   //   xpad[b,d,p] = INITIAL_STATE[b,d,p] (zeros without one) for p < W-1,
@@ -196,7 +289,7 @@ typedef enum gk_op {
   // conv.has_initial_state; FINAL_STATE and DFINAL_STATE with
   // conv.has_final_state: the gradient flowing into the final state.)
   // DX and DINITIAL_STATE are overwritten; DWEIGHT, DBIAS follow desc.accumulate.
-  GK_OP_CONV1D = 11,
+  GK_OP_CONV1D = 21,
 
   // Selective scan (mamba-ssm's selective_scan_fn). desc.shape is U's:
   // (B, D, L); N = scan.d_state. U, DELTA, Z, Y (B, D, L); A (D, N);
@@ -224,9 +317,9 @@ typedef enum gk_op {
   // processed in pieces.) DU, DDELTA, DZ, DINITIAL_STATE and
   // the per-batch DB/DC (BATCH, GROUPED layouts) are overwritten; DA, DD,
   // DDELTA_BIAS and SHARED DB/DC are parameter gradients: desc.accumulate.
-  GK_OP_SELECTIVE_SCAN = 12,
+  GK_OP_SELECTIVE_SCAN = 22,
 
-  GK_OP_COUNT_ = 13    ///< number of ops (not an op)
+  GK_OP_COUNT_ = 23    ///< number of ops (not an op)
 } gk_op;
 
 /// Lower-case name ("swiglu", ...) or "?" for an unknown op.
@@ -251,6 +344,21 @@ typedef enum gk_gelu_approx {
   GK_GELU_ERF = 0,    ///< exact: x * 0.5 * (1 + erf(x / sqrt 2))
   GK_GELU_TANH = 1,   ///< 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 } gk_gelu_approx;
+
+typedef enum gk_reduction {
+  GK_REDUCTION_MEAN = 0,  ///< sum over rows not ignored, divided by their number
+  GK_REDUCTION_SUM = 1,
+} gk_reduction;
+
+typedef enum gk_rope_layout {
+  GK_ROPE_BTHD = 0,   ///< x is (B, T, H, Dh)
+  GK_ROPE_BHTD = 1,   ///< x is (B, H, T, Dh)
+} gk_rope_layout;
+
+typedef enum gk_rope_pairing {
+  GK_ROPE_HALF = 0,         ///< pairs (i, i + Dh/2): rotate-half, LLaMA/HF
+  GK_ROPE_INTERLEAVED = 1,  ///< pairs (2i, 2i + 1): GPT-J, the RoFormer paper
+} gk_rope_pairing;
 
 typedef enum gk_gated_form {
   GK_GATED_SPLIT = 0,
@@ -278,28 +386,41 @@ typedef enum gk_arg_kind {
   GK_ARG_DBIAS = 9,
   GK_ARG_MEAN = 10,
   GK_ARG_RSTD = 11,
-  GK_ARG_INITIAL_STATE = 12,
-  GK_ARG_FINAL_STATE = 13,
-  GK_ARG_DINITIAL_STATE = 14,
-  GK_ARG_DFINAL_STATE = 15,
-  GK_ARG_U = 16,
-  GK_ARG_DU = 17,
-  GK_ARG_DELTA = 18,
-  GK_ARG_DDELTA = 19,
-  GK_ARG_A = 20,
-  GK_ARG_DA = 21,
-  GK_ARG_B = 22,
-  GK_ARG_DB = 23,
-  GK_ARG_C = 24,
-  GK_ARG_DC = 25,
-  GK_ARG_D = 26,
-  GK_ARG_DD = 27,
-  GK_ARG_Z = 28,
-  GK_ARG_DZ = 29,
-  GK_ARG_DELTA_BIAS = 30,
-  GK_ARG_DDELTA_BIAS = 31,
-  GK_ARG_CHUNK_STATES = 32,
-  GK_ARG_COUNT_ = 33   ///< number of argument kinds (not a kind)
+  GK_ARG_A = 12,
+  GK_ARG_B = 13,
+  GK_ARG_DA = 14,
+  GK_ARG_DB = 15,
+  GK_ARG_LOGITS = 16,
+  GK_ARG_DLOGITS = 17,
+  GK_ARG_TARGET = 18,
+  GK_ARG_LOSS = 19,
+  GK_ARG_DLOSS = 20,
+  GK_ARG_INDEX = 21,
+  GK_ARG_Q = 22,
+  GK_ARG_K = 23,
+  GK_ARG_V = 24,
+  GK_ARG_DQ = 25,
+  GK_ARG_DK = 26,
+  GK_ARG_DV = 27,
+  GK_ARG_LSE = 28,
+  GK_ARG_INITIAL_STATE = 29,
+  GK_ARG_FINAL_STATE = 30,
+  GK_ARG_DINITIAL_STATE = 31,
+  GK_ARG_DFINAL_STATE = 32,
+  GK_ARG_U = 33,
+  GK_ARG_DU = 34,
+  GK_ARG_DELTA = 35,
+  GK_ARG_DDELTA = 36,
+  GK_ARG_C = 37,
+  GK_ARG_DC = 38,
+  GK_ARG_D = 39,
+  GK_ARG_DD = 40,
+  GK_ARG_Z = 41,
+  GK_ARG_DZ = 42,
+  GK_ARG_DELTA_BIAS = 43,
+  GK_ARG_DDELTA_BIAS = 44,
+  GK_ARG_CHUNK_STATES = 45,
+  GK_ARG_COUNT_ = 46   ///< number of argument kinds (not a kind)
 } gk_arg_kind;
 
 /// Name ("x", "dweight", "A", "delta_bias", ...) or "?".
@@ -336,6 +457,49 @@ typedef struct gk_op_desc {
     int has_weight;             ///< default 1
     int has_bias;               ///< LayerNorm only (default 1 LayerNorm, 0 RMSNorm)
   } norm;
+  struct {
+    int64_t out_features;       ///< N, >= 0 (default: the last dim of desc.shape)
+    int has_bias;               ///< default 1
+  } linear;
+  struct {
+    int64_t n;                  ///< N, the columns of op(B) and Y, >= 0 (default: the last dim of desc.shape)
+    int trans_a;                ///< 1: A is stored (..., K, M) (default 0)
+    int trans_b;                ///< 1: B is stored (..., N, K) (default 0)
+    int shared_b;               ///< 1: B has rank 2, shared by every batch (default 0)
+  } matmul;
+  struct {
+    int dim;                    ///< softmax dim, -rank .. rank-1 (default -1)
+  } softmax;
+  gk_dtype index_dtype;         ///< GK_I32 or GK_I64 (default): targets, token ids
+  struct {
+    gk_reduction reduction;     ///< default GK_REDUCTION_MEAN
+    int64_t ignore_index;       ///< rows with this target are ignored (default -100)
+    double label_smoothing;     ///< 0 .. 1 (default 0)
+    int fused_grad;             ///< 1: forward also writes DLOGITS (default 0)
+    double grad_scale;          ///< dloss for fused_grad, finite (default 1)
+  } ce;
+  struct {
+    int64_t num_embeddings;     ///< V, >= 1 (default 0: must be set)
+    int64_t dim;                ///< D, >= 0 (default 0: must be set)
+    int64_t padding_idx;        ///< 0 .. V-1, or -1 for none (default -1; torch's negative
+                                ///< padding_idx p is V + p here)
+  } embedding;
+  struct {
+    gk_rope_layout layout;      ///< default GK_ROPE_BTHD
+    gk_rope_pairing pairing;    ///< default GK_ROPE_HALF
+    double theta;               ///< base, finite and > 0 (default 10000)
+    int64_t offset;             ///< position of t = 0, >= 0 (default 0)
+  } rope;
+  struct {
+    int64_t kv_heads;           ///< Hkv, divides H; 0 means H (default 0)
+    int causal;                 ///< 1: key j only for queries i >= j (default 1)
+    double scale;               ///< finite; 0 means 1 / sqrt(Dh) (default 0)
+  } attn;
+  struct {
+    int b_rank;                 ///< rank of B, 0 .. GK_MAX_RANK (default desc.rank)
+    int64_t b_shape[GK_MAX_RANK]; ///< shape of B (default desc.shape)
+    double alpha;               ///< finite (default 1)
+  } binary;
   struct {
     int64_t width;              ///< W >= 1 (default 4)
     int channel_last;           ///< 0: X is (B, D, L); 1: X is (B, L, D) (default 0)
@@ -454,6 +618,13 @@ gk_status gk_sgd_step(const gk_sgd_config *config, int n, const gk_tensor *param
 /// by it in place. A non-finite norm returns GK_ERR_NON_FINITE (with
 /// *total_norm set) and scales nothing. max_norm >= 0.
 gk_status gk_clip_grad_norm(int n, const gk_tensor *grads, double max_norm, double *total_norm);
+
+// ---------------------------------------------------------------- bindings
+
+/// sizeof a public struct by name ("gk_tensor", "gk_arg", "gk_op_desc",
+/// "gk_plan_info", "gk_dlpack_tensor"), 0 for any other name: lets a binding
+/// that mirrors the structs (Python's ctypes) check its layout on load.
+size_t gk_struct_size(const char *name);
 
 // ---------------------------------------------------------------- threads
 

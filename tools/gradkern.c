@@ -17,14 +17,30 @@ static const char *usage =
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
 static const gk_backend backends[] = {GK_BACKEND_AUTO, GK_BACKEND_CPU, GK_BACKEND_REF};
 
-// The description the table shows for op: most ops take any shape; conv1d
-// and the selective scan need (batch, channels, steps).
-static void example_desc(gk_op op, gk_direction dir, gk_dtype dtype, gk_op_desc *d) {
-  static const int64_t plain[2] = {4, 8}, sequence[3] = {2, 8, 16};
+// A small example description of each op for the table: {4, 8} unless the
+// op needs another rank or its options set.
+static void example_desc(gk_op_desc *d, gk_op op, gk_direction dir, gk_dtype dtype) {
+  static const int64_t shape[2] = {4, 8}, batched[3] = {2, 4, 8}, heads[4] = {2, 4, 16, 8};
   switch (op) {
+  case GK_OP_MATMUL:
+    gk_op_desc_init(d, op, dir, dtype, 3, batched);
+    d->matmul.n = 16;
+    break;
+  case GK_OP_ROPE:
+  case GK_OP_ATTENTION:
+    gk_op_desc_init(d, op, dir, dtype, 4, heads);
+    d->attn.kv_heads = 2;
+    break;
   case GK_OP_CONV1D:
-  case GK_OP_SELECTIVE_SCAN: gk_op_desc_init(d, op, dir, dtype, 3, sequence); break;
-  default: gk_op_desc_init(d, op, dir, dtype, 2, plain); break;
+  case GK_OP_SELECTIVE_SCAN: gk_op_desc_init(d, op, dir, dtype, 3, batched); break;
+  default:
+    gk_op_desc_init(d, op, dir, dtype, 2, shape);
+    d->linear.out_features = 16;
+    d->embedding.num_embeddings = 100;
+    d->embedding.dim = 16;
+    d->binary.b_rank = 1;
+    d->binary.b_shape[0] = 8;
+    break;
   }
 }
 
@@ -32,14 +48,14 @@ static int info(int json) {
   int first = 1;
   if (json) printf("[\n");
   else
-    printf("%-14s %-8s %-5s %-7s %-32s %-7s %-44s %-5s %s\n", "op", "dir", "dtype", "backend", "kernel", "isa",
+    printf("%-14s %-8s %-5s %-7s %-32s %-8s %-44s %-5s %s\n", "op", "dir", "dtype", "backend", "kernel", "isa",
            "math", "acc", "deterministic");
   for (int op = 0; op < GK_OP_COUNT_; op++)
     for (int dir = GK_FORWARD; dir <= GK_BACKWARD; dir++)
       for (size_t t = 0; t < sizeof dtypes / sizeof *dtypes; t++)
         for (size_t b = 0; b < sizeof backends / sizeof *backends; b++) {
           gk_op_desc d;
-          example_desc((gk_op)op, (gk_direction)dir, dtypes[t], &d);
+          example_desc(&d, (gk_op)op, (gk_direction)dir, dtypes[t]);
           d.backend = backends[b];
           gk_plan *plan;
           gk_plan_info pi;
@@ -65,7 +81,7 @@ static int info(int json) {
                    gk_backend_name(backends[b]), pi.kernel, gk_backend_name(pi.backend), pi.isa, pi.math,
                    gk_dtype_name(pi.accumulator), pi.deterministic ? "true" : "false");
           else
-            printf("%-14s %-8s %-5s %-7s %-32s %-7s %-44s %-5s %s\n", gk_op_name((gk_op)op), dirname,
+            printf("%-14s %-8s %-5s %-7s %-32s %-8s %-44s %-5s %s\n", gk_op_name((gk_op)op), dirname,
                    gk_dtype_name(dtypes[t]), gk_backend_name(backends[b]), pi.kernel, pi.isa, pi.math,
                    gk_dtype_name(pi.accumulator), pi.deterministic ? "yes" : "no");
           first = 0;

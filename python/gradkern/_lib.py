@@ -18,6 +18,7 @@ STATUS_NAMES = {
     9: "GK_ERR_MISSING_ARGUMENT", 10: "GK_ERR_UNEXPECTED_ARGUMENT",
     11: "GK_ERR_WORKSPACE_TOO_SMALL", 12: "GK_ERR_UNSUPPORTED",
     13: "GK_ERR_BAD_DEVICE", 14: "GK_ERR_OUT_OF_MEMORY", 15: "GK_ERR_INTERNAL",
+    16: "GK_ERR_NON_FINITE",
 }
 for _value, _name in STATUS_NAMES.items():
     globals()[_name[3:]] = _value  # ERR_BAD_SHAPE = 4, ...
@@ -31,7 +32,9 @@ DEVICE_CPU, DEVICE_CUDA = 0, 1
 OPS = {
     "relu": 0, "gelu": 1, "silu": 2, "sigmoid": 3, "softplus": 4,
     "glu": 5, "reglu": 6, "swiglu": 7, "geglu": 8,
-    "rmsnorm": 9, "layernorm": 10,
+    "rmsnorm": 9, "layernorm": 10, "linear": 11, "matmul": 12, "softmax": 13,
+    "log_softmax": 14, "cross_entropy": 15, "embedding": 16, "rope": 17,
+    "attention": 18, "add": 19, "mul": 20, "conv1d": 21, "selective_scan": 22,
 }
 # gk_direction
 FORWARD, BACKWARD = 0, 1
@@ -46,6 +49,12 @@ GATED_FORMS = {"split": 0, "two_tensor": 1}
 ARGS = {
     "x": 0, "y": 1, "dy": 2, "dx": 3, "gate": 4, "dgate": 5, "weight": 6,
     "dweight": 7, "bias": 8, "dbias": 9, "mean": 10, "rstd": 11,
+    "A": 12, "B": 13, "dA": 14, "dB": 15, "logits": 16, "dlogits": 17,
+    "target": 18, "loss": 19, "dloss": 20, "index": 21, "q": 22, "k": 23,
+    "v": 24, "dq": 25, "dk": 26, "dv": 27, "lse": 28, "initial_state": 29,
+    "final_state": 30, "dinitial_state": 31, "dfinal_state": 32, "u": 33,
+    "du": 34, "delta": 35, "ddelta": 36, "C": 37, "dC": 38, "D": 39, "dD": 40,
+    "z": 41, "dz": 42, "delta_bias": 43, "ddelta_bias": 44, "chunk_states": 45,
 }
 ARG_NAMES = {v: k for k, v in ARGS.items()}
 
@@ -87,6 +96,28 @@ class _norm_options(ctypes.Structure):
     ]
 
 
+def _options(*fields):
+    """A ctypes struct for one nested option group of gk_op_desc."""
+    return type("_options", (ctypes.Structure,), {"_fields_": list(fields)})
+
+
+_i, _d, _i64 = ctypes.c_int, ctypes.c_double, ctypes.c_int64
+_linear_options = _options(("out_features", _i64), ("has_bias", _i))
+_matmul_options = _options(("n", _i64), ("trans_a", _i), ("trans_b", _i), ("shared_b", _i))
+_softmax_options = _options(("dim", _i))
+_ce_options = _options(("reduction", _i), ("ignore_index", _i64), ("label_smoothing", _d),
+                       ("fused_grad", _i), ("grad_scale", _d))
+_embedding_options = _options(("num_embeddings", _i64), ("dim", _i64), ("padding_idx", _i64))
+_rope_options = _options(("layout", _i), ("pairing", _i), ("theta", _d), ("offset", _i64))
+_attn_options = _options(("kv_heads", _i64), ("causal", _i), ("scale", _d))
+_binary_options = _options(("b_rank", _i), ("b_shape", _i64 * GK_MAX_RANK), ("alpha", _d))
+_conv_options = _options(("width", _i64), ("channel_last", _i), ("has_bias", _i), ("silu", _i),
+                         ("has_initial_state", _i), ("has_final_state", _i))
+_scan_options = _options(("d_state", _i64), ("b_layout", _i), ("c_layout", _i), ("groups", _i64),
+                         ("has_D", _i), ("has_z", _i), ("has_delta_bias", _i), ("delta_softplus", _i),
+                         ("has_initial_state", _i), ("has_final_state", _i), ("chunk_size", _i64))
+
+
 class gk_op_desc(ctypes.Structure):
     _fields_ = [
         ("op", ctypes.c_int),
@@ -99,6 +130,17 @@ class gk_op_desc(ctypes.Structure):
         ("act", _act_options),
         ("gated", _gated_options),
         ("norm", _norm_options),
+        ("linear", _linear_options),
+        ("matmul", _matmul_options),
+        ("softmax", _softmax_options),
+        ("index_dtype", ctypes.c_int),
+        ("ce", _ce_options),
+        ("embedding", _embedding_options),
+        ("rope", _rope_options),
+        ("attn", _attn_options),
+        ("binary", _binary_options),
+        ("conv", _conv_options),
+        ("scan", _scan_options),
     ]
 
 
@@ -146,6 +188,7 @@ def _declare(lib):
         "gk_plan_run": (c_int, [c_void_p, P(gk_arg), c_int, c_void_p, c_size_t]),
         "gk_set_num_threads": (c_int, [c_int]),
         "gk_get_num_threads": (c_int, []),
+        "gk_struct_size": (c_size_t, [c_char_p]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)
@@ -161,4 +204,10 @@ def load(path=None):
             "gradkern: shared library not found at %r. Build it with "
             "`cmake -S . -B build && cmake --build build` in the repository, or set "
             "GRADKERN_LIB to the path of libgradkern.so." % path)
-    return _declare(ctypes.CDLL(path)), path
+    lib = _declare(ctypes.CDLL(path))
+    for struct in (gk_tensor, gk_arg, gk_op_desc, gk_plan_info):
+        want = lib.gk_struct_size(struct.__name__.encode())
+        if want != ctypes.sizeof(struct):
+            raise OSError("gradkern: %s is %d bytes in %s but %d in gradkern/_lib.py: the binding "
+                          "does not match the library" % (struct.__name__, want, path, ctypes.sizeof(struct)))
+    return lib, path

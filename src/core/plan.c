@@ -9,7 +9,8 @@
 
 static const char *const op_names[GK_OP_COUNT_] = {
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
-    "rmsnorm", "layernorm", "conv1d", "selective_scan"};
+    "rmsnorm", "layernorm", "linear", "matmul", "softmax", "log_softmax",
+    "cross_entropy", "embedding", "rope", "attention", "add", "mul", "conv1d", "selective_scan"};
 
 const char *gk_op_name(gk_op op) {
   return (unsigned)op < GK_OP_COUNT_ ? op_names[op] : "?";
@@ -17,8 +18,10 @@ const char *gk_op_name(gk_op op) {
 
 static const char *const arg_names[GK_ARG_COUNT_] = {
     "x", "y", "dy", "dx", "gate", "dgate", "weight", "dweight", "bias", "dbias", "mean", "rstd",
+    "A", "B", "dA", "dB", "logits", "dlogits", "target", "loss", "dloss", "index",
+    "q", "k", "v", "dq", "dk", "dv", "lse",
     "initial_state", "final_state", "dinitial_state", "dfinal_state", "u", "du", "delta", "ddelta",
-    "A", "dA", "B", "dB", "C", "dC", "D", "dD", "z", "dz", "delta_bias", "ddelta_bias", "chunk_states"};
+    "C", "dC", "D", "dD", "z", "dz", "delta_bias", "ddelta_bias", "chunk_states"};
 
 const char *gk_arg_name(gk_arg_kind kind) {
   return (unsigned)kind < GK_ARG_COUNT_ ? arg_names[kind] : "?";
@@ -32,6 +35,16 @@ const char *gk_backend_name(gk_backend backend) {
   case GK_BACKEND_CUDA: return "cuda";
   }
   return "?";
+}
+
+size_t gk_struct_size(const char *name) {
+  static const struct { const char *name; size_t size; } sizes[] = {
+      {"gk_tensor", sizeof(gk_tensor)},       {"gk_arg", sizeof(gk_arg)},
+      {"gk_op_desc", sizeof(gk_op_desc)},     {"gk_plan_info", sizeof(gk_plan_info)},
+      {"gk_dlpack_tensor", sizeof(gk_dlpack_tensor)}};
+  for (size_t i = 0; name && i < sizeof sizes / sizeof *sizes; i++)
+    if (!strcmp(name, sizes[i].name)) return sizes[i].size;
+  return 0;
 }
 
 // ---------------------------------------------------------------- registry
@@ -51,6 +64,18 @@ typedef struct gk_op_entry {
                                      {&gk_cpu_conv1d_bwd, &gk_ref_conv1d_bwd}}}
 #define SCAN {gk_describe_scan, {{&gk_cpu_scan_fwd, &gk_ref_scan_fwd}, {&gk_cpu_scan_bwd, &gk_ref_scan_bwd}}}
 
+#define LINEAR {gk_describe_linear, {{&gk_cpu_linear_fwd, &gk_ref_linear_fwd}, {&gk_cpu_linear_bwd, &gk_ref_linear_bwd}}}
+#define MATMUL {gk_describe_matmul, {{&gk_cpu_matmul_fwd, &gk_ref_matmul_fwd}, {&gk_cpu_matmul_bwd, &gk_ref_matmul_bwd}}}
+#define SOFTMAX {gk_describe_softmax, {{&gk_cpu_softmax_fwd, &gk_ref_softmax_fwd}, {&gk_cpu_softmax_bwd, &gk_ref_softmax_bwd}}}
+#define CROSS_ENTROPY {gk_describe_cross_entropy, {{&gk_cpu_cross_entropy_fwd, &gk_ref_cross_entropy_fwd}, \
+                                                   {&gk_cpu_cross_entropy_bwd, &gk_ref_cross_entropy_bwd}}}
+#define EMBEDDING {gk_describe_embedding, {{&gk_cpu_embedding_fwd, &gk_ref_embedding_fwd}, \
+                                           {&gk_cpu_embedding_bwd, &gk_ref_embedding_bwd}}}
+#define ROPE {gk_describe_rope, {{&gk_cpu_rope_fwd, &gk_ref_rope_fwd}, {&gk_cpu_rope_bwd, &gk_ref_rope_bwd}}}
+#define ATTENTION {gk_describe_attention, {{&gk_cpu_attention_fwd, &gk_ref_attention_fwd}, \
+                                           {&gk_cpu_attention_bwd, &gk_ref_attention_bwd}}}
+#define BINARY {gk_describe_binary, {{&gk_cpu_binary_fwd, &gk_ref_binary_fwd}, {&gk_cpu_binary_bwd, &gk_ref_binary_bwd}}}
+
 static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_RELU] = ACTIVATION,
     [GK_OP_GELU] = ACTIVATION,
@@ -63,6 +88,16 @@ static const gk_op_entry op_table[GK_OP_COUNT_] = {
     [GK_OP_GEGLU] = GATED,
     [GK_OP_RMSNORM] = NORM,
     [GK_OP_LAYERNORM] = NORM,
+    [GK_OP_LINEAR] = LINEAR,
+    [GK_OP_MATMUL] = MATMUL,
+    [GK_OP_SOFTMAX] = SOFTMAX,
+    [GK_OP_LOG_SOFTMAX] = SOFTMAX,
+    [GK_OP_CROSS_ENTROPY] = CROSS_ENTROPY,
+    [GK_OP_EMBEDDING] = EMBEDDING,
+    [GK_OP_ROPE] = ROPE,
+    [GK_OP_ATTENTION] = ATTENTION,
+    [GK_OP_ADD] = BINARY,
+    [GK_OP_MUL] = BINARY,
     [GK_OP_CONV1D] = CONV1D,
     [GK_OP_SELECTIVE_SCAN] = SCAN,
 };
@@ -91,6 +126,21 @@ gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction, gk
   desc->norm.eps = op == GK_OP_LAYERNORM ? 1e-5 : 1e-6;
   desc->norm.has_weight = 1;
   desc->norm.has_bias = op == GK_OP_LAYERNORM;
+  int64_t last = rank > 0 ? shape[rank - 1] : 0;
+  desc->linear.out_features = last;
+  desc->linear.has_bias = 1;
+  desc->matmul.n = last;
+  desc->softmax.dim = -1;
+  desc->index_dtype = GK_I64;
+  desc->ce.reduction = GK_REDUCTION_MEAN;
+  desc->ce.ignore_index = -100;
+  desc->ce.grad_scale = 1.0;
+  desc->embedding.padding_idx = -1;
+  desc->rope.theta = 10000.0;
+  desc->attn.causal = 1;
+  desc->binary.b_rank = rank;
+  for (int i = 0; i < rank; i++) desc->binary.b_shape[i] = shape[i];
+  desc->binary.alpha = 1.0;
   desc->conv.width = 4;
   desc->conv.has_bias = 1;
   desc->scan.d_state = 16;

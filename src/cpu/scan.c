@@ -181,33 +181,6 @@ static inline float bits_f32(uint32_t u) {
   return x;
 }
 
-// exp(x) in f32 in a form the compiler vectorizes (no branches: out-of-range
-// and NaN inputs are handled by blending bit masks): x = k ln2 + r with
-// |r| <= ln2/2 (ln2 in two parts), e^r by Cephes' expf polynomial, 2^k as
-// 2^k1 2^k2 (k1 + k2 = k, each inside the exponent range) put in the
-// exponent bits; k comes from the bits of a rounding sum, not a conversion.
-// Under 1 ulp; inf above 88.72283, 0 below -87.33654 (no subnormal
-// results), NaN stays NaN.
-static inline float gk_exp_f32(float x) {
-  uint32_t xb = f32_bits(x);
-  uint32_t lo = -(uint32_t)(x < -87.33654f), hi = -(uint32_t)(x > 88.72283f), nan = -(uint32_t)(x != x);
-  float xc = bits_f32((xb & ~(lo | hi | nan)) | (f32_bits(-87.33654f) & lo) | (f32_bits(88.72283f) & hi));
-  float kf = xc * 1.44269504088896341f + 12582912.0f;  // 1.5 2^23: rounds to an integer
-  uint32_t kbits = f32_bits(kf);
-  kf -= 12582912.0f;
-  float r = xc - kf * 0.693359375f - kf * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  uint32_t u = kbits - 0x4b400000u + 126u, u1 = u >> 1;  // u = k + 126 in 0 .. 254
-  float v = p * bits_f32((u1 + 64u) << 23) * bits_f32((u - u1 + 64u) << 23);
-  return bits_f32((f32_bits(v) & ~(lo | hi | nan)) | (0x7f800000u & hi) | (xb & nan));
-}
-
 // softplus(x) = max(x, 0) + log1p(e^-|x|) (x above torch's threshold 20) and
 // its derivative, the sigmoid (1 above 20), in f32 without library calls, so
 // loops over steps vectorize: log1p(y) = 2 atanh(s), s = y / (2 + y) in

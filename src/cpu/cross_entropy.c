@@ -1,0 +1,132 @@
+// Threaded CPU kernel for cross-entropy (math as in src/ref/cross_entropy.c).
+// The targets are checked first (nothing is written if one is bad). Tasks
+// are runs of whole rows (cut by size only). Pass 1 over a row, in chunks
+// of CHUNK logits (f32, f64 for f64), keeps a running max m and sum
+// s = sum exp(x - m) (rescaled when m grows) and sums x over LANES partial
+// sums; x_t is read before anything is written, so dlogits may overwrite the
+// logits. Then loss_r = (1 - eps)((m - x_t) + log s) + eps((m - mean x) + log s)
+// goes to the workspace, and pass 2 writes the row's gradient
+// g (exp(x - m) / s - eps / V), less g (1 - eps) at the target. The row
+// losses are summed in row order in f64.
+#include "../ops/transformer.h"
+#include "../core/act_math.h"
+
+#include <string.h>
+
+enum { CHUNK = 1024, LANES = 16, TASK_ELEMS = 16384 };
+
+typedef struct ce_job {
+  const gk_tensor *x, *t, *dx;
+  int64_t rows, V, rows_per_task, ignore;
+  double g, eps;
+  double *row_loss;
+} ce_job;
+
+static inline double exp_f64(double x) { return exp(x); }
+#define exp_f32 gk_exp_f32
+
+#define GK_DEFINE_CE(T, S)                                                                   \
+  static void ce_task_##S(const ce_job *j, int64_t task) {                                    \
+    T buf[CHUNK], obuf[CHUNK];                                                                \
+    T g = (T)j->g, eps = (T)j->eps, V = (T)j->V;                                              \
+    int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                           \
+    for (int64_t r = task * j->rows_per_task; r < end; r++) {                                 \
+      gk_tensor x = gk_tensor_row(j->x, 1, r), dx;                                            \
+      if (j->dx) dx = gk_tensor_row(j->dx, 1, r);                                             \
+      int64_t t = gk_get_index(j->t, r);                                                      \
+      if (t == j->ignore) {                                                                   \
+        j->row_loss[r] = 0;                                                                   \
+        for (int64_t c = 0; j->dx && c < j->V; c += CHUNK) {                                  \
+          int64_t len = gk_min64(CHUNK, j->V - c);                                            \
+          T *o = gk_chunk_out_##S(&dx, c, obuf);                                              \
+          for (int64_t i = 0; i < len; i++) o[i] = 0;                                         \
+          gk_chunk_commit_##S(&dx, c, len, o, obuf);                                          \
+        }                                                                                     \
+        continue;                                                                             \
+      }                                                                                       \
+      T m = -(T)INFINITY, s = 0, sx[LANES] = {0}, sumx = 0;                                   \
+      for (int64_t c = 0; c < j->V; c += CHUNK) {                                             \
+        int64_t len = gk_min64(CHUNK, j->V - c);                                              \
+        const T *p = gk_chunk_in_##S(&x, c, len, buf);                                        \
+        T cm = -(T)INFINITY, acc[LANES] = {0};                                                \
+        for (int64_t i = 0; i < len; i++) cm = p[i] > cm ? p[i] : cm;                         \
+        if (cm > m) {                                                                         \
+          s *= exp_##S(m - cm);                                                               \
+          m = cm;                                                                             \
+        }                                                                                     \
+        int64_t i = 0;                                                                        \
+        for (; i + LANES <= len; i += LANES)                                                  \
+          for (int l = 0; l < LANES; l++) {                                                   \
+            acc[l] += exp_##S(p[i + l] - m);                                                  \
+            sx[l] += p[i + l];                                                                \
+          }                                                                                   \
+        for (; i < len; i++) {                                                                \
+          acc[0] += exp_##S(p[i] - m);                                                        \
+          sx[0] += p[i];                                                                      \
+        }                                                                                     \
+        for (int l = 0; l < LANES; l++) s += acc[l];                                          \
+      }                                                                                       \
+      for (int l = 0; l < LANES; l++) sumx += sx[l];                                          \
+      T xt = (T)gk_get(&x, t), log_s = (T)log(s), inv = (T)1 / s;                             \
+      j->row_loss[r] = (double)((1 - eps) * ((m - xt) + log_s) + eps * ((m - sumx / V) + log_s)); \
+      if (!j->dx) continue;                                                                   \
+      T off = eps / V;                                                                        \
+      for (int64_t c = 0; c < j->V; c += CHUNK) {                                             \
+        int64_t len = gk_min64(CHUNK, j->V - c);                                              \
+        const T *p = gk_chunk_in_##S(&x, c, len, buf);                                        \
+        T *o = gk_chunk_out_##S(&dx, c, obuf);                                                \
+        for (int64_t i = 0; i < len; i++) o[i] = g * (exp_##S(p[i] - m) * inv - off);         \
+        if (t >= c && t < c + len) o[t - c] -= g * (1 - eps);                                 \
+        gk_chunk_commit_##S(&dx, c, len, o, obuf);                                            \
+      }                                                                                       \
+    }                                                                                         \
+  }
+
+GK_DEFINE_CE(float, f32)
+GK_DEFINE_CE(double, f64)
+
+static void ce_task(void *ctx, int64_t task) {
+  const ce_job *j = ctx;
+  if (j->x->dtype == GK_F64) ce_task_f64(j, task);
+  else ce_task_f32(j, task);
+}
+
+static size_t cpu_ce_workspace(const gk_plan *plan) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t rows = 1;
+  for (int i = 0; i < d->rank - 1; i++) rows *= d->shape[i];
+  return (size_t)rows * sizeof(double);
+}
+
+static gk_status cpu_ce_run(const gk_plan *plan, const gk_kernel_args a, void *ws, double dloss) {
+  const gk_op_desc *d = &plan->desc;
+  ce_job j = {a[GK_ARG_LOGITS], a[GK_ARG_TARGET], a[GK_ARG_DLOGITS], 0, d->shape[d->rank - 1], 0,
+              d->ce.ignore_index, 0, d->ce.label_smoothing, ws};
+  j.rows = gk_tensor_numel(j.x) / j.V;
+  int64_t used;
+  gk_status st = gk_check_indices("cross_entropy", "target", j.t, j.V, true, j.ignore, &used);
+  if (st != GK_SUCCESS) return st;
+  bool mean = d->ce.reduction == GK_REDUCTION_MEAN;
+  j.g = mean ? (used ? dloss / (double)used : 0.0) : dloss;
+  j.rows_per_task = gk_ceil_div(TASK_ELEMS, j.V);
+  gk_parallel_for(gk_ceil_div(j.rows, j.rows_per_task), ce_task, &j);
+  if (a[GK_ARG_LOSS]) {
+    double total = 0;
+    for (int64_t r = 0; r < j.rows; r++) total += j.row_loss[r];
+    gk_set(a[GK_ARG_LOSS], 0, !mean ? total : used ? total / (double)used : NAN);
+  }
+  return GK_SUCCESS;
+}
+
+static gk_status cpu_cross_entropy_fwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
+  return cpu_ce_run(plan, a, ws, plan->desc.ce.grad_scale);
+}
+
+static gk_status cpu_cross_entropy_bwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
+  return cpu_ce_run(plan, a, ws, gk_get(a[GK_ARG_DLOSS], 0));
+}
+
+const gk_kernel gk_cpu_cross_entropy_fwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, cpu_ce_workspace,
+                                            cpu_cross_entropy_fwd};
+const gk_kernel gk_cpu_cross_entropy_bwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, cpu_ce_workspace,
+                                            cpu_cross_entropy_bwd};

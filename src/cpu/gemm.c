@@ -1,0 +1,385 @@
+// Packed, cache-blocked matrix products (see gemm.h).
+//
+// gk_gemm_run cuts C into tiles of MC x NC (per batch); a tile is computed by
+// one task from start to end: for each block of KC columns of A, the task
+// packs A's block (MC x KC, in L2) and runs the microkernel over the tile
+// from the packed B panel (K x NC, the K x NR sliver of each microkernel call
+// in L1), accumulating in an f32 (f64) tile buffer; then it stores the tile
+// once, adding the bias and C's old values, rounding to C's dtype. Tasks are
+// one per workspace slot (as many as threads when the plan was made); each
+// pulls tiles (batch, column block, row block) from a shared counter and
+// keeps its packed B panel while the column block stays the same.
+#include "gemm.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MC = 192, KC = 256, NC = 512, OFFS = 256 };
+// Largest packed B panel per slot, bytes; wider N is cut into column blocks.
+static const int64_t PANEL_BYTES = 8 << 20;
+
+// ---------------------------------------------------------------- indices
+
+int64_t gk_index_count(const gk_index *ix) {
+  int64_t n = 1;
+  for (int d = 0; d < ix->n; d++) n *= ix->shape[d];
+  return n;
+}
+
+int64_t gk_index_offset(const gk_index *ix, int64_t i) {
+  int64_t off = 0;
+  for (int d = ix->n - 1; d >= 0; d--) {
+    off += (i % ix->shape[d]) * ix->stride[d];
+    i /= ix->shape[d];
+  }
+  return off;
+}
+
+void gk_index_offsets(const gk_index *ix, int64_t start, int64_t n, int64_t *out) {
+  if (n <= 0) return;
+  if (ix->n <= 1) {
+    int64_t s = ix->n ? ix->stride[0] : 0;
+    for (int64_t i = 0; i < n; i++) out[i] = (start + i) * s;
+    return;
+  }
+  int64_t idx[GK_MAX_RANK], rem = start, off = 0;
+  for (int d = ix->n - 1; d >= 0; d--) {
+    idx[d] = rem % ix->shape[d];
+    rem /= ix->shape[d];
+    off += idx[d] * ix->stride[d];
+  }
+  int last = ix->n - 1;
+  for (int64_t i = 0; i < n; i++) {
+    out[i] = off;
+    idx[last]++;
+    off += ix->stride[last];
+    for (int d = last; d > 0 && idx[d] == ix->shape[d]; d--) {
+      off -= idx[d] * ix->stride[d];
+      idx[d] = 0;
+      idx[d - 1]++;
+      off += ix->stride[d - 1];
+    }
+  }
+}
+
+void gk_index_append(gk_index *ix, const gk_tensor *t, int d0, int d1) {
+  for (int d = d0; d < d1; d++) {
+    ix->shape[ix->n] = t->shape[d];
+    ix->stride[ix->n] = t->strides[d];
+    ix->n++;
+  }
+}
+
+gk_mat gk_mat_of(const gk_tensor *t, int nb, int nr) {
+  gk_mat m;
+  memset(&m, 0, sizeof m);
+  m.data = t->data;
+  m.dtype = t->dtype;
+  gk_index_append(&m.batch, t, 0, nb);
+  gk_index_append(&m.row, t, nb, nb + nr);
+  gk_index_append(&m.col, t, nb + nr, t->rank);
+  return m;
+}
+
+gk_mat gk_mat_t(gk_mat m) {
+  gk_index r = m.row;
+  m.row = m.col;
+  m.col = r;
+  return m;
+}
+
+// Stride of the innermost dim of an index (0 when it has none).
+static int64_t inner_stride(const gk_index *ix) {
+  int64_t s = ix->n ? ix->stride[ix->n - 1] : 0;
+  return s < 0 ? -s : s;
+}
+
+// ---------------------------------------------------------------- microkernels
+
+// c (MR x NR) = (load ? c : 0) + sum_k a[k] (x) b[k]: one multiply-add chain
+// per element in k order, in registers.
+#define GK_UKERNEL(NAME, T, MR, NR, ATTR, MADD)                                                  \
+  ATTR static void NAME(int64_t kc, const T *restrict a, const T *restrict b, T *restrict c,    \
+                        int64_t ldc, int load) {                                                 \
+    T acc[MR][NR];                                                                               \
+    for (int i = 0; i < MR; i++)                                                                 \
+      for (int j = 0; j < NR; j++) acc[i][j] = load ? c[i * ldc + j] : (T)0;                     \
+    for (int64_t k = 0; k < kc; k++, a += MR, b += NR)                                           \
+      for (int i = 0; i < MR; i++)                                                               \
+        for (int j = 0; j < NR; j++) acc[i][j] = MADD(a[i], b[j], acc[i][j]);                    \
+    for (int i = 0; i < MR; i++)                                                                 \
+      for (int j = 0; j < NR; j++) c[i * ldc + j] = acc[i][j];                                   \
+  }
+
+#define MADD_PLAIN(a, b, c) ((a) * (b) + (c))
+#if GK_X86
+GK_UKERNEL(uk_f32_avx512, float, 12, 32, GK_ATTR_AVX512, fmaf)
+GK_UKERNEL(uk_f64_avx512, double, 12, 16, GK_ATTR_AVX512, fma)
+GK_UKERNEL(uk_f32_avx2, float, 6, 16, GK_ATTR_AVX2, fmaf)
+GK_UKERNEL(uk_f64_avx2, double, 6, 8, GK_ATTR_AVX2, fma)
+#endif
+GK_UKERNEL(uk_f32_generic, float, 4, 8, , MADD_PLAIN)
+GK_UKERNEL(uk_f64_generic, double, 4, 4, , MADD_PLAIN)
+
+static gk_ukernels ukernels = {"generic (c11 vectorized)", GK_ISA_GENERIC, 4, 8, 4, 4, uk_f32_generic,
+                               uk_f64_generic};
+static pthread_once_t ukernels_once = PTHREAD_ONCE_INIT;
+
+static void select_ukernels(void) {
+#if GK_X86
+  const char *want = getenv("GK_ISA");
+  bool allow512 = !want || !strcmp(want, "avx512"), allow2 = allow512 || !strcmp(want, "avx2");
+  __builtin_cpu_init();
+  bool fma3 = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
+  if (allow512 && fma3 && __builtin_cpu_supports("avx512f"))
+    ukernels = (gk_ukernels){"avx512f (c11 vectorized)", GK_ISA_AVX512, 12, 32, 12, 16, uk_f32_avx512, uk_f64_avx512};
+  else if (allow2 && fma3)
+    ukernels = (gk_ukernels){"avx2+fma (c11 vectorized)", GK_ISA_AVX2, 6, 16, 6, 8, uk_f32_avx2, uk_f64_avx2};
+#endif
+}
+
+const gk_ukernels *gk_ukernels_get(void) {
+  pthread_once(&ukernels_once, select_ukernels);
+  return &ukernels;
+}
+
+// ---------------------------------------------------------------- packing
+
+static inline float to_f32(gk_dtype dt, const char *base, int64_t off) {
+  switch (dt) {
+  case GK_F32: return ((const float *)base)[off];
+  case GK_F16: return gk_f16_to_f32(((const uint16_t *)base)[off]);
+  case GK_BF16: return gk_bf16_to_f32(((const uint16_t *)base)[off]);
+  case GK_F64: return (float)((const double *)base)[off];
+  default: return 0;
+  }
+}
+
+static inline double to_f64(gk_dtype dt, const char *base, int64_t off) {
+  return dt == GK_F64 ? ((const double *)base)[off] : (double)to_f32(dt, base, off);
+}
+
+// Copy a block of `rows` x `cols` elements, element (r, c) from
+// src + roff[r] + coff[c] (dtype dt) to dst[r * drs + c * dcs]. Walks the
+// source along its smaller stride (`by_cols`: c innermost).
+#define GK_DEFINE_COPY_BLOCK(T, S)                                                                  \
+  static void copy_block_##S(gk_dtype dt, const char *src, const int64_t *roff, int64_t rows,      \
+                             const int64_t *coff, int64_t cols, T *dst, int64_t drs, int64_t dcs,  \
+                             bool by_cols) {                                                        \
+    if (dt == (sizeof(T) == 4 ? GK_F32 : GK_F64)) {                                                 \
+      const T *s = (const T *)src;                                                                  \
+      if (by_cols)                                                                                  \
+        for (int64_t r = 0; r < rows; r++)                                                          \
+          for (int64_t c = 0; c < cols; c++) dst[r * drs + c * dcs] = s[roff[r] + coff[c]];         \
+      else                                                                                          \
+        for (int64_t c = 0; c < cols; c++)                                                          \
+          for (int64_t r = 0; r < rows; r++) dst[r * drs + c * dcs] = s[roff[r] + coff[c]];         \
+      return;                                                                                       \
+    }                                                                                               \
+    if (by_cols)                                                                                    \
+      for (int64_t r = 0; r < rows; r++)                                                            \
+        for (int64_t c = 0; c < cols; c++) dst[r * drs + c * dcs] = (T)to_##S(dt, src, roff[r] + coff[c]); \
+    else                                                                                            \
+      for (int64_t c = 0; c < cols; c++)                                                            \
+        for (int64_t r = 0; r < rows; r++) dst[r * drs + c * dcs] = (T)to_##S(dt, src, roff[r] + coff[c]); \
+  }
+
+#define GK_DEFINE_PACK(T, S, MRF, NRF)                                                              \
+  GK_DEFINE_COPY_BLOCK(T, S)                                                                        \
+  void gk_pack_a_##S(const gk_mat *a, int64_t b, int64_t i0, int64_t m, int64_t k0, int64_t kc, T *dst) { \
+    const int mr = gk_ukernels_get()->MRF;                                                          \
+    const char *base = a->data + gk_index_offset(&a->batch, b) * (int64_t)gk_dtype_size(a->dtype);  \
+    bool by_cols = inner_stride(&a->col) <= inner_stride(&a->row);                                  \
+    int64_t roff[16], coff[OFFS];                                                                   \
+    for (int64_t s = 0; s * mr < m; s++) {                                                          \
+      int64_t rows = gk_min64(mr, m - s * mr);                                                      \
+      T *d = dst + s * kc * mr;                                                                     \
+      gk_index_offsets(&a->row, i0 + s * mr, rows, roff);                                           \
+      for (int64_t c0 = 0; c0 < kc; c0 += OFFS) {                                                   \
+        int64_t cols = gk_min64(OFFS, kc - c0);                                                     \
+        gk_index_offsets(&a->col, k0 + c0, cols, coff);                                             \
+        copy_block_##S(a->dtype, base, roff, rows, coff, cols, d + c0 * mr, 1, mr, by_cols);        \
+        for (int64_t r = rows; r < mr; r++)                                                         \
+          for (int64_t c = 0; c < cols; c++) d[(c0 + c) * mr + r] = 0;                              \
+      }                                                                                             \
+    }                                                                                               \
+  }                                                                                                 \
+  void gk_pack_b_##S(const gk_mat *bm, int64_t b, int64_t k0, int64_t kc, int64_t j0, int64_t n, T *dst,  \
+                     int64_t sliver_stride) {                                                       \
+    const int nr = gk_ukernels_get()->NRF;                                                          \
+    const char *base = bm->data + gk_index_offset(&bm->batch, b) * (int64_t)gk_dtype_size(bm->dtype); \
+    bool by_cols = inner_stride(&bm->col) <= inner_stride(&bm->row);                                \
+    int64_t roff[OFFS], coff[32];                                                                   \
+    for (int64_t s = 0; s * nr < n; s++) {                                                          \
+      int64_t cols = gk_min64(nr, n - s * nr);                                                      \
+      T *d = dst + s * sliver_stride;                                                               \
+      gk_index_offsets(&bm->col, j0 + s * nr, cols, coff);                                          \
+      for (int64_t r0 = 0; r0 < kc; r0 += OFFS) {                                                   \
+        int64_t rows = gk_min64(OFFS, kc - r0);                                                     \
+        gk_index_offsets(&bm->row, k0 + r0, rows, roff);                                            \
+        copy_block_##S(bm->dtype, base, roff, rows, coff, cols, d + r0 * nr, nr, 1, by_cols);       \
+        for (int64_t r = 0; r < rows; r++)                                                          \
+          for (int64_t c = cols; c < nr; c++) d[(r0 + r) * nr + c] = 0;                             \
+      }                                                                                             \
+    }                                                                                               \
+  }                                                                                                 \
+  void gk_gemm_packed_##S(int64_t m, int64_t n, int64_t kc, const T *ap, const T *bp, int64_t sliver_stride, \
+                          T *c, int64_t ldc, int load) {                                            \
+    const gk_ukernels *uk = gk_ukernels_get();                                                      \
+    const int mr = uk->MRF, nr = uk->NRF;                                                           \
+    for (int64_t j = 0; j < n; j += nr)                                                             \
+      for (int64_t i = 0; i < m; i += mr)                                                           \
+        uk->S(kc, ap + i * kc, bp + (j / nr) * sliver_stride, c + i * ldc + j, ldc, load);          \
+  }
+
+GK_DEFINE_PACK(float, f32, mr32, nr32)
+GK_DEFINE_PACK(double, f64, mr64, nr64)
+
+// ---------------------------------------------------------------- threaded driver
+
+// How a product is cut: tiles of mc x nc (multiples of mr, nr), slots of
+// slot_bytes: the tile accumulator (mc x nc), A's block (mc x KC) and B's
+// panel (K x nc), each 64-byte aligned.
+typedef struct tiling {
+  int64_t mc, nc, tiles_m, tiles_n, ntiles;
+  size_t es, acc_bytes, a_bytes, b_bytes, slot_bytes;
+} tiling;
+
+static int64_t round_up(int64_t a, int64_t b) { return gk_ceil_div(a, b) * b; }
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+static tiling tiling_of(bool f64, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  const gk_ukernels *uk = gk_ukernels_get();
+  int64_t mr = f64 ? uk->mr64 : uk->mr32, nr = f64 ? uk->nr64 : uk->nr32;
+  tiling t;
+  t.es = f64 ? sizeof(double) : sizeof(float);
+  int64_t kk = k > 0 ? k : 1;
+  int64_t nc_max = gk_min64(NC, (PANEL_BYTES / (int64_t)t.es / kk) / nr * nr);
+  if (nc_max < nr) nc_max = nr;
+  t.mc = gk_min64(MC, round_up(m > 0 ? m : 1, mr));
+  t.nc = gk_min64(nc_max, round_up(n > 0 ? n : 1, nr));
+  // Smaller tiles when there are too few to share among threads.
+  for (;;) {
+    int64_t tiles = batch * gk_ceil_div(m, t.mc) * gk_ceil_div(n, t.nc);
+    if (tiles >= 16) break;
+    if (t.nc >= 4 * nr) t.nc = round_up(t.nc / 2, nr);
+    else if (t.mc >= 4 * mr) t.mc = round_up(t.mc / 2, mr);
+    else break;
+  }
+  t.tiles_m = gk_ceil_div(m, t.mc);
+  t.tiles_n = gk_ceil_div(n, t.nc);
+  t.ntiles = batch * t.tiles_m * t.tiles_n;
+  t.acc_bytes = align64((size_t)(t.mc * t.nc) * t.es);
+  t.a_bytes = align64((size_t)(t.mc * gk_min64(KC, kk)) * t.es);
+  t.b_bytes = align64((size_t)(kk * t.nc) * t.es);
+  t.slot_bytes = t.acc_bytes + t.a_bytes + t.b_bytes;
+  return t;
+}
+
+size_t gk_gemm_workspace(gk_dtype dtype, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  tiling t = tiling_of(dtype == GK_F64, batch, m, n, k);
+  int64_t slots = gk_min64(gk_min64(t.ntiles, gk_get_num_threads()), 64);
+  return slots > 0 ? (size_t)slots * t.slot_bytes : 0;
+}
+
+typedef struct gemm_job {
+  const gk_gemm *g;
+  tiling t;
+  char *ws;
+  atomic_int_fast64_t next;
+} gemm_job;
+
+// Store rows [i0, i0 + m) x columns [j0, j0 + n) of batch b of c from acc
+// (row stride ldc), adding bias (per column) and c's old values.
+#define GK_DEFINE_STORE(T, S)                                                                       \
+  static void store_tile_##S(const gk_gemm *g, int64_t b, int64_t i0, int64_t m, int64_t j0, int64_t n, \
+                             const T *acc, int64_t ldc) {                                           \
+    const gk_mat *c = &g->c;                                                                        \
+    size_t es = gk_dtype_size(c->dtype);                                                            \
+    char *base = c->data + gk_index_offset(&c->batch, b) * (int64_t)es;                             \
+    int64_t coff[NC];                                                                               \
+    T bv[NC];                                                                                       \
+    gk_index_offsets(&c->col, j0, n, coff);                                                         \
+    if (g->bias) gk_load_##S(g->bias, j0, n, bv);                                                   \
+    for (int64_t i = 0; i < m; i++) {                                                               \
+      char *row = base + gk_index_offset(&c->row, i0 + i) * (int64_t)es;                            \
+      const T *a = acc + i * ldc;                                                                   \
+      for (int64_t j = 0; j < n; j++) {                                                             \
+        T v = a[j];                                                                                 \
+        if (g->bias) v += bv[j];                                                                    \
+        char *p = row + coff[j] * (int64_t)es;                                                      \
+        switch (c->dtype) {                                                                         \
+        case GK_F32:                                                                                \
+          if (g->accumulate) v += *(float *)p;                                                      \
+          *(float *)p = (float)v;                                                                   \
+          break;                                                                                    \
+        case GK_F64:                                                                                \
+          if (g->accumulate) v += (T) * (double *)p;                                                \
+          *(double *)p = (double)v;                                                                 \
+          break;                                                                                    \
+        case GK_F16:                                                                                \
+          if (g->accumulate) v += gk_f16_to_f32(*(uint16_t *)p);                                    \
+          *(uint16_t *)p = gk_f32_to_f16((float)v);                                                 \
+          break;                                                                                    \
+        case GK_BF16:                                                                               \
+          if (g->accumulate) v += gk_bf16_to_f32(*(uint16_t *)p);                                   \
+          *(uint16_t *)p = gk_f32_to_bf16((float)v);                                                \
+          break;                                                                                    \
+        default: break;                                                                             \
+        }                                                                                           \
+      }                                                                                             \
+    }                                                                                               \
+  }                                                                                                 \
+  static void gemm_slot_##S(gemm_job *j, int64_t slot) {                                            \
+    const gk_gemm *g = j->g;                                                                        \
+    const tiling *t = &j->t;                                                                        \
+    char *mem = j->ws + (size_t)slot * t->slot_bytes;                                               \
+    T *acc = (T *)mem, *ap = (T *)(mem + t->acc_bytes), *bp = (T *)(mem + t->acc_bytes + t->a_bytes); \
+    int64_t panel = -1;                                                                             \
+    for (;;) {                                                                                      \
+      int64_t tile = atomic_fetch_add(&j->next, 1);                                                 \
+      if (tile >= t->ntiles) break;                                                                 \
+      int64_t ti = tile % t->tiles_m, rest = tile / t->tiles_m;                                     \
+      int64_t tj = rest % t->tiles_n, b = rest / t->tiles_n;                                        \
+      int64_t i0 = ti * t->mc, m = gk_min64(t->mc, g->m - i0);                                      \
+      int64_t j0 = tj * t->nc, n = gk_min64(t->nc, g->n - j0);                                      \
+      const gk_ukernels *uk = gk_ukernels_get();                                                    \
+      int64_t mp = round_up(m, sizeof(T) == 4 ? uk->mr32 : uk->mr64);                               \
+      int64_t np = round_up(n, sizeof(T) == 4 ? uk->nr32 : uk->nr64);                               \
+      int64_t nr = sizeof(T) == 4 ? uk->nr32 : uk->nr64;                                            \
+      if (rest != panel) {                                                                          \
+        gk_pack_b_##S(&g->b, g->b.batch.n ? b : 0, 0, g->k, j0, n, bp, g->k * nr);                  \
+        panel = rest;                                                                               \
+      }                                                                                             \
+      if (g->k == 0) memset(acc, 0, (size_t)(mp * t->nc) * sizeof(T));                              \
+      for (int64_t p0 = 0; p0 < g->k; p0 += KC) {                                                   \
+        int64_t kc = gk_min64(KC, g->k - p0);                                                       \
+        gk_pack_a_##S(&g->a, g->a.batch.n ? b : 0, i0, m, p0, kc, ap);                              \
+        gk_gemm_packed_##S(mp, np, kc, ap, bp + p0 * nr, g->k * nr, acc, t->nc, p0 > 0);            \
+      }                                                                                             \
+      store_tile_##S(g, b, i0, m, j0, n, acc, t->nc);                                               \
+    }                                                                                               \
+  }
+
+GK_DEFINE_STORE(float, f32)
+GK_DEFINE_STORE(double, f64)
+
+static void gemm_task(void *ctx, int64_t slot) {
+  gemm_job *j = ctx;
+  if (j->g->c.dtype == GK_F64) gemm_slot_f64(j, slot);
+  else gemm_slot_f32(j, slot);
+}
+
+void gk_gemm_run(const gk_gemm *g, void *ws, size_t ws_bytes) {
+  if (g->batch == 0 || g->m == 0 || g->n == 0) return;
+  gemm_job j;
+  j.g = g;
+  j.t = tiling_of(g->c.dtype == GK_F64, g->batch, g->m, g->n, g->k);
+  j.ws = ws;
+  atomic_init(&j.next, 0);
+  int64_t slots = gk_min64(j.t.ntiles, (int64_t)(ws_bytes / j.t.slot_bytes));
+  gk_parallel_for(slots, gemm_task, &j);
+}

@@ -1,0 +1,137 @@
+// Threaded CPU kernels for softmax and log_softmax (math as in
+// src/ref/softmax.c). The dim is moved last in a view; tasks are runs of
+// whole rows (cut by size only). A row is walked in chunks of CHUNK elements
+// (loaded as f32, f64 for f64): forward keeps a running max m and sum s,
+// rescaling s when m grows (s = s exp(m_old - m_new) + sum exp(x - m_new)),
+// then writes y in a second pass; backward sums dy y (or dy), then writes dx.
+// Sums run over LANES partial sums; exp is gk_exp_f32 in f32, libm in f64.
+#include "../ops/transformer.h"
+#include "../core/act_math.h"
+
+#include <string.h>
+
+enum { CHUNK = 1024, LANES = 16, TASK_ELEMS = 16384 };
+
+typedef struct sm_job {
+  gk_tensor x, y, dy, dx;      // views with the dim last
+  int64_t n, rows, rows_per_task;
+  bool log_form;
+} sm_job;
+
+static inline double exp_f64(double x) { return exp(x); }
+
+#define GK_DEFINE_SOFTMAX(T, S)                                                            \
+  static void sm_fwd_task_##S(const sm_job *j, int64_t task) {                              \
+    T buf[CHUNK], obuf[CHUNK];                                                              \
+    int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                         \
+    for (int64_t r = task * j->rows_per_task; r < end; r++) {                               \
+      gk_tensor x = gk_tensor_row(&j->x, 1, r), y = gk_tensor_row(&j->y, 1, r);             \
+      T m = -(T)INFINITY, s = 0;                                                            \
+      for (int64_t c = 0; c < j->n; c += CHUNK) {                                           \
+        int64_t len = gk_min64(CHUNK, j->n - c);                                            \
+        const T *p = gk_chunk_in_##S(&x, c, len, buf);                                      \
+        T cm = -(T)INFINITY, acc[LANES] = {0};                                              \
+        for (int64_t i = 0; i < len; i++) cm = p[i] > cm ? p[i] : cm;                       \
+        if (cm > m) {                                                                       \
+          s *= exp_##S(m - cm);                                                             \
+          m = cm;                                                                           \
+        }                                                                                   \
+        int64_t i = 0;                                                                      \
+        for (; i + LANES <= len; i += LANES)                                                \
+          for (int l = 0; l < LANES; l++) acc[l] += exp_##S(p[i + l] - m);                  \
+        for (; i < len; i++) acc[0] += exp_##S(p[i] - m);                                   \
+        for (int l = 0; l < LANES; l++) s += acc[l];                                        \
+      }                                                                                     \
+      T inv = (T)1 / s, log_s = log(s);                                                     \
+      for (int64_t c = 0; c < j->n; c += CHUNK) {                                           \
+        int64_t len = gk_min64(CHUNK, j->n - c);                                            \
+        const T *p = gk_chunk_in_##S(&x, c, len, buf);                                      \
+        T *o = gk_chunk_out_##S(&y, c, obuf);                                               \
+        if (j->log_form)                                                                    \
+          for (int64_t i = 0; i < len; i++) o[i] = (p[i] - m) - log_s;                      \
+        else                                                                                \
+          for (int64_t i = 0; i < len; i++) o[i] = exp_##S(p[i] - m) * inv;                 \
+        gk_chunk_commit_##S(&y, c, len, o, obuf);                                           \
+      }                                                                                     \
+    }                                                                                       \
+  }                                                                                         \
+  static void sm_bwd_task_##S(const sm_job *j, int64_t task) {                              \
+    T gbuf[CHUNK], ybuf[CHUNK], obuf[CHUNK];                                                \
+    int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                         \
+    for (int64_t r = task * j->rows_per_task; r < end; r++) {                               \
+      gk_tensor dy = gk_tensor_row(&j->dy, 1, r), y = gk_tensor_row(&j->y, 1, r);           \
+      gk_tensor dx = gk_tensor_row(&j->dx, 1, r);                                           \
+      T acc[LANES] = {0}, s = 0;                                                            \
+      for (int64_t c = 0; c < j->n; c += CHUNK) {                                           \
+        int64_t len = gk_min64(CHUNK, j->n - c);                                            \
+        const T *g = gk_chunk_in_##S(&dy, c, len, gbuf);                                    \
+        if (j->log_form)                                                                    \
+          for (int64_t i = 0; i < len; i++) acc[i % LANES] += g[i];                         \
+        else {                                                                              \
+          const T *v = gk_chunk_in_##S(&y, c, len, ybuf);                                   \
+          for (int64_t i = 0; i < len; i++) acc[i % LANES] += g[i] * v[i];                  \
+        }                                                                                   \
+      }                                                                                     \
+      for (int l = 0; l < LANES; l++) s += acc[l];                                          \
+      for (int64_t c = 0; c < j->n; c += CHUNK) {                                           \
+        int64_t len = gk_min64(CHUNK, j->n - c);                                            \
+        const T *g = gk_chunk_in_##S(&dy, c, len, gbuf), *v = gk_chunk_in_##S(&y, c, len, ybuf); \
+        T *o = gk_chunk_out_##S(&dx, c, obuf);                                              \
+        if (j->log_form)                                                                    \
+          for (int64_t i = 0; i < len; i++) o[i] = g[i] - exp_##S(v[i]) * s;                \
+        else                                                                                \
+          for (int64_t i = 0; i < len; i++) o[i] = v[i] * (g[i] - s);                       \
+        gk_chunk_commit_##S(&dx, c, len, o, obuf);                                          \
+      }                                                                                     \
+    }                                                                                       \
+  }
+
+#define exp_f32 gk_exp_f32
+GK_DEFINE_SOFTMAX(float, f32)
+GK_DEFINE_SOFTMAX(double, f64)
+
+static void fwd_task(void *ctx, int64_t t) {
+  const sm_job *j = ctx;
+  if (j->x.dtype == GK_F64) sm_fwd_task_f64(j, t);
+  else sm_fwd_task_f32(j, t);
+}
+
+static void bwd_task(void *ctx, int64_t t) {
+  const sm_job *j = ctx;
+  if (j->y.dtype == GK_F64) sm_bwd_task_f64(j, t);
+  else sm_bwd_task_f32(j, t);
+}
+
+static sm_job job_of(const gk_plan *plan, const gk_kernel_args a) {
+  const gk_op_desc *d = &plan->desc;
+  int dim = d->softmax.dim;
+  sm_job j;
+  memset(&j, 0, sizeof j);
+  const gk_tensor *any = a[GK_ARG_Y];
+  j.y = gk_tensor_move_dim_last(any, dim);
+  if (a[GK_ARG_X]) j.x = gk_tensor_move_dim_last(a[GK_ARG_X], dim);
+  if (a[GK_ARG_DY]) j.dy = gk_tensor_move_dim_last(a[GK_ARG_DY], dim);
+  if (a[GK_ARG_DX]) j.dx = gk_tensor_move_dim_last(a[GK_ARG_DX], dim);
+  j.n = d->shape[dim];
+  j.rows = j.n ? gk_tensor_numel(any) / j.n : 0;
+  j.rows_per_task = gk_ceil_div(TASK_ELEMS, j.n ? j.n : 1);
+  j.log_form = d->op == GK_OP_LOG_SOFTMAX;
+  return j;
+}
+
+static gk_status cpu_softmax_fwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
+  (void)ws;
+  sm_job j = job_of(plan, a);
+  gk_parallel_for(gk_ceil_div(j.rows, j.rows_per_task), fwd_task, &j);
+  return GK_SUCCESS;
+}
+
+static gk_status cpu_softmax_bwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
+  (void)ws;
+  sm_job j = job_of(plan, a);
+  gk_parallel_for(gk_ceil_div(j.rows, j.rows_per_task), bwd_task, &j);
+  return GK_SUCCESS;
+}
+
+const gk_kernel gk_cpu_softmax_fwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL, cpu_softmax_fwd};
+const gk_kernel gk_cpu_softmax_bwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL, cpu_softmax_bwd};

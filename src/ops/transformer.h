@@ -1,0 +1,34 @@
+// Helpers shared by the transformer ops' descriptions, reference kernels and
+// CPU kernels.
+#ifndef GK_OPS_TRANSFORMER_H
+#define GK_OPS_TRANSFORMER_H
+
+#include "../core/internal.h"
+
+// A view of t with dimension `dim` moved to the end (others keep their order).
+gk_tensor gk_tensor_move_dim_last(const gk_tensor *t, int dim);
+
+// Element i (row-major flat index) of an i32 or i64 tensor.
+static inline int64_t gk_get_index(const gk_tensor *t, int64_t i) {
+  const char *p = (const char *)t->data + gk_tensor_offset(t, i) * (int64_t)gk_dtype_size(t->dtype);
+  return t->dtype == GK_I32 ? (int64_t) * (const int32_t *)p : *(const int64_t *)p;
+}
+
+// Check that every element of index tensor t (argument `name` of op `op`) is
+// in 0 .. limit-1, or equals `ignore` when has_ignore. *used counts those
+// that are not ignored. GK_ERR_INVALID_VALUE names the first bad element.
+gk_status gk_check_indices(const char *op, const char *name, const gk_tensor *t, int64_t limit, bool has_ignore,
+                           int64_t ignore, int64_t *used);
+// RoPE: the position of row r of x seen as (rows, Dh), and the angle of
+// pair i at position p (f64).
+int64_t gk_rope_position(const gk_op_desc *d, int64_t r);
+double gk_rope_angle(const gk_op_desc *d, int64_t p, int64_t i);
+
+// add/mul: x (A or B) as a view of the output's shape (rank, shape), its
+// dims aligned at the trailing end, stride 0 along the dims it is broadcast on.
+gk_tensor gk_broadcast_view(const gk_tensor *x, int rank, const int64_t *shape);
+
+// desc.index_dtype must be GK_I32 or GK_I64.
+gk_status gk_check_index_dtype(const gk_op_desc *d);
+
+#endif

@@ -1,0 +1,739 @@
+// The transformer ops (linear, matmul, ...): for every op x dtype x layout
+// the threaded CPU kernel against the f64 reference, forward and backward,
+// no byte written outside an output's elements, accumulation of parameter
+// gradients; the reference and the CPU kernel against central finite
+// differences in f64; bit-identity across thread counts 1, 2, 3.
+#include "harness.h"
+
+static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
+
+// Under AddressSanitizer the thread-count checks run in f32 only and the
+// transposed layout is left out (the plain build runs them all), to keep the
+// sanitized run short.
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+static const size_t thread_dtypes = SANITIZED ? 1 : 4;
+
+// ---------------------------------------------------------------- argument roles
+
+static bool is_index_kind(int k) { return k == GK_ARG_TARGET || k == GK_ARG_INDEX; }
+// Saved statistics and scalar losses: f32 (f64 for f64).
+static bool is_stat_kind(int k) {
+  return k == GK_ARG_RSTD || k == GK_ARG_MEAN || k == GK_ARG_LOSS || k == GK_ARG_DLOSS || k == GK_ARG_LSE;
+}
+// Tensors forward reads.
+static bool is_fwd_input(int k) {
+  return k == GK_ARG_X || k == GK_ARG_WEIGHT || k == GK_ARG_BIAS || k == GK_ARG_A || k == GK_ARG_B ||
+         k == GK_ARG_LOGITS || k == GK_ARG_Q || k == GK_ARG_K || k == GK_ARG_V || is_index_kind(k);
+}
+// Upstream gradients backward reads.
+static bool is_upstream(int k) { return k == GK_ARG_DY || k == GK_ARG_DLOSS; }
+// Forward outputs whose values backward reads (saved for backward).
+static bool is_fwd_output(int k) { return k == GK_ARG_Y || k == GK_ARG_LSE || is_stat_kind(k); }
+static bool is_input(gk_direction dir, int k) {
+  if (dir == GK_FORWARD) return is_fwd_input(k);
+  return is_fwd_input(k) || is_upstream(k) || is_fwd_output(k);
+}
+// (input, its gradient) pairs for finite differences.
+static const int grad_pairs[][2] = {{GK_ARG_X, GK_ARG_DX}, {GK_ARG_WEIGHT, GK_ARG_DWEIGHT},
+                                    {GK_ARG_BIAS, GK_ARG_DBIAS}, {GK_ARG_A, GK_ARG_DA}, {GK_ARG_B, GK_ARG_DB},
+                                    {GK_ARG_LOGITS, GK_ARG_DLOGITS}, {GK_ARG_Q, GK_ARG_DQ},
+                                    {GK_ARG_K, GK_ARG_DK}, {GK_ARG_V, GK_ARG_DV}};
+// (forward output, its upstream gradient) pairs: the finite-difference loss
+// is sum(output * upstream).
+static const int out_pairs[][2] = {{GK_ARG_Y, GK_ARG_DY}, {GK_ARG_LOSS, GK_ARG_DLOSS}};
+
+static gk_dtype arg_dtype(const gk_op_desc *d, int k) {
+  if (is_stat_kind(k)) return d->dtype == GK_F64 ? GK_F64 : GK_F32;
+  if (is_index_kind(k)) return d->index_dtype;
+  return d->dtype;
+}
+
+// ---------------------------------------------------------------- argument sets
+
+typedef struct argset {
+  tbuf b[GK_ARG_COUNT_];
+  bool have[GK_ARG_COUNT_];
+} argset;
+
+static void argset_free(argset *s) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k]) tbuf_free(&s->b[k]);
+  memset(s, 0, sizeof *s);
+}
+
+static gk_status run_desc(const gk_op_desc *d, gk_backend be, const argset *s, size_t *ws_out) {
+  gk_op_desc dd = *d;
+  dd.backend = be;
+  gk_plan *plan;
+  gk_status st = gk_plan_create(&dd, &plan);
+  if (st != GK_SUCCESS) return st;
+  gk_arg args[GK_ARG_COUNT_];
+  int n = 0;
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k]) args[n++] = (gk_arg){(gk_arg_kind)k, s->b[k].t};
+  size_t ws = 0;
+  gk_plan_workspace_size(plan, &ws);
+  if (ws_out) *ws_out = ws;
+  void *w = ws_alloc(ws);
+  st = gk_plan_run(plan, args, n, w, ws);
+  free(w);
+  gk_plan_destroy(plan);
+  return st;
+}
+
+static double g_xscale = 1.0;      // magnitude of x-like inputs
+static double g_ignore_frac = 0.0; // fraction of targets set to ignore_index
+
+static void fill_input(const gk_op_desc *d, const gk_tensor *t, int k) {
+  int64_t n = gk_tensor_numel(t);
+  if (k == GK_ARG_X || k == GK_ARG_A || k == GK_ARG_LOGITS || k == GK_ARG_Q || k == GK_ARG_K)
+    tfill(t, -g_xscale, g_xscale);
+  else if (k == GK_ARG_TARGET) {
+    int64_t V = d->shape[d->rank - 1];
+    for (int64_t i = 0; i < n; i++)
+      tset(t, i, rng_uniform(0, 1) < g_ignore_frac ? (double)d->ce.ignore_index : (double)(rng_next() % (uint64_t)V));
+  } else if (k == GK_ARG_INDEX) {
+    for (int64_t i = 0; i < n; i++) tset(t, i, (double)(rng_next() % (uint64_t)d->embedding.num_embeddings));
+  } else tfill(t, -1, 1);
+}
+
+// Allocate the tensors of the plan for d in layout `lay` (statistics and
+// index tensors contiguous): inputs random, or copied from `from` (forward
+// inputs and outputs reused by backward); outputs left as canaries.
+static bool build(const gk_op_desc *d, layout lay, const argset *from, argset *s) {
+  memset(s, 0, sizeof *s);
+  gk_plan *plan;
+  if (gk_plan_create(d, &plan) != GK_SUCCESS) return false;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    int rank;
+    int64_t shape[GK_MAX_RANK];
+    gk_plan_arg_shape(plan, (gk_arg_kind)k, &rank, shape);
+    if (rank < 0) continue;
+    bool plain = is_stat_kind(k) || is_index_kind(k);
+    s->b[k] = tbuf_make(arg_dtype(d, k), rank, shape, plain ? CONTIGUOUS : lay);
+    s->have[k] = true;
+    if (!is_input(d->direction, k)) continue;
+    if (from && from->have[k]) tcopy_values(&s->b[k].t, &from->b[k].t);
+    else fill_input(d, &s->b[k].t, k);
+  }
+  gk_plan_destroy(plan);
+  return true;
+}
+
+static void clone_outputs(const gk_op_desc *d, const argset *s, layout lay, argset *out) {
+  *out = *s;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!s->have[k] || is_input(d->direction, k)) continue;
+    bool plain = is_stat_kind(k) || is_index_kind(k);
+    out->b[k] = tbuf_make(s->b[k].t.dtype, s->b[k].t.rank, s->b[k].t.shape, plain ? CONTIGUOUS : lay);
+  }
+}
+
+static void free_outputs(const gk_op_desc *d, argset *s) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k] && !is_input(d->direction, k)) tbuf_free(&s->b[k]);
+}
+
+// ---------------------------------------------------------------- reports
+
+// Largest relative error |cpu - ref| / max(|ref|, 1e-2) per op and dtype.
+static double worst_op[GK_OP_COUNT_][4];
+
+static double rel_err(const gk_tensor *got, const gk_tensor *want) {
+  int64_t n = gk_tensor_numel(want);
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double a = tget(got, i), b = tget(want, i);
+    if ((isnan(a) && isnan(b)) || (isinf(b) && a == b)) continue;
+    double r = fabs(a - b) / fmax(fabs(b), 1e-2);
+    if (!(r <= worst)) worst = r;
+  }
+  return worst;
+}
+
+static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n) {
+  char shape[128] = "";
+  for (int i = 0; i < d->rank; i++)
+    snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ",%lld" : "%lld", (long long)d->shape[i]);
+  snprintf(buf, n, "%s %s %s [%s] %s", gk_op_name(d->op), d->direction == GK_FORWARD ? "fwd" : "bwd",
+           gk_dtype_name(d->dtype), shape, layout_name[lay]);
+  return buf;
+}
+
+// Tolerance for comparing with the reference: the dtype's, widened for
+// sums of many f32 products (f16/bf16 results are rounded once at the end).
+static tol tol_for(const gk_op_desc *d, gk_dtype dt) {
+  tol t = tol_of(dt);
+  if (dt == GK_F32 && (d->op == GK_OP_LINEAR || d->op == GK_OP_MATMUL)) t.atol = 1e-4;
+  return t;
+}
+
+// ---------------------------------------------------------------- cpu vs ref
+
+static void compare_backends(const gk_op_desc *d, layout lay, const argset *s, argset *ref_out) {
+  char name[256];
+  describe(d, lay, name, sizeof name);
+  argset cpu;
+  clone_outputs(d, s, lay, ref_out);
+  clone_outputs(d, s, lay, &cpu);
+  gk_status a = run_desc(d, GK_BACKEND_REF, ref_out, NULL);
+  check(a == GK_SUCCESS, "%s: ref: %s", name, gk_last_error());
+  gk_status b = run_desc(d, GK_BACKEND_CPU, &cpu, NULL);
+  check(b == GK_SUCCESS, "%s: cpu: %s", name, gk_last_error());
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!s->have[k] || is_input(d->direction, k)) continue;
+    double r = tcompare(&cpu.b[k].t, &ref_out->b[k].t, tol_for(d, cpu.b[k].t.dtype), true);
+    check(r <= 1.0, "%s: output %s differs from ref by %.3g tolerances", name, gk_arg_name((gk_arg_kind)k), r);
+    double e = rel_err(&cpu.b[k].t, &ref_out->b[k].t);
+    if (e > worst_op[d->op][d->dtype]) worst_op[d->op][d->dtype] = e;
+    check(tbuf_canaries_intact(&cpu.b[k]) && tbuf_canaries_intact(&ref_out->b[k]),
+          "%s: bytes outside output %s were written", name, gk_arg_name((gk_arg_kind)k));
+  }
+  free_outputs(d, &cpu);
+}
+
+// Parameter gradients with accumulate = 1 add to what the outputs held.
+static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s, const argset *ref_out) {
+  static const int params[] = {GK_ARG_DWEIGHT, GK_ARG_DBIAS};
+  if (!s->have[GK_ARG_DWEIGHT] && !s->have[GK_ARG_DBIAS]) return;
+  char name[256];
+  describe(bwd, lay, name, sizeof name);
+  gk_op_desc acc = *bwd;
+  acc.accumulate = 1;
+  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+    argset o;
+    clone_outputs(bwd, s, lay, &o);
+    tbuf prior[2];
+    for (int p = 0; p < 2; p++) {
+      int k = params[p];
+      if (!o.have[k]) continue;
+      tfill(&o.b[k].t, -2, 2);
+      prior[p] = tbuf_make(GK_F64, o.b[k].t.rank, o.b[k].t.shape, CONTIGUOUS);
+      tcopy_values(&prior[p].t, &o.b[k].t);
+    }
+    check(run_desc(&acc, be, &o, NULL) == GK_SUCCESS, "%s accumulate %s: %s", name, gk_backend_name(be),
+          gk_last_error());
+    for (int p = 0; p < 2; p++) {
+      int k = params[p];
+      if (!o.have[k]) continue;
+      tbuf want = tbuf_make(GK_F64, o.b[k].t.rank, o.b[k].t.shape, CONTIGUOUS);
+      int64_t n = gk_tensor_numel(&want.t);
+      for (int64_t i = 0; i < n; i++) tset(&want.t, i, tget(&prior[p].t, i) + tget(&ref_out->b[k].t, i));
+      tol tl = tol_for(bwd, bwd->dtype);
+      tl.rtol *= 2;
+      tl.atol *= 2;
+      double r = tcompare(&o.b[k].t, &want.t, tl, false);
+      check(r <= 1.0, "%s accumulate %s: %s off by %.3g tolerances", name, gk_backend_name(be),
+            gk_arg_name((gk_arg_kind)k), r);
+      tbuf_free(&want);
+      tbuf_free(&prior[p]);
+    }
+    free_outputs(bwd, &o);
+  }
+}
+
+static int count_configs;
+
+// Forward then backward of one configuration in one layout.
+static void test_config(const gk_op_desc *fwd, layout lay) {
+  gk_op_desc bwd = *fwd;
+  bwd.direction = GK_BACKWARD;
+  argset fin, fref, bin, bref;
+  if (!build(fwd, lay, NULL, &fin)) {
+    check(false, "%s: plan: %s", gk_op_name(fwd->op), gk_last_error());
+    return;
+  }
+  count_configs++;
+  compare_backends(fwd, lay, &fin, &fref);
+  // Backward: forward's inputs, the reference's saved outputs, random upstream.
+  argset saved = fin;
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (fref.have[k] && is_fwd_output(k)) saved.b[k] = fref.b[k], saved.have[k] = true;
+  build(&bwd, lay, &saved, &bin);
+  compare_backends(&bwd, lay, &bin, &bref);
+  check_accumulate(&bwd, lay, &bin, &bref);
+  free_outputs(&bwd, &bref);
+  free_outputs(fwd, &fref);
+  argset_free(&bin);
+  argset_free(&fin);
+}
+
+static void test_all_layouts(const gk_op_desc *d) {
+  for (layout lay = CONTIGUOUS; lay < LAYOUT_COUNT; lay++)
+    if (!SANITIZED || lay != TRANSPOSED) test_config(d, lay);
+}
+
+static void test_all_dtypes(gk_op_desc d) {
+  for (size_t t = 0; t < 4; t++) {
+    d.dtype = dtypes[t];
+    test_all_layouts(&d);
+  }
+}
+
+// ---------------------------------------------------------------- finite differences
+
+static double worst_fd;
+static int fd_cases;
+
+// L = sum(output * upstream) over forward's outputs; each differentiable
+// input element's central difference against backward's gradient (f64).
+static void fd_check(gk_op_desc fwd, gk_backend be) {
+  fwd.dtype = GK_F64;
+  gk_op_desc bwd = fwd;
+  bwd.direction = GK_BACKWARD;
+  argset f, b;
+  build(&fwd, CONTIGUOUS, NULL, &f);
+  check(run_desc(&fwd, be, &f, NULL) == GK_SUCCESS, "fd %s forward: %s", gk_op_name(fwd.op), gk_last_error());
+  build(&bwd, CONTIGUOUS, &f, &b);
+  check(run_desc(&bwd, be, &b, NULL) == GK_SUCCESS, "fd %s backward: %s", gk_op_name(fwd.op), gk_last_error());
+  double worst = 0, h = 1e-5;
+  for (size_t p = 0; p < sizeof grad_pairs / sizeof *grad_pairs; p++) {
+    int in = grad_pairs[p][0], grad = grad_pairs[p][1];
+    if (!f.have[in] || !b.have[grad]) continue;
+    const gk_tensor *t = &f.b[in].t;
+    int64_t n = gk_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+      double x0 = tget(t, i), loss[2];
+      for (int side = 0; side < 2; side++) {
+        tset(t, i, x0 + (side ? -h : h));
+        run_desc(&fwd, be, &f, NULL);
+        loss[side] = 0;
+        for (size_t q = 0; q < sizeof out_pairs / sizeof *out_pairs; q++) {
+          int o = out_pairs[q][0], u = out_pairs[q][1];
+          if (!f.have[o]) continue;
+          int64_t no = gk_tensor_numel(&f.b[o].t);
+          for (int64_t j = 0; j < no; j++) loss[side] += tget(&f.b[o].t, j) * tget(&b.b[u].t, j);
+        }
+      }
+      tset(t, i, x0);
+      double numeric = (loss[0] - loss[1]) / (2 * h), analytic = tget(&b.b[grad].t, i);
+      double rel = fabs(numeric - analytic) / fmax(fmax(fabs(numeric), fabs(analytic)), 1e-3);
+      if (rel > worst) worst = rel;
+    }
+  }
+  argset_free(&b);
+  argset_free(&f);
+  fd_cases++;
+  if (worst > worst_fd) worst_fd = worst;
+  check(worst <= FD_MAX_REL_ERR, "finite differences %s (%s): max rel err %.3g", gk_op_name(fwd.op),
+        gk_backend_name(be), worst);
+}
+
+static void fd_both(gk_op_desc d) {
+  fd_check(d, GK_BACKEND_REF);
+  fd_check(d, GK_BACKEND_CPU);
+}
+
+// ---------------------------------------------------------------- threads
+
+// The CPU kernel gives the same bits with 1, 2 and 3 threads.
+static void test_threads(gk_op_desc fwd) {
+  gk_op_desc bwd = fwd;
+  bwd.direction = GK_BACKWARD;
+  const gk_op_desc *ds[2] = {&fwd, &bwd};
+  argset f;
+  build(&fwd, CONTIGUOUS, NULL, &f);
+  run_desc(&fwd, GK_BACKEND_CPU, &f, NULL);
+  for (int dir = 0; dir < 2; dir++) {
+    const gk_op_desc *d = ds[dir];
+    argset in;
+    if (dir == 0) in = f;
+    else build(d, CONTIGUOUS, &f, &in);
+    argset runs[3];
+    for (int t = 0; t < 3; t++) {
+      gk_set_num_threads(t + 1);
+      clone_outputs(d, &in, CONTIGUOUS, &runs[t]);
+      check(run_desc(d, GK_BACKEND_CPU, &runs[t], NULL) == GK_SUCCESS, "threads %d: %s", t + 1, gk_last_error());
+    }
+    char name[256];
+    describe(d, CONTIGUOUS, name, sizeof name);
+    for (int k = 0; k < GK_ARG_COUNT_; k++) {
+      if (!in.have[k] || is_input(d->direction, k)) continue;
+      for (int t = 1; t < 3; t++)
+        check(tbits_equal(&runs[0].b[k].t, &runs[t].b[k].t), "%s: output %s with %d threads differs from 1 thread",
+              name, gk_arg_name((gk_arg_kind)k), t + 1);
+    }
+    for (int t = 0; t < 3; t++) free_outputs(d, &runs[t]);
+    if (dir == 1) argset_free(&in);
+  }
+  argset_free(&f);
+  gk_set_num_threads(2);
+}
+
+// ---------------------------------------------------------------- configurations
+
+static gk_op_desc make(gk_op op, int rank, const int64_t *shape) {
+  gk_op_desc d;
+  gk_op_desc_init(&d, op, GK_FORWARD, GK_F32, rank, shape);
+  return d;
+}
+
+static void test_linear(void) {
+  static const struct { int rank; int64_t shape[4]; int64_t n; int bias; } cases[] = {
+      {2, {5, 7}, 3, 1}, {3, {2, 3, 33}, 40, 1}, {1, {17}, 9, 0}, {2, {1, 1}, 1, 1},
+      {2, {203, 70}, 45, 1}, {2, {13, 300}, 37, 0}, {2, {4, 0}, 3, 1}, {2, {0, 5}, 3, 1}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    gk_op_desc d = make(GK_OP_LINEAR, cases[c].rank, cases[c].shape);
+    d.linear.out_features = cases[c].n;
+    d.linear.has_bias = cases[c].bias;
+    test_all_dtypes(d);
+  }
+  int64_t fd[3] = {2, 3, 5};
+  gk_op_desc d = make(GK_OP_LINEAR, 3, fd);
+  d.linear.out_features = 4;
+  fd_both(d);
+  int64_t big[2] = {100, 300};
+  d = make(GK_OP_LINEAR, 2, big);
+  d.linear.out_features = 260;
+  for (size_t t = 0; t < thread_dtypes; t++) {
+    d.dtype = dtypes[t];
+    test_threads(d);
+  }
+}
+
+static void test_matmul(void) {
+  static const struct { int rank; int64_t shape[4]; int64_t n; int ta, tb, shared; } cases[] = {
+      {2, {5, 7}, 3, 0, 0, 0},     {3, {2, 6, 9}, 11, 1, 0, 0}, {3, {3, 5, 4}, 6, 0, 1, 0},
+      {4, {2, 2, 7, 5}, 4, 1, 1, 0}, {3, {4, 3, 8}, 5, 0, 0, 1}, {3, {2, 40, 70}, 33, 1, 1, 1},
+      {2, {1, 1}, 1, 0, 0, 0},     {3, {2, 0, 3}, 4, 0, 0, 0},  {3, {2, 70, 140}, 50, 0, 1, 0}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    gk_op_desc d = make(GK_OP_MATMUL, cases[c].rank, cases[c].shape);
+    d.matmul.n = cases[c].n;
+    d.matmul.trans_a = cases[c].ta;
+    d.matmul.trans_b = cases[c].tb;
+    d.matmul.shared_b = cases[c].shared;
+    test_all_dtypes(d);
+  }
+  for (int v = 0; v < 4; v++) {
+    int64_t fd[3] = {2, 3, 4};
+    gk_op_desc d = make(GK_OP_MATMUL, 3, fd);
+    d.matmul.n = 5;
+    d.matmul.trans_a = v & 1;
+    d.matmul.trans_b = v >> 1;
+    d.matmul.shared_b = v == 3;
+    fd_both(d);
+  }
+  int64_t big[3] = {3, 70, 270};
+  gk_op_desc d = make(GK_OP_MATMUL, 3, big);
+  d.matmul.n = 100;
+  d.matmul.shared_b = 1;
+  for (size_t t = 0; t < thread_dtypes; t++) {
+    d.dtype = dtypes[t];
+    test_threads(d);
+  }
+}
+
+// The output written over an input (the very same view) gives the same bits
+// as the out-of-place run, on both backends.
+static void test_in_place(const gk_op_desc *d, int out, int in) {
+  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+    argset s;
+    build(d, CONTIGUOUS, NULL, &s);
+    if (d->direction == GK_BACKWARD && s.have[GK_ARG_Y]) {
+      // a plausible saved y: the forward of x = the random values
+      gk_op_desc f = *d;
+      f.direction = GK_FORWARD;
+      argset fs;
+      build(&f, CONTIGUOUS, NULL, &fs);
+      run_desc(&f, GK_BACKEND_REF, &fs, NULL);
+      tcopy_values(&s.b[GK_ARG_Y].t, &fs.b[GK_ARG_Y].t);
+      argset_free(&fs);
+    }
+    check(run_desc(d, be, &s, NULL) == GK_SUCCESS, "%s in place: %s", gk_op_name(d->op), gk_last_error());
+    argset inplace = s;
+    inplace.b[out] = inplace.b[in];
+    tbuf keep = s.b[in];
+    s.b[in] = tbuf_make(keep.t.dtype, keep.t.rank, keep.t.shape, CONTIGUOUS);
+    tcopy_values(&s.b[in].t, &keep.t);  // the input's values, kept for after
+    check(run_desc(d, be, &inplace, NULL) == GK_SUCCESS, "%s in place: %s", gk_op_name(d->op), gk_last_error());
+    check(tbits_equal(&keep.t, &s.b[out].t), "%s %s %s %s written over %s differs from out of place",
+          gk_op_name(d->op), d->direction ? "bwd" : "fwd", gk_dtype_name(d->dtype), gk_arg_name((gk_arg_kind)out),
+          gk_arg_name((gk_arg_kind)in));
+    tbuf_free(&keep);
+    argset_free(&s);
+  }
+}
+
+static void test_softmax(void) {
+  static const struct { int rank; int64_t shape[4]; int dim; } cases[] = {
+      {1, {7}, 0}, {2, {5, 17}, -1}, {2, {5, 17}, 0}, {3, {3, 2, 1030}, 2}, {3, {4, 33, 5}, 1},
+      {2, {3, 1}, 1}, {3, {2, 0, 3}, 2}, {3, {2, 3, 0}, 2}};
+  for (gk_op op = GK_OP_SOFTMAX; op <= GK_OP_LOG_SOFTMAX; op++) {
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+      gk_op_desc d = make(op, cases[c].rank, cases[c].shape);
+      d.softmax.dim = cases[c].dim;
+      g_xscale = 3;
+      test_all_dtypes(d);
+      if (c == 1 || c == 3) {
+        g_xscale = 1e4;  // logits of +-1e4: exp of x - max, never of x
+        test_all_dtypes(d);
+      }
+    }
+    g_xscale = 3;
+    for (int dim = 0; dim < 2; dim++) {
+      int64_t fd[3] = {2, 3, 5};
+      gk_op_desc d = make(op, 3, fd);
+      d.softmax.dim = dim;
+      fd_both(d);
+    }
+    int64_t big[2] = {200, 300};
+    gk_op_desc d = make(op, 2, big);
+    for (size_t t = 0; t < 4; t++) {
+      d.dtype = dtypes[t];
+      test_threads(d);
+      d.direction = GK_FORWARD;
+      test_in_place(&d, GK_ARG_Y, GK_ARG_X);
+      d.direction = GK_BACKWARD;
+      test_in_place(&d, GK_ARG_DX, GK_ARG_DY);
+      test_in_place(&d, GK_ARG_DX, GK_ARG_Y);
+      d.direction = GK_FORWARD;
+    }
+  }
+  g_xscale = 1;
+}
+
+static void test_cross_entropy(void) {
+  static const struct { int rank; int64_t shape[4]; } shapes[] = {
+      {2, {5, 7}}, {3, {2, 3, 17}}, {2, {3, 1030}}, {1, {9}}, {2, {4, 1}}, {2, {0, 5}}};
+  for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++)
+    for (int v = 0; v < 8; v++) {
+      gk_op_desc d = make(GK_OP_CROSS_ENTROPY, shapes[c].rank, shapes[c].shape);
+      d.index_dtype = v & 1 ? GK_I32 : GK_I64;
+      d.ce.reduction = v & 2 ? GK_REDUCTION_SUM : GK_REDUCTION_MEAN;
+      d.ce.label_smoothing = v & 4 ? 0.1 : 0.0;
+      d.ce.fused_grad = (v + (int)c) & 1;
+      d.ce.grad_scale = 0.5;
+      d.ce.ignore_index = v < 4 ? -100 : 3;
+      g_ignore_frac = v == 5 ? 1.0 : 0.3;  // v = 5: every target ignored
+      g_xscale = v == 6 ? 1e4 : 3;          // v = 6: logits of +-1e4
+      test_all_dtypes(d);
+    }
+  g_xscale = 3;
+  g_ignore_frac = 0.3;
+  for (int v = 0; v < 4; v++) {
+    int64_t fd[3] = {2, 3, 6};
+    gk_op_desc d = make(GK_OP_CROSS_ENTROPY, 3, fd);
+    d.ce.reduction = v & 1 ? GK_REDUCTION_SUM : GK_REDUCTION_MEAN;
+    d.ce.label_smoothing = v & 2 ? 0.2 : 0.0;
+    fd_both(d);
+  }
+  int64_t big[2] = {300, 515};
+  gk_op_desc d = make(GK_OP_CROSS_ENTROPY, 2, big);
+  d.ce.label_smoothing = 0.1;
+  d.ce.fused_grad = 1;
+  for (size_t t = 0; t < 4; t++) {
+    d.dtype = dtypes[t];
+    d.direction = GK_FORWARD;
+    test_threads(d);
+    test_in_place(&d, GK_ARG_DLOGITS, GK_ARG_LOGITS);
+    d.direction = GK_BACKWARD;
+    test_in_place(&d, GK_ARG_DLOGITS, GK_ARG_LOGITS);
+  }
+  g_xscale = 1;
+  g_ignore_frac = 0;
+}
+
+static void test_embedding(void) {
+  static const struct { int rank; int64_t shape[4]; int64_t V, D, pad; } cases[] = {
+      {2, {3, 5}, 7, 6, -1}, {1, {40}, 5, 9, 2}, {2, {2, 20}, 50, 1030, 0}, {0, {0}, 3, 4, 1},
+      {1, {0}, 3, 4, -1},    {3, {2, 2, 3}, 1, 3, -1}, {1, {6}, 4, 0, -1}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+    for (int it = 0; it < 2; it++) {
+      gk_op_desc d = make(GK_OP_EMBEDDING, cases[c].rank, cases[c].shape);
+      d.embedding.num_embeddings = cases[c].V;
+      d.embedding.dim = cases[c].D;
+      d.embedding.padding_idx = cases[c].pad;
+      d.index_dtype = it ? GK_I32 : GK_I64;
+      test_all_dtypes(d);
+    }
+  int64_t fd[2] = {3, 4};
+  gk_op_desc d = make(GK_OP_EMBEDDING, 2, fd);
+  d.embedding.num_embeddings = 5;
+  d.embedding.dim = 3;
+  fd_both(d);  // no padding_idx: its row has no gradient, unlike the finite difference
+  int64_t big[1] = {3000};
+  d = make(GK_OP_EMBEDDING, 1, big);
+  d.embedding.num_embeddings = 300;
+  d.embedding.dim = 200;
+  d.embedding.padding_idx = 0;
+  for (size_t t = 0; t < thread_dtypes; t++) {
+    d.dtype = dtypes[t];
+    test_threads(d);
+  }
+}
+
+static void test_rope(void) {
+  static const struct { int64_t shape[4]; } shapes[] = {
+      {{2, 5, 3, 8}}, {{1, 1, 1, 2}}, {{1, 3, 2, 6}}, {{2, 17, 2, 64}}, {{1, 2, 2, 0}}, {{1, 1, 4, 600}}};
+  for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++)
+    for (int v = 0; v < 4; v++) {
+      gk_op_desc d = make(GK_OP_ROPE, 4, shapes[c].shape);
+      d.rope.layout = v & 1 ? GK_ROPE_BHTD : GK_ROPE_BTHD;
+      d.rope.pairing = v & 2 ? GK_ROPE_INTERLEAVED : GK_ROPE_HALF;
+      d.rope.offset = (int64_t)c * 7;
+      d.rope.theta = c & 1 ? 500000.0 : 10000.0;
+      test_all_dtypes(d);
+    }
+  for (int v = 0; v < 4; v++) {
+    int64_t fd[4] = {1, 3, 2, 6};
+    gk_op_desc d = make(GK_OP_ROPE, 4, fd);
+    d.rope.layout = v & 1 ? GK_ROPE_BHTD : GK_ROPE_BTHD;
+    d.rope.pairing = v & 2 ? GK_ROPE_INTERLEAVED : GK_ROPE_HALF;
+    d.rope.offset = 5;
+    fd_both(d);
+  }
+  int64_t big[4] = {2, 100, 4, 128};
+  gk_op_desc d = make(GK_OP_ROPE, 4, big);
+  d.rope.offset = 1000;
+  for (size_t t = 0; t < 4; t++) {
+    d.dtype = dtypes[t];
+    d.direction = GK_FORWARD;
+    if (t < thread_dtypes) test_threads(d);
+    test_in_place(&d, GK_ARG_Y, GK_ARG_X);
+    d.direction = GK_BACKWARD;
+    test_in_place(&d, GK_ARG_DX, GK_ARG_DY);
+  }
+}
+
+static gk_op_desc attention(int64_t B, int64_t H, int64_t T, int64_t Dh, int64_t Hkv, int causal) {
+  int64_t q[4] = {B, H, T, Dh};
+  gk_op_desc d = make(GK_OP_ATTENTION, 4, q);
+  d.attn.kv_heads = Hkv;
+  d.attn.causal = causal;
+  return d;
+}
+
+// A long sequence: forward and backward run at T (with finite gradients);
+// the workspace for T = 8192 is far below T^2 floats.
+static void test_attention_long(int64_t T) {
+  gk_op_desc d = attention(1, 1, 8192, 16, 1, 1);
+  size_t ws[2];
+  for (int dir = 0; dir < 2; dir++) {
+    gk_plan *p;
+    d.direction = (gk_direction)dir;
+    check(gk_plan_create(&d, &p) == GK_SUCCESS, "attention T=8192: %s", gk_last_error());
+    gk_plan_workspace_size(p, &ws[dir]);
+    gk_plan_destroy(p);
+  }
+  double limit = 8192.0 * 8192 * 4 / 16;
+  check((double)ws[0] < limit && (double)ws[1] < limit,
+        "attention T=8192: workspace %zu / %zu bytes, not < T*T*4/16 = %.0f", ws[0], ws[1], limit);
+  printf("attention T=8192 Dh=16: workspace forward %zu, backward %zu bytes (T*T*4 = %.0f)\n", ws[0], ws[1],
+         8192.0 * 8192 * 4);
+  d = attention(1, 1, T, 16, 1, 1);
+  argset f, b;
+  build(&d, CONTIGUOUS, NULL, &f);
+  check(run_desc(&d, GK_BACKEND_CPU, &f, NULL) == GK_SUCCESS, "attention T=%lld forward: %s", (long long)T,
+        gk_last_error());
+  d.direction = GK_BACKWARD;
+  build(&d, CONTIGUOUS, &f, &b);
+  check(run_desc(&d, GK_BACKEND_CPU, &b, NULL) == GK_SUCCESS, "attention T=%lld backward: %s", (long long)T,
+        gk_last_error());
+  bool finite = true;
+  for (int k = GK_ARG_DQ; k <= GK_ARG_DV; k++)
+    for (int64_t i = 0; i < gk_tensor_numel(&b.b[k].t); i += 97) finite &= isfinite(tget(&b.b[k].t, i));
+  check(finite, "attention T=%lld: gradients not finite", (long long)T);
+  argset_free(&b);
+  argset_free(&f);
+}
+
+static void test_attention(void) {
+  static const struct { int64_t B, H, T, Dh, Hkv; } cases[] = {
+      {1, 1, 1, 4, 1}, {2, 2, 5, 8, 2}, {1, 4, 50, 16, 2}, {1, 2, 97, 20, 1}, {2, 3, 13, 64, 3}, {1, 1, 0, 4, 1}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+    for (int causal = 0; causal < 2; causal++) {
+      gk_op_desc d = attention(cases[c].B, cases[c].H, cases[c].T, cases[c].Dh, cases[c].Hkv, causal);
+      if (c == 2) d.attn.scale = 0.3;
+      g_xscale = 2;
+      test_all_dtypes(d);
+    }
+  // several query and key blocks, in f32 and f64 (causal only when sanitized)
+  for (int causal = SANITIZED; causal < 2; causal++) {
+    gk_op_desc d = attention(1, 2, 450, 12, 1, causal);
+    d.dtype = GK_F32;
+    test_config(&d, CONTIGUOUS);
+    d.dtype = GK_F64;
+    test_config(&d, STRIDED);
+  }
+  for (int v = 0; v < 3; v++) {
+    gk_op_desc d = attention(1, 2, 5, 3, v == 2 ? 1 : 2, v != 1);
+    fd_both(d);
+  }
+  gk_op_desc d = attention(1, 4, 250, 16, 2, 1);
+  for (size_t t = 0; t < thread_dtypes; t++) {
+    d.dtype = dtypes[t];
+    test_threads(d);
+  }
+  g_xscale = 1;
+  test_attention_long(SANITIZED ? 1024 : 8192);
+}
+
+static gk_op_desc binary(gk_op op, int ra, const int64_t *sa, int rb, const int64_t *sb) {
+  gk_op_desc d = make(op, ra, sa);
+  d.binary.b_rank = rb;
+  for (int i = 0; i < rb; i++) d.binary.b_shape[i] = sb[i];
+  return d;
+}
+
+static void test_binary(void) {
+  static const struct { int ra; int64_t a[4]; int rb; int64_t b[4]; } cases[] = {
+      {2, {3, 4}, 2, {3, 4}}, {3, {2, 3, 4}, 1, {4}},    {3, {2, 3, 4}, 2, {3, 1}}, {1, {4}, 3, {2, 3, 4}},
+      {3, {2, 1, 4}, 3, {1, 3, 1}}, {1, {5}, 0, {0}}, {0, {0}, 0, {0}},    {3, {2, 0, 3}, 1, {3}},
+      {2, {3, 1}, 2, {3, 0}}, {2, {40, 700}, 1, {700}}, {2, {600, 3}, 2, {600, 1}}};
+  for (gk_op op = GK_OP_ADD; op <= GK_OP_MUL; op++)
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+      gk_op_desc d = binary(op, cases[c].ra, cases[c].a, cases[c].rb, cases[c].b);
+      d.binary.alpha = c & 1 ? -0.5 : 1.0;
+      test_all_dtypes(d);
+    }
+  for (gk_op op = GK_OP_ADD; op <= GK_OP_MUL; op++)
+    for (size_t c = 1; c < 5; c++) {
+      gk_op_desc d = binary(op, cases[c].ra, cases[c].a, cases[c].rb, cases[c].b);
+      d.binary.alpha = 0.7;
+      fd_both(d);
+    }
+  int64_t big[3] = {50, 30, 400}, bias[1] = {400}, small[3] = {5, 6, 40};
+  for (gk_op op = GK_OP_ADD; op <= GK_OP_MUL; op++) {
+    gk_op_desc d = binary(op, 3, big, 1, bias);
+    for (size_t t = 0; t < 4; t++) {
+      d.dtype = dtypes[t];
+      if (t < thread_dtypes) test_threads(d);
+      gk_op_desc same = binary(op, 3, small, 3, small);
+      same.dtype = dtypes[t];
+      test_in_place(&same, GK_ARG_Y, GK_ARG_A);
+      test_in_place(&same, GK_ARG_Y, GK_ARG_B);
+    }
+  }
+}
+
+int main(void) {
+  gk_set_num_threads(2);
+  test_binary();
+  test_attention();
+  test_rope();
+  test_embedding();
+  test_linear();
+  test_matmul();
+  test_softmax();
+  test_cross_entropy();
+  printf("configurations: %d (x fwd/bwd x backends); finite-difference cases: %d, worst rel err %.3g\n",
+         count_configs, fd_cases, worst_fd);
+  printf("largest relative error, cpu vs ref (|cpu - ref| / max(|ref|, 1e-2)):\n");
+  for (int op = 0; op < GK_OP_COUNT_; op++) {
+    double any = 0;
+    for (int t = 0; t < 4; t++) any += worst_op[op][t];
+    if (any == 0) continue;
+    printf("  %-14s f32 %.3g  f64 %.3g  f16 %.3g  bf16 %.3g\n", gk_op_name((gk_op)op), worst_op[op][GK_F32],
+           worst_op[op][GK_F64], worst_op[op][GK_F16], worst_op[op][GK_BF16]);
+  }
+  return finish("test_transformer");
+}
