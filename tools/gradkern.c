@@ -2,6 +2,7 @@
 //   gradkern info [--json]   every op x direction x dtype x backend: the
 //                            kernel selected and its precision guarantee
 #include "gradkern.h"
+#include "train.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,8 @@ static const char *usage =
     "usage: gradkern <command> [options]\n"
     "\n"
     "commands:\n"
+    "  train [options] train a Mamba or LLaMA language model (gradkern train --help);\n"
+    "                  with no options: a small Mamba on the selective-copying task\n"
     "  info [--json]   list every op x direction x dtype x backend with the kernel\n"
     "                  it selects and its precision guarantee (table, or JSON)\n"
     "  help            show this message\n";
@@ -96,6 +99,7 @@ int main(int argc, char **argv) {
     fputs(usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  if (!strcmp(argv[1], "train")) return gk_cmd_train(argc - 2, argv + 2);
   if (!strcmp(argv[1], "info")) {
     int json = 0;
     for (int i = 2; i < argc; i++) {

@@ -314,6 +314,56 @@ static bool ranges_overlap(byte_range a, byte_range b) {
   return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi;
 }
 
+// Whether two views with the same dtype, shape and strides, their data d
+// elements apart, share no element: no two index vectors i, j have
+// off(i) - off(j) = d, i.e. no d_k in [-(n_k - 1), n_k - 1] with
+// sum_k d_k s_k = d. Searched from the largest |stride| down, keeping the
+// rest reachable by the smaller dims; interleaved views (the columns of one
+// buffer cut into two tensors) are told apart this way, which the byte
+// ranges cannot. Gives up (answers "not shown disjoint") past a step budget.
+static bool offsets_unreachable(int64_t d, const int64_t *n, const int64_t *st, const int64_t *span, int k,
+                                int *budget) {
+  if (--*budget < 0) return false;
+  if (k < 0) return d != 0;
+  // d - x s_k must lie within +-span[k] (what the smaller dims reach).
+  int64_t lo = d - span[k], hi = d + span[k];
+  int64_t xlo = lo >= 0 ? (lo + st[k] - 1) / st[k] : -((-lo) / st[k]);
+  int64_t xhi = hi >= 0 ? hi / st[k] : -((-hi + st[k] - 1) / st[k]);
+  if (xlo < -(n[k] - 1)) xlo = -(n[k] - 1);
+  if (xhi > n[k] - 1) xhi = n[k] - 1;
+  for (int64_t x = xlo; x <= xhi; x++)
+    if (!offsets_unreachable(d - x * st[k], n, st, span, k - 1, budget)) return false;
+  return true;
+}
+
+static bool views_disjoint(const gk_tensor *a, const gk_tensor *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  int64_t es = (int64_t)gk_dtype_size(a->dtype), bytes = (int64_t)((intptr_t)b->data - (intptr_t)a->data);
+  if (bytes % es != 0) return false;
+  int64_t n[GK_MAX_RANK], st[GK_MAX_RANK], span[GK_MAX_RANK];
+  int m = 0;
+  for (int i = 0; i < a->rank; i++) {
+    if (a->shape[i] != b->shape[i] || (a->shape[i] > 1 && a->strides[i] != b->strides[i])) return false;
+    if (a->shape[i] <= 1 || a->strides[i] == 0) continue;
+    int64_t s1 = a->strides[i] < 0 ? -a->strides[i] : a->strides[i];
+    int j = m++;
+    while (j > 0 && st[j - 1] > s1) {
+      st[j] = st[j - 1];
+      n[j] = n[j - 1];
+      j--;
+    }
+    st[j] = s1;
+    n[j] = a->shape[i];
+  }
+  int64_t acc = 0;
+  for (int k = 0; k < m; k++) {
+    span[k] = acc;
+    acc += (n[k] - 1) * st[k];
+  }
+  int budget = 4096;
+  return offsets_unreachable(bytes / es, n, st, span, m - 1, &budget);
+}
+
 static bool same_view(const gk_tensor *a, const gk_tensor *b) {
   if (a->data != b->data || a->dtype != b->dtype || a->rank != b->rank) return false;
   for (int i = 0; i < a->rank; i++)
@@ -417,7 +467,7 @@ static gk_status collect_args(const gk_plan *plan, const gk_arg *args, int nargs
     for (int k = 0; k < GK_ARG_COUNT_; k++) {
       if (k == o || !by_kind[k]) continue;
       if (plan->args[k].is_output && k < o) continue;  // pair already checked
-      if (!ranges_overlap(ro, tensor_range(by_kind[k]))) continue;
+      if (!ranges_overlap(ro, tensor_range(by_kind[k])) || views_disjoint(by_kind[o], by_kind[k])) continue;
       if ((plan->args[o].alias_ok >> k & 1u) && same_view(by_kind[o], by_kind[k])) continue;
       return gk_fail(GK_ERR_ALIASING, "%s: output '%s' overlaps %s '%s'%s", op, gk_arg_name((gk_arg_kind)o),
                      plan->args[k].is_output ? "output" : "input", gk_arg_name((gk_arg_kind)k),

@@ -1,0 +1,390 @@
+// The Mamba blocks of the Mamba LM (Gu and Dao, 2023), on the plan API.
+// Sizes: B batch, T steps, D d_model, E = expand D, N d_state, R dt_rank,
+// W conv width; rows = B T. One block, pre-norm and residual:
+//
+//   hn = rmsnorm(h) w                        (B, T, D)
+//   x | z = hn Win^T                         (B, T, 2E)   in_proj
+//   xc = silu(conv1d_causal(x) + cb)         (B, T, E)    depthwise, width W
+//   dt_in | Bt | Ct = xc Wx^T                (B, T, R + 2N)  x_proj
+//   dt = dt_in Wdt^T                         (B, T, E)    dt_proj (its bias is
+//                                                          the scan's delta_bias)
+//   y = selective_scan(u = xc, delta = dt, A = -exp(A_log), Bt, Ct, Dskip,
+//                      z, delta_bias, softplus)            (B, E, T) viewed (B, T, E)
+//   h' = h + y Wout^T                        (B, T, D)    out_proj
+//
+// With selection off (the paper's time-invariant ablation) there is no
+// x_proj or dt_proj: B and C are parameters (E, N) shared by every step and
+// delta is 0, so the step size is softplus(delta_bias), a parameter too.
+//
+// Every view between ops is a strided tensor: x, z and the scan's (B, E, T)
+// operands are read in place from the (B, T, .) buffers, no copies.
+#include "layers.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct layer_bufs {
+  float *h_out;            // (B, T, D): the residual after this block
+  float *hn, *rstd;        // (B, T, D), (B T)
+  float *xz;               // (B, T, 2E)
+  float *xc;               // (B, T, E)
+  float *dbl, *dt;         // (B, T, R + 2N), (B, T, E); selection only
+  float *A;                // (E, N) = -exp(A_log)
+  float *y;                // (B, T, E)
+  float *chunks;           // (B, E, nchunks, N): the scan's saved states
+} layer_bufs;
+
+typedef struct mamba_state {
+  gk_plan *norm[2], *in[2], *conv[2], *xproj[2], *dtproj[2], *scan[2], *out[2], *add_d, *add_e;
+  layer_bufs *layer;       // n_layers
+  const float *h0;         // the first residual (model.c's embedding output)
+  float *o, *zeros;        // (B, T, D) block output; (B, T, E) delta without selection
+  // Backward scratch, shared by the layers.
+  float *dys, *du, *ddt, *ddbl, *dxc, *dxz, *dhn, *dtmp, *dA;
+} mamba_state;
+
+static int64_t nchunks(int64_t T) { return (T + 63) / 64; }
+
+static void pname(char *buf, size_t n, int l, const char *what) { snprintf(buf, n, "layers.%d.%s", l, what); }
+
+static const gk_param *lp(const gk_model *m, int l, const char *what) {
+  char name[48];
+  pname(name, sizeof name, l, what);
+  return gk_model_param(m, name);
+}
+
+gk_status gk_mamba_declare(gk_model *m) {
+  const gk_model_config *c = &m->cfg;
+  int64_t D = c->d_model, E = (int64_t)c->expand * D, N = c->d_state, R = c->dt_rank, W = c->d_conv;
+  gk_status s = GK_SUCCESS;
+  char name[48];
+#define ADD(what, rank, d0, d1, decay)                                   \
+  do {                                                                   \
+    pname(name, sizeof name, l, what);                                   \
+    if (s == GK_SUCCESS) s = gk_model_add_param(m, name, rank, d0, d1, decay); \
+  } while (0)
+  for (int l = 0; l < c->n_layers; l++) {
+    ADD("norm", 1, D, 1, false);
+    ADD("in_proj", 2, 2 * E, D, true);
+    ADD("conv_w", 2, E, W, true);
+    ADD("conv_b", 1, E, 1, false);
+    if (c->selection) {
+      ADD("x_proj", 2, R + 2 * N, E, true);
+      ADD("dt_proj", 2, E, R, true);
+    } else {
+      ADD("B", 2, E, N, false);
+      ADD("C", 2, E, N, false);
+    }
+    ADD("dt_bias", 1, E, 1, false);
+    ADD("A_log", 2, E, N, false);
+    ADD("D", 1, E, 1, false);
+    ADD("out_proj", 2, D, E, true);
+  }
+#undef ADD
+  return s;
+}
+
+static void fill_uniform(gk_rng *g, float *p, int64_t n, double bound) {
+  for (int64_t i = 0; i < n; i++) p[i] = (float)((2 * gk_rng_uniform(g) - 1) * bound);
+}
+
+// As mamba-ssm's reference code: linear layers uniform in +-1/sqrt(fan_in)
+// (torch's default), out_proj further divided by sqrt(n_layers); dt_proj's
+// weight uniform in +-1/sqrt(R); dt drawn log-uniformly in [1e-3, 1e-1]
+// and stored through the inverse softplus as dt_bias; A = -(1..N) through
+// A_log; D = 1; the conv uniform in +-1/sqrt(W); norms 1; the embedding
+// normal(0, 0.02).
+void gk_mamba_init_weights(gk_model *m, uint64_t seed) {
+  const gk_model_config *c = &m->cfg;
+  int64_t D = c->d_model, E = (int64_t)c->expand * D, N = c->d_state, R = c->dt_rank, W = c->d_conv;
+  gk_rng g;
+  gk_rng_seed(&g, seed);
+  const gk_param *emb = gk_model_param(m, "embedding");
+  for (int64_t i = 0; i < emb->numel; i++) m->w[emb->offset + i] = (float)(0.02 * gk_rng_normal(&g));
+  const gk_param *nf = gk_model_param(m, "norm_f");
+  for (int64_t i = 0; i < D; i++) m->w[nf->offset + i] = 1;
+  for (int l = 0; l < c->n_layers; l++) {
+    float *norm = m->w + lp(m, l, "norm")->offset;
+    for (int64_t i = 0; i < D; i++) norm[i] = 1;
+    fill_uniform(&g, m->w + lp(m, l, "in_proj")->offset, 2 * E * D, 1 / sqrt((double)D));
+    fill_uniform(&g, m->w + lp(m, l, "conv_w")->offset, E * W, 1 / sqrt((double)W));
+    fill_uniform(&g, m->w + lp(m, l, "conv_b")->offset, E, 1 / sqrt((double)W));
+    if (c->selection) {
+      fill_uniform(&g, m->w + lp(m, l, "x_proj")->offset, (R + 2 * N) * E, 1 / sqrt((double)E));
+      fill_uniform(&g, m->w + lp(m, l, "dt_proj")->offset, E * R, 1 / sqrt((double)R));
+    } else {
+      float *Bp = m->w + lp(m, l, "B")->offset, *Cp = m->w + lp(m, l, "C")->offset;
+      for (int64_t i = 0; i < E * N; i++) {
+        Bp[i] = (float)(gk_rng_normal(&g) / sqrt((double)N));
+        Cp[i] = (float)(gk_rng_normal(&g) / sqrt((double)N));
+      }
+    }
+    float *dtb = m->w + lp(m, l, "dt_bias")->offset;
+    for (int64_t e = 0; e < E; e++) {
+      double dt = exp(gk_rng_uniform(&g) * (log(0.1) - log(1e-3)) + log(1e-3));
+      if (dt < 1e-4) dt = 1e-4;
+      dtb[e] = (float)(dt + log(-expm1(-dt)));  // softplus(dtb) = dt
+    }
+    float *alog = m->w + lp(m, l, "A_log")->offset, *Dp = m->w + lp(m, l, "D")->offset;
+    for (int64_t e = 0; e < E; e++) {
+      for (int64_t n = 0; n < N; n++) alog[e * N + n] = (float)log((double)(n + 1));
+      Dp[e] = 1;
+    }
+    fill_uniform(&g, m->w + lp(m, l, "out_proj")->offset, D * E, 1 / sqrt((double)E) / sqrt((double)c->n_layers));
+  }
+}
+
+static gk_op_desc scan_desc(const gk_run *r, gk_direction dir) {
+  const gk_model_config *c = &r->m->cfg;
+  gk_op_desc d;
+  gk_op_desc_init(&d, GK_OP_SELECTIVE_SCAN, dir, GK_F32, 3,
+                  (int64_t[]){r->B, (int64_t)c->expand * c->d_model, r->T});
+  d.scan.d_state = c->d_state;
+  d.scan.b_layout = d.scan.c_layout = c->selection ? GK_SCAN_BATCH : GK_SCAN_SHARED;
+  d.scan.has_D = d.scan.has_z = d.scan.has_delta_bias = d.scan.delta_softplus = 1;
+  d.scan.chunk_size = 64;
+  return d;
+}
+
+gk_status gk_mamba_layout(gk_run *r) {
+  const gk_model_config *c = &r->m->cfg;
+  int64_t B = r->B, T = r->T, rows = B * T, D = c->d_model, E = (int64_t)c->expand * D, N = c->d_state,
+          R = c->dt_rank;
+  mamba_state *st = r->arch;
+  if (!r->placing) {
+    st = r->arch = calloc(1, sizeof *st);
+    if (st) st->layer = calloc((size_t)c->n_layers, sizeof *st->layer);
+    if (!st || !st->layer) return gk_fail(GK_ERR_OUT_OF_MEMORY, "mamba: no memory for the run's state");
+  }
+  for (int l = 0; l < c->n_layers; l++) {
+    layer_bufs *b = &st->layer[l];
+    gk_run_carve(r, &b->h_out, rows * D);
+    gk_run_carve(r, &b->hn, rows * D);
+    gk_run_carve(r, &b->rstd, rows);
+    gk_run_carve(r, &b->xz, rows * 2 * E);
+    gk_run_carve(r, &b->xc, rows * E);
+    if (c->selection) {
+      gk_run_carve(r, &b->dbl, rows * (R + 2 * N));
+      gk_run_carve(r, &b->dt, rows * E);
+    }
+    gk_run_carve(r, &b->A, E * N);
+    gk_run_carve(r, &b->y, rows * E);
+    gk_run_carve(r, &b->chunks, B * E * nchunks(T) * N);
+  }
+  gk_run_carve(r, &st->o, rows * D);
+  if (!c->selection) gk_run_carve(r, &st->zeros, rows * E);
+  if (r->train) {
+    gk_run_carve(r, &st->dys, rows * E);
+    gk_run_carve(r, &st->du, rows * E);
+    gk_run_carve(r, &st->ddt, rows * E);
+    if (c->selection) gk_run_carve(r, &st->ddbl, rows * (R + 2 * N));
+    gk_run_carve(r, &st->dxc, rows * E);
+    gk_run_carve(r, &st->dxz, rows * 2 * E);
+    gk_run_carve(r, &st->dhn, rows * D);
+    gk_run_carve(r, &st->dtmp, rows * D);
+    gk_run_carve(r, &st->dA, E * N);
+  }
+  if (r->placing) {
+    if (st->zeros) memset(st->zeros, 0, sizeof(float) * (size_t)(rows * E));
+    return GK_SUCCESS;
+  }
+  gk_status s = GK_SUCCESS;
+  gk_op_desc d;
+  for (int dir = GK_FORWARD; dir <= (r->train ? GK_BACKWARD : GK_FORWARD) && s == GK_SUCCESS; dir++) {
+    gk_direction dr = (gk_direction)dir;
+    d = gk_desc_rmsnorm(dr, rows, D, c->norm_eps);
+    s = gk_run_plan(r, &d, &st->norm[dir]);
+    d = gk_desc_linear(dr, rows, D, 2 * E);
+    if (s == GK_SUCCESS) s = gk_run_plan(r, &d, &st->in[dir]);
+    gk_op_desc_init(&d, GK_OP_CONV1D, dr, GK_F32, 3, (int64_t[]){B, T, E});
+    d.conv.width = c->d_conv;
+    d.conv.channel_last = 1;
+    d.conv.silu = 1;
+    if (s == GK_SUCCESS) s = gk_run_plan(r, &d, &st->conv[dir]);
+    if (c->selection) {
+      d = gk_desc_linear(dr, rows, E, R + 2 * N);
+      if (s == GK_SUCCESS) s = gk_run_plan(r, &d, &st->xproj[dir]);
+      d = gk_desc_linear(dr, rows, R, E);
+      if (s == GK_SUCCESS) s = gk_run_plan(r, &d, &st->dtproj[dir]);
+    }
+    d = scan_desc(r, dr);
+    if (s == GK_SUCCESS) s = gk_run_plan(r, &d, &st->scan[dir]);
+    d = gk_desc_linear(dr, rows, E, D);
+    if (s == GK_SUCCESS) s = gk_run_plan(r, &d, &st->out[dir]);
+  }
+  d = gk_desc_add(rows, D);
+  if (s == GK_SUCCESS) s = gk_run_plan(r, &d, &st->add_d);
+  d = gk_desc_add(rows, E);
+  if (s == GK_SUCCESS && c->selection && r->train) s = gk_run_plan(r, &d, &st->add_e);
+  return s;
+}
+
+void gk_mamba_free(gk_run *r) {
+  mamba_state *st = r->arch;
+  if (st) free(st->layer);
+  free(st);
+  r->arch = NULL;
+}
+
+// The scan's (B, E, T) views of (B, T, .) buffers whose rows are `row` floats apart.
+static gk_tensor bet(float *p, const gk_run *r, int64_t E, int64_t row) {
+  return gk_strided(p, 3, (int64_t[]){r->B, E, r->T}, (int64_t[]){r->T * row, 1, row});
+}
+
+// B or C of the scan: a (B, N, T) view of dbl, or the shared (E, N) parameter.
+static gk_tensor scan_bc(const gk_run *r, const layer_bufs *b, int l, int which, bool grad) {
+  const gk_model_config *c = &r->m->cfg;
+  int64_t N = c->d_state, R = c->dt_rank, row = R + 2 * N;
+  if (!c->selection) {
+    const gk_param *p = lp(r->m, l, which ? "C" : "B");
+    return grad ? gk_pg(r->m, p) : gk_pw(r->m, p);
+  }
+  mamba_state *st = r->arch;
+  float *base = (grad ? st->ddbl : b->dbl) + R + which * N;
+  return gk_strided(base, 3, (int64_t[]){r->B, N, r->T}, (int64_t[]){r->T * row, 1, row});
+}
+
+gk_status gk_mamba_forward(gk_run *r, const float *h0, float **h_out) {
+  gk_model *m = r->m;
+  const gk_model_config *c = &m->cfg;
+  mamba_state *st = r->arch;
+  int64_t B = r->B, T = r->T, rows = B * T, D = c->d_model, E = (int64_t)c->expand * D, N = c->d_state,
+          R = c->dt_rank;
+  st->h0 = h0;
+  const float *h = h0;
+  gk_status s = GK_SUCCESS;
+  for (int l = 0; l < c->n_layers && s == GK_SUCCESS; l++) {
+    layer_bufs *b = &st->layer[l];
+    s = gk_run_exec(r, st->norm[0],
+                    (gk_arg[]){GK_A(GK_ARG_X, gk_t2((float *)h, rows, D)), GK_A(GK_ARG_WEIGHT, gk_pw(m, lp(m, l, "norm"))),
+                               GK_A(GK_ARG_Y, gk_t2(b->hn, rows, D)), GK_A(GK_ARG_RSTD, gk_t1(b->rstd, rows))}, 4);
+    if (s == GK_SUCCESS)
+      s = gk_run_exec(r, st->in[0],
+                      (gk_arg[]){GK_A(GK_ARG_X, gk_t2(b->hn, rows, D)), GK_A(GK_ARG_WEIGHT, gk_pw(m, lp(m, l, "in_proj"))),
+                                 GK_A(GK_ARG_Y, gk_t2(b->xz, rows, 2 * E))}, 3);
+    gk_tensor x = gk_strided(b->xz, 3, (int64_t[]){B, T, E}, (int64_t[]){T * 2 * E, 2 * E, 1});
+    if (s == GK_SUCCESS)
+      s = gk_run_exec(r, st->conv[0],
+                      (gk_arg[]){GK_A(GK_ARG_X, x), GK_A(GK_ARG_WEIGHT, gk_pw(m, lp(m, l, "conv_w"))),
+                                 GK_A(GK_ARG_BIAS, gk_pw(m, lp(m, l, "conv_b"))), GK_A(GK_ARG_Y, gk_t3(b->xc, B, T, E))}, 4);
+    float *delta = st->zeros;
+    int64_t delta_row = E;
+    if (c->selection && s == GK_SUCCESS) {
+      s = gk_run_exec(r, st->xproj[0],
+                      (gk_arg[]){GK_A(GK_ARG_X, gk_t2(b->xc, rows, E)), GK_A(GK_ARG_WEIGHT, gk_pw(m, lp(m, l, "x_proj"))),
+                                 GK_A(GK_ARG_Y, gk_t2(b->dbl, rows, R + 2 * N))}, 3);
+      gk_tensor dt_in = gk_strided(b->dbl, 2, (int64_t[]){rows, R}, (int64_t[]){R + 2 * N, 1});
+      if (s == GK_SUCCESS)
+        s = gk_run_exec(r, st->dtproj[0],
+                        (gk_arg[]){GK_A(GK_ARG_X, dt_in), GK_A(GK_ARG_WEIGHT, gk_pw(m, lp(m, l, "dt_proj"))),
+                                   GK_A(GK_ARG_Y, gk_t2(b->dt, rows, E))}, 3);
+      delta = b->dt;
+    }
+    // A = -exp(A_log): the parameterisation keeps A negative.
+    const float *alog = m->w + lp(m, l, "A_log")->offset;
+    for (int64_t i = 0; i < E * N; i++) b->A[i] = -expf(alog[i]);
+    if (s == GK_SUCCESS)
+      s = gk_run_exec(r, st->scan[0],
+                      (gk_arg[]){GK_A(GK_ARG_U, bet(b->xc, r, E, E)), GK_A(GK_ARG_DELTA, bet(delta, r, E, delta_row)),
+                                 GK_A(GK_ARG_A, gk_t2(b->A, E, N)), GK_A(GK_ARG_B, scan_bc(r, b, l, 0, false)),
+                                 GK_A(GK_ARG_C, scan_bc(r, b, l, 1, false)), GK_A(GK_ARG_D, gk_pw(m, lp(m, l, "D"))),
+                                 GK_A(GK_ARG_Z, bet(b->xz + E, r, E, 2 * E)),
+                                 GK_A(GK_ARG_DELTA_BIAS, gk_pw(m, lp(m, l, "dt_bias"))),
+                                 GK_A(GK_ARG_Y, bet(b->y, r, E, E)),
+                                 GK_A(GK_ARG_CHUNK_STATES, gk_t4(b->chunks, B, E, nchunks(T), N))}, 10);
+    if (s == GK_SUCCESS)
+      s = gk_run_exec(r, st->out[0],
+                      (gk_arg[]){GK_A(GK_ARG_X, gk_t2(b->y, rows, E)), GK_A(GK_ARG_WEIGHT, gk_pw(m, lp(m, l, "out_proj"))),
+                                 GK_A(GK_ARG_Y, gk_t2(st->o, rows, D))}, 3);
+    if (s == GK_SUCCESS)
+      s = gk_run_exec(r, st->add_d,
+                      (gk_arg[]){GK_A(GK_ARG_A, gk_t2((float *)h, rows, D)), GK_A(GK_ARG_B, gk_t2(st->o, rows, D)),
+                                 GK_A(GK_ARG_Y, gk_t2(b->h_out, rows, D))}, 3);
+    h = b->h_out;
+  }
+  *h_out = (float *)h;
+  return s;
+}
+
+gk_status gk_mamba_backward(gk_run *r, float *dh) {
+  gk_model *m = r->m;
+  const gk_model_config *c = &m->cfg;
+  mamba_state *st = r->arch;
+  int64_t B = r->B, T = r->T, rows = B * T, D = c->d_model, E = (int64_t)c->expand * D, N = c->d_state,
+          R = c->dt_rank;
+  gk_status s = GK_SUCCESS;
+  for (int l = c->n_layers - 1; l >= 0 && s == GK_SUCCESS; l--) {
+    layer_bufs *b = &st->layer[l];
+    const float *h_in = l ? st->layer[l - 1].h_out : st->h0;
+    const gk_param *out = lp(m, l, "out_proj");
+    s = gk_run_exec(r, st->out[1],
+                    (gk_arg[]){GK_A(GK_ARG_DY, gk_t2(dh, rows, D)), GK_A(GK_ARG_X, gk_t2(b->y, rows, E)),
+                               GK_A(GK_ARG_WEIGHT, gk_pw(m, out)), GK_A(GK_ARG_DX, gk_t2(st->dys, rows, E)),
+                               GK_A(GK_ARG_DWEIGHT, gk_pg(m, out))}, 5);
+    float *delta = c->selection ? b->dt : st->zeros;
+    if (s == GK_SUCCESS)
+      s = gk_run_exec(r, st->scan[1],
+                      (gk_arg[]){GK_A(GK_ARG_DY, bet(st->dys, r, E, E)), GK_A(GK_ARG_U, bet(b->xc, r, E, E)),
+                                 GK_A(GK_ARG_DELTA, bet(delta, r, E, E)), GK_A(GK_ARG_A, gk_t2(b->A, E, N)),
+                                 GK_A(GK_ARG_B, scan_bc(r, b, l, 0, false)), GK_A(GK_ARG_C, scan_bc(r, b, l, 1, false)),
+                                 GK_A(GK_ARG_D, gk_pw(m, lp(m, l, "D"))), GK_A(GK_ARG_Z, bet(b->xz + E, r, E, 2 * E)),
+                                 GK_A(GK_ARG_DELTA_BIAS, gk_pw(m, lp(m, l, "dt_bias"))),
+                                 GK_A(GK_ARG_CHUNK_STATES, gk_t4(b->chunks, B, E, nchunks(T), N)),
+                                 GK_A(GK_ARG_DU, bet(st->du, r, E, E)), GK_A(GK_ARG_DDELTA, bet(st->ddt, r, E, E)),
+                                 GK_A(GK_ARG_DA, gk_t2(st->dA, E, N)), GK_A(GK_ARG_DB, scan_bc(r, b, l, 0, true)),
+                                 GK_A(GK_ARG_DC, scan_bc(r, b, l, 1, true)), GK_A(GK_ARG_DD, gk_pg(m, lp(m, l, "D"))),
+                                 GK_A(GK_ARG_DZ, bet(st->dxz + E, r, E, 2 * E)),
+                                 GK_A(GK_ARG_DDELTA_BIAS, gk_pg(m, lp(m, l, "dt_bias")))}, 18);
+    // dA_log = dA * dA/dA_log = dA * A.
+    float *galog = m->g + lp(m, l, "A_log")->offset;
+    for (int64_t i = 0; i < E * N; i++) galog[i] = st->dA[i] * b->A[i];
+    if (c->selection && s == GK_SUCCESS) {
+      const gk_param *dtp = lp(m, l, "dt_proj"), *xp = lp(m, l, "x_proj");
+      gk_tensor dt_in = gk_strided(b->dbl, 2, (int64_t[]){rows, R}, (int64_t[]){R + 2 * N, 1});
+      gk_tensor ddt_in = gk_strided(st->ddbl, 2, (int64_t[]){rows, R}, (int64_t[]){R + 2 * N, 1});
+      s = gk_run_exec(r, st->dtproj[1],
+                      (gk_arg[]){GK_A(GK_ARG_DY, gk_t2(st->ddt, rows, E)), GK_A(GK_ARG_X, dt_in),
+                                 GK_A(GK_ARG_WEIGHT, gk_pw(m, dtp)), GK_A(GK_ARG_DX, ddt_in),
+                                 GK_A(GK_ARG_DWEIGHT, gk_pg(m, dtp))}, 5);
+      if (s == GK_SUCCESS)
+        s = gk_run_exec(r, st->xproj[1],
+                        (gk_arg[]){GK_A(GK_ARG_DY, gk_t2(st->ddbl, rows, R + 2 * N)), GK_A(GK_ARG_X, gk_t2(b->xc, rows, E)),
+                                   GK_A(GK_ARG_WEIGHT, gk_pw(m, xp)), GK_A(GK_ARG_DX, gk_t2(st->dxc, rows, E)),
+                                   GK_A(GK_ARG_DWEIGHT, gk_pg(m, xp))}, 5);
+      // xc feeds both the scan (u) and x_proj: dxc = du + (x_proj's dx).
+      if (s == GK_SUCCESS)
+        s = gk_run_exec(r, st->add_e,
+                        (gk_arg[]){GK_A(GK_ARG_A, gk_t2(st->du, rows, E)), GK_A(GK_ARG_B, gk_t2(st->dxc, rows, E)),
+                                   GK_A(GK_ARG_Y, gk_t2(st->du, rows, E))}, 3);
+    }
+    gk_tensor x = gk_strided(b->xz, 3, (int64_t[]){B, T, E}, (int64_t[]){T * 2 * E, 2 * E, 1});
+    gk_tensor dx = gk_strided(st->dxz, 3, (int64_t[]){B, T, E}, (int64_t[]){T * 2 * E, 2 * E, 1});
+    const gk_param *cw = lp(m, l, "conv_w"), *cb = lp(m, l, "conv_b");
+    if (s == GK_SUCCESS)
+      s = gk_run_exec(r, st->conv[1],
+                      (gk_arg[]){GK_A(GK_ARG_DY, gk_t3(st->du, B, T, E)), GK_A(GK_ARG_X, x),
+                                 GK_A(GK_ARG_WEIGHT, gk_pw(m, cw)), GK_A(GK_ARG_BIAS, gk_pw(m, cb)),
+                                 GK_A(GK_ARG_DX, dx), GK_A(GK_ARG_DWEIGHT, gk_pg(m, cw)),
+                                 GK_A(GK_ARG_DBIAS, gk_pg(m, cb))}, 7);
+    const gk_param *inp = lp(m, l, "in_proj"), *norm = lp(m, l, "norm");
+    if (s == GK_SUCCESS)
+      s = gk_run_exec(r, st->in[1],
+                      (gk_arg[]){GK_A(GK_ARG_DY, gk_t2(st->dxz, rows, 2 * E)), GK_A(GK_ARG_X, gk_t2(b->hn, rows, D)),
+                                 GK_A(GK_ARG_WEIGHT, gk_pw(m, inp)), GK_A(GK_ARG_DX, gk_t2(st->dhn, rows, D)),
+                                 GK_A(GK_ARG_DWEIGHT, gk_pg(m, inp))}, 5);
+    if (s == GK_SUCCESS)
+      s = gk_run_exec(r, st->norm[1],
+                      (gk_arg[]){GK_A(GK_ARG_DY, gk_t2(st->dhn, rows, D)), GK_A(GK_ARG_X, gk_t2((float *)h_in, rows, D)),
+                                 GK_A(GK_ARG_WEIGHT, gk_pw(m, norm)), GK_A(GK_ARG_RSTD, gk_t1(b->rstd, rows)),
+                                 GK_A(GK_ARG_DX, gk_t2(st->dtmp, rows, D)), GK_A(GK_ARG_DWEIGHT, gk_pg(m, norm))}, 6);
+    // The residual: dh (into the block's input) = dh + the block's part.
+    if (s == GK_SUCCESS)
+      s = gk_run_exec(r, st->add_d,
+                      (gk_arg[]){GK_A(GK_ARG_A, gk_t2(dh, rows, D)), GK_A(GK_ARG_B, gk_t2(st->dtmp, rows, D)),
+                                 GK_A(GK_ARG_Y, gk_t2(dh, rows, D))}, 3);
+  }
+  return s;
+}

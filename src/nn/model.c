@@ -1,0 +1,366 @@
+// The parts of a language model that do not depend on its blocks: the
+// parameter table, the run (plans, arena, workspace), the token embedding,
+// the final RMSNorm, the LM head tied to the embedding, and the loss.
+//
+//   h0 = embedding(tokens)            (B, T, D)
+//   h  = blocks(h0)                    (mamba.c, llama.c)
+//   hf, rstd = rmsnorm(h) * nf         (B, T, D)
+//   logits = hf E^T                    (B T, V), E the embedding (tied head)
+//   loss = mean cross-entropy over targets != GK_IGNORE_INDEX
+// Backward overwrites every gradient: the head writes dE, the embedding's
+// backward adds its part (accumulate = 1).
+#include "layers.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+gk_status gk_model_config_finish(gk_model_config *c) {
+  if (c->arch != GK_ARCH_MAMBA && c->arch != GK_ARCH_LLAMA)
+    return gk_fail(GK_ERR_INVALID_VALUE, "model: arch = %d is neither mamba nor llama", (int)c->arch);
+  if (c->vocab < 2 || c->d_model < 1 || c->n_layers < 1)
+    return gk_fail(GK_ERR_INVALID_VALUE, "model: vocab = %d, d_model = %d, n_layers = %d (need >= 2, >= 1, >= 1)",
+                   c->vocab, c->d_model, c->n_layers);
+  if (c->norm_eps <= 0) c->norm_eps = 1e-5;
+  if (c->arch == GK_ARCH_MAMBA) {
+    if (c->expand < 1) c->expand = 2;
+    if (c->d_conv < 1) c->d_conv = 4;
+    if (c->d_state < 1)
+      return gk_fail(GK_ERR_INVALID_VALUE, "model: d_state = %d must be >= 1", c->d_state);
+    if (c->dt_rank < 1) c->dt_rank = (c->d_model + 15) / 16;
+  } else {
+    if (c->heads < 1 || c->d_model % c->heads != 0 || (c->d_model / c->heads) % 2 != 0)
+      return gk_fail(GK_ERR_INVALID_VALUE, "model: heads = %d must divide d_model = %d into even head sizes",
+                     c->heads, c->d_model);
+    if (c->kv_heads < 1) c->kv_heads = c->heads;
+    if (c->heads % c->kv_heads != 0)
+      return gk_fail(GK_ERR_INVALID_VALUE, "model: kv_heads = %d must divide heads = %d", c->kv_heads, c->heads);
+    if (c->d_ff < 1) c->d_ff = (8 * c->d_model / 3 + 7) / 8 * 8;
+    if (c->rope_theta <= 0) c->rope_theta = 10000.0;
+  }
+  return GK_SUCCESS;
+}
+
+gk_status gk_model_add_param(gk_model *m, const char *name, int rank, int64_t d0, int64_t d1, bool decay) {
+  gk_param *grown = realloc(m->params, sizeof *grown * (size_t)(m->nparams + 1));
+  if (!grown) return gk_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for the parameter table");
+  m->params = grown;
+  gk_param *p = &m->params[m->nparams++];
+  memset(p, 0, sizeof *p);
+  snprintf(p->name, sizeof p->name, "%s", name);
+  p->rank = rank;
+  p->shape[0] = d0;
+  p->shape[1] = rank > 1 ? d1 : 1;
+  p->numel = d0 * p->shape[1];
+  p->decay = decay;
+  return GK_SUCCESS;
+}
+
+const gk_param *gk_model_param(const gk_model *m, const char *name) {
+  for (int i = 0; i < m->nparams; i++)
+    if (!strcmp(m->params[i].name, name)) return &m->params[i];
+  return NULL;
+}
+
+gk_status gk_model_init(gk_model *m, const gk_model_config *c, uint64_t seed) {
+  memset(m, 0, sizeof *m);
+  m->cfg = *c;
+  gk_status s = gk_model_config_finish(&m->cfg);
+  if (s != GK_SUCCESS) return s;
+  s = gk_model_add_param(m, "embedding", 2, m->cfg.vocab, m->cfg.d_model, true);
+  if (s == GK_SUCCESS) s = gk_model_add_param(m, "norm_f", 1, m->cfg.d_model, 1, false);
+  if (s == GK_SUCCESS) s = m->cfg.arch == GK_ARCH_MAMBA ? gk_mamba_declare(m) : gk_llama_declare(m);
+  if (s != GK_SUCCESS) {
+    gk_model_free(m);
+    return s;
+  }
+  // Decayed parameters first, each 16-float aligned.
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < m->nparams; i++) {
+      gk_param *p = &m->params[i];
+      if (p->decay != (pass == 0)) continue;
+      p->offset = m->n_total;
+      m->n_total += (p->numel + 15) / 16 * 16;
+      if (pass == 0) m->n_decay = m->n_total;
+    }
+  m->w = aligned_alloc(64, (size_t)m->n_total * sizeof(float));
+  m->g = aligned_alloc(64, (size_t)m->n_total * sizeof(float));
+  if (!m->w || !m->g) {
+    gk_model_free(m);
+    return gk_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %lld parameters", (long long)m->n_total);
+  }
+  memset(m->w, 0, (size_t)m->n_total * sizeof(float));
+  memset(m->g, 0, (size_t)m->n_total * sizeof(float));
+  if (m->cfg.arch == GK_ARCH_MAMBA) gk_mamba_init_weights(m, seed);
+  else gk_llama_init_weights(m, seed);
+  return GK_SUCCESS;
+}
+
+void gk_model_free(gk_model *m) {
+  free(m->params);
+  free(m->w);
+  free(m->g);
+  memset(m, 0, sizeof *m);
+}
+
+// ---------------------------------------------------------------- tensors and plans
+
+// Views are built by hand, not with gk_tensor_init, which would clear the
+// message of an op that failed just before.
+gk_tensor gk_strided(float *p, int rank, const int64_t *shape, const int64_t *strides) {
+  gk_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = p;
+  t.dtype = GK_F32;
+  t.device = GK_DEVICE_CPU;
+  t.rank = rank;
+  for (int i = 0; i < rank; i++) {
+    t.shape[i] = shape[i];
+    t.strides[i] = strides[i];
+  }
+  return t;
+}
+
+gk_tensor gk_t1(float *p, int64_t a) { return gk_strided(p, 1, (int64_t[]){a}, (int64_t[]){1}); }
+
+gk_tensor gk_t2(float *p, int64_t a, int64_t b) { return gk_strided(p, 2, (int64_t[]){a, b}, (int64_t[]){b, 1}); }
+
+gk_tensor gk_t3(float *p, int64_t a, int64_t b, int64_t c) {
+  return gk_strided(p, 3, (int64_t[]){a, b, c}, (int64_t[]){b * c, c, 1});
+}
+
+gk_tensor gk_t4(float *p, int64_t a, int64_t b, int64_t c, int64_t d) {
+  return gk_strided(p, 4, (int64_t[]){a, b, c, d}, (int64_t[]){b * c * d, c * d, d, 1});
+}
+
+gk_tensor gk_pw(const gk_model *m, const gk_param *p) {
+  return gk_strided(m->w + p->offset, p->rank, p->shape, (int64_t[]){p->rank > 1 ? p->shape[1] : 1, 1});
+}
+
+gk_tensor gk_pg(const gk_model *m, const gk_param *p) {
+  return gk_strided(m->g + p->offset, p->rank, p->shape, (int64_t[]){p->rank > 1 ? p->shape[1] : 1, 1});
+}
+
+gk_op_desc gk_desc_linear(gk_direction dir, int64_t rows, int64_t in, int64_t out) {
+  gk_op_desc d;
+  gk_op_desc_init(&d, GK_OP_LINEAR, dir, GK_F32, 2, (int64_t[]){rows, in});
+  d.linear.out_features = out;
+  d.linear.has_bias = 0;
+  return d;
+}
+
+gk_op_desc gk_desc_rmsnorm(gk_direction dir, int64_t rows, int64_t dm, double eps) {
+  gk_op_desc d;
+  gk_op_desc_init(&d, GK_OP_RMSNORM, dir, GK_F32, 2, (int64_t[]){rows, dm});
+  d.norm.eps = eps;
+  return d;
+}
+
+gk_op_desc gk_desc_add(int64_t rows, int64_t dm) {
+  gk_op_desc d;
+  gk_op_desc_init(&d, GK_OP_ADD, GK_FORWARD, GK_F32, 2, (int64_t[]){rows, dm});
+  return d;
+}
+
+void gk_run_carve(gk_run *r, float **p, int64_t n) {
+  *p = r->placing ? r->arena + r->arena_floats : NULL;
+  r->arena_floats += (n + 15) / 16 * 16;
+}
+
+gk_status gk_run_plan(gk_run *r, const gk_op_desc *d, gk_plan **out) {
+  if (r->nplans == GK_RUN_MAX_PLANS)
+    return gk_fail(GK_ERR_INTERNAL, "model: more than %d plans in one run", GK_RUN_MAX_PLANS);
+  gk_status s = gk_plan_create(d, out);
+  if (s != GK_SUCCESS) return s;
+  r->plans[r->nplans++] = *out;
+  size_t ws;
+  gk_plan_workspace_size(*out, &ws);
+  if (ws > r->ws_bytes) r->ws_bytes = ws;
+  return GK_SUCCESS;
+}
+
+gk_status gk_run_exec(gk_run *r, const gk_plan *p, const gk_arg *args, int nargs) {
+  size_t ws;
+  gk_plan_workspace_size(p, &ws);
+  return gk_plan_run(p, args, nargs, ws ? r->ws : NULL, ws);
+}
+
+// ---------------------------------------------------------------- the run
+
+// The plans and buffers of the embedding, final norm, head and loss.
+typedef struct head_state {
+  gk_plan *emb_f, *emb_b, *norm_f, *norm_b, *head_f, *head_b, *ce;
+  float *h0, *hf, *rstd, *dh, *dhf;
+  float *h_last;  // the blocks' output of the last forward (in their arena)
+} head_state;
+
+static head_state *head_of(gk_run *r) { return (head_state *)r->head; }
+
+// Carve (and in the first pass plan) what head_state holds.
+static gk_status head_layout(gk_run *r, head_state *h) {
+  const gk_model_config *c = &r->m->cfg;
+  int64_t rows = (int64_t)r->B * r->T, D = c->d_model, V = c->vocab;
+  gk_run_carve(r, &h->h0, rows * D);
+  gk_run_carve(r, &h->hf, rows * D);
+  gk_run_carve(r, &h->rstd, rows);
+  gk_run_carve(r, &r->logits, rows * V);
+  if (r->train) {
+    gk_run_carve(r, &h->dh, rows * D);
+    gk_run_carve(r, &h->dhf, rows * D);
+  }
+  if (r->placing) return GK_SUCCESS;
+  gk_status s;
+  gk_op_desc d;
+  for (int dir = GK_FORWARD; dir <= (r->train ? GK_BACKWARD : GK_FORWARD); dir++) {
+    gk_op_desc_init(&d, GK_OP_EMBEDDING, (gk_direction)dir, GK_F32, 2, (int64_t[]){r->B, r->T});
+    d.index_dtype = GK_I32;
+    d.embedding.num_embeddings = V;
+    d.embedding.dim = D;
+    d.accumulate = 1;  // backward adds to the head's dE
+    if ((s = gk_run_plan(r, &d, dir ? &h->emb_b : &h->emb_f)) != GK_SUCCESS) return s;
+    d = gk_desc_rmsnorm((gk_direction)dir, rows, D, c->norm_eps);
+    if ((s = gk_run_plan(r, &d, dir ? &h->norm_b : &h->norm_f)) != GK_SUCCESS) return s;
+    d = gk_desc_linear((gk_direction)dir, rows, D, V);
+    if ((s = gk_run_plan(r, &d, dir ? &h->head_b : &h->head_f)) != GK_SUCCESS) return s;
+  }
+  gk_op_desc_init(&d, GK_OP_CROSS_ENTROPY, GK_FORWARD, GK_F32, 2, (int64_t[]){rows, V});
+  d.index_dtype = GK_I32;
+  d.ce.fused_grad = r->train;
+  return gk_run_plan(r, &d, &h->ce);
+}
+
+static gk_status arch_layout(gk_run *r) {
+  return r->m->cfg.arch == GK_ARCH_MAMBA ? gk_mamba_layout(r) : gk_llama_layout(r);
+}
+
+gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run **out) {
+  *out = NULL;
+  if (batch < 1 || seq_len < 1)
+    return gk_fail(GK_ERR_INVALID_VALUE, "model: batch = %d and seq_len = %d must be >= 1", batch, seq_len);
+  gk_run *r = calloc(1, sizeof *r);
+  head_state *h = calloc(1, sizeof *h);
+  if (!r || !h) {
+    free(r);
+    free(h);
+    return gk_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for a run");
+  }
+  r->m = m;
+  r->B = batch;
+  r->T = seq_len;
+  r->train = train;
+  r->head = h;
+  gk_status s = GK_SUCCESS;
+  for (int pass = 0; pass < 2 && s == GK_SUCCESS; pass++) {
+    r->placing = pass == 1;
+    r->arena_floats = 0;
+    s = head_layout(r, h);
+    if (s == GK_SUCCESS) s = arch_layout(r);
+    if (s == GK_SUCCESS && pass == 0) {
+      r->arena = aligned_alloc(64, (size_t)(r->arena_floats + 16) * sizeof(float));
+      r->ws = aligned_alloc(64, (r->ws_bytes + 64) / 64 * 64);
+      r->index = malloc(sizeof(int32_t) * (size_t)batch * (size_t)seq_len);
+      r->target = malloc(sizeof(int32_t) * (size_t)batch * (size_t)seq_len);
+      if (!r->arena || !r->ws || !r->index || !r->target)
+        s = gk_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %lld activations",
+                    (long long)r->arena_floats);
+    }
+  }
+  if (s != GK_SUCCESS) {
+    gk_run_free(r);
+    return s;
+  }
+  *out = r;
+  return GK_SUCCESS;
+}
+
+void gk_run_free(gk_run *r) {
+  if (!r) return;
+  if (r->m->cfg.arch == GK_ARCH_MAMBA) gk_mamba_free(r);
+  else gk_llama_free(r);
+  for (int i = 0; i < r->nplans; i++) gk_plan_destroy(r->plans[i]);
+  free(r->arena);
+  free(r->ws);
+  free(r->index);
+  free(r->target);
+  free(r->head);
+  free(r);
+}
+
+size_t gk_run_bytes(const gk_run *r) {
+  return (size_t)r->arena_floats * sizeof(float) + r->ws_bytes + 2 * sizeof(int32_t) * (size_t)r->B * (size_t)r->T;
+}
+
+const float *gk_run_logits(const gk_run *r) { return r->logits; }
+
+// Embedding, blocks, final norm, head: logits.
+static gk_status forward(gk_run *r, const int32_t *inputs) {
+  gk_model *m = r->m;
+  head_state *h = head_of(r);
+  int64_t rows = (int64_t)r->B * r->T, D = m->cfg.d_model, V = m->cfg.vocab;
+  memcpy(r->index, inputs, sizeof(int32_t) * (size_t)rows);
+  gk_tensor idx;
+  gk_tensor_init(&idx, r->index, GK_I32, 2, (int64_t[]){r->B, r->T});
+  gk_tensor emb = gk_pw(m, gk_model_param(m, "embedding")), nf = gk_pw(m, gk_model_param(m, "norm_f"));
+  gk_status s = gk_run_exec(r, h->emb_f,
+                            (gk_arg[]){GK_A(GK_ARG_WEIGHT, emb), GK_A(GK_ARG_INDEX, idx),
+                                       GK_A(GK_ARG_Y, gk_t3(h->h0, r->B, r->T, D))}, 3);
+  float *hl = NULL;
+  if (s == GK_SUCCESS)
+    s = m->cfg.arch == GK_ARCH_MAMBA ? gk_mamba_forward(r, h->h0, &hl) : gk_llama_forward(r, h->h0, &hl);
+  h->h_last = hl;
+  if (s == GK_SUCCESS)
+    s = gk_run_exec(r, h->norm_f,
+                    (gk_arg[]){GK_A(GK_ARG_X, gk_t2(hl, rows, D)), GK_A(GK_ARG_WEIGHT, nf),
+                               GK_A(GK_ARG_Y, gk_t2(h->hf, rows, D)), GK_A(GK_ARG_RSTD, gk_t1(h->rstd, rows))}, 4);
+  if (s == GK_SUCCESS)
+    s = gk_run_exec(r, h->head_f,
+                    (gk_arg[]){GK_A(GK_ARG_X, gk_t2(h->hf, rows, D)), GK_A(GK_ARG_WEIGHT, emb),
+                               GK_A(GK_ARG_Y, gk_t2(r->logits, rows, V))}, 3);
+  return s;
+}
+
+gk_status gk_run_forward(gk_run *r, const int32_t *inputs) { return forward(r, inputs); }
+
+gk_status gk_run_step(gk_run *r, const int32_t *inputs, const int32_t *targets, double *loss) {
+  gk_model *m = r->m;
+  head_state *h = head_of(r);
+  int64_t rows = (int64_t)r->B * r->T, D = m->cfg.d_model, V = m->cfg.vocab;
+  gk_status s = forward(r, inputs);
+  if (s != GK_SUCCESS) return s;
+  memcpy(r->target, targets, sizeof(int32_t) * (size_t)rows);
+  gk_tensor tgt;
+  gk_tensor_init(&tgt, r->target, GK_I32, 1, (int64_t[]){rows});
+  float loss32 = 0;
+  gk_tensor loss_t;
+  gk_tensor_init(&loss_t, &loss32, GK_F32, 0, NULL);
+  gk_tensor logits = gk_t2(r->logits, rows, V);
+  gk_arg ce_args[4] = {GK_A(GK_ARG_LOGITS, logits), GK_A(GK_ARG_TARGET, tgt), GK_A(GK_ARG_LOSS, loss_t),
+                       GK_A(GK_ARG_DLOGITS, logits)};
+  s = gk_run_exec(r, h->ce, ce_args, r->train ? 4 : 3);
+  if (s != GK_SUCCESS) return s;
+  *loss = loss32;
+  if (!r->train) return GK_SUCCESS;
+
+  // Backward: the head (dE overwritten), the final norm, the blocks, the
+  // embedding (dE added).
+  gk_tensor emb = gk_pw(m, gk_model_param(m, "embedding")), demb = gk_pg(m, gk_model_param(m, "embedding"));
+  const gk_param *nfp = gk_model_param(m, "norm_f");
+  s = gk_run_exec(r, h->head_b,
+                  (gk_arg[]){GK_A(GK_ARG_DY, logits), GK_A(GK_ARG_X, gk_t2(h->hf, rows, D)),
+                             GK_A(GK_ARG_WEIGHT, emb), GK_A(GK_ARG_DX, gk_t2(h->dhf, rows, D)),
+                             GK_A(GK_ARG_DWEIGHT, demb)}, 5);
+  if (s != GK_SUCCESS) return s;
+  s = gk_run_exec(r, h->norm_b,
+                  (gk_arg[]){GK_A(GK_ARG_DY, gk_t2(h->dhf, rows, D)), GK_A(GK_ARG_X, gk_t2(h->h_last, rows, D)),
+                             GK_A(GK_ARG_WEIGHT, gk_pw(m, nfp)), GK_A(GK_ARG_RSTD, gk_t1(h->rstd, rows)),
+                             GK_A(GK_ARG_DX, gk_t2(h->dh, rows, D)), GK_A(GK_ARG_DWEIGHT, gk_pg(m, nfp))}, 6);
+  if (s != GK_SUCCESS) return s;
+  s = m->cfg.arch == GK_ARCH_MAMBA ? gk_mamba_backward(r, h->dh) : gk_llama_backward(r, h->dh);
+  if (s != GK_SUCCESS) return s;
+  gk_tensor idx;
+  gk_tensor_init(&idx, r->index, GK_I32, 2, (int64_t[]){r->B, r->T});
+  return gk_run_exec(r, h->emb_b,
+                     (gk_arg[]){GK_A(GK_ARG_DY, gk_t3(h->dh, r->B, r->T, D)), GK_A(GK_ARG_INDEX, idx),
+                                GK_A(GK_ARG_DWEIGHT, demb)}, 3);
+}
