@@ -1,0 +1,115 @@
+// Helper of tests/python/test_models.py: runs a small gradkern model and
+// writes what the PyTorch twin must reproduce.
+//
+//   model_helper ARCH SELECTION OUT.safetensors
+//
+// ARCH is mamba or llama. The file holds the initial weights (by parameter
+// name, as checkpoints), one batch of the selective-copying task
+// ("batch.inputs", "batch.targets", int32 (4, 32)), the loss and every
+// gradient of step 0 ("grad.<name>", "loss0"), and the losses of 10 AdamW
+// steps with clipping ("losses", f64 (10)). The model and optimizer
+// settings are in the metadata.
+#include "nn/data.h"
+#include "nn/layers.h"
+#include "nn/safetensors.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { BATCH = 4, SEQ = 32, STEPS = 10 };
+
+int main(int argc, char **argv) {
+  if (argc != 4 || (strcmp(argv[1], "mamba") && strcmp(argv[1], "llama"))) {
+    fprintf(stderr, "usage: model_helper mamba|llama SELECTION OUT.safetensors\n");
+    return 2;
+  }
+  gk_set_num_threads(2);
+  gk_task task;
+  if (gk_task_init_copy(&task, 4, 6) != GK_SUCCESS) return 1;
+  gk_model_config c = {0};
+  c.arch = strcmp(argv[1], "mamba") ? GK_ARCH_LLAMA : GK_ARCH_MAMBA;
+  c.vocab = task.vocab_size;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.d_state = 8;
+  c.selection = atoi(argv[2]);
+  c.heads = 4;
+  c.kv_heads = 2;
+  gk_model m;
+  gk_run *run;
+  if (gk_model_init(&m, &c, 7) != GK_SUCCESS || gk_run_create(&m, BATCH, SEQ, true, &run) != GK_SUCCESS) {
+    fprintf(stderr, "model_helper: %s\n", gk_last_error());
+    return 1;
+  }
+  int32_t inputs[BATCH * SEQ], targets[BATCH * SEQ];
+  gk_task_batch(&task, GK_SPLIT_TRAIN, 3, 0, BATCH, SEQ, inputs, targets);
+
+  int n = 2 * m.nparams + 4, k = 0;
+  gk_st_tensor *ts = calloc((size_t)n, sizeof *ts);
+  char (*names)[64] = calloc((size_t)m.nparams, 64);
+  float *w0 = malloc(sizeof(float) * (size_t)m.n_total), *g0 = malloc(sizeof(float) * (size_t)m.n_total);
+  memcpy(w0, m.w, sizeof(float) * (size_t)m.n_total);
+  double loss0, losses[STEPS];
+  if (gk_run_step(run, inputs, targets, &loss0) != GK_SUCCESS) {
+    fprintf(stderr, "model_helper: %s\n", gk_last_error());
+    return 1;
+  }
+  memcpy(g0, m.g, sizeof(float) * (size_t)m.n_total);
+  for (int i = 0; i < m.nparams; i++) {
+    const gk_param *p = &m.params[i];
+    snprintf(names[i], 64, "grad.%s", p->name);
+    ts[k++] = (gk_st_tensor){p->name, GK_ST_F32, p->rank, {p->shape[0], p->shape[1]}, w0 + p->offset,
+                             (size_t)p->numel * 4};
+    ts[k++] = (gk_st_tensor){names[i], GK_ST_F32, p->rank, {p->shape[0], p->shape[1]}, g0 + p->offset,
+                             (size_t)p->numel * 4};
+  }
+  // 10 steps: clip to norm 1, AdamW (lr 1e-2, betas 0.9/0.95, eps 1e-8,
+  // weight decay 0.1 on the decayed group), the same batch every step.
+  float *mo = calloc((size_t)m.n_total, 4), *v = calloc((size_t)m.n_total, 4);
+  for (int step = 0; step < STEPS; step++) {
+    if (step && gk_run_step(run, inputs, targets, &losses[step]) != GK_SUCCESS) return 1;
+    if (!step) losses[0] = loss0;
+    double norm;
+    gk_tensor g = gk_t1(m.g, m.n_total);
+    gk_clip_grad_norm(1, &g, 1.0, &norm);
+    gk_adamw_config cfg;
+    gk_adamw_config_init(&cfg);
+    cfg.lr = 1e-2;
+    cfg.beta1 = 0.9;
+    cfg.beta2 = 0.95;
+    int64_t begin[2] = {0, m.n_decay}, end[2] = {m.n_decay, m.n_total};
+    for (int grp = 0; grp < 2; grp++) {
+      int64_t len = end[grp] - begin[grp], b = begin[grp];
+      cfg.weight_decay = grp ? 0 : 0.1;
+      gk_tensor tp = gk_t1(m.w + b, len), tg = gk_t1(m.g + b, len), tm = gk_t1(mo + b, len), tv = gk_t1(v + b, len);
+      if (len && gk_adamw_step(&cfg, 1, &tp, &tg, &tm, &tv, NULL, step + 1) != GK_SUCCESS) return 1;
+    }
+  }
+  float loss32 = (float)loss0;
+  ts[k++] = (gk_st_tensor){"batch.inputs", GK_ST_I32, 2, {BATCH, SEQ}, inputs, sizeof inputs};
+  ts[k++] = (gk_st_tensor){"batch.targets", GK_ST_I32, 2, {BATCH, SEQ}, targets, sizeof targets};
+  ts[k++] = (gk_st_tensor){"loss0", GK_ST_F32, 0, {0}, &loss32, 4};
+  ts[k++] = (gk_st_tensor){"losses", GK_ST_F64, 1, {STEPS}, losses, sizeof losses};
+  char cfgs[256];
+  snprintf(cfgs, sizeof cfgs, "vocab=%d d_model=%d n_layers=%d d_state=%d expand=%d d_conv=%d dt_rank=%d "
+           "selection=%d heads=%d kv_heads=%d d_ff=%d rope_theta=%g norm_eps=%g",
+           m.cfg.vocab, m.cfg.d_model, m.cfg.n_layers, m.cfg.d_state, m.cfg.expand, m.cfg.d_conv, m.cfg.dt_rank,
+           m.cfg.selection, m.cfg.heads, m.cfg.kv_heads, m.cfg.d_ff, m.cfg.rope_theta, m.cfg.norm_eps);
+  gk_st_meta meta[2] = {{"arch", argv[1]}, {"config", cfgs}};
+  if (gk_st_save(argv[3], ts, (size_t)k, meta, 2) != GK_SUCCESS) {
+    fprintf(stderr, "model_helper: %s\n", gk_last_error());
+    return 1;
+  }
+  free(ts);
+  free(names);
+  free(w0);
+  free(g0);
+  free(mo);
+  free(v);
+  gk_run_free(run);
+  gk_model_free(&m);
+  gk_task_free(&task);
+  return 0;
+}
