@@ -16,10 +16,10 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The main job. Until the training program lands it prints what the library
-# can run: every op, direction, dtype and backend with its kernel.
+# The main job: a small Mamba trained on the selective-copying task
+# (gradkern train --help for the options; TRAIN_ARGS adds some).
 train: build
-	$(BUILD)/gradkern info
+	$(BUILD)/gradkern train $(TRAIN_ARGS)
 
 info: build
 	$(BUILD)/gradkern info

@@ -15,6 +15,7 @@
 #include "nn/safetensors.h"
 #include "nn/schedule.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +299,7 @@ int gk_cmd_train(int argc, char **argv) {
   double loss = NAN;
   eval_result ev = {NAN, NAN};
   int rc = 0;
+  int64_t first = t.step;
   while (t.step < a->steps) {
     gk_status s = gk_task_batch(&t.task, GK_SPLIT_TRAIN, a->seed, t.step, a->batch, a->seq_len, t.inputs, t.targets);
     if (s == GK_SUCCESS) s = gk_run_step(t.run, t.inputs, t.targets, &loss);
@@ -307,7 +309,7 @@ int gk_cmd_train(int argc, char **argv) {
     }
     double norm = 0;
     gk_tensor grads = gk_t1(m->g, m->n_total);
-    s = gk_clip_grad_norm(1, &grads, a->clip > 0 ? a->clip : INFINITY, &norm);
+    s = gk_clip_grad_norm(1, &grads, a->clip > 0 ? a->clip : DBL_MAX, &norm);  // 0: measure only
     if (!isfinite(loss) || s == GK_ERR_NON_FINITE) {
       fprintf(stderr, "gradkern train: step %lld: the %s is %s; stopping before the update%s%s\n",
               (long long)t.step + 1, isfinite(loss) ? "gradient norm" : "loss",
@@ -325,7 +327,7 @@ int gk_cmd_train(int argc, char **argv) {
     t.loss_x[t.n_loss] = (double)t.step;
     t.loss_y[t.n_loss++] = loss;
     gk_progress_update(&t.progress, t.step, loss, gk_lr_at(&sched, t.step - 1));
-    bool last = t.step == a->steps;
+    bool last = t.step == a->steps || (a->stop_after > 0 && t.step - first == a->stop_after);
     if ((a->eval_every > 0 && t.step % a->eval_every == 0) || last) {
       if (evaluate(&t, &ev) != GK_SUCCESS) {
         rc = fail("evaluation");
@@ -346,6 +348,7 @@ int gk_cmd_train(int argc, char **argv) {
         break;
       }
     }
+    if (last) break;
   }
   if (rc == 0 && a->plot) {
     gk_plot_series series[2] = {{"training loss", t.loss_x, t.loss_y, (size_t)t.n_loss, 0},

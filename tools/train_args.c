@@ -44,6 +44,7 @@ const gk_train_args gk_train_defaults = {
     .eval_batches = 8,
     .checkpoint = NULL,
     .checkpoint_every = 0,
+    .stop_after = 0,
     .resume = NULL,
     .plot = NULL,
     .quiet = 0,
@@ -137,6 +138,8 @@ static const option train_opts[] = {
     {NULL, "--checkpoint-every", "K", K_INT64, T(checkpoint_every), 0, 1e12, 0, NULL, 0, 0,
      "save every K steps (0: at the end)"},
     {NULL, "--resume", "FILE", K_STRING, T(resume), 0, 0, 0, NULL, 0, 0, "continue the run saved in FILE"},
+    {NULL, "--stop-after", "N", K_INT64, T(stop_after), 0, 1e12, 0, NULL, 0, 0,
+     "stop after N steps of this invocation (0: at --steps); with --resume, runs in pieces"},
     {NULL, "--plot", "FILE.svg", K_STRING, T(plot), 0, 0, 0, NULL, 0, 0, "draw the training and evaluation loss"},
     {NULL, "--quiet", NULL, K_FLAG, T(quiet), 0, 0, 0, NULL, 1, 0, "print only the summary and errors"},
 };

@@ -51,6 +51,8 @@ typedef struct gk_train_args {
   const char *checkpoint;     // --checkpoint FILE: write the checkpoint here (NULL: none)
   int64_t checkpoint_every;   // --checkpoint-every K: every K steps (0: only at the end)
   const char *resume;         // --resume FILE: continue the run saved in FILE (NULL: none)
+  int64_t stop_after;         // --stop-after N: stop after N steps of this invocation (0: at --steps);
+                              // the schedule still spans --steps, so a run can be cut in pieces
   const char *plot;           // --plot FILE.svg: loss curves (NULL: none)
   int quiet;                  // --quiet: only the summary and errors
   uint64_t given;             // which options the command line set: see gk_train_args_given
