@@ -387,8 +387,15 @@ static void test_linear(void) {
     d.linear.has_bias = cases[c].bias;
     test_all_dtypes(d);
   }
+  // dW sums 70000 rows: a K too long for the gemm to keep B's whole panel (f64,
+  // where such a long sum stays within the tolerance)
+  int64_t tall[2] = {70000, 2};
+  gk_op_desc d = make(GK_OP_LINEAR, 2, tall);
+  d.linear.out_features = 3;
+  d.dtype = GK_F64;
+  test_config(&d, CONTIGUOUS);
   int64_t fd[3] = {2, 3, 5};
-  gk_op_desc d = make(GK_OP_LINEAR, 3, fd);
+  d = make(GK_OP_LINEAR, 3, fd);
   d.linear.out_features = 4;
   fd_both(d);
   int64_t big[2] = {100, 300};

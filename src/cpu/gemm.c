@@ -8,7 +8,9 @@
 // once, adding the bias and C's old values, rounding to C's dtype. Tasks are
 // one per workspace slot (as many as threads when the plan was made); each
 // pulls tiles (batch, column block, row block) from a shared counter and
-// keeps its packed B panel while the column block stays the same.
+// keeps its packed B panel while the column block stays the same. When K is
+// so long that even an NR-wide panel would pass PANEL_BYTES, the panel holds
+// one KC block and is packed again for each block of each tile instead.
 #include "gemm.h"
 
 #include <math.h>
@@ -245,6 +247,7 @@ GK_DEFINE_PACK(double, f64, mr64, nr64)
 // panel (K x nc), each 64-byte aligned.
 typedef struct tiling {
   int64_t mc, nc, tiles_m, tiles_n, ntiles;
+  bool full_panel;  // B's panel holds all K rows (else one KC block)
   size_t es, acc_bytes, a_bytes, b_bytes, slot_bytes;
 } tiling;
 
@@ -257,8 +260,8 @@ static tiling tiling_of(bool f64, int64_t batch, int64_t m, int64_t n, int64_t k
   tiling t;
   t.es = f64 ? sizeof(double) : sizeof(float);
   int64_t kk = k > 0 ? k : 1;
-  int64_t nc_max = gk_min64(NC, (PANEL_BYTES / (int64_t)t.es / kk) / nr * nr);
-  if (nc_max < nr) nc_max = nr;
+  t.full_panel = kk * nr * (int64_t)t.es <= PANEL_BYTES;
+  int64_t nc_max = t.full_panel ? gk_min64(NC, (PANEL_BYTES / (int64_t)t.es / kk) / nr * nr) : NC;
   t.mc = gk_min64(MC, round_up(m > 0 ? m : 1, mr));
   t.nc = gk_min64(nc_max, round_up(n > 0 ? n : 1, nr));
   // Smaller tiles when there are too few to share among threads.
@@ -274,7 +277,7 @@ static tiling tiling_of(bool f64, int64_t batch, int64_t m, int64_t n, int64_t k
   t.ntiles = batch * t.tiles_m * t.tiles_n;
   t.acc_bytes = align64((size_t)(t.mc * t.nc) * t.es);
   t.a_bytes = align64((size_t)(t.mc * gk_min64(KC, kk)) * t.es);
-  t.b_bytes = align64((size_t)(kk * t.nc) * t.es);
+  t.b_bytes = align64((size_t)((t.full_panel ? kk : gk_min64(KC, kk)) * t.nc) * t.es);
   t.slot_bytes = t.acc_bytes + t.a_bytes + t.b_bytes;
   return t;
 }
@@ -350,15 +353,21 @@ typedef struct gemm_job {
       int64_t mp = round_up(m, sizeof(T) == 4 ? uk->mr32 : uk->mr64);                               \
       int64_t np = round_up(n, sizeof(T) == 4 ? uk->nr32 : uk->nr64);                               \
       int64_t nr = sizeof(T) == 4 ? uk->nr32 : uk->nr64;                                            \
-      if (rest != panel) {                                                                          \
-        gk_pack_b_##S(&g->b, g->b.batch.n ? b : 0, 0, g->k, j0, n, bp, g->k * nr);                  \
+      int64_t bb = g->b.batch.n ? b : 0;                                                            \
+      if (t->full_panel && rest != panel) {                                                         \
+        gk_pack_b_##S(&g->b, bb, 0, g->k, j0, n, bp, g->k * nr);                                    \
         panel = rest;                                                                               \
       }                                                                                             \
       if (g->k == 0) memset(acc, 0, (size_t)(mp * t->nc) * sizeof(T));                              \
       for (int64_t p0 = 0; p0 < g->k; p0 += KC) {                                                   \
         int64_t kc = gk_min64(KC, g->k - p0);                                                       \
         gk_pack_a_##S(&g->a, g->a.batch.n ? b : 0, i0, m, p0, kc, ap);                              \
-        gk_gemm_packed_##S(mp, np, kc, ap, bp + p0 * nr, g->k * nr, acc, t->nc, p0 > 0);            \
+        if (t->full_panel)                                                                          \
+          gk_gemm_packed_##S(mp, np, kc, ap, bp + p0 * nr, g->k * nr, acc, t->nc, p0 > 0);          \
+        else {                                                                                      \
+          gk_pack_b_##S(&g->b, bb, p0, kc, j0, n, bp, kc * nr);                                     \
+          gk_gemm_packed_##S(mp, np, kc, ap, bp, kc * nr, acc, t->nc, p0 > 0);                      \
+        }                                                                                           \
       }                                                                                             \
       store_tile_##S(g, b, i0, m, j0, n, acc, t->nc);                                               \
     }                                                                                               \
