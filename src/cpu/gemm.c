@@ -307,9 +307,22 @@ typedef struct gemm_job {
     T bv[NC];                                                                                       \
     gk_index_offsets(&c->col, j0, n, coff);                                                         \
     if (g->bias) gk_load_##S(g->bias, j0, n, bv);                                                   \
+    bool plain = c->dtype == (sizeof(T) == 4 ? GK_F32 : GK_F64) && c->col.n == 1 && c->col.stride[0] == 1; \
     for (int64_t i = 0; i < m; i++) {                                                               \
       char *row = base + gk_index_offset(&c->row, i0 + i) * (int64_t)es;                            \
       const T *a = acc + i * ldc;                                                                   \
+      if (plain) { /* a contiguous row of C's own dtype */                                          \
+        T *out = (T *)row + j0;                                                                     \
+        if (g->bias && g->accumulate)                                                               \
+          for (int64_t j = 0; j < n; j++) out[j] = (a[j] + bv[j]) + out[j];                         \
+        else if (g->bias)                                                                           \
+          for (int64_t j = 0; j < n; j++) out[j] = a[j] + bv[j];                                    \
+        else if (g->accumulate)                                                                     \
+          for (int64_t j = 0; j < n; j++) out[j] = a[j] + out[j];                                   \
+        else                                                                                        \
+          for (int64_t j = 0; j < n; j++) out[j] = a[j];                                            \
+        continue;                                                                                   \
+      }                                                                                             \
       for (int64_t j = 0; j < n; j++) {                                                             \
         T v = a[j];                                                                                 \
         if (g->bias) v += bv[j];                                                                    \
