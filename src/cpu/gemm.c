@@ -25,12 +25,6 @@ static const int64_t PANEL_BYTES = 8 << 20;
 
 // ---------------------------------------------------------------- indices
 
-int64_t gk_index_count(const gk_index *ix) {
-  int64_t n = 1;
-  for (int d = 0; d < ix->n; d++) n *= ix->shape[d];
-  return n;
-}
-
 int64_t gk_index_offset(const gk_index *ix, int64_t i) {
   int64_t off = 0;
   for (int d = ix->n - 1; d >= 0; d--) {
