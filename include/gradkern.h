@@ -488,7 +488,7 @@ typedef struct gk_op_desc {
     gk_rope_layout layout;      ///< default GK_ROPE_BTHD
     gk_rope_pairing pairing;    ///< default GK_ROPE_HALF
     double theta;               ///< base, finite and > 0 (default 10000)
-    int64_t offset;             ///< position of t = 0, >= 0 (default 0)
+    int64_t offset;             ///< position of t = 0, 0 .. 2^40 (default 0)
   } rope;
   struct {
     int64_t kv_heads;           ///< Hkv, divides H; 0 means H (default 0)

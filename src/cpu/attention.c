@@ -15,9 +15,11 @@
 // items (b, kv head, block of KB = GROUP bc keys) accumulate dK and dV over
 // every query head of the kv head and every query tile, in order: S = Q K^T,
 // dP = dO V^T, P = exp(scale S - lse), dS = scale P (dP - D); dV += P^T dO,
-// dK += dS^T Q; then items (b, h, block of QB queries) accumulate dQ over the
-// key tiles in order: dQ += dS K. Each output element is thus summed by one
-// task in a fixed order: bit-identical for any thread count.
+// dK += dS^T Q; then items (b, h, block of QBF queries) accumulate dQ^T over
+// the key tiles in order, in the forward's transposed form: S^T = K Q^T,
+// dP^T = V dO^T, dS^T (the packed B panel of) dQ^T += K^T dS^T. Each output
+// element is thus summed by one task in a fixed order: bit-identical for any
+// thread count.
 //
 // Tasks are one per workspace slot (threads when the plan was made), pulling
 // work items from a counter, heaviest (for causal) first. The workspace is
@@ -30,7 +32,7 @@
 
 #include <stdatomic.h>
 
-enum { BR = 48, GROUP = 4, QB = GROUP * BR, FR = 64, QBF = 8 * FR };
+enum { BR = 48, GROUP = 4, FR = 64, QBF = 8 * FR };
 
 // The elementwise steps on a tile of scores, compiled per ISA (like the
 // microkernels) so that their loops vectorize.
@@ -45,11 +47,17 @@ enum { BR = 48, GROUP = 4, QB = GROUP * BR, FR = 64, QBF = 8 * FR };
 //
 // Backward, on a tile of S (rows r < rn of BR queries, row stride bc, keys
 // c < kn, row r seeing keys c < min(kn, diag + r + 1) when causal):
-// s = p = exp(scale s - lse), dp = ds = scale p (dp - D), 0 where masked.
+// s = p = exp(scale s - lse), dp = ds = scale p (dp - D), 0 where masked;
+// and the same on tiles of S^T and dP^T laid out as in the forward
+// (grad_tile_t): dpt = dS^T, the B panel of dQ^T += K^T dS^T.
 typedef void (*fwd_tile_f32_fn)(float *st, int64_t knm, int64_t kn, int64_t nr, int64_t rn, int64_t diag, bool causal,
                                 float scale, float *m, float *l, float *ot, int64_t Dm);
 typedef void (*fwd_tile_f64_fn)(double *st, int64_t knm, int64_t kn, int64_t nr, int64_t rn, int64_t diag,
                                 bool causal, double scale, double *m, double *l, double *ot, int64_t Dm);
+typedef void (*grad_tile_t_f32_fn)(float *st, float *dpt, int64_t knm, int64_t kn, int64_t nr, int64_t rn,
+                                   int64_t diag, bool causal, float scale, const float *lse, const float *dd);
+typedef void (*grad_tile_t_f64_fn)(double *st, double *dpt, int64_t knm, int64_t kn, int64_t nr, int64_t rn,
+                                   int64_t diag, bool causal, double scale, const double *lse, const double *dd);
 typedef void (*grad_tile_f32_fn)(float *s, float *dp, int64_t bc, int64_t rn, int64_t kn, int64_t diag, bool causal,
                                  float scale, const float *lse, const float *dd);
 typedef void (*grad_tile_f64_fn)(double *s, double *dp, int64_t bc, int64_t rn, int64_t kn, int64_t diag,
@@ -100,6 +108,21 @@ static inline int64_t row_limit(int64_t kn, int64_t diag, bool causal, int64_t r
     for (int64_t d = 0; d < Dm; d++)                                                                \
       for (int64_t q = 0; q < FR; q++) ot[d * FR + q] *= alpha[q];                                  \
   }                                                                                                 \
+  ATTR static void grad_tile_t_##S##_##SUFFIX(T *st, T *dpt, int64_t knm, int64_t kn, int64_t nr, int64_t rn, \
+                                               int64_t diag, bool causal, T scale, const T *lse, const T *dd) { \
+    for (int64_t s0 = 0; s0 < FR; s0 += nr) {                                                       \
+      T *sb = st + (s0 / nr) * knm * nr, *db = dpt + (s0 / nr) * knm * nr;                          \
+      const T *lq = lse + s0, *dq = dd + s0;                                                        \
+      for (int64_t c = 0; c < kn; c++) {                                                            \
+        T *sr = sb + c * nr, *dr = db + c * nr;                                                     \
+        for (int64_t i = 0; i < nr; i++) {                                                          \
+          bool ok = s0 + i < rn && (!causal || c <= diag + s0 + i);                                 \
+          T pv = EXP(sr[i] * scale - lq[i]);                                                        \
+          dr[i] = ok ? scale * pv * (dr[i] - dq[i]) : 0;                                            \
+        }                                                                                           \
+      }                                                                                             \
+    }                                                                                               \
+  }                                                                                                 \
   ATTR static void grad_tile_##S##_##SUFFIX(T *s, T *dp, int64_t bc, int64_t rn, int64_t kn, int64_t diag, \
                                              bool causal, T scale, const T *lse, const T *dd) {     \
     for (int64_t r = 0; r < rn; r++) {                                                              \
@@ -127,12 +150,14 @@ typedef struct attn_job {
   int64_t mr, nr, bc, kb;           // bc: keys per tile (a multiple of MR and NR), kb = GROUP bc
   double scale;
   bool causal;
-  gk_mat q, qt, k, kt, v, vt, dout; // (B H or B Hkv) batches of (T x Dh) matrices; qt, kt, vt transposed
+  gk_mat q, qt, k, kt, v, vt, dout, doutt; // (B H or B Hkv) batches of (T x Dh) matrices; *t transposed
   const gk_tensor *y, *dy, *lse, *dq, *dk, *dv;
   fwd_tile_f32_fn fwd_tile_f32;
   fwd_tile_f64_fn fwd_tile_f64;
   grad_tile_f32_fn grad_tile_f32;
   grad_tile_f64_fn grad_tile_f64;
+  grad_tile_t_f32_fn grad_tile_t_f32;
+  grad_tile_t_f64_fn grad_tile_t_f64;
   char *ws;
   void *d;                          // backward: D_i, (B H T)
   size_t slot_bytes;
@@ -168,13 +193,17 @@ static attn_job job_of(const gk_plan *plan) {
   j.grad_tile_f32 = grad_tile_f32_generic;
   j.fwd_tile_f64 = fwd_tile_f64_generic;
   j.grad_tile_f64 = grad_tile_f64_generic;
+  j.grad_tile_t_f32 = grad_tile_t_f32_generic;
+  j.grad_tile_t_f64 = grad_tile_t_f64_generic;
 #if GK_X86
   if (uk->level == GK_ISA_AVX512) {
     j.fwd_tile_f32 = fwd_tile_f32_avx512;
     j.grad_tile_f32 = grad_tile_f32_avx512;
+    j.grad_tile_t_f32 = grad_tile_t_f32_avx512;
   } else if (uk->level == GK_ISA_AVX2) {
     j.fwd_tile_f32 = fwd_tile_f32_avx2;
     j.grad_tile_f32 = grad_tile_f32_avx2;
+    j.grad_tile_t_f32 = grad_tile_t_f32_avx2;
   }
 #endif
   return j;
@@ -184,8 +213,8 @@ static attn_job job_of(const gk_plan *plan) {
 // for f32). Forward: qb QBF Dh | ot Dm QBF | ka bc Dh | va Dm bc | st bc FR |
 // m, l QBF. Backward keys pass: ktp, vtp Dh kb | dk, dv kb Dp |
 // qa, doa BR Dh | qb, dob BR Dp | s, dp BR bc | pt, dst bc BR | lse, D BR.
-// Backward queries pass: qa, doa QB Dh | dq QB Dp | ktp, vtp Dh bc |
-// kbp bc Dp | s, dp, ds BR bc | lse, D QB.
+// Backward queries pass: qb, dob QBF Dh | dqt Dm QBF | ka, va bc Dh |
+// kta Dm bc | st, dpt bc FR | lse, D QBF.
 static int64_t piece(int64_t n) { return round_up(n, 16); }
 
 static int64_t fwd_slot_elems(const attn_job *j) {
@@ -196,8 +225,8 @@ static int64_t fwd_slot_elems(const attn_job *j) {
 static int64_t bwd_slot_elems(const attn_job *j) {
   int64_t keys = 2 * piece(j->Dh * j->kb) + 2 * piece(j->kb * j->Dp) + 2 * piece(BR * j->Dh) +
                  2 * piece(BR * j->Dp) + 4 * piece(BR * j->bc) + 2 * piece(BR);
-  int64_t queries = 2 * piece(QB * j->Dh) + piece(QB * j->Dp) + 2 * piece(j->Dh * j->bc) +
-                    piece(j->bc * j->Dp) + 3 * piece(BR * j->bc) + 2 * piece(QB);
+  int64_t queries = 2 * piece(QBF * j->Dh) + piece(j->Dm * QBF) + 2 * piece(j->bc * j->Dh) +
+                    piece(j->Dm * j->bc) + 2 * piece(j->bc * FR) + 2 * piece(QBF);
   return keys > queries ? keys : queries;
 }
 
@@ -206,9 +235,8 @@ static size_t elem_size(const gk_plan *plan) { return plan->desc.dtype == GK_F64
 static int64_t slots_for(int64_t items) { return gk_min64(gk_min64(items, gk_get_num_threads()), 64); }
 
 static int64_t fwd_items(const attn_job *j) { return j->B * j->H * gk_ceil_div(j->L, QBF); }
-static int64_t q_items(const attn_job *j) { return j->B * j->H * gk_ceil_div(j->L, QB); }
 static int64_t bwd_items(const attn_job *j) {
-  int64_t a = j->B * j->Hkv * gk_ceil_div(j->L, j->kb), b = q_items(j);
+  int64_t a = j->B * j->Hkv * gk_ceil_div(j->L, j->kb), b = fwd_items(j);
   return a > b ? a : b;
 }
 
@@ -340,11 +368,16 @@ static size_t cpu_attention_bwd_workspace(const gk_plan *plan) {
           gk_gemm_packed_##S(BR, knp, Dh, doa, vtp + tk * Dh * nr, Dh * nr, dp, bc, 0);             \
           j->grad_tile_##S(s, dp, bc, rn, kn, i0 - k0, j->causal, (T)j->scale, lse, dd);                                        \
           /* P^T and dS^T as packed A panels: keys are rows, queries the k dim */                   \
-          for (int64_t c = 0; c < knm; c++) {                                                       \
-            T *pc = pt + (c / mr) * rn * mr + c % mr, *dc = dst + (c / mr) * rn * mr + c % mr;      \
+          /* (sliver c0 of mr keys, row r) = the mr scores s[r, c0 .. c0 + mr), contiguous */       \
+          for (int64_t c0 = 0; c0 < knm; c0 += mr) {                                                \
+            T *pc = pt + c0 * rn, *dc = dst + c0 * rn;                                              \
+            int64_t w = gk_min64(mr, kn - c0);                                                      \
             for (int64_t r = 0; r < rn; r++) {                                                      \
-              pc[r * mr] = c < kn ? s[r * bc + c] : 0;                                              \
-              dc[r * mr] = c < kn ? dp[r * bc + c] : 0;                                             \
+              const T *sr = s + r * bc + c0, *dr = dp + r * bc + c0;                                \
+              for (int64_t i = 0; i < mr; i++) {                                                    \
+                pc[r * mr + i] = i < w ? sr[i] : 0;                                                 \
+                dc[r * mr + i] = i < w ? dr[i] : 0;                                                 \
+              }                                                                                     \
             }                                                                                       \
           }                                                                                         \
           gk_gemm_packed_##S(knm, Dp, rn, pt, dob, rn * nr, dv + (k0 - k0b) * Dp, Dp, 1);           \
@@ -360,47 +393,55 @@ static size_t cpu_attention_bwd_workspace(const gk_plan *plan) {
     }                                                                                               \
   }                                                                                                 \
   GK_DEFINE_SLOT_LOOP(bwd_kv_slot_##S, T, bwd_kv_item_##S)                                          \
-  /* backward queries item (b, h, query block): dQ, heaviest blocks first */                        \
+  /* backward queries item (b, h, block of QBF queries): dQ^T += K^T dS^T, heaviest blocks first */ \
   static void bwd_q_item_##S(attn_job *j, int64_t item, T *mem) {                                   \
-    int64_t nqb = gk_ceil_div(j->L, QB), bh = item % (j->B * j->H), qblk = nqb - 1 - item / (j->B * j->H); \
+    int64_t nqb = gk_ceil_div(j->L, QBF), bh = item % (j->B * j->H), qblk = nqb - 1 - item / (j->B * j->H); \
     int64_t b = bh / j->H, h = bh % j->H, kvb = b * j->Hkv + h / j->G;                               \
-    int64_t q0 = qblk * QB, qn = gk_min64(QB, j->L - q0), Dh = j->Dh, Dp = j->Dp, bc = j->bc, mr = j->mr, nr = j->nr; \
-    T *qa = mem, *doa = qa + piece(QB * Dh), *dq = doa + piece(QB * Dh), *ktp = dq + piece(QB * Dp); \
-    T *vtp = ktp + piece(Dh * bc), *kbp = vtp + piece(Dh * bc), *s = kbp + piece(bc * Dp);          \
-    T *dp = s + piece(BR * bc), *ds = dp + piece(BR * bc), *lse = ds + piece(BR * bc), *dd = lse + piece(QB); \
-    int64_t ntiles = gk_ceil_div(qn, BR);                                                           \
+    int64_t q0 = qblk * QBF, qn = gk_min64(QBF, j->L - q0), Dh = j->Dh, Dm = j->Dm, bc = j->bc, nr = j->nr; \
+    T *qb = mem, *dob = qb + piece(QBF * Dh), *dqt = dob + piece(QBF * Dh), *ka = dqt + piece(Dm * QBF); \
+    T *va = ka + piece(bc * Dh), *kta = va + piece(bc * Dh), *st = kta + piece(Dm * bc);             \
+    T *dpt = st + piece(bc * FR), *lse = dpt + piece(bc * FR), *dd = lse + piece(QBF);               \
+    int64_t ntiles = gk_ceil_div(qn, FR);                                                           \
     for (int64_t t = 0; t < ntiles; t++) {                                                          \
-      int64_t rn = gk_min64(BR, qn - t * BR);                                                       \
-      gk_pack_a_##S(&j->q, bh, q0 + t * BR, rn, 0, Dh, qa + t * BR * Dh);                           \
-      gk_pack_a_##S(&j->dout, bh, q0 + t * BR, rn, 0, Dh, doa + t * BR * Dh);                       \
+      int64_t rn = gk_min64(FR, qn - t * FR), done = round_up(rn, nr) * Dh;                        \
+      gk_pack_b_##S(&j->qt, bh, 0, Dh, q0 + t * FR, rn, qb + t * FR * Dh, Dh * nr);                  \
+      gk_pack_b_##S(&j->doutt, bh, 0, Dh, q0 + t * FR, rn, dob + t * FR * Dh, Dh * nr);              \
+      for (int64_t i = done; i < FR * Dh; i++) qb[t * FR * Dh + i] = dob[t * FR * Dh + i] = 0;       \
     }                                                                                               \
     gk_tensor lrow = gk_tensor_row(j->lse, 1, bh);                                                  \
     gk_load_##S(&lrow, q0, qn, lse);                                                                \
     const T *dall = j->d;                                                                           \
-    for (int64_t r = 0; r < qn; r++) dd[r] = dall[bh * j->L + q0 + r];                              \
-    for (int64_t i = 0; i < ntiles * BR * Dp; i++) dq[i] = 0;                                       \
+    for (int64_t q = 0; q < QBF; q++) {                                                             \
+      if (q >= qn) lse[q] = 0;                                                                      \
+      dd[q] = q < qn ? dall[bh * j->L + q0 + q] : 0;                                                \
+    }                                                                                               \
+    for (int64_t i = 0; i < ntiles * Dm * FR; i++) dqt[i] = 0;                                      \
     int64_t kv_end = j->causal ? q0 + qn : j->L;                                                    \
     for (int64_t k0 = 0; k0 < kv_end; k0 += bc) {                                                   \
-      int64_t kn = gk_min64(bc, j->L - k0), knp = round_up(kn, nr);                                 \
-      gk_pack_b_##S(&j->kt, kvb, 0, Dh, k0, kn, ktp, Dh * nr);                                      \
-      gk_pack_b_##S(&j->vt, kvb, 0, Dh, k0, kn, vtp, Dh * nr);                                      \
-      gk_pack_b_##S(&j->k, kvb, k0, kn, 0, Dh, kbp, kn * nr);                                       \
+      int64_t kn = gk_min64(bc, j->L - k0), knm = round_up(kn, j->mr);                              \
+      gk_pack_a_##S(&j->k, kvb, k0, kn, 0, Dh, ka);                                                 \
+      gk_pack_a_##S(&j->v, kvb, k0, kn, 0, Dh, va);                                                 \
+      gk_pack_a_##S(&j->kt, kvb, 0, Dh, k0, kn, kta);                                               \
       for (int64_t t = 0; t < ntiles; t++) {                                                        \
-        int64_t i0 = q0 + t * BR, rn = gk_min64(BR, qn - t * BR);                                   \
+        int64_t i0 = q0 + t * FR, rn = gk_min64(FR, qn - t * FR);                                   \
         if (j->causal && k0 > i0 + rn - 1) continue;                                                \
-        gk_gemm_packed_##S(BR, knp, Dh, qa + t * BR * Dh, ktp, Dh * nr, s, bc, 0);                  \
-        gk_gemm_packed_##S(BR, knp, Dh, doa + t * BR * Dh, vtp, Dh * nr, dp, bc, 0);                \
-        j->grad_tile_##S(s, dp, bc, rn, kn, i0 - k0, j->causal, (T)j->scale, lse + t * BR, dd + t * BR);                        \
-        for (int64_t r = 0; r < BR; r++) {                                                          \
-          T *dr = ds + (r / mr) * kn * mr + r % mr;                                                 \
-          for (int64_t c = 0; c < kn; c++) dr[c * mr] = r < rn ? dp[r * bc + c] : 0;                \
+        for (int64_t s0 = 0; s0 < FR; s0 += nr) {                                                   \
+          gk_gemm_packed_##S(knm, nr, Dh, ka, qb + t * FR * Dh + s0 * Dh, Dh * nr, st + s0 * knm, nr, 0); \
+          gk_gemm_packed_##S(knm, nr, Dh, va, dob + t * FR * Dh + s0 * Dh, Dh * nr, dpt + s0 * knm, nr, 0); \
         }                                                                                           \
-        gk_gemm_packed_##S(BR, Dp, kn, ds, kbp, kn * nr, dq + t * BR * Dp, Dp, 1);                  \
+        j->grad_tile_t_##S(st, dpt, knm, kn, nr, rn, i0 - k0, j->causal, (T)j->scale, lse + t * FR, dd + t * FR); \
+        gk_gemm_packed_##S(Dm, FR, kn, kta, dpt, knm * nr, dqt + t * Dm * FR, FR, 1);               \
       }                                                                                             \
     }                                                                                               \
-    for (int64_t r = 0; r < qn; r++) {                                                              \
-      gk_tensor row = gk_tensor_row(j->dq, 1, bh * j->L + q0 + r);                                  \
-      gk_store_##S(&row, 0, Dh, dq + r * Dp);                                                       \
+    T row[256];                                                                                     \
+    for (int64_t q = 0; q < qn; q++) {                                                              \
+      const T *dc = dqt + (q / FR) * Dm * FR + q % FR;                                              \
+      gk_tensor out = gk_tensor_row(j->dq, 1, bh * j->L + q0 + q);                                  \
+      for (int64_t c0 = 0; c0 < Dh; c0 += 256) {                                                    \
+        int64_t n = gk_min64(256, Dh - c0);                                                         \
+        for (int64_t c = 0; c < n; c++) row[c] = dc[(c0 + c) * FR];                                 \
+        gk_store_##S(&out, c0, n, row);                                                             \
+      }                                                                                             \
     }                                                                                               \
   }                                                                                                 \
   GK_DEFINE_SLOT_LOOP(bwd_q_slot_##S, T, bwd_q_item_##S)
@@ -415,7 +456,10 @@ static void prepare(attn_job *j, const gk_kernel_args a, void *ws) {
   j->v = gk_mat_of(a[GK_ARG_V], 2, 1);
   j->kt = gk_mat_t(j->k);
   j->vt = gk_mat_t(j->v);
-  if (a[GK_ARG_DY]) j->dout = gk_mat_of(a[GK_ARG_DY], 2, 1);
+  if (a[GK_ARG_DY]) {
+    j->dout = gk_mat_of(a[GK_ARG_DY], 2, 1);
+    j->doutt = gk_mat_t(j->dout);
+  }
   j->dy = a[GK_ARG_DY];
   j->y = a[GK_ARG_Y];
   j->lse = a[GK_ARG_LSE];
@@ -452,7 +496,7 @@ static gk_status cpu_attention_bwd(const gk_plan *plan, const gk_kernel_args a, 
   j.slot_bytes = (size_t)bwd_slot_elems(&j) * elem_size(plan);
   size_t avail = plan->workspace_bytes - dbytes;
   run_items(&j, j.B * j.Hkv * gk_ceil_div(j.L, j.kb), avail, f64 ? bwd_kv_slot_f64 : bwd_kv_slot_f32);
-  run_items(&j, q_items(&j), avail, f64 ? bwd_q_slot_f64 : bwd_q_slot_f32);
+  run_items(&j, fwd_items(&j), avail, f64 ? bwd_q_slot_f64 : bwd_q_slot_f32);
   return GK_SUCCESS;
 }
 

@@ -8,7 +8,9 @@
 // once, adding the bias and C's old values, rounding to C's dtype. Tasks are
 // one per workspace slot (as many as threads when the plan was made); each
 // pulls tiles (batch, column block, row block) from a shared counter and
-// keeps its packed B panel while the column block stays the same.
+// keeps its packed B panel while the column block stays the same. When K is
+// so long that even an NR-wide panel would pass PANEL_BYTES, the panel holds
+// one KC block and is packed again for each block of each tile instead.
 #include "gemm.h"
 
 #include <math.h>
@@ -22,12 +24,6 @@ enum { MC = 192, KC = 256, NC = 512, OFFS = 256 };
 static const int64_t PANEL_BYTES = 8 << 20;
 
 // ---------------------------------------------------------------- indices
-
-int64_t gk_index_count(const gk_index *ix) {
-  int64_t n = 1;
-  for (int d = 0; d < ix->n; d++) n *= ix->shape[d];
-  return n;
-}
 
 int64_t gk_index_offset(const gk_index *ix, int64_t i) {
   int64_t off = 0;
@@ -245,6 +241,7 @@ GK_DEFINE_PACK(double, f64, mr64, nr64)
 // panel (K x nc), each 64-byte aligned.
 typedef struct tiling {
   int64_t mc, nc, tiles_m, tiles_n, ntiles;
+  bool full_panel;  // B's panel holds all K rows (else one KC block)
   size_t es, acc_bytes, a_bytes, b_bytes, slot_bytes;
 } tiling;
 
@@ -257,8 +254,8 @@ static tiling tiling_of(bool f64, int64_t batch, int64_t m, int64_t n, int64_t k
   tiling t;
   t.es = f64 ? sizeof(double) : sizeof(float);
   int64_t kk = k > 0 ? k : 1;
-  int64_t nc_max = gk_min64(NC, (PANEL_BYTES / (int64_t)t.es / kk) / nr * nr);
-  if (nc_max < nr) nc_max = nr;
+  t.full_panel = kk * nr * (int64_t)t.es <= PANEL_BYTES;
+  int64_t nc_max = t.full_panel ? gk_min64(NC, (PANEL_BYTES / (int64_t)t.es / kk) / nr * nr) : NC;
   t.mc = gk_min64(MC, round_up(m > 0 ? m : 1, mr));
   t.nc = gk_min64(nc_max, round_up(n > 0 ? n : 1, nr));
   // Smaller tiles when there are too few to share among threads.
@@ -274,7 +271,7 @@ static tiling tiling_of(bool f64, int64_t batch, int64_t m, int64_t n, int64_t k
   t.ntiles = batch * t.tiles_m * t.tiles_n;
   t.acc_bytes = align64((size_t)(t.mc * t.nc) * t.es);
   t.a_bytes = align64((size_t)(t.mc * gk_min64(KC, kk)) * t.es);
-  t.b_bytes = align64((size_t)(kk * t.nc) * t.es);
+  t.b_bytes = align64((size_t)((t.full_panel ? kk : gk_min64(KC, kk)) * t.nc) * t.es);
   t.slot_bytes = t.acc_bytes + t.a_bytes + t.b_bytes;
   return t;
 }
@@ -304,9 +301,22 @@ typedef struct gemm_job {
     T bv[NC];                                                                                       \
     gk_index_offsets(&c->col, j0, n, coff);                                                         \
     if (g->bias) gk_load_##S(g->bias, j0, n, bv);                                                   \
+    bool plain = c->dtype == (sizeof(T) == 4 ? GK_F32 : GK_F64) && c->col.n == 1 && c->col.stride[0] == 1; \
     for (int64_t i = 0; i < m; i++) {                                                               \
       char *row = base + gk_index_offset(&c->row, i0 + i) * (int64_t)es;                            \
       const T *a = acc + i * ldc;                                                                   \
+      if (plain) { /* a contiguous row of C's own dtype */                                          \
+        T *out = (T *)row + j0;                                                                     \
+        if (g->bias && g->accumulate)                                                               \
+          for (int64_t j = 0; j < n; j++) out[j] = (a[j] + bv[j]) + out[j];                         \
+        else if (g->bias)                                                                           \
+          for (int64_t j = 0; j < n; j++) out[j] = a[j] + bv[j];                                    \
+        else if (g->accumulate)                                                                     \
+          for (int64_t j = 0; j < n; j++) out[j] = a[j] + out[j];                                   \
+        else                                                                                        \
+          for (int64_t j = 0; j < n; j++) out[j] = a[j];                                            \
+        continue;                                                                                   \
+      }                                                                                             \
       for (int64_t j = 0; j < n; j++) {                                                             \
         T v = a[j];                                                                                 \
         if (g->bias) v += bv[j];                                                                    \
@@ -350,15 +360,21 @@ typedef struct gemm_job {
       int64_t mp = round_up(m, sizeof(T) == 4 ? uk->mr32 : uk->mr64);                               \
       int64_t np = round_up(n, sizeof(T) == 4 ? uk->nr32 : uk->nr64);                               \
       int64_t nr = sizeof(T) == 4 ? uk->nr32 : uk->nr64;                                            \
-      if (rest != panel) {                                                                          \
-        gk_pack_b_##S(&g->b, g->b.batch.n ? b : 0, 0, g->k, j0, n, bp, g->k * nr);                  \
+      int64_t bb = g->b.batch.n ? b : 0;                                                            \
+      if (t->full_panel && rest != panel) {                                                         \
+        gk_pack_b_##S(&g->b, bb, 0, g->k, j0, n, bp, g->k * nr);                                    \
         panel = rest;                                                                               \
       }                                                                                             \
       if (g->k == 0) memset(acc, 0, (size_t)(mp * t->nc) * sizeof(T));                              \
       for (int64_t p0 = 0; p0 < g->k; p0 += KC) {                                                   \
         int64_t kc = gk_min64(KC, g->k - p0);                                                       \
         gk_pack_a_##S(&g->a, g->a.batch.n ? b : 0, i0, m, p0, kc, ap);                              \
-        gk_gemm_packed_##S(mp, np, kc, ap, bp + p0 * nr, g->k * nr, acc, t->nc, p0 > 0);            \
+        if (t->full_panel)                                                                          \
+          gk_gemm_packed_##S(mp, np, kc, ap, bp + p0 * nr, g->k * nr, acc, t->nc, p0 > 0);          \
+        else {                                                                                      \
+          gk_pack_b_##S(&g->b, bb, p0, kc, j0, n, bp, kc * nr);                                     \
+          gk_gemm_packed_##S(mp, np, kc, ap, bp, kc * nr, acc, t->nc, p0 > 0);                      \
+        }                                                                                           \
       }                                                                                             \
       store_tile_##S(g, b, i0, m, j0, n, acc, t->nc);                                               \
     }                                                                                               \

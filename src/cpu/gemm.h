@@ -20,7 +20,6 @@ typedef struct gk_index {
   int64_t shape[GK_MAX_RANK], stride[GK_MAX_RANK];
 } gk_index;
 
-int64_t gk_index_count(const gk_index *ix);
 int64_t gk_index_offset(const gk_index *ix, int64_t i);
 // Offsets of indices [start, start + n) into out.
 void gk_index_offsets(const gk_index *ix, int64_t start, int64_t n, int64_t *out);

@@ -25,6 +25,7 @@ static gk_status ref_binary_bwd(const gk_plan *plan, const gk_kernel_args a, voi
   const gk_tensor *dy = a[GK_ARG_DY], *da = a[GK_ARG_DA], *db = a[GK_ARG_DB];
   bool mul = d->op == GK_OP_MUL;
   int64_t n = gk_tensor_numel(dy), na = gk_tensor_numel(da), nb = gk_tensor_numel(db);
+  if (na + nb == 0) return GK_SUCCESS;
   // f64 accumulators shaped like a and b, seen through broadcast views
   double *acc = ws;
   for (int64_t i = 0; i < na + nb; i++) acc[i] = 0;
