@@ -24,9 +24,13 @@ train: build
 info: build
 	$(BUILD)/gradkern info
 
-# Every test: the C tests (also under ASan+UBSan) and the PyTorch parity tests.
+# Every test: the C tests (also under ASan+UBSan) and the PyTorch parity
+# tests with gcc; then the library and C tests again built by clang.
 test: test-deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cmake -S . -B $(BUILD)-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD)-clang -j $(JOBS)
+	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E python_parity
 
 clean:
 	rm -rf $(BUILD)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what gradkern's build and tests need, when it is missing.
 #   scripts/install-deps.sh build   compiler, cmake
-#   scripts/install-deps.sh test    + Python 3 with torch, numpy, pytest (Debian's)
+#   scripts/install-deps.sh test    + clang, Python 3 with torch, numpy, pytest (Debian's)
 # As root it installs Debian packages with apt-get; otherwise it prints the
 # command to run and fails.
 set -euo pipefail
@@ -10,6 +10,7 @@ command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v make >/dev/null 2>&1 || need+=(make)
 if [ "${1:-build}" = test ]; then
+  command -v clang >/dev/null 2>&1 || need+=(clang)
   # Debian's torch installs for /usr/bin/python3 only (see ../shared/MACHINE.md).
   py=/usr/bin/python3
   [ -x "$py" ] || need+=(python3)

@@ -225,6 +225,16 @@ int main(void) {
   }
   EXPECT_RUN(&ln_bwd, arg_of(&f, GK_ARG_MEAN)->tensor.dtype = GK_F64, GK_ERR_BAD_DTYPE, "'mean' has dtype f64",
              "saved mean of the wrong dtype");
+  EXPECT_RUN(&relu, arg_of(&f, GK_ARG_X)->tensor.strides[0] = INT64_MAX / 2, GK_ERR_BAD_STRIDES,
+             "'x' with shape [4, 6] and strides", "strides past the address space");
+  {
+    fixture f;
+    fixture_make(&f, &ln_bwd);
+    // The workspace placed over dx's memory (dx moved into the workspace buffer).
+    arg_of(&f, GK_ARG_DX)->tensor.data = f.ws;
+    expect(run(&f), GK_ERR_ALIASING, "workspace overlaps argument 'dx'", "workspace over an output");
+    fixture_free(&f);
+  }
   EXPECT_RUN(&rms_fwd, arg_of(&f, GK_ARG_RSTD)->tensor.dtype = GK_F16, GK_ERR_BAD_DTYPE, "'rstd' has dtype f16",
              "rstd in f16 (must be f32)");
   EXPECT_RUN(&rms_fwd, arg_of(&f, GK_ARG_WEIGHT)->tensor.shape[0] = 4, GK_ERR_BAD_SHAPE, "'weight' has shape [4]",

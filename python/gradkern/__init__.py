@@ -24,7 +24,7 @@ Every op takes backend=None|'auto'|'ref'|'cpu' (keyword only).
 Errors from the library raise gradkern.Error (a RuntimeError) with .status,
 .status_name and .message (gk_last_error(): names the bad argument).
 """
-from . import _lib
+from . import _lib  # noqa: F401  (the raw ctypes mirror of gradkern.h)
 from ._core import (
     Error,
     Plan,

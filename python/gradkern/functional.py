@@ -29,8 +29,10 @@ def _plan(op, direction, x, backend, opts):
 
 # ---------------------------------------------------------------- activations
 
-class ActivationFunction(torch.autograd.Function):
-    """y = act(x); backward dx = dy * act'(x) from the saved input x."""
+class UnaryFunction(torch.autograd.Function):
+    """One input x -> y; backward (dy, saved x) -> dx. Serves the activations
+    (y = act(x)) and the split form of the gated ones (x = a | b along dim,
+    y = a * act(b), dx = da | db): the plan knows which."""
 
     @staticmethod
     def forward(ctx, x, op, opts, backend):
@@ -55,7 +57,7 @@ class ActivationFunction(torch.autograd.Function):
 
 
 def _activation(op, x, backend, **opts):
-    return ActivationFunction.apply(x, op, tuple(sorted(opts.items())), resolve_backend(backend))
+    return UnaryFunction.apply(x, op, tuple(sorted(opts.items())), resolve_backend(backend))
 
 
 def relu(x, *, backend=None):
@@ -84,31 +86,6 @@ def softplus(x, beta=1, threshold=20, *, backend=None):
 
 
 # ---------------------------------------------------------------- gated
-
-class GatedSplitFunction(torch.autograd.Function):
-    """x split along dim into halves a | b: y = a * act(b); backward dx = da | db."""
-
-    @staticmethod
-    def forward(ctx, x, op, opts, backend):
-        plan = _plan(op, "forward", x, backend, opts)
-        y = new_output(plan, "y", x.dtype, x)
-        plan.run({"x": x, "y": y})
-        ctx.save_for_backward(x)
-        ctx.gk = (op, opts, backend)
-        return y
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, dy):
-        (x,) = ctx.saved_tensors
-        op, opts, backend = ctx.gk
-        dx = None
-        if ctx.needs_input_grad[0]:
-            plan = _plan(op, "backward", x, backend, opts)
-            dx = new_output(plan, "dx", x.dtype, x)
-            plan.run({"dy": dy, "x": x, "dx": dx})
-        return dx, None, None, None
-
 
 class GatedTwoTensorFunction(torch.autograd.Function):
     """y = x * act(gate) (same shapes); backward gives dx and dgate."""
@@ -145,7 +122,7 @@ def _gated(op, x, dim, gate, backend, **opts):
     backend = resolve_backend(backend)
     if gate is None:
         opts.update(form="split", dim=int(dim))
-        return GatedSplitFunction.apply(x, op, tuple(sorted(opts.items())), backend)
+        return UnaryFunction.apply(x, op, tuple(sorted(opts.items())), backend)
     opts.update(form="two_tensor")
     return GatedTwoTensorFunction.apply(x, gate, op, tuple(sorted(opts.items())), backend)
 

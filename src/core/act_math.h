@@ -1,11 +1,15 @@
 // Scalar activation math, written once for float (suffix _f32) and double
-// (suffix _f64) through <tgmath.h>. Every form is stable: no exp overflows.
+// (suffix _f64) through <tgmath.h>. Every form is stable: an exponential
+// that overflows gives inf, which gives the right limit (1 / (1 + inf) = 0),
+// never a NaN. The f32 forms use gk_exp_f32, written without calls or
+// branches so that loops over them vectorise.
 //
 //   sigmoid(x) = 1 / (1 + e^-x)         sigmoid'(x) = s (1 - s)
 //   silu(x)    = x s                    silu'(x)    = s (1 + x (1 - s))
 //   gelu(x)    = x Phi(x)               gelu'(x)    = Phi(x) + x phi(x)
-//   gelu_tanh  = x/2 (1 + t), t = tanh(k (x + c x^3)), k = sqrt(2/pi), c = 0.044715
-//                                       ' = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2)
+//   gelu_tanh  = x/2 (1 + tanh(u)) = x sigmoid(2u), u = k (x + c x^3),
+//                k = sqrt(2/pi), c = 0.044715
+//                                       ' = s + 2 x s (1 - s) k (1 + 3 c x^2), s = sigmoid(2u)
 //   softplus   = (max(z, 0) + log1p(e^-|z|)) / beta, z = beta x; x when z > threshold
 //                                       ' = sigmoid(z); 1 when z > threshold
 //   relu(x)    = x < 0 ? 0 : x (NaN stays NaN)   relu'(x) = x > 0
@@ -14,6 +18,7 @@
 
 #include "gradkern.h"
 #include <stdbool.h>
+#include <stdint.h>
 #include <tgmath.h>
 
 // Which activation an elementwise or gated op applies.
@@ -39,12 +44,30 @@ static inline gk_act_params gk_act_of(const gk_op_desc *d) {
   return p;
 }
 
+// e^x in f32 without a call or a branch: e^x = 2^k e^r, k = round(x / ln 2),
+// r = x - k ln 2 (ln 2 in two parts), |r| <= ln(2)/2, e^r by its Taylor
+// polynomial of degree 7 (truncation error < 6e-9). 2^k is applied as two
+// normal powers of two so results below FLT_MIN come out subnormal. x is
+// clamped to [-104, 89]: beyond, e^x rounds to 0 or overflows to inf anyway.
+static inline float gk_exp_f32(float x) {
+  union { float f; int32_t i; } s1, s2;
+  float xc = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
+  xc = x == x ? xc : 0.0f;                                   // NaN: keep k finite
+  float kf = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;  // round to nearest
+  float r = (xc - kf * 0.693359375f) - kf * -2.12194440e-4f;
+  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
+            r * (1.0f / 720 + r * (1.0f / 5040)))))));
+  int32_t k = (int32_t)kf, k1 = k / 2;
+  s1.i = (k1 + 127) << 23;
+  s2.i = (k - k1 + 127) << 23;
+  float y = p * s1.f * s2.f;
+  return x == x ? y : x;
+}
+
+static inline double gk_exp_f64(double x) { return exp(x); }
+
 #define GK_DEFINE_ACT_MATH(T, S)                                                      \
-  static inline T gk_sigmoid_##S(T x) {                                               \
-    if (x >= 0) return (T)1 / ((T)1 + exp(-x));                                       \
-    T z = exp(x);                                                                     \
-    return z / ((T)1 + z);                                                            \
-  }                                                                                   \
+  static inline T gk_sigmoid_##S(T x) { return (T)1 / ((T)1 + gk_exp_##S(-x)); }       \
   static inline T gk_relu_##S(T x) { return x < 0 ? (T)0 : x; }                        \
   static inline T gk_drelu_##S(T x) { return x > 0 ? (T)1 : (T)0; }                    \
   static inline T gk_silu_##S(T x) { return x * gk_sigmoid_##S(x); }                   \
@@ -61,22 +84,22 @@ static inline gk_act_params gk_act_of(const gk_op_desc *d) {
   }                                                                                   \
   static inline T gk_dgelu_##S(T x) {                                                 \
     T cdf = (T)0.5 * ((T)1 + erf(x * (T)0.70710678118654752440));                    \
-    T pdf = exp((T)-0.5 * x * x) * (T)0.39894228040143267794;                         \
+    T pdf = gk_exp_##S((T)-0.5 * x * x) * (T)0.39894228040143267794;                  \
     return cdf + x * pdf;                                                             \
   }                                                                                   \
   static inline T gk_gelu_tanh_##S(T x) {                                             \
-    T inner = (T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x);              \
-    return (T)0.5 * x * ((T)1 + tanh(inner));                                         \
+    T u = (T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x);                  \
+    return x * gk_sigmoid_##S((T)2 * u);                                              \
   }                                                                                   \
   static inline T gk_dgelu_tanh_##S(T x) {                                            \
     T k = (T)0.79788456080286535588, c = (T)0.044715;                                 \
-    T t = tanh(k * (x + c * x * x * x));                                              \
-    return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * k * ((T)1 + (T)3 * c * x * x); \
+    T s = gk_sigmoid_##S((T)2 * k * (x + c * x * x * x));                             \
+    return s + (T)2 * x * s * ((T)1 - s) * k * ((T)1 + (T)3 * c * x * x);            \
   }                                                                                   \
   static inline T gk_softplus_##S(T x, T beta, T threshold) {                         \
     T z = beta * x;                                                                   \
     if (z > threshold) return x;                                                      \
-    return (fmax(z, (T)0) + log1p(exp(-fabs(z)))) / beta;                             \
+    return (fmax(z, (T)0) + log1p(gk_exp_##S(-fabs(z)))) / beta;                      \
   }                                                                                   \
   static inline T gk_dsoftplus_##S(T x, T beta, T threshold) {                        \
     T z = beta * x;                                                                   \

@@ -239,17 +239,29 @@ gk_status gk_plan_arg_shape(const gk_plan *plan, gk_arg_kind kind, int *rank, in
 // elements.
 typedef struct { uintptr_t lo, hi; } byte_range;
 
+// Element offsets [lo, hi] a tensor reaches; false when they overflow.
+static bool offset_span(const gk_tensor *t, int64_t *lo, int64_t *hi) {
+  *lo = *hi = 0;
+  for (int i = 0; i < t->rank; i++) {
+    int64_t span;
+    if (__builtin_mul_overflow(t->shape[i] - 1, t->strides[i], &span)) return false;
+    if (__builtin_add_overflow(span < 0 ? *lo : *hi, span, span < 0 ? lo : hi)) return false;
+  }
+  int64_t es = (int64_t)gk_dtype_size(t->dtype), bytes;
+  return !__builtin_mul_overflow(*lo, es, &bytes) && !__builtin_mul_overflow(*hi + 1, es, &bytes);
+}
+
 static byte_range tensor_range(const gk_tensor *t) {
   byte_range r = {0, 0};
-  if (gk_tensor_numel(t) == 0) return r;
-  int64_t lo = 0, hi = 0, es = (int64_t)gk_dtype_size(t->dtype);
-  for (int i = 0; i < t->rank; i++) {
-    int64_t span = (t->shape[i] - 1) * t->strides[i];
-    if (span < 0) lo += span; else hi += span;
-  }
+  int64_t lo, hi, es = (int64_t)gk_dtype_size(t->dtype);
+  if (gk_tensor_numel(t) == 0 || !offset_span(t, &lo, &hi)) return r;
   r.lo = (uintptr_t)t->data + (uintptr_t)(lo * es);
   r.hi = (uintptr_t)t->data + (uintptr_t)((hi + 1) * es);
   return r;
+}
+
+static bool ranges_overlap(byte_range a, byte_range b) {
+  return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi;
 }
 
 static bool same_view(const gk_tensor *a, const gk_tensor *b) {
@@ -310,6 +322,11 @@ static gk_status check_tensor(const gk_plan *plan, gk_arg_kind kind, const gk_te
   if ((uintptr_t)t->data % es != 0)
     return gk_fail(GK_ERR_BAD_ALIGNMENT, "%s: argument '%s' data = %p is not aligned to its element size %zu", op,
                    name, t->data, es);
+  int64_t lo, hi;
+  if (!offset_span(t, &lo, &hi))
+    return gk_fail(GK_ERR_BAD_STRIDES, "%s: argument '%s' with shape %s and strides %s spans more memory than an "
+                   "address can reach", op, name, gk_format_shape(got, sizeof got, t->rank, t->shape),
+                   gk_format_shape(want, sizeof want, t->rank, t->strides));
   if (s->is_output && overlaps_itself(t))
     return gk_fail(GK_ERR_BAD_STRIDES, "%s: output '%s' with shape %s and strides %s overlaps itself", op, name,
                    gk_format_shape(got, sizeof got, t->rank, t->shape),
@@ -350,8 +367,7 @@ static gk_status collect_args(const gk_plan *plan, const gk_arg *args, int nargs
     for (int k = 0; k < GK_ARG_COUNT_; k++) {
       if (k == o || !by_kind[k]) continue;
       if (plan->args[k].is_output && k < o) continue;  // pair already checked
-      byte_range rk = tensor_range(by_kind[k]);
-      if (ro.lo >= rk.hi || rk.lo >= ro.hi) continue;
+      if (!ranges_overlap(ro, tensor_range(by_kind[k]))) continue;
       if ((plan->args[o].alias_ok >> k & 1u) && same_view(by_kind[o], by_kind[k])) continue;
       return gk_fail(GK_ERR_ALIASING, "%s: output '%s' overlaps %s '%s'%s", op, gk_arg_name((gk_arg_kind)o),
                      plan->args[k].is_output ? "output" : "input", gk_arg_name((gk_arg_kind)k),
@@ -384,6 +400,11 @@ gk_status gk_plan_run(const gk_plan *plan, const gk_arg *args, int nargs, void *
   if ((uintptr_t)workspace % 64 != 0)
     return gk_fail(GK_ERR_BAD_ALIGNMENT, "%s: workspace = %p is not aligned to 64 bytes", gk_op_name(plan->desc.op),
                    workspace);
+  byte_range wr = {(uintptr_t)workspace, (uintptr_t)workspace + (workspace ? plan->workspace_bytes : 0)};
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (by_kind[k] && ranges_overlap(wr, tensor_range(by_kind[k])))
+      return gk_fail(GK_ERR_ALIASING, "%s: workspace overlaps argument '%s'", gk_op_name(plan->desc.op),
+                     gk_arg_name((gk_arg_kind)k));
   s = plan->kernel->run(plan, by_kind, workspace);
   if (s == GK_SUCCESS) gk_clear_error();
   return s;

@@ -25,27 +25,39 @@ typedef struct ew_job {
 //   act bwd:   in dy, x      -> out dx = dy act'(x)
 //   gated fwd: in a, b       -> out y = a act(b)
 //   gated bwd: in dy, a, b   -> out da = dy act(b), db = dy a act'(b)
-#define GK_DEFINE_EW_COMPUTE(T, S)                                                         \
-  static void ew_compute_##S(const ew_job *j, const T *const *in, T *const *out, int64_t n) { \
+// One loop per (kind, activation), so no branch on the activation is left
+// inside a loop. In each loop `v` is the activation's argument.
+#define EW_ACT_CASES(S, LOOP)                                                              \
+  switch (p->act) {                                                                        \
+  case GK_ACT_RELU: LOOP(gk_relu_##S(v), gk_drelu_##S(v)); break;                          \
+  case GK_ACT_GELU: LOOP(gk_gelu_##S(v), gk_dgelu_##S(v)); break;                          \
+  case GK_ACT_GELU_TANH: LOOP(gk_gelu_tanh_##S(v), gk_dgelu_tanh_##S(v)); break;           \
+  case GK_ACT_SILU: LOOP(gk_silu_##S(v), gk_dsilu_##S(v)); break;                          \
+  case GK_ACT_SIGMOID: LOOP(gk_sigmoid_##S(v), gk_dsigmoid_##S(v)); break;                 \
+  case GK_ACT_SOFTPLUS: LOOP(gk_softplus_##S(v, beta, thr), gk_dsoftplus_##S(v, beta, thr)); break; \
+  }
+#define EW_LOOP_ACT_FWD(F, G) for (int64_t i = 0; i < n; i++) { elem v = in[0][i]; out[0][i] = F; }
+#define EW_LOOP_ACT_BWD(F, G) for (int64_t i = 0; i < n; i++) { elem v = in[1][i]; out[0][i] = in[0][i] * G; }
+#define EW_LOOP_GATED_FWD(F, G) for (int64_t i = 0; i < n; i++) { elem v = in[1][i]; out[0][i] = in[0][i] * F; }
+#define EW_LOOP_GATED_BWD(F, G)                                                            \
+  for (int64_t i = 0; i < n; i++) {                                                        \
+    elem v = in[2][i], dy = in[0][i], a = in[1][i];                                        \
+    elem da = dy * F, db = dy * a * G;                                                     \
+    out[0][i] = da;                                                                        \
+    out[1][i] = db;                                                                        \
+  }
+#define GK_DEFINE_EW_COMPUTE(T, S, CLONES)                                                 \
+  CLONES static void ew_compute_##S(const ew_job *j, const T *const *in, T *const *out, int64_t n) { \
+    typedef T elem;                                                                        \
     const gk_act_params *p = &j->p;                                                        \
+    T beta = (T)p->beta, thr = (T)p->threshold;                                            \
+    (void)beta;                                                                            \
+    (void)thr;                                                                             \
     switch (j->kind) {                                                                     \
-    case EW_ACT_FWD:                                                                       \
-      for (int64_t i = 0; i < n; i++) out[0][i] = gk_act_fwd_##S(p, in[0][i]);             \
-      break;                                                                               \
-    case EW_ACT_BWD:                                                                       \
-      for (int64_t i = 0; i < n; i++) out[0][i] = in[0][i] * gk_act_grad_##S(p, in[1][i]); \
-      break;                                                                               \
-    case EW_GATED_FWD:                                                                     \
-      for (int64_t i = 0; i < n; i++) out[0][i] = in[0][i] * gk_act_fwd_##S(p, in[1][i]);  \
-      break;                                                                               \
-    case EW_GATED_BWD:                                                                     \
-      for (int64_t i = 0; i < n; i++) {                                                    \
-        T dy = in[0][i], a = in[1][i], b = in[2][i];                                       \
-        T da = dy * gk_act_fwd_##S(p, b), db = dy * a * gk_act_grad_##S(p, b);             \
-        out[0][i] = da;                                                                    \
-        out[1][i] = db;                                                                    \
-      }                                                                                    \
-      break;                                                                               \
+    case EW_ACT_FWD: EW_ACT_CASES(S, EW_LOOP_ACT_FWD) break;                               \
+    case EW_ACT_BWD: EW_ACT_CASES(S, EW_LOOP_ACT_BWD) break;                               \
+    case EW_GATED_FWD: EW_ACT_CASES(S, EW_LOOP_GATED_FWD) break;                           \
+    case EW_GATED_BWD: EW_ACT_CASES(S, EW_LOOP_GATED_BWD) break;                           \
     }                                                                                      \
   }                                                                                        \
   static void ew_task_##S(const ew_job *j, int64_t task) {                                 \
@@ -62,8 +74,10 @@ typedef struct ew_job {
     }                                                                                      \
   }
 
-GK_DEFINE_EW_COMPUTE(float, f32)
-GK_DEFINE_EW_COMPUTE(double, f64)
+// f32 loops are compiled for AVX-512, AVX2 and the baseline, picked at load
+// time from cpuid.
+GK_DEFINE_EW_COMPUTE(float, f32, __attribute__((target_clones("avx512f", "avx2", "default"))))
+GK_DEFINE_EW_COMPUTE(double, f64, )
 
 static void ew_task(void *ctx, int64_t task) {
   const ew_job *j = ctx;

@@ -91,8 +91,9 @@ static int64_t backward_groups(int64_t rows) { return gk_min64(rows, GROUPS); }
     const gk_tensor *const *a = j->a;                                                      \
     const gk_tensor *w = a[GK_ARG_WEIGHT];                                                 \
     bool want_dw = a[GK_ARG_DWEIGHT] != NULL, want_db = a[GK_ARG_DBIAS] != NULL;           \
-    T *pdw = (T *)j->partials + group * j->nparams * j->C;                                 \
-    T *pdb = pdw + (want_dw ? j->C : 0);                                                   \
+    /* this group's partial sums (no workspace when there are no parameters) */            \
+    T *pdw = j->nparams ? (T *)j->partials + group * j->nparams * j->C : NULL;             \
+    T *pdb = want_db ? pdw + (want_dw ? j->C : 0) : NULL;                                  \
     for (int64_t c = 0; c < j->nparams * j->C; c++) pdw[c] = 0;                            \
     T xb[CHUNK], dyb[CHUNK], wb[CHUNK], dxb[CHUNK];                                        \
     int64_t per = gk_ceil_div(j->rows, backward_groups(j->rows));                          \

@@ -188,7 +188,7 @@ static inline float bits_f32(uint32_t u) {
 // exponent bits; k comes from the bits of a rounding sum, not a conversion.
 // Under 1 ulp; inf above 88.72283, 0 below -87.33654 (no subnormal
 // results), NaN stays NaN.
-static inline float gk_exp_f32(float x) {
+static inline float scan_exp_f32(float x) {
   uint32_t xb = f32_bits(x);
   uint32_t lo = -(uint32_t)(x < -87.33654f), hi = -(uint32_t)(x > 88.72283f), nan = -(uint32_t)(x != x);
   float xc = bits_f32((xb & ~(lo | hi | nan)) | (f32_bits(-87.33654f) & lo) | (f32_bits(88.72283f) & hi));
@@ -213,7 +213,7 @@ static inline float gk_exp_f32(float x) {
 // loops over steps vectorize: log1p(y) = 2 atanh(s), s = y / (2 + y) in
 // [0, 1/3], by its odd series to s^15 (the rest is below 1e-9 relative).
 static inline float gk_softplus_fast_f32(float x) {
-  float y = gk_exp_f32(-fabsf(x)), s = y / (2.0f + y), s2 = s * s;
+  float y = scan_exp_f32(-fabsf(x)), s = y / (2.0f + y), s2 = s * s;
   float q = 1.0f / 15;
   q = q * s2 + 1.0f / 13;
   q = q * s2 + 1.0f / 11;
@@ -229,7 +229,7 @@ static inline float gk_softplus_fast_f32(float x) {
 
 static inline float gk_sigmoid_fast_f32(float x) {
   uint32_t nonneg = -(uint32_t)(x >= 0), big = -(uint32_t)(x > 20);
-  float e = gk_exp_f32(-fabsf(x)), num = bits_f32((f32_bits(e) & ~nonneg) | (f32_bits(1.0f) & nonneg));
+  float e = scan_exp_f32(-fabsf(x)), num = bits_f32((f32_bits(e) & ~nonneg) | (f32_bits(1.0f) & nonneg));
   float v = num / (1.0f + e);
   return bits_f32((f32_bits(v) & ~big) | (f32_bits(1.0f) & big));
 }
@@ -244,7 +244,7 @@ static inline float gk_dsilu_fast_f32(float x) {
 #define REAL float
 #define REAL_DT GK_F32
 #define SFX f32
-#define EXP gk_exp_f32
+#define EXP scan_exp_f32
 #define SOFTPLUS gk_softplus_fast_f32
 #define DSOFTPLUS gk_sigmoid_fast_f32
 #define SILU gk_silu_fast_f32

@@ -1,0 +1,41 @@
+"""pytest setup for the gradkern PyTorch tests.
+
+The package finds libgradkern.so itself (GRADKERN_LIB, else <repo>/build);
+here we only make `import gradkern` work without PYTHONPATH, and print the
+largest errors seen per dtype at the end of the run.
+
+Run: GRADKERN_LIB=build/libgradkern.so PYTHONPATH=python /usr/bin/python3 -m pytest -q tests/python
+"""
+import os
+import sys
+
+import pytest
+
+_REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+try:
+    import gradkern  # noqa: F401
+except ModuleNotFoundError:
+    sys.path.insert(0, os.path.join(_REPO, "python"))
+
+_STATS = {}
+
+
+@pytest.fixture(scope="session")
+def errstats():
+    """dict: (dtype name, oracle) -> {'ratio': largest error / allowed,
+    'where': the test and output of it, 'rel': largest relative error and
+    'ulp': largest error in ulps of the dtype, both on well-conditioned
+    elements, 'n': tensors compared}."""
+    return _STATS
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _STATS:
+        return
+    tr = terminalreporter
+    tr.write_sep("-", "gradkern vs references: largest errors per dtype")
+    order = {"float64": 0, "float32": 1, "bfloat16": 2, "float16": 3}
+    for (dtype, oracle), s in sorted(_STATS.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
+        tr.write_line("%-8s vs %-25s %4d tensors: max rel %-8.2g max ulp %-7.3g max err/tol %-7.3g at %s"
+                      % (dtype, oracle, s["n"], s["rel"], s["ulp"], s["ratio"], s["where"]))
