@@ -181,13 +181,15 @@ static inline float bits_f32(uint32_t u) {
   return x;
 }
 
-// exp(x) in f32 in a form the compiler vectorizes (no branches: out-of-range
-// and NaN inputs are handled by blending bit masks): x = k ln2 + r with
-// |r| <= ln2/2 (ln2 in two parts), e^r by Cephes' expf polynomial, 2^k as
-// 2^k1 2^k2 (k1 + k2 = k, each inside the exponent range) put in the
-// exponent bits; k comes from the bits of a rounding sum, not a conversion.
-// Under 1 ulp; inf above 88.72283, 0 below -87.33654 (no subnormal
-// results), NaN stays NaN.
+// exp(x) in f32 in a form gcc vectorizes inside the scan's fully unrolled
+// state loops: no branches at all, out-of-range and NaN inputs handled by
+// blending bit masks (act_math.h's gk_exp_f32 selects with ?: on float
+// comparisons, which gcc keeps as branches under -ftrapping-math there).
+// x = k ln2 + r with |r| <= ln2/2 (ln2 in two parts), e^r by Cephes' expf
+// polynomial, 2^k as 2^k1 2^k2 (k1 + k2 = k, each inside the exponent range)
+// put in the exponent bits; k comes from the bits of a rounding sum, not a
+// conversion. Under 1 ulp; inf above 88.72283, 0 below -87.33654 (no
+// subnormal results), NaN stays NaN.
 static inline float scan_exp_f32(float x) {
   uint32_t xb = f32_bits(x);
   uint32_t lo = -(uint32_t)(x < -87.33654f), hi = -(uint32_t)(x > 88.72283f), nan = -(uint32_t)(x != x);
