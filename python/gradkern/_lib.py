@@ -18,6 +18,7 @@ STATUS_NAMES = {
     9: "GK_ERR_MISSING_ARGUMENT", 10: "GK_ERR_UNEXPECTED_ARGUMENT",
     11: "GK_ERR_WORKSPACE_TOO_SMALL", 12: "GK_ERR_UNSUPPORTED",
     13: "GK_ERR_BAD_DEVICE", 14: "GK_ERR_OUT_OF_MEMORY", 15: "GK_ERR_INTERNAL",
+    16: "GK_ERR_NON_FINITE",
 }
 for _value, _name in STATUS_NAMES.items():
     globals()[_name[3:]] = _value  # ERR_BAD_SHAPE = 4, ...
@@ -87,6 +88,33 @@ class _norm_options(ctypes.Structure):
     ]
 
 
+class _conv_options(ctypes.Structure):
+    _fields_ = [
+        ("width", ctypes.c_int64),
+        ("channel_last", ctypes.c_int),
+        ("has_bias", ctypes.c_int),
+        ("silu", ctypes.c_int),
+        ("has_initial_state", ctypes.c_int),
+        ("has_final_state", ctypes.c_int),
+    ]
+
+
+class _scan_options(ctypes.Structure):
+    _fields_ = [
+        ("d_state", ctypes.c_int64),
+        ("b_layout", ctypes.c_int),
+        ("c_layout", ctypes.c_int),
+        ("groups", ctypes.c_int64),
+        ("has_D", ctypes.c_int),
+        ("has_z", ctypes.c_int),
+        ("has_delta_bias", ctypes.c_int),
+        ("delta_softplus", ctypes.c_int),
+        ("has_initial_state", ctypes.c_int),
+        ("has_final_state", ctypes.c_int),
+        ("chunk_size", ctypes.c_int64),
+    ]
+
+
 class gk_op_desc(ctypes.Structure):
     _fields_ = [
         ("op", ctypes.c_int),
@@ -99,6 +127,8 @@ class gk_op_desc(ctypes.Structure):
         ("act", _act_options),
         ("gated", _gated_options),
         ("norm", _norm_options),
+        ("conv", _conv_options),
+        ("scan", _scan_options),
     ]
 
 
