@@ -57,11 +57,11 @@ typedef struct scan_job {
   void *varB, *varC;            // [Pc][B][N][L]: per-batch dB / dC partials
 } scan_job;
 
-// The scan's task functions are compiled twice on x86-64 (baseline SSE2,
+// The scan's task functions are compiled twice on x86-64 glibc (baseline SSE2,
 // and AVX2 picked at load time when the CPU has it), with their step loops
 // inlined. Neither version uses FMA and every sum has a fixed order, so both
 // give the same bits.
-#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GLIBC__) && (defined(__GNUC__) || defined(__clang__))
 #define GK_SCAN_CLONES __attribute__((target_clones("avx2", "default")))
 #define GK_SCAN_INLINE inline __attribute__((always_inline))
 #else
