@@ -295,7 +295,8 @@ typedef enum gk_op {
   // (B, D, L); N = scan.d_state. U, DELTA, Z, Y (B, D, L); A (D, N);
   // B and C each (D, N) (GK_SCAN_SHARED), (B, N, L) (GK_SCAN_BATCH) or
   // (B, G, N, L) (GK_SCAN_GROUPED, G = scan.groups divides D; channel d uses
-  // group d / (D/G)); D (D); DELTA_BIAS (D).
+  // group d / (D/G); per-batch B and C share their groups, as in mamba-ssm:
+  // BATCH with GROUPED needs groups = 1); D (D); DELTA_BIAS (D).
   //   dt[b,d,t] = delta + delta_bias[d], then softplus(.) with
   //               scan.delta_softplus (threshold 20, as torch and mamba-ssm)
   //   h_t[n]   = exp(dt A[d,n]) h_{t-1}[n] + dt B_t[n] u_t   (h_{-1} = INITIAL_STATE or 0)

@@ -44,24 +44,40 @@ static inline gk_act_params gk_act_of(const gk_op_desc *d) {
   return p;
 }
 
-// e^x in f32 without a call or a branch: e^x = 2^k e^r, k = round(x / ln 2),
-// r = x - k ln 2 (ln 2 in two parts), |r| <= ln(2)/2, e^r by its Taylor
-// polynomial of degree 7 (truncation error < 6e-9). 2^k is applied as two
-// normal powers of two so results below FLT_MIN come out subnormal. x is
-// clamped to [-104, 89]: beyond, e^x rounds to 0 or overflows to inf anyway.
+// e^x in f32 with no call and no branch, so loops over it vectorise (gcc
+// keeps ?: on float comparisons as branches under -ftrapping-math, so the
+// out-of-range and NaN cases are blended with bit masks instead):
+// e^x = 2^k e^r, k = round(x / ln 2) from the bits of a rounding sum,
+// r = x - k ln 2 (ln 2 in two parts), |r| <= ln(2)/2, e^r by Cephes'
+// expf polynomial (under 1 ulp); 2^k applied as two powers of two inside
+// the exponent range. inf above 88.72283, 0 below -87.33654 (results under
+// FLT_MIN flush to 0), NaN stays NaN.
+static inline uint32_t gk_f32_bits(float x) {
+  union { float f; uint32_t u; } v = {x};
+  return v.u;
+}
+static inline float gk_bits_f32(uint32_t u) {
+  union { uint32_t u; float f; } v = {u};
+  return v.f;
+}
 static inline float gk_exp_f32(float x) {
-  union { float f; int32_t i; } s1, s2;
-  float xc = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
-  xc = x == x ? xc : 0.0f;                                   // NaN: keep k finite
-  float kf = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;  // round to nearest
-  float r = (xc - kf * 0.693359375f) - kf * -2.12194440e-4f;
-  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
-            r * (1.0f / 720 + r * (1.0f / 5040)))))));
-  int32_t k = (int32_t)kf, k1 = k / 2;
-  s1.i = (k1 + 127) << 23;
-  s2.i = (k - k1 + 127) << 23;
-  float y = p * s1.f * s2.f;
-  return x == x ? y : x;
+  uint32_t xb = gk_f32_bits(x);
+  uint32_t lo = -(uint32_t)(x < -87.33654f), hi = -(uint32_t)(x > 88.72283f), nan = -(uint32_t)(x != x);
+  float xc = gk_bits_f32((xb & ~(lo | hi | nan)) | (gk_f32_bits(-87.33654f) & lo) | (gk_f32_bits(88.72283f) & hi));
+  float kf = xc * 1.44269504088896341f + 12582912.0f;  // 1.5 2^23: rounds to an integer
+  uint32_t kbits = gk_f32_bits(kf);
+  kf -= 12582912.0f;
+  float r = xc - kf * 0.693359375f - kf * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  uint32_t u = kbits - 0x4b400000u + 126u, u1 = u >> 1;  // u = k + 126 in 0 .. 254
+  float v = p * gk_bits_f32((u1 + 64u) << 23) * gk_bits_f32((u - u1 + 64u) << 23);
+  return gk_bits_f32((gk_f32_bits(v) & ~(lo | hi | nan)) | (0x7f800000u & hi) | (xb & nan));
 }
 
 static inline double gk_exp_f64(double x) { return exp(x); }

@@ -57,11 +57,11 @@ typedef struct scan_job {
   void *varB, *varC;            // [Pc][B][N][L]: per-batch dB / dC partials
 } scan_job;
 
-// The scan's task functions are compiled twice on x86-64 (baseline SSE2,
+// The scan's task functions are compiled twice on x86-64 glibc (baseline SSE2,
 // and AVX2 picked at load time when the CPU has it), with their step loops
 // inlined. Neither version uses FMA and every sum has a fixed order, so both
 // give the same bits.
-#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GLIBC__) && (defined(__GNUC__) || defined(__clang__))
 #define GK_SCAN_CLONES __attribute__((target_clones("avx2", "default")))
 #define GK_SCAN_INLINE inline __attribute__((always_inline))
 #else
@@ -169,17 +169,6 @@ static inline int64_t at3(const gk_tensor *t, int64_t i0, int64_t i1, int64_t i2
   return at2(t, i0, i1) + i2 * t->strides[2];
 }
 
-static inline uint32_t f32_bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-
-static inline float bits_f32(uint32_t u) {
-  float x;
-  memcpy(&x, &u, 4);
-  return x;
-}
 
 // softplus(x) = max(x, 0) + log1p(e^-|x|) (x above torch's threshold 20) and
 // its derivative, the sigmoid (1 above 20), in f32 without library calls, so
@@ -196,15 +185,15 @@ static inline float gk_softplus_fast_f32(float x) {
   q = q * s2 + 1.0f / 3;
   q = q * s2 + 1.0f;
   uint32_t pos = -(uint32_t)(x > 0), big = -(uint32_t)(x > 20);
-  float v = bits_f32(f32_bits(x) & pos) + 2.0f * s * q;  // max(x, 0) + log1p(y)
-  return bits_f32((f32_bits(v) & ~big) | (f32_bits(x) & big));
+  float v = gk_bits_f32(gk_f32_bits(x) & pos) + 2.0f * s * q;  // max(x, 0) + log1p(y)
+  return gk_bits_f32((gk_f32_bits(v) & ~big) | (gk_f32_bits(x) & big));
 }
 
 static inline float gk_sigmoid_fast_f32(float x) {
   uint32_t nonneg = -(uint32_t)(x >= 0), big = -(uint32_t)(x > 20);
-  float e = gk_exp_f32(-fabsf(x)), num = bits_f32((f32_bits(e) & ~nonneg) | (f32_bits(1.0f) & nonneg));
+  float e = gk_exp_f32(-fabsf(x)), num = gk_bits_f32((gk_f32_bits(e) & ~nonneg) | (gk_f32_bits(1.0f) & nonneg));
   float v = num / (1.0f + e);
-  return bits_f32((f32_bits(v) & ~big) | (f32_bits(1.0f) & big));
+  return gk_bits_f32((gk_f32_bits(v) & ~big) | (gk_f32_bits(1.0f) & big));
 }
 
 static inline float gk_silu_fast_f32(float x) { return x * gk_sigmoid_fast_f32(x); }
