@@ -82,7 +82,8 @@ static gk_status load_text_model(const char *path, gk_model *m) {
       if (s == GK_SUCCESS) s = config_int(path, config, "kv_heads", 1, 1 << 12, &c.kv_heads);
       if (s == GK_SUCCESS) s = config_int(path, config, "d_ff", 1, 1 << 20, &c.d_ff);
       char *end = NULL;
-      if (s == GK_SUCCESS && config_value(config, "rope_theta", theta, sizeof theta)) c.rope_theta = strtod(theta, &end);
+      if (s == GK_SUCCESS && config_value(config, "rope_theta", theta, sizeof theta))
+        c.rope_theta = strtod(theta, &end);
       if (s == GK_SUCCESS && (!end || end == theta || *end || !(c.rope_theta > 0) || c.rope_theta > 1e300))
         s = gk_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config rope_theta is missing or not a positive number", path);
     }

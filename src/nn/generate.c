@@ -158,9 +158,9 @@ static gk_status llama_create(gk_gen *g) {
   if ((s = gk_plan_create(&d, &g->swiglu)) != GK_SUCCESS) return s;
   d = gk_desc_linear(GK_FORWARD, 1, F, D);
   if ((s = gk_plan_create(&d, &g->down)) != GK_SUCCESS) return s;
-  if ((s = fresh(g, Q3, &g->qkvb)) || (s = fresh(g, H * Dh, &g->q)) || (s = fresh(g, H * (int64_t)g->max_len, &g->scores)) ||
-      (s = fresh(g, H * Dh, &g->att)) || (s = fresh(g, 2 * F, &g->ugb)) || (s = fresh(g, F, &g->act)) ||
-      (s = fresh(g, D, &g->o_out)))
+  if ((s = fresh(g, Q3, &g->qkvb)) || (s = fresh(g, H * Dh, &g->q)) ||
+      (s = fresh(g, H * (int64_t)g->max_len, &g->scores)) || (s = fresh(g, H * Dh, &g->att)) ||
+      (s = fresh(g, 2 * F, &g->ugb)) || (s = fresh(g, F, &g->act)) || (s = fresh(g, D, &g->o_out)))
     return s;
   g->ll = calloc((size_t)c->n_layers, sizeof *g->ll);
   if (!g->ll) return gk_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for %d layers", c->n_layers);
@@ -353,12 +353,14 @@ static gk_status llama_step(gk_gen *g) {
       s = exec(g, pp.rope_q,
                (gk_arg[]){GK_A(GK_ARG_X, gk_t4(g->qkvb, 1, 1, H, Dh)), GK_A(GK_ARG_Y, gk_t4(g->q, 1, 1, H, Dh))}, 2);
     // The new key goes straight into the cache, at row p of each kv head.
-    gk_tensor k_new = gk_strided(L->k + p * Dh, 4, (int64_t[]){1, 1, G, Dh}, (int64_t[]){G * Lmax * Dh, G * Lmax * Dh, Lmax * Dh, 1});
+    int64_t head_stride = Lmax * Dh;
+    gk_tensor k_new = gk_strided(L->k + p * Dh, 4, (int64_t[]){1, 1, G, Dh},
+                                 (int64_t[]){G * head_stride, G * head_stride, head_stride, 1});
     if (s == GK_SUCCESS)
       s = exec(g, pp.rope_k, (gk_arg[]){GK_A(GK_ARG_X, gk_t4(g->qkvb + HD, 1, 1, G, Dh)), GK_A(GK_ARG_Y, k_new)}, 2);
     for (int64_t j = 0; j < G; j++)
       memcpy(L->v + (j * Lmax + p) * Dh, g->qkvb + HD + GD + j * Dh, sizeof(float) * (size_t)Dh);
-    int64_t cache_strides[3] = {Lmax * Dh, Dh, 1};
+    int64_t cache_strides[3] = {head_stride, Dh, 1};
     gk_tensor keys = gk_strided(L->k, 3, (int64_t[]){G, n, Dh}, cache_strides);
     gk_tensor values = gk_strided(L->v, 3, (int64_t[]){G, n, Dh}, cache_strides);
     // Query head h = j r + i reads kv head j: q viewed (G, r, Dh).
@@ -376,7 +378,8 @@ static gk_status llama_step(gk_gen *g) {
     if (s == GK_SUCCESS) s = rmsnorm(g, g->h, pw(m, l, "mlp_norm"), g->hn);
     if (s == GK_SUCCESS) s = linear(g, g->ug, gk_t2(g->hn, 1, D), pw(m, l, "w_up_gate"), g->ugb, 2 * F);
     if (s == GK_SUCCESS)
-      s = exec(g, g->swiglu, (gk_arg[]){GK_A(GK_ARG_X, gk_t2(g->ugb, 1, 2 * F)), GK_A(GK_ARG_Y, gk_t2(g->act, 1, F))}, 2);
+      s = exec(g, g->swiglu,
+               (gk_arg[]){GK_A(GK_ARG_X, gk_t2(g->ugb, 1, 2 * F)), GK_A(GK_ARG_Y, gk_t2(g->act, 1, F))}, 2);
     if (s == GK_SUCCESS) s = linear(g, g->down, gk_t2(g->act, 1, F), pw(m, l, "w_down"), g->o_out, D);
     if (s == GK_SUCCESS) s = residual(g, g->o_out);
   }
@@ -405,8 +408,8 @@ gk_status gk_gen_step(gk_gen *g, int32_t token, const float **logits) {
   idx.strides[0] = idx.strides[1] = 1;
   gk_tensor emb = gk_pw(m, gk_model_param(m, "embedding"));
   gk_status s = exec(g, g->emb,
-                     (gk_arg[]){GK_A(GK_ARG_WEIGHT, emb), GK_A(GK_ARG_INDEX, idx), GK_A(GK_ARG_Y, gk_t3(g->h, 1, 1, D))},
-                     3);
+                     (gk_arg[]){GK_A(GK_ARG_WEIGHT, emb), GK_A(GK_ARG_INDEX, idx),
+                                GK_A(GK_ARG_Y, gk_t3(g->h, 1, 1, D))}, 3);
   if (s == GK_SUCCESS) s = m->cfg.arch == GK_ARCH_MAMBA ? mamba_step(g) : llama_step(g);
   if (s == GK_SUCCESS) s = rmsnorm(g, g->h, gk_pw(m, gk_model_param(m, "norm_f")), g->hn);
   if (s == GK_SUCCESS) s = linear(g, g->head, gk_t2(g->hn, 1, D), emb, g->logits, V);
