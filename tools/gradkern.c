@@ -1,4 +1,6 @@
 // The gradkern command.
+//   gradkern train ...       train a language model (tools/train.c)
+//   gradkern sample ...      generate from a text model (tools/sample.c)
 //   gradkern info [--json]   every op x direction x dtype x backend: the
 //                            kernel selected and its precision guarantee
 #include "gradkern.h"
@@ -13,6 +15,9 @@ static const char *usage =
     "commands:\n"
     "  train [options] train a Mamba or LLaMA language model (gradkern train --help);\n"
     "                  with no options: a small Mamba on the selective-copying task\n"
+    "  sample --checkpoint FILE [options]\n"
+    "                  continue a prompt with a text model trained with --task text\n"
+    "                  (gradkern sample --help)\n"
     "  info [--json]   list every op x direction x dtype x backend with the kernel\n"
     "                  it selects and its precision guarantee (table, or JSON)\n"
     "  help            show this message\n";
@@ -100,6 +105,7 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!strcmp(argv[1], "train")) return gk_cmd_train(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "sample")) return gk_cmd_sample(argc - 2, argv + 2);
   if (!strcmp(argv[1], "info")) {
     int json = 0;
     for (int i = 2; i < argc; i++) {

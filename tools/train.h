@@ -7,5 +7,7 @@
 // `gradkern train ...`: argv[0] is the first
 // option. Return the process exit status.
 int gk_cmd_train(int argc, char **argv);
+// `gradkern sample ...`: likewise.
+int gk_cmd_sample(int argc, char **argv);
 
 #endif

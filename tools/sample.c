@@ -1,0 +1,153 @@
+// `gradkern sample`: continue a prompt with a byte-level text model saved by
+// `gradkern train --task text`. The checkpoint's "config" metadata gives the
+// architecture; the weights are read by parameter name. The prompt goes
+// through the model one byte at a time (Mamba's recurrent step, LLaMA's
+// key/value cache: src/nn/generate.h), then each sampled byte is written to
+// stdout and fed back.
+#include "train.h"
+
+#include "nn/generate.h"
+#include "nn/safetensors.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The value of `key` in the config string ("key=value key=value ..."),
+// copied into buf; NULL when the key is absent or its value does not fit.
+static const char *config_value(const char *config, const char *key, char *buf, size_t n) {
+  size_t klen = strlen(key);
+  for (const char *p = config; *p;) {
+    while (*p == ' ') p++;
+    const char *end = p + strcspn(p, " ");
+    if ((size_t)(end - p) > klen && !strncmp(p, key, klen) && p[klen] == '=') {
+      size_t vlen = (size_t)(end - p) - klen - 1;
+      if (vlen >= n) return NULL;
+      memcpy(buf, p + klen + 1, vlen);
+      buf[vlen] = 0;
+      return buf;
+    }
+    p = end;
+  }
+  return NULL;
+}
+
+static gk_status config_int(const char *path, const char *config, const char *key, int lo, int hi, int *out) {
+  char buf[32];
+  if (!config_value(config, key, buf, sizeof buf))
+    return gk_fail(GK_NN_ERR_FILE, "--checkpoint '%s': the config metadata has no %s", path, key);
+  char *end;
+  errno = 0;
+  long v = strtol(buf, &end, 10);
+  if (!buf[0] || *end || errno || v < lo || v > hi)
+    return gk_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config %s=%s is not a whole number in %d..%d", path, key, buf,
+                   lo, hi);
+  *out = (int)v;
+  return GK_SUCCESS;
+}
+
+// The model of the text checkpoint at `path`, weights loaded.
+static gk_status load_text_model(const char *path, gk_model *m) {
+  gk_st_file *f;
+  gk_status s = gk_st_load(path, &f);
+  if (s != GK_SUCCESS) return s;
+  const char *format = gk_st_metadata(f, "format"), *config = gk_st_metadata(f, "config");
+  char arch[16], task[32], theta[32];
+  gk_model_config c = {0};
+  if (!format || strcmp(format, "gradkern-checkpoint-1") || !config) {
+    s = gk_fail(GK_NN_ERR_FILE, "--checkpoint '%s' is not a gradkern checkpoint (no format or config metadata)",
+                path);
+  } else if (!config_value(config, "task", task, sizeof task) || strcmp(task, "text")) {
+    s = gk_fail(GK_ERR_INVALID_VALUE,
+                "--checkpoint '%s' is a model of task %s; sampling needs a byte-level text model "
+                "(gradkern train --task text)",
+                path, config_value(config, "task", task, sizeof task) ? task : "(none)");
+  } else if (!config_value(config, "arch", arch, sizeof arch) || (strcmp(arch, "mamba") && strcmp(arch, "llama"))) {
+    s = gk_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config arch is neither mamba nor llama", path);
+  } else {
+    c.arch = strcmp(arch, "mamba") ? GK_ARCH_LLAMA : GK_ARCH_MAMBA;
+    s = config_int(path, config, "vocab", 256, 256, &c.vocab);
+    if (s == GK_SUCCESS) s = config_int(path, config, "d_model", 1, 1 << 16, &c.d_model);
+    if (s == GK_SUCCESS) s = config_int(path, config, "n_layers", 1, 1 << 12, &c.n_layers);
+    if (c.arch == GK_ARCH_MAMBA) {
+      if (s == GK_SUCCESS) s = config_int(path, config, "expand", 1, 16, &c.expand);
+      if (s == GK_SUCCESS) s = config_int(path, config, "d_conv", 1, 64, &c.d_conv);
+      if (s == GK_SUCCESS) s = config_int(path, config, "d_state", 1, 1 << 12, &c.d_state);
+      if (s == GK_SUCCESS) s = config_int(path, config, "dt_rank", 1, 1 << 16, &c.dt_rank);
+      if (s == GK_SUCCESS) s = config_int(path, config, "selection", 0, 1, &c.selection);
+    } else {
+      if (s == GK_SUCCESS) s = config_int(path, config, "heads", 1, 1 << 12, &c.heads);
+      if (s == GK_SUCCESS) s = config_int(path, config, "kv_heads", 1, 1 << 12, &c.kv_heads);
+      if (s == GK_SUCCESS) s = config_int(path, config, "d_ff", 1, 1 << 20, &c.d_ff);
+      char *end = NULL;
+      if (s == GK_SUCCESS && config_value(config, "rope_theta", theta, sizeof theta))
+        c.rope_theta = strtod(theta, &end);
+      if (s == GK_SUCCESS && (!end || end == theta || *end || !(c.rope_theta > 0) || c.rope_theta > 1e300))
+        s = gk_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config rope_theta is missing or not a positive number", path);
+    }
+    if (s == GK_SUCCESS) s = gk_model_init(m, &c, 0);
+    for (int i = 0; s == GK_SUCCESS && i < m->nparams; i++) {
+      const gk_param *p = &m->params[i];
+      s = gk_st_read(f, p->name, GK_ST_F32, p->rank, p->shape, m->w + p->offset);
+    }
+  }
+  gk_st_close(f);
+  return s;
+}
+
+static int fail(const char *what) {
+  fprintf(stderr, "gradkern sample: %s: %s\n", what, gk_last_error());
+  return 1;
+}
+
+int gk_cmd_sample(int argc, char **argv) {
+  gk_sample_args a = gk_sample_defaults;
+  int help = 0;
+  if (gk_sample_args_parse(argc, argv, &a, &help) != GK_SUCCESS) {
+    fprintf(stderr, "gradkern sample: %s\n(see gradkern sample --help)\n", gk_last_error());
+    return 2;
+  }
+  if (help) {
+    gk_sample_usage(stdout, NULL);
+    return 0;
+  }
+  if (a.threads > 0 && gk_set_num_threads(a.threads) != GK_SUCCESS) return fail("--threads");
+  size_t prompt_len = strlen(a.prompt);
+  if (prompt_len > (size_t)(INT_MAX - a.tokens)) {
+    fprintf(stderr, "gradkern sample: --prompt of %zu bytes and --tokens %d make too long a sequence\n", prompt_len,
+            a.tokens);
+    return 2;
+  }
+  gk_model m;
+  memset(&m, 0, sizeof m);
+  if (load_text_model(a.checkpoint, &m) != GK_SUCCESS) {
+    gk_model_free(&m);
+    return fail("loading the model");
+  }
+  gk_gen *g = NULL;
+  int rc = 0;
+  if (gk_gen_create(&m, (int)prompt_len + a.tokens, &g) != GK_SUCCESS) rc = fail("setup");
+  gk_rng rng;
+  gk_rng_seed(&rng, a.seed);
+  const float *logits = NULL;
+  for (size_t i = 0; rc == 0 && i < prompt_len; i++)
+    if (gk_gen_step(g, (unsigned char)a.prompt[i], &logits) != GK_SUCCESS) rc = fail("reading the prompt");
+  for (int i = 0; rc == 0 && i < a.tokens; i++) {
+    int32_t next;
+    if (gk_sample_token(logits, m.cfg.vocab, a.temperature, a.top_k, &rng, &next) != GK_SUCCESS) {
+      rc = fail("sampling");
+      break;
+    }
+    putchar(next);
+    if (i + 1 < a.tokens && gk_gen_step(g, next, &logits) != GK_SUCCESS) rc = fail("generating");
+  }
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "gradkern sample: writing to stdout: %s\n", strerror(errno));
+    rc = 1;
+  }
+  gk_gen_free(g);
+  gk_model_free(&m);
+  return rc;
+}
