@@ -29,10 +29,10 @@ enum { COPY_DATA = 8, COPY_VALUES = 8 };
 // 95% held-out accuracy within 5 minutes on 2 cores.
 static gk_train_args train_defaults(void) {
   gk_train_args a = gk_train_defaults;
-  a.steps = 2000;
+  a.steps = 1500;
   a.batch = 32;
   a.seq_len = 64;
-  a.lr = 3e-3;
+  a.lr = 6e-3;
   a.min_lr = 3e-4;
   a.warmup = 100;
   a.eval_every = 250;
