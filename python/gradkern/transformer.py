@@ -132,12 +132,60 @@ class MatmulFunction(torch.autograd.Function):
         return _needs(ctx, ga, gb) + (None,)
 
 
+def _folded_matmul(x, y, summed, backend):
+    """sum over the batch dims `summed` of x @ y, x (..., P, Q) and y
+    (..., Q, S) of one batch shape: one gradkern matmul whose contraction
+    runs over (summed dims, Q) together, so each result is rounded once.
+    Returns (kept batch dims..., P, S)."""
+    nb = x.dim() - 2
+    kept = [i for i in range(nb) if i not in summed]
+    e = 1
+    for i in summed:
+        e *= x.shape[i]
+    lead = tuple(x.shape[i] for i in kept)
+    xf = x.permute(kept + [nb] + list(summed) + [nb + 1]).reshape(lead + (x.shape[-2], e * x.shape[-1]))
+    yf = y.permute(kept + list(summed) + [nb, nb + 1]).reshape(lead + (e * y.shape[-2], y.shape[-1]))
+    return matmul(xf, yf, backend=backend)
+
+
+class BroadcastMatmulFunction(torch.autograd.Function):
+    """a (ba..., M, K) @ b (bb..., K, N) with batch dims of one rank that
+    broadcast against each other: forward on stride-0 expanded views; the
+    gradient of an operand sums over the dims it was broadcast along inside
+    the contraction of one gradkern matmul (no rounded partial sums)."""
+
+    @staticmethod
+    def forward(ctx, a, b, backend):
+        batch = tuple(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+        ae, be = a.expand(batch + tuple(a.shape[-2:])), b.expand(batch + tuple(b.shape[-2:]))
+        y = MatmulFunction.forward(ctx, ae, be, backend)
+        ctx.save_for_backward(a, b)
+        ctx.gk = (backend, batch)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        a, b = ctx.saved_tensors
+        backend, batch = ctx.gk
+        ae, be = a.expand(batch + tuple(a.shape[-2:])), b.expand(batch + tuple(b.shape[-2:]))
+        da = db = None
+        with torch.no_grad():
+            if ctx.needs_input_grad[0]:
+                summed = [i for i, s in enumerate(a.shape[:-2]) if s == 1 and batch[i] != 1]
+                da = _folded_matmul(dy, be.transpose(-1, -2), summed, backend).reshape(a.shape)
+            if ctx.needs_input_grad[1]:
+                summed = [i for i, s in enumerate(b.shape[:-2]) if s == 1 and batch[i] != 1]
+                db = _folded_matmul(ae.transpose(-1, -2), dy, summed, backend).reshape(b.shape)
+        return da, db, None
+
+
 def matmul(a, b, *, backend=None):
     """As torch.matmul: 1-D operands are promoted (and the added dim removed
     after), batch dims broadcast. Batches of a with one b of rank 2 (or the
     other way round) run as one gradkern call with a shared operand; other
-    broadcast batches are passed as stride-0 views (autograd's expand sums
-    their gradients)."""
+    broadcast batches run on stride-0 views, and the gradients sum over the
+    broadcast dims inside one gradkern matmul."""
     if a.dim() == 0 or b.dim() == 0:
         raise ValueError("gradkern.matmul: both arguments need at least 1 dim, got a %s and b %s"
                          % (list(a.shape), list(b.shape)))
@@ -154,12 +202,13 @@ def matmul(a, b, *, backend=None):
         if ba:
             A = A.reshape(A.shape[-2:])
         y = MatmulFunction.apply(A, B, backend)
-    else:
-        if ba != batch:
-            A = A.expand(batch + tuple(A.shape[-2:]))
-        if bb != batch:
-            B = B.expand(batch + tuple(B.shape[-2:]))
+    elif ba == bb:
         y = MatmulFunction.apply(A, B, backend)
+    else:
+        nb = len(batch)
+        A = A.reshape((1,) * (nb - len(ba)) + tuple(A.shape))
+        B = B.reshape((1,) * (nb - len(bb)) + tuple(B.shape))
+        y = BroadcastMatmulFunction.apply(A, B, backend)
     if tuple(y.shape[:-2]) != batch:
         y = y.reshape(batch + tuple(y.shape[-2:]))
     if a.dim() == 1:
