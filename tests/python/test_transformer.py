@@ -29,7 +29,6 @@ from helpers import (
     BACKENDS,
     BF16,
     DTYPES,
-    F16,
     F32,
     F64,
     GRADCHECK,
@@ -342,8 +341,6 @@ def test_embedding(errstats, case, dtype, backend):
                  lambda i, w: gradkern.embedding(i, w, padding_idx=pad),
                  lambda i, w, store: F.embedding(i.long(), w, padding_idx=pad),
                  [idx, w], ["index", "weight"], ["y"], dtype, gen, emb_scales(pad), dyl)
-    if pad is not None:
-        assert (w.grad is None) or True  # (gradients came through autograd.grad above)
 
 
 # ---------------------------------------------------------------- rope
