@@ -3,10 +3,10 @@
 The tolerances, the comparison (compare), the input layouts (make) and the
 seeding come from test_parity.py unchanged: one TOL dict for every test.
 Added here: ops with several outputs, integer inputs and scalar outputs
-(check_fn), references whose backward consumes a tensor the op saves in the
-storage dtype (round_stored), term sizes of bilinear ops by running them on
-absolute values (abs_scales), and a record of the largest errors per op for
-the summary at the end of the run (OPSTATS, printed by conftest.py).
+(check_fn), term sizes of bilinear ops by running them on absolute values
+(abs_scales), an allowance for results below the normal range
+(subnormal_floor), and a record of the largest errors per op for the
+summary at the end of the run (OPSTATS, printed by conftest.py).
 """
 import torch
 
@@ -54,17 +54,6 @@ def _diff(inputs):
     return [isinstance(t, torch.Tensor) and t.requires_grad for t in inputs]
 
 
-_BITS = {F64: 53, F32: 24, BF16: 8, F16: 11}
-
-
-def round_stored(t, store):
-    """t as the op keeps it between forward and backward: rounded to the
-    storage dtype `store` (a no-op when t is not wider than it)."""
-    if _BITS[store] < _BITS[t.dtype]:
-        return t.to(store).to(t.dtype)
-    return t
-
-
 def subnormal_floor(dtype, steps):
     """A scale whose atol allows `steps` steps of the subnormal grid of the
     dtype the op computes in (f32 for f32, f16, bf16; f64 for f64): an f32
@@ -75,8 +64,8 @@ def subnormal_floor(dtype, steps):
     return steps * step / TOL[dtype]["atol"]
 
 
-def run_ref(ref_fn, inputs, dys, compute, store):
-    """Outputs and gradients of ref_fn(*inputs, store=store) computed in
+def run_ref(ref_fn, inputs, dys, compute):
+    """Outputs and gradients of ref_fn(*inputs) computed in
     dtype `compute` (floating inputs converted, contiguous; integer inputs
     as they are), for the gradients dys of the outputs."""
     diff = _diff(inputs)
@@ -87,7 +76,7 @@ def run_ref(ref_fn, inputs, dys, compute, store):
             xs.append(c.requires_grad_() if d else c)
         else:
             xs.append(t)
-    outs = _tuple(ref_fn(*xs, store=store))
+    outs = _tuple(ref_fn(*xs))
     wrt = [c for c, d in zip(xs, diff) if d]
     grads = torch.autograd.grad(outs, wrt, [g.to(compute).contiguous() for g in dys], allow_unused=True) \
         if wrt else ()
@@ -114,10 +103,11 @@ def check_fn(errstats, op, where, gk_fn, ref_fn, inputs, in_names, out_names, dt
     """Outputs and every gradient of gk_fn(*inputs) against ref_fn.
 
     inputs: tensors (those requiring grad are differentiated), integer
-    tensors or None, named in_names. ref_fn(*inputs, store=dtype) is the torch reference;
-    `store` is the dtype in which the op keeps the tensors its backward
-    consumes (softmax's y, attention's output), which a reference rounds to
-    it where its backward uses them. dys: the gradients of the outputs (else
+    tensors or None, named in_names. ref_fn(*inputs) is the torch
+    reference. Where the op's backward consumes a tensor its forward saved in
+    the op's dtype (softmax's y, attention's output), the reference's
+    backward should read the one gradkern returned (the same rounded inputs
+    for the backward; the forward output is compared on its own). dys: the gradients of the outputs (else
     random, laid out as dy_layout). scales(inputs64, dys64) gives the term
     sizes for atol, one per output and gradient.
 
@@ -143,12 +133,12 @@ def check_fn(errstats, op, where, gk_fn, ref_fn, inputs, in_names, out_names, dt
     assert len(scale) == len(got), "%d scales for %d results" % (len(scale), len(got))
     oracles = []
     if dtype in (F64, F32):
-        oracles.append(("torch", run_ref(ref_fn, inputs, dys, dtype, dtype)))
+        oracles.append(("torch", run_ref(ref_fn, inputs, dys, dtype)))
     else:
-        ref = run_ref(ref_fn, inputs, dys, F32, dtype)
+        ref = run_ref(ref_fn, inputs, dys, F32)
         oracles.append(("torch f32, rounded", [r.to(g.dtype) for r, g in zip(ref, got)]))
     if dtype != F64:
-        oracles.append(("f64 exact", run_ref(ref_fn, inputs, dys, F64, dtype)))
+        oracles.append(("f64 exact", run_ref(ref_fn, inputs, dys, F64)))
     for oracle, ref in oracles:
         for name, g, r, sc in zip(names, got, ref, scale):
             tdt = g.dtype

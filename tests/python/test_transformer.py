@@ -39,7 +39,6 @@ from helpers import (
     dtype_name,
     leaf,
     make_any,
-    round_stored,
     subnormal_floor,
 )
 
@@ -79,7 +78,7 @@ def test_linear(errstats, case, dtype, backend):
     b = leaf(make_any((n,), bl, dtype, gen)) if has_b else None
     with gradkern.use_backend(backend):
         check_fn(errstats, "linear", _w("linear", case, dtype, backend),
-                 lambda x, w, b: gradkern.linear(x, w, b), lambda x, w, b, store: F.linear(x, w, b),
+                 lambda x, w, b: gradkern.linear(x, w, b), lambda x, w, b: F.linear(x, w, b),
                  [x, w, b], ["x", "weight", "bias"], ["y"], dtype, gen, linear_scales, dyl)
 
 
@@ -119,19 +118,21 @@ def test_matmul(errstats, case, dtype, backend):
     b = leaf(make_any(sb, lb, dtype, gen))
     with gradkern.use_backend(backend):
         check_fn(errstats, "matmul", _w("matmul", case, dtype, backend), gradkern.matmul,
-                 lambda a, b, store: torch.matmul(a, b), [a, b], ["A", "B"], ["y"], dtype, gen, matmul_scales, dyl)
+                 lambda a, b: torch.matmul(a, b), [a, b], ["A", "B"], ["y"], dtype, gen, matmul_scales, dyl)
 
 
 # ---------------------------------------------------------------- softmax, log_softmax
 
 class RefSoftmax(torch.autograd.Function):
     """torch's softmax / log_softmax whose backward, like gradkern's (and
-    torch's own), reads the output y as stored: in the op's dtype."""
+    torch's own), reads the output y as the op stored it: `stored`, the
+    output gradkern's forward returned (checked against torch on its own),
+    in the op's dtype."""
 
     @staticmethod
-    def forward(ctx, x, dim, log, store):
+    def forward(ctx, x, dim, log, stored):
         y = F.log_softmax(x, dim) if log else F.softmax(x, dim)
-        ctx.save_for_backward(round_stored(y, store))
+        ctx.save_for_backward(stored.to(y.dtype))
         ctx.dim, ctx.log = dim, log
         return y
 
@@ -184,9 +185,16 @@ def test_softmax(errstats, op, case, dtype, backend):
     x = leaf(make_any(shape, layout, dtype, gen, values))
     log = op == "log_softmax"
     fn = getattr(gradkern, op)
+    stored = {}
+
+    def gk(x):
+        y = fn(x, dim)
+        stored["y"] = y.detach()
+        return y
+
     with gradkern.use_backend(backend):
-        check_fn(errstats, op, _w(op, case, dtype, backend), lambda x: fn(x, dim),
-                 lambda x, store: RefSoftmax.apply(x, dim, log, store), [x], ["x"], ["y"], dtype, gen,
+        check_fn(errstats, op, _w(op, case, dtype, backend), gk,
+                 lambda x: RefSoftmax.apply(x, dim, log, stored["y"]), [x], ["x"], ["y"], dtype, gen,
                  softmax_scales(dim, log, dtype), dyl)
 
 
@@ -275,7 +283,7 @@ def test_cross_entropy(errstats, case, dtype, backend):
     with gradkern.use_backend(backend):
         check_fn(errstats, "cross_entropy", _w("cross_entropy", case, dtype, backend),
                  lambda x, t: gradkern.cross_entropy(x, t, reduction=red, label_smoothing=ls, fused=fused),
-                 lambda x, t, store: F.cross_entropy(x, t.long(), reduction=red, label_smoothing=ls),
+                 lambda x, t: F.cross_entropy(x, t.long(), reduction=red, label_smoothing=ls),
                  [x, t], ["logits", "target"], ["loss"], dtype, gen, ce_scales(red, ls, dtype), dys=[dl.to(dtype)])
     assert torch.equal(x.detach(), x_before)     # the fused gradient went to a private buffer
 
@@ -339,7 +347,7 @@ def test_embedding(errstats, case, dtype, backend):
     with gradkern.use_backend(backend):
         check_fn(errstats, "embedding", _w("embedding", case, dtype, backend),
                  lambda i, w: gradkern.embedding(i, w, padding_idx=pad),
-                 lambda i, w, store: F.embedding(i.long(), w, padding_idx=pad),
+                 lambda i, w: F.embedding(i.long(), w, padding_idx=pad),
                  [idx, w], ["index", "weight"], ["y"], dtype, gen, emb_scales(pad), dyl)
 
 
@@ -391,7 +399,7 @@ def test_rope(errstats, case, dtype, backend):
     kw = dict(theta=theta, offset=offset, layout=layout, interleaved=inter)
     with gradkern.use_backend(backend):
         check_fn(errstats, "rope", _w("rope", case, dtype, backend), lambda x: gradkern.rope(x, **kw),
-                 lambda x, store: t_rope(x, **kw), [x], ["x"], ["y"], dtype, gen,
+                 lambda x: t_rope(x, **kw), [x], ["x"], ["y"], dtype, gen,
                  lambda xs, dys: abs_scales(lambda x: t_rope(x, mag=True, **kw), xs, dys), dyl)
 
 
@@ -414,14 +422,16 @@ def _group_sum(t, hkv):
 class RefAttention(torch.autograd.Function):
     """softmax(scale q k^T + causal mask) v with k, v repeat_interleave'd
     per group (torch 1.13 has no F.scaled_dot_product_attention). Backward
-    by the formulas, with D_i = dO_i . o_i from the output as stored (the
-    op's dtype), as gradkern's (and flash attention's) backward does."""
+    by the formulas, with D_i = dO_i . o_i from the output as the op stored
+    it (`stored`: the output gradkern's forward returned, checked against
+    torch on its own, in the op's dtype), as gradkern's (and flash
+    attention's) backward does."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, store):
+    def forward(ctx, q, k, v, causal, scale, stored):
         s, p, kr, vr = _attn_parts(q, k, v, causal, scale)
         o = p @ vr
-        ctx.save_for_backward(q, kr, vr, p, round_stored(o, store))
+        ctx.save_for_backward(q, kr, vr, p, stored.to(o.dtype))
         ctx.scale, ctx.hkv = scale, k.shape[1]
         return o
 
@@ -486,10 +496,16 @@ def test_attention(errstats, case, dtype, backend):
     k = _attn_input(B, Hkv, T, Dh, layout, dtype, gen, mult)
     v = _attn_input(B, Hkv, T, Dh, layout, dtype, gen, 1.0)
     sc = scale if scale is not None else 1 / math.sqrt(Dh)
+    stored = {}
+
+    def gk(q, k, v):
+        o = gradkern.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+        stored["o"] = o.detach()
+        return o
+
     with gradkern.use_backend(backend):
-        check_fn(errstats, "attention", _w("attention", case, dtype, backend),
-                 lambda q, k, v: gradkern.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
-                 lambda q, k, v, store: RefAttention.apply(q, k, v, causal, sc, store),
+        check_fn(errstats, "attention", _w("attention", case, dtype, backend), gk,
+                 lambda q, k, v: RefAttention.apply(q, k, v, causal, sc, stored["o"]),
                  [q, k, v], ["q", "k", "v"], ["y"], dtype, gen, attn_scales(causal, sc))
 
 
@@ -518,11 +534,11 @@ def test_binary(errstats, op, case, dtype, backend):
     b = leaf(make_any(sb, lb, dtype, gen))
     if op == "add":
         gk = lambda a, b: gradkern.add(a, b, alpha=alpha)        # noqa: E731
-        ref = lambda a, b, store: torch.add(a, b, alpha=alpha)   # noqa: E731
+        ref = lambda a, b: torch.add(a, b, alpha=alpha)   # noqa: E731
         mag = lambda a, b: a + abs(alpha) * b                    # noqa: E731
     else:
         gk = lambda a, b: gradkern.mul(a, b, alpha=alpha)        # noqa: E731
-        ref = lambda a, b, store: alpha * (a * b)                # noqa: E731
+        ref = lambda a, b: alpha * (a * b)                # noqa: E731
         mag = lambda a, b: abs(alpha) * (a * b)                  # noqa: E731
     with gradkern.use_backend(backend):
         check_fn(errstats, op, _w(op, case, dtype, backend), gk, ref, [a, b], ["A", "B"], ["y"], dtype, gen,
