@@ -14,6 +14,11 @@ parameter: 'step' (a float tensor, as torch), 'exp_avg' and 'exp_avg_sq'
 (AdamW) or 'momentum_buffer' (SGD) in float32 (float64 for float64
 parameters), and 'master': float32 master weights for float16 and bfloat16
 parameters, which are updated in f32 and rounded into the parameter.
+
+The library writes the parameters (and clip_grad_norm_ the gradients) in
+place behind autograd's back: their version counters do not move, so step
+only once the graphs that saved the parameters have been backpropagated
+(as any training loop does).
 """
 import ctypes
 import math

@@ -326,7 +326,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         input = input.movedim(1, -1)
     opts = _opts(reduction=reduction, ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
                  index_dtype=target.dtype)
-    return CrossEntropyFunction.apply(input, target, opts, bool(fused), resolve_backend(backend))
+    fused = bool(fused) and torch.is_grad_enabled() and input.requires_grad
+    return CrossEntropyFunction.apply(input, target, opts, fused, resolve_backend(backend))
 
 
 # ---------------------------------------------------------------- embedding

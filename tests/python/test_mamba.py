@@ -425,6 +425,42 @@ def test_gradcheck(case, backend):
         assert torch.autograd.gradcheck(fn, inputs, **GRADCHECK)
 
 
+# ---------------------------------------------------------------- threads
+
+def _bits(t):
+    return t.contiguous().view({8: torch.int64, 4: torch.int32, 2: torch.int16}[t.element_size()])
+
+
+@pytest.fixture
+def restore_threads():
+    n = gradkern.get_num_threads()
+    yield
+    gradkern.set_num_threads(n)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=dtype_name)
+def test_threads_bit_identical(restore_threads, dtype):
+    """Conv and scan (one long sequence: the chunks run in parallel), their
+    parameter gradients summed in a fixed order: same bits for 1 and 2 threads."""
+    gen = _seed("threads-mamba", str(dtype))
+    x = make_any((2, 8, 300), "contig", dtype, gen)
+    w, b = make_any((8, 4), "contig", dtype, gen), make_any((8,), "contig", dtype, gen)
+    u = make_any((1, 3, 700), "contig", dtype, gen)
+    A = -make_any((3, 16), "contig", dtype, gen).abs()
+    Bm, Cm = make_any((1, 16, 700), "contig", dtype, gen), make_any((1, 16, 700), "contig", dtype, gen)
+    results = {}
+    for n in (1, 2):
+        gradkern.set_num_threads(n)
+        xs = [leaf(t) for t in (x, w, b, u, u.abs() * 0.1, A, Bm, Cm)]
+        y1 = gradkern.causal_conv1d(xs[0], xs[1], xs[2], "silu")
+        y2, last = gradkern.selective_scan(xs[3], xs[4], xs[5], xs[6], xs[7], return_last_state=True)
+        outs = [y1, y2, last]
+        loss = sum((o.float() * torch.linspace(-1, 1, o.numel()).reshape(o.shape)).sum() for o in outs)
+        results[n] = [_bits(t) for t in outs + list(torch.autograd.grad(loss, xs))]
+    for i, (a, b) in enumerate(zip(results[1], results[2])):
+        assert torch.equal(a, b), "result %d differs between 1 and 2 threads" % i
+
+
 # ---------------------------------------------------------------- optimizer and clipping
 
 # parameters of several shapes and layouts: a vector, a transposed matrix, a
