@@ -94,41 +94,52 @@ def _stored(t):
     return t, 0
 
 
+def _matmul_forward(a, b, backend):
+    """y = a @ b for a (..., M, K), b (..., K, N) of one batch shape, b of
+    rank 2 shared by every batch, or (swap) a of rank 2 shared by the
+    batches of b: then gradkern computes y^T = b^T a^T, a shared B operand
+    again. Transposed views go in through the trans flags; nothing is
+    copied. Returns y and what the backward needs."""
+    swap = a.dim() == 2 and b.dim() > 2
+    la, lb = (b.transpose(-1, -2), a.t()) if swap else (a, b)   # logical A, B: y' = la @ lb
+    sa, ta = _stored(la)
+    sb, tb = _stored(lb)
+    opts = _opts(n=int(lb.shape[-1]), trans_a=ta, trans_b=tb, shared_b=int(lb.dim() == 2 and la.dim() > 2))
+    plan = _plan("matmul", "forward", a.dtype, sa.shape, backend, opts)
+    out_shape = tuple(b.shape[:-2] if swap else a.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    y = torch.empty(out_shape, dtype=a.dtype)
+    plan.run({"A": sa, "B": sb, "y": y.transpose(-1, -2) if swap else y})
+    return y, (sa, sb), (opts, backend, swap, ta, tb)
+
+
+def _matmul_backward(dy, sa, sb, info):
+    """Gradients of the logical a and b of _matmul_forward."""
+    opts, backend, swap, ta, tb = info
+    plan = _plan("matmul", "backward", sa.dtype, sa.shape, backend, opts)
+    da = torch.empty(sa.shape, dtype=sa.dtype)
+    db = torch.empty(sb.shape, dtype=sb.dtype)
+    plan.run({"dy": dy.transpose(-1, -2) if swap else dy, "A": sa, "B": sb, "dA": da, "dB": db})
+    dla = da.transpose(-1, -2) if ta else da    # gradients of the logical operands
+    dlb = db.transpose(-1, -2) if tb else db
+    return (dlb.t(), dla.transpose(-1, -2)) if swap else (dla, dlb)
+
+
 class MatmulFunction(torch.autograd.Function):
-    """y (..., M, N) = a (..., M, K) @ b (..., K, N), with b of rank 2 shared
-    by every batch, or (swap) a of rank 2 shared by the batches of b: then
-    gradkern computes y^T = b^T a^T, a shared B operand again. Transposed
-    views go in through the trans flags; nothing is copied."""
+    """y = a @ b, one gradkern matmul forward and one backward (see _matmul_forward)."""
 
     @staticmethod
     def forward(ctx, a, b, backend):
-        swap = a.dim() == 2 and b.dim() > 2
-        la, lb = (b.transpose(-1, -2), a.t()) if swap else (a, b)   # logical A, B: y' = la @ lb
-        sa, ta = _stored(la)
-        sb, tb = _stored(lb)
-        opts = _opts(n=int(lb.shape[-1]), trans_a=ta, trans_b=tb, shared_b=int(lb.dim() == 2 and la.dim() > 2))
-        plan = _plan("matmul", "forward", a.dtype, sa.shape, backend, opts)
-        out_shape = tuple(b.shape[:-2] if swap else a.shape[:-2]) + (a.shape[-2], b.shape[-1])
-        y = torch.empty(out_shape, dtype=a.dtype)
-        plan.run({"A": sa, "B": sb, "y": y.transpose(-1, -2) if swap else y})
-        ctx.save_for_backward(sa, sb)
-        ctx.gk = (opts, backend, swap, ta, tb)
+        y, saved, info = _matmul_forward(a, b, backend)
+        ctx.save_for_backward(*saved)
+        ctx.gk = info
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy):
-        sa, sb = ctx.saved_tensors
-        opts, backend, swap, ta, tb = ctx.gk
         if not any(ctx.needs_input_grad[:2]):
             return None, None, None
-        plan = _plan("matmul", "backward", sa.dtype, sa.shape, backend, opts)
-        da = torch.empty(sa.shape, dtype=sa.dtype)
-        db = torch.empty(sb.shape, dtype=sb.dtype)
-        plan.run({"dy": dy.transpose(-1, -2) if swap else dy, "A": sa, "B": sb, "dA": da, "dB": db})
-        dla = da.transpose(-1, -2) if ta else da    # gradients of the logical operands
-        dlb = db.transpose(-1, -2) if tb else db
-        ga, gb = (dlb.t(), dla.transpose(-1, -2)) if swap else (dla, dlb)
+        ga, gb = _matmul_backward(dy, *ctx.saved_tensors, ctx.gk)
         return _needs(ctx, ga, gb) + (None,)
 
 
@@ -158,7 +169,7 @@ class BroadcastMatmulFunction(torch.autograd.Function):
     def forward(ctx, a, b, backend):
         batch = tuple(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
         ae, be = a.expand(batch + tuple(a.shape[-2:])), b.expand(batch + tuple(b.shape[-2:]))
-        y = MatmulFunction.forward(ctx, ae, be, backend)
+        y, _, _ = _matmul_forward(ae, be, backend)
         ctx.save_for_backward(a, b)
         ctx.gk = (backend, batch)
         return y
