@@ -32,6 +32,7 @@ from helpers import (
     F32,
     F64,
     GRADCHECK,
+    TOL,
     _rand,
     _seed,
     abs_scales,
@@ -196,6 +197,32 @@ def test_softmax(errstats, op, case, dtype, backend):
         check_fn(errstats, op, _w(op, case, dtype, backend), gk,
                  lambda x: RefSoftmax.apply(x, dim, log, stored["y"]), [x], ["x"], ["y"], dtype, gen,
                  softmax_scales(dim, log, dtype), dyl)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_masked(op, backend):
+    """-inf entries (a causal or padding mask) get probability 0 (log-prob
+    -inf) and no gradient, as torch; a row of only -inf gives NaN, as torch."""
+    gen = _seed("masked", op)
+    for dtype in (F64, F32, BF16):
+        x = _rand((5, 9), gen).to(dtype)
+        x[torch.rand(5, 9, generator=gen) < 0.4] = float("-inf")
+        x[:, 0] = 0.0
+        x = leaf(x)
+        dy = _rand((5, 9), gen).to(dtype)
+        with gradkern.use_backend(backend):
+            y = getattr(gradkern, op)(x, -1)
+            (dx,) = torch.autograd.grad(y, x, dy)
+        compute = F32 if dtype == BF16 else dtype
+        xr = x.detach().to(compute).requires_grad_()
+        yr = RefSoftmax.apply(xr, -1, op == "log_softmax", y.detach())   # backward from gradkern's y
+        (dxr,) = torch.autograd.grad(yr, xr, dy.to(compute))
+        tol = TOL[dtype]
+        torch.testing.assert_close(y, yr.to(dtype), rtol=tol["rtol"], atol=tol["atol"])
+        torch.testing.assert_close(dx, dxr.to(dtype), rtol=tol["rtol"], atol=tol["atol"])
+    with gradkern.use_backend(backend):
+        assert getattr(gradkern, op)(torch.full((2, 3), float("-inf")), -1).isnan().all()
 
 
 # ---------------------------------------------------------------- cross-entropy
