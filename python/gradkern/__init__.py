@@ -18,8 +18,21 @@ float16 and bfloat16, any strides):
     geglu(x, dim=-1, approximate='none')      split form: a | b = x, y = a * act(b)
     glu(x, gate), ..., geglu(x, gate, approximate=...)  two-tensor: y = x * act(gate)
     rms_norm(x, normalized_shape, weight=None, eps=1e-6),
-    layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5).
+    layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5),
+    linear(x, weight, bias=None), matmul(a, b), softmax(x, dim), log_softmax(x, dim),
+    cross_entropy(logits, target, ignore_index=-100, reduction='mean', label_smoothing=0.0),
+    embedding(idx, weight, padding_idx=None),
+    rope(x, theta=10000.0, offset=0, layout='bthd'|'bhtd', interleaved=False),
+    scaled_dot_product_attention(q, k, v, is_causal=False, scale=None)   (k, v with fewer heads: GQA),
+    add(a, b, alpha=1), mul(a, b)                                          (broadcasting),
+    causal_conv1d(x, weight, bias=None, activation=None|'silu')            (causal-conv1d's signature),
+    selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None,
+                   delta_softplus=False, return_last_state=False)      (mamba-ssm's signature).
 Every op takes backend=None|'auto'|'ref'|'cpu' (keyword only).
+
+Training: gradkern.optim.AdamW and gradkern.optim.SGD (torch.optim.Optimizer
+subclasses, f32 state and f32 master weights for f16/bf16 parameters) and
+gradkern.clip_grad_norm_(parameters, max_norm), as torch.nn.utils's.
 
 Errors from the library raise gradkern.Error (a RuntimeError) with .status,
 .status_name and .message (gk_last_error(): names the bad argument).
@@ -51,6 +64,21 @@ from .functional import (
     softplus,
     swiglu,
 )
+from .transformer import (
+    add,
+    cross_entropy,
+    embedding,
+    linear,
+    log_softmax,
+    matmul,
+    mul,
+    rope,
+    scaled_dot_product_attention,
+    softmax,
+)
+from .mamba import causal_conv1d, selective_scan
+from . import optim
+from .optim import clip_grad_norm_
 
 __version__ = "0.1.0"
 
@@ -58,18 +86,24 @@ _OP_OF = {
     "relu": "relu", "gelu": "gelu", "silu": "silu", "sigmoid": "sigmoid", "softplus": "softplus",
     "glu": "glu", "reglu": "reglu", "swiglu": "swiglu", "geglu": "geglu",
     "rms_norm": "rmsnorm", "rmsnorm": "rmsnorm", "layer_norm": "layernorm", "layernorm": "layernorm",
+    "linear": "linear", "matmul": "matmul", "softmax": "softmax", "log_softmax": "log_softmax",
+    "cross_entropy": "cross_entropy", "embedding": "embedding", "rope": "rope", "attention": "attention",
+    "scaled_dot_product_attention": "attention", "add": "add", "mul": "mul", "conv1d": "conv1d",
+    "causal_conv1d": "conv1d", "selective_scan": "selective_scan",
 }
 
 
-def plan_info(op, x, direction="forward", backend=None, **options):
-    """What kernel gradkern selects for `op` ('swiglu', 'rms_norm', ...) on a
-    tensor like x (its dtype and shape): a dict with kernel, backend, isa,
-    math, accumulator and deterministic. Options as for gradkern.Plan
-    (approximate, beta, threshold, form, dim, normalized_rank, eps,
-    has_weight, has_bias, accumulate)."""
+def plan_info(op, x, direction="forward", backend=None, dtype=None, **options):
+    """What kernel gradkern selects for `op` ('swiglu', 'rms_norm', 'linear',
+    ...) on a tensor like x (its dtype and shape; x is the op's main input:
+    logits, q, u, the index tensor of embedding with dtype= the weight's):
+    a dict with kernel, backend, isa, math, accumulator and deterministic.
+    Options as for gradkern.Plan (approximate, beta, threshold, form, dim,
+    normalized_rank, eps, has_weight, has_bias, accumulate; the op's desc
+    fields for the transformer and Mamba ops)."""
     if op not in _OP_OF:
         raise ValueError("gradkern.plan_info: unknown op %r" % (op,))
-    return get_plan(_OP_OF[op], direction, x.dtype, tuple(x.shape), backend, **options).info
+    return get_plan(_OP_OF[op], direction, dtype or x.dtype, tuple(x.shape), backend, **options).info
 
 
 __all__ = [
@@ -78,4 +112,7 @@ __all__ = [
     "library_path",
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
     "rms_norm", "layer_norm",
+    "linear", "matmul", "softmax", "log_softmax", "cross_entropy", "embedding", "rope",
+    "scaled_dot_product_attention", "add", "mul", "causal_conv1d", "selective_scan",
+    "optim", "clip_grad_norm_",
 ]

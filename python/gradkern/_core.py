@@ -145,12 +145,66 @@ def get_num_threads():
 
 # ---------------------------------------------------------------- plans
 
+# The ops after the norms keep their options in one nested struct of
+# gk_op_desc each; an option of theirs is a field name of that struct.
+_OP_GROUP = {
+    "linear": "linear", "matmul": "matmul", "softmax": "softmax", "log_softmax": "softmax",
+    "cross_entropy": "ce", "embedding": "embedding", "rope": "rope", "attention": "attn",
+    "add": "binary", "mul": "binary", "conv1d": "conv", "selective_scan": "scan",
+}
+# options given by name instead of by enum value
+_ENUM_OPTIONS = {
+    ("ce", "reduction"): _lib.REDUCTIONS,
+    ("rope", "layout"): _lib.ROPE_LAYOUTS,
+    ("rope", "pairing"): _lib.ROPE_PAIRINGS,
+    ("scan", "b_layout"): _lib.SCAN_LAYOUTS,
+    ("scan", "c_layout"): _lib.SCAN_LAYOUTS,
+}
+
+
+def _set_group_option(desc, op, group, key, value):
+    """desc.accumulate, desc.index_dtype (a torch dtype or a gk_dtype) or
+    desc.<group>.<key>; b_shape (add, mul) is a tuple and sets b_rank too."""
+    if key == "accumulate":
+        desc.accumulate = int(value)
+        return
+    if key == "index_dtype":
+        desc.index_dtype = TORCH_TO_GK.get(value, -1) if isinstance(value, torch.dtype) else int(value)
+        return
+    sub = getattr(desc, group)
+    fields = dict(sub._fields_)
+    if key not in fields:
+        raise TypeError("gradkern: unknown plan option %r for op %r (options: accumulate, index_dtype, %s)"
+                        % (key, op, ", ".join(fields)))
+    if key == "b_shape":
+        value = tuple(int(v) for v in value)
+        if len(value) > _lib.GK_MAX_RANK:
+            raise ValueError("gradkern: %s: b has rank %d, more than GK_MAX_RANK = %d"
+                             % (op, len(value), _lib.GK_MAX_RANK))
+        sub.b_rank = len(value)
+        sub.b_shape[:len(value)] = value
+        return
+    names = _ENUM_OPTIONS.get((group, key))
+    if names is not None and isinstance(value, str):
+        if value not in names:
+            raise ValueError("gradkern: %s=%r must be one of %s" % (key, value, sorted(names)))
+        value = names[value]
+    setattr(sub, key, float(value) if fields[key] is ctypes.c_double else int(value))
+
+
 class Plan:
     """One gk_plan: an op, direction, dtype, shape and options, with its kernel.
 
-    Options (keyword arguments): approximate ('none'|'tanh'), beta, threshold,
-    form ('split'|'two_tensor'), dim, normalized_rank, eps, has_weight,
-    has_bias, accumulate. The C plan is destroyed when this object is
+    Options (keyword arguments), for the activations, gated ops and norms:
+    approximate ('none'|'tanh'), beta, threshold, form ('split'|'two_tensor'),
+    dim, normalized_rank, eps, has_weight, has_bias, accumulate. For linear,
+    matmul, softmax, log_softmax, cross_entropy, embedding, rope, attention,
+    add, mul, conv1d and selective_scan: accumulate, index_dtype (torch.int32
+    or torch.int64) and the fields of the op's struct in gk_op_desc by name
+    (Plan("linear", "forward", torch.float32, (8, 16), out_features=4,
+    has_bias=0); reduction 'mean'|'sum', layout 'bthd'|'bhtd', pairing
+    'half'|'interleaved', b_layout/c_layout 'shared'|'batch'|'grouped' by
+    name; b_shape a tuple). The C plan is destroyed when this object is
     collected (and at interpreter exit at the latest).
     """
 
@@ -167,8 +221,11 @@ class Plan:
         check(lib.gk_op_desc_init(ctypes.byref(desc), _lib.OPS[op], _lib.DIRECTIONS[direction],
                                   gdtype, len(shape), shape_arr), "gk_op_desc_init")
         desc.backend = _backend_code(backend)
+        group = _OP_GROUP.get(op)
         for key, value in options.items():
-            if key == "approximate":
+            if group is not None:      # linear .. selective_scan: desc.<group>.<key>
+                _set_group_option(desc, op, group, key, value)
+            elif key == "approximate":
                 if value not in _lib.GELU_APPROX:
                     raise ValueError("gradkern: approximate=%r must be 'none' or 'tanh'" % (value,))
                 desc.act.approximate = _lib.GELU_APPROX[value]

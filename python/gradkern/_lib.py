@@ -45,6 +45,13 @@ BACKENDS = {"auto": 0, "ref": 1, "cpu": 2, "cuda": 3}
 GELU_APPROX = {"none": 0, "tanh": 1}
 # gk_gated_form
 GATED_FORMS = {"split": 0, "two_tensor": 1}
+# gk_reduction
+REDUCTIONS = {"mean": 0, "sum": 1}
+# gk_rope_layout, gk_rope_pairing
+ROPE_LAYOUTS = {"bthd": 0, "bhtd": 1}
+ROPE_PAIRINGS = {"half": 0, "interleaved": 1}
+# gk_scan_layout
+SCAN_LAYOUTS = {"shared": 0, "batch": 1, "grouped": 2}
 # gk_arg_kind
 ARGS = {
     "x": 0, "y": 1, "dy": 2, "dx": 3, "gate": 4, "dgate": 5, "weight": 6,
@@ -155,6 +162,14 @@ class gk_plan_info(ctypes.Structure):
     ]
 
 
+class gk_adamw_config(ctypes.Structure):
+    _fields_ = [("lr", _d), ("beta1", _d), ("beta2", _d), ("eps", _d), ("weight_decay", _d)]
+
+
+class gk_sgd_config(ctypes.Structure):
+    _fields_ = [("lr", _d), ("momentum", _d), ("dampening", _d), ("weight_decay", _d), ("nesterov", _i)]
+
+
 def default_library_path():
     """$GRADKERN_LIB, else <repo>/build/libgradkern.so (../../build from here)."""
     env = os.environ.get("GRADKERN_LIB")
@@ -189,6 +204,13 @@ def _declare(lib):
         "gk_set_num_threads": (c_int, [c_int]),
         "gk_get_num_threads": (c_int, []),
         "gk_struct_size": (c_size_t, [c_char_p]),
+        "gk_adamw_config_init": (c_int, [P(gk_adamw_config)]),
+        "gk_adamw_step": (c_int, [P(gk_adamw_config), c_int, P(gk_tensor), P(gk_tensor), P(gk_tensor),
+                                  P(gk_tensor), P(gk_tensor), ctypes.c_int64]),
+        "gk_sgd_config_init": (c_int, [P(gk_sgd_config)]),
+        "gk_sgd_step": (c_int, [P(gk_sgd_config), c_int, P(gk_tensor), P(gk_tensor), P(gk_tensor),
+                                P(gk_tensor), ctypes.c_int64]),
+        "gk_clip_grad_norm": (c_int, [c_int, P(gk_tensor), ctypes.c_double, P(ctypes.c_double)]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)

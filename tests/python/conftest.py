@@ -30,12 +30,24 @@ def errstats():
     return _STATS
 
 
+_ORDER = {"float64": 0, "float32": 1, "bfloat16": 2, "float16": 3}
+
+
+def _write_stats(tr, stats, prefix=""):
+    for (dtype, oracle), s in sorted(stats.items(), key=lambda kv: (_ORDER.get(kv[0][0], 9), kv[0][1])):
+        tr.write_line("%s%-8s vs %-25s %4d tensors: max rel %-8.2g max ulp %-7.3g max err/tol %-7.3g at %s"
+                      % (prefix, dtype, oracle, s["n"], s["rel"], s["ulp"], s["ratio"], s["where"]))
+
+
 def pytest_terminal_summary(terminalreporter):
-    if not _STATS:
-        return
     tr = terminalreporter
-    tr.write_sep("-", "gradkern vs references: largest errors per dtype")
-    order = {"float64": 0, "float32": 1, "bfloat16": 2, "float16": 3}
-    for (dtype, oracle), s in sorted(_STATS.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
-        tr.write_line("%-8s vs %-25s %4d tensors: max rel %-8.2g max ulp %-7.3g max err/tol %-7.3g at %s"
-                      % (dtype, oracle, s["n"], s["rel"], s["ulp"], s["ratio"], s["where"]))
+    if _STATS:
+        tr.write_sep("-", "gradkern vs references: largest errors per dtype")
+        _write_stats(tr, _STATS)
+    # per op, recorded by tests/python/helpers.py (transformer and Mamba ops)
+    helpers = sys.modules.get("helpers")
+    opstats = getattr(helpers, "OPSTATS", None)
+    if opstats:
+        tr.write_sep("-", "gradkern vs references: largest errors per op and dtype")
+        for op in sorted(opstats):
+            _write_stats(tr, opstats[op], "%-15s " % op)
