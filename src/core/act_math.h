@@ -49,9 +49,10 @@ static inline gk_act_params gk_act_of(const gk_op_desc *d) {
 // out-of-range and NaN cases are blended with bit masks instead):
 // e^x = 2^k e^r, k = round(x / ln 2) from the bits of a rounding sum,
 // r = x - k ln 2 (ln 2 in two parts), |r| <= ln(2)/2, e^r by Cephes'
-// expf polynomial (under 1 ulp); 2^k applied as two powers of two inside
-// the exponent range. inf above 88.72283, 0 below -87.33654 (results under
-// FLT_MIN flush to 0), NaN stays NaN.
+// expf polynomial (under 1 ulp); 2^k applied as two normal powers of two
+// (k1 = floor(k/2), k2 = k - k1), so results below FLT_MIN come out as the
+// correctly scaled subnormals. inf above 88.72283; x below -104 (where e^x
+// rounds to 0) is clamped there; NaN stays NaN.
 static inline uint32_t gk_f32_bits(float x) {
   union { float f; uint32_t u; } v = {x};
   return v.u;
@@ -62,8 +63,8 @@ static inline float gk_bits_f32(uint32_t u) {
 }
 static inline float gk_exp_f32(float x) {
   uint32_t xb = gk_f32_bits(x);
-  uint32_t lo = -(uint32_t)(x < -87.33654f), hi = -(uint32_t)(x > 88.72283f), nan = -(uint32_t)(x != x);
-  float xc = gk_bits_f32((xb & ~(lo | hi | nan)) | (gk_f32_bits(-87.33654f) & lo) | (gk_f32_bits(88.72283f) & hi));
+  uint32_t lo = -(uint32_t)(x < -104.0f), hi = -(uint32_t)(x > 88.72283f), nan = -(uint32_t)(x != x);
+  float xc = gk_bits_f32((xb & ~(lo | hi | nan)) | (gk_f32_bits(-104.0f) & lo) | (gk_f32_bits(88.72283f) & hi));
   float kf = xc * 1.44269504088896341f + 12582912.0f;  // 1.5 2^23: rounds to an integer
   uint32_t kbits = gk_f32_bits(kf);
   kf -= 12582912.0f;
@@ -75,8 +76,10 @@ static inline float gk_exp_f32(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  uint32_t u = kbits - 0x4b400000u + 126u, u1 = u >> 1;  // u = k + 126 in 0 .. 254
-  float v = p * gk_bits_f32((u1 + 64u) << 23) * gk_bits_f32((u - u1 + 64u) << 23);
+  // u = k + 256 in 105 .. 385, u1 = k1 + 128: exponent fields k1 + 127 = u1 - 1
+  // and k2 + 127 = u - u1 - 1, both in 51 .. 192.
+  uint32_t u = kbits - 0x4b400000u + 256u, u1 = u >> 1;
+  float v = p * gk_bits_f32((u1 - 1u) << 23) * gk_bits_f32((u - u1 - 1u) << 23);
   return gk_bits_f32((gk_f32_bits(v) & ~(lo | hi | nan)) | (0x7f800000u & hi) | (xb & nan));
 }
 
