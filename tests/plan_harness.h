@@ -152,4 +152,41 @@ static inline void check_thread_identity(const plan_roles *r, const gk_op_desc *
   for (int t = 0; t < 3; t++) free_outputs(r, d, &runs[t]);
 }
 
+// ---------------------------------------------------------------- finite differences
+
+// L = sum over `outs` of forward output * its upstream gradient (outputs in
+// f, upstream gradients in b). For each element of each input in `pairs`
+// that f and b both have, the central difference of L (step 1e-5, forward
+// of fwd on backend `be`) against backward's gradient in b. Returns the
+// largest relative error |numeric - analytic| / max(|numeric|, |analytic|, 1e-3).
+static inline double fd_max_rel_err(const gk_op_desc *fwd, gk_backend be, const argset *f, const argset *b,
+                                    const int (*pairs)[2], size_t npairs, const int (*outs)[2], size_t nouts) {
+  double worst = 0, h = 1e-5;
+  for (size_t p = 0; p < npairs; p++) {
+    int in = pairs[p][0], grad = pairs[p][1];
+    if (!f->have[in] || !b->have[grad]) continue;
+    const gk_tensor *t = &f->b[in].t;
+    int64_t n = gk_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+      double x0 = tget(t, i), loss[2];
+      for (int side = 0; side < 2; side++) {
+        tset(t, i, x0 + (side ? -h : h));
+        run_desc(fwd, be, f);
+        loss[side] = 0;
+        for (size_t q = 0; q < nouts; q++) {
+          int o = outs[q][0], u = outs[q][1];
+          if (!f->have[o]) continue;
+          int64_t no = gk_tensor_numel(&f->b[o].t);
+          for (int64_t j = 0; j < no; j++) loss[side] += tget(&f->b[o].t, j) * tget(&b->b[u].t, j);
+        }
+      }
+      tset(t, i, x0);
+      double numeric = (loss[0] - loss[1]) / (2 * h), analytic = tget(&b->b[grad].t, i);
+      double rel = fabs(numeric - analytic) / fmax(fmax(fabs(numeric), fabs(analytic)), 1e-3);
+      if (rel > worst) worst = rel;
+    }
+  }
+  return worst;
+}
+
 #endif

@@ -175,32 +175,12 @@ static double fd_check(const gk_op_desc *fwd, gk_backend be) {
       {GK_ARG_B, GK_ARG_DB},         {GK_ARG_C, GK_ARG_DC},           {GK_ARG_D, GK_ARG_DD},
       {GK_ARG_Z, GK_ARG_DZ},         {GK_ARG_DELTA_BIAS, GK_ARG_DDELTA_BIAS},
       {GK_ARG_INITIAL_STATE, GK_ARG_DINITIAL_STATE}};
-  const int outs[2][2] = {{GK_ARG_Y, GK_ARG_DY}, {GK_ARG_FINAL_STATE, GK_ARG_DFINAL_STATE}};
-  double worst = 0, h = 1e-5;
-  for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++) {
-    int in = pairs[p][0], grad = pairs[p][1];
-    if (!f.have[in]) continue;
-    check(b.have[grad], "fd: backward gives no %s", gk_arg_name((gk_arg_kind)grad));
-    const gk_tensor *t = &f.b[in].t;
-    int64_t n = gk_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) {
-      double x0 = tget(t, i), loss[2];
-      for (int side = 0; side < 2; side++) {
-        tset(t, i, x0 + (side ? -h : h));
-        run_desc(fwd, be, &f);
-        loss[side] = 0;
-        for (int o = 0; o < 2; o++) {
-          if (!f.have[outs[o][0]]) continue;
-          const gk_tensor *y = &f.b[outs[o][0]].t, *r = &b.b[outs[o][1]].t;
-          for (int64_t jj = 0; jj < gk_tensor_numel(y); jj++) loss[side] += tget(y, jj) * tget(r, jj);
-        }
-      }
-      tset(t, i, x0);
-      double numeric = (loss[0] - loss[1]) / (2 * h), analytic = tget(&b.b[grad].t, i);
-      double rel = fabs(numeric - analytic) / fmax(fmax(fabs(numeric), fabs(analytic)), 1e-3);
-      if (rel > worst) worst = rel;
-    }
-  }
+  static const int outs[][2] = {{GK_ARG_Y, GK_ARG_DY}, {GK_ARG_FINAL_STATE, GK_ARG_DFINAL_STATE}};
+  const size_t npairs = sizeof pairs / sizeof *pairs;
+  for (size_t p = 0; p < npairs; p++)
+    if (f.have[pairs[p][0]])
+      check(b.have[pairs[p][1]], "fd: backward gives no %s", gk_arg_name((gk_arg_kind)pairs[p][1]));
+  double worst = fd_max_rel_err(fwd, be, &f, &b, pairs, npairs, outs, 2);
   argset_free(&b);
   argset_free(&f);
   return worst;

@@ -131,29 +131,10 @@ static double fd_check(const gk_op_desc *fwd, gk_backend be) {
   for (int k = GK_ARG_RSTD; k >= GK_ARG_MEAN; k--)
     if (b.have[k]) tcopy_values(&b.b[k].t, &f.b[k].t);
   if (run_desc(&bwd, be, &b) != GK_SUCCESS) return INFINITY;
-  const gk_tensor *r = &b.b[GK_ARG_DY].t, *y = &f.b[GK_ARG_Y].t;
   static const int pairs[][2] = {{GK_ARG_X, GK_ARG_DX}, {GK_ARG_GATE, GK_ARG_DGATE},
                                  {GK_ARG_WEIGHT, GK_ARG_DWEIGHT}, {GK_ARG_BIAS, GK_ARG_DBIAS}};
-  double worst = 0, h = 1e-5;
-  for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++) {
-    int in = pairs[p][0], grad = pairs[p][1];
-    if (!f.have[in]) continue;
-    const gk_tensor *t = &f.b[in].t;
-    int64_t n = gk_tensor_numel(t), ny = gk_tensor_numel(y);
-    for (int64_t i = 0; i < n; i++) {
-      double x0 = tget(t, i), loss[2];
-      for (int side = 0; side < 2; side++) {
-        tset(t, i, x0 + (side ? -h : h));
-        run_desc(fwd, be, &f);
-        loss[side] = 0;
-        for (int64_t j = 0; j < ny; j++) loss[side] += tget(y, j) * tget(r, j);
-      }
-      tset(t, i, x0);
-      double numeric = (loss[0] - loss[1]) / (2 * h), analytic = tget(&b.b[grad].t, i);
-      double rel = fabs(numeric - analytic) / fmax(fmax(fabs(numeric), fabs(analytic)), 1e-3);
-      if (rel > worst) worst = rel;
-    }
-  }
+  static const int outs[][2] = {{GK_ARG_Y, GK_ARG_DY}};
+  double worst = fd_max_rel_err(fwd, be, &f, &b, pairs, sizeof pairs / sizeof *pairs, outs, 1);
   argset_free(&b);
   argset_free(&f);
   return worst;

@@ -243,31 +243,8 @@ static void fd_check(gk_op_desc fwd, gk_backend be) {
   check(run_desc(&fwd, be, &f) == GK_SUCCESS, "fd %s forward: %s", gk_op_name(fwd.op), gk_last_error());
   build(&bwd, CONTIGUOUS, &f, &b);
   check(run_desc(&bwd, be, &b) == GK_SUCCESS, "fd %s backward: %s", gk_op_name(fwd.op), gk_last_error());
-  double worst = 0, h = 1e-5;
-  for (size_t p = 0; p < sizeof grad_pairs / sizeof *grad_pairs; p++) {
-    int in = grad_pairs[p][0], grad = grad_pairs[p][1];
-    if (!f.have[in] || !b.have[grad]) continue;
-    const gk_tensor *t = &f.b[in].t;
-    int64_t n = gk_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) {
-      double x0 = tget(t, i), loss[2];
-      for (int side = 0; side < 2; side++) {
-        tset(t, i, x0 + (side ? -h : h));
-        run_desc(&fwd, be, &f);
-        loss[side] = 0;
-        for (size_t q = 0; q < sizeof out_pairs / sizeof *out_pairs; q++) {
-          int o = out_pairs[q][0], u = out_pairs[q][1];
-          if (!f.have[o]) continue;
-          int64_t no = gk_tensor_numel(&f.b[o].t);
-          for (int64_t j = 0; j < no; j++) loss[side] += tget(&f.b[o].t, j) * tget(&b.b[u].t, j);
-        }
-      }
-      tset(t, i, x0);
-      double numeric = (loss[0] - loss[1]) / (2 * h), analytic = tget(&b.b[grad].t, i);
-      double rel = fabs(numeric - analytic) / fmax(fmax(fabs(numeric), fabs(analytic)), 1e-3);
-      if (rel > worst) worst = rel;
-    }
-  }
+  double worst = fd_max_rel_err(&fwd, be, &f, &b, grad_pairs, sizeof grad_pairs / sizeof *grad_pairs, out_pairs,
+                                sizeof out_pairs / sizeof *out_pairs);
   argset_free(&b);
   argset_free(&f);
   fd_cases++;
