@@ -1,24 +1,7 @@
 // Bad input to conv1d, the selective scan, the optimizers and clipping:
 // every rejected call returns its status and a message naming the argument
 // and the value, and writes nothing.
-#include "harness.h"
-
-static int cases;
-
-static void expect(gk_status got, gk_status want, const char *needle, const char *what) {
-  cases++;
-  const char *msg = gk_last_error();
-  check(got == want, "%s: status %d (%s), want %d (%s); message: %s", what, got, gk_status_string(got), want,
-        gk_status_string(want), msg);
-  check(strstr(msg, needle) != NULL, "%s: message \"%s\" does not name \"%s\"", what, msg, needle);
-}
-
-static gk_status create(const gk_op_desc *d) {
-  gk_plan *p = NULL;
-  gk_status s = gk_plan_create(d, &p);
-  gk_plan_destroy(p);
-  return s;
-}
+#include "bad_input_harness.h"
 
 static bool is_output(gk_direction dir, int k) {
   if (dir == GK_FORWARD) return k == GK_ARG_Y || k == GK_ARG_FINAL_STATE || k == GK_ARG_CHUNK_STATES;
@@ -32,69 +15,19 @@ static bool is_state(const gk_op_desc *d, int k) {
                                            k == GK_ARG_CHUNK_STATES);
 }
 
-// A plan and its tensors (inputs filled, outputs canaries).
-typedef struct fixture {
-  gk_plan *plan;
-  gk_direction dir;
-  tbuf b[GK_ARG_COUNT_];
-  gk_arg args[GK_ARG_COUNT_];
-  int nargs;
-  void *ws;
-  size_t ws_bytes;
-} fixture;
-
-static void fixture_make(fixture *f, const gk_op_desc *d) {
-  memset(f, 0, sizeof *f);
-  f->dir = d->direction;
-  if (gk_plan_create(d, &f->plan) != GK_SUCCESS) {
-    check(false, "fixture: %s", gk_last_error());
-    return;
-  }
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    int rank;
-    int64_t shape[GK_MAX_RANK];
-    gk_plan_arg_shape(f->plan, (gk_arg_kind)k, &rank, shape);
-    if (rank < 0) continue;
-    gk_dtype dt = is_state(d, k) && d->dtype != GK_F64 ? GK_F32 : d->dtype;
-    f->b[k] = tbuf_make(dt, rank, shape, CONTIGUOUS);
-    if (!is_output(d->direction, k)) tfill(&f->b[k].t, 0.1, 0.5);
-    f->args[f->nargs++] = (gk_arg){(gk_arg_kind)k, f->b[k].t};
-  }
-  gk_plan_workspace_size(f->plan, &f->ws_bytes);
-  f->ws = ws_alloc(f->ws_bytes ? f->ws_bytes : 64);
+static gk_dtype dtype_of(const gk_op_desc *d, int k) {
+  return is_state(d, k) && d->dtype != GK_F64 ? GK_F32 : d->dtype;
 }
 
-static gk_arg *arg_of(fixture *f, gk_arg_kind k) {
-  for (int i = 0; i < f->nargs; i++)
-    if (f->args[i].kind == k) return &f->args[i];
-  return NULL;
+// Inputs in [0.1, 0.5], outputs left as canaries.
+static void fill(const gk_op_desc *d, const gk_tensor *t, int k) {
+  if (!is_output(d->direction, k)) tfill(t, 0.1, 0.5);
 }
 
-static void check_untouched(fixture *f, const char *what) {
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    if (!f->b[k].alloc || !is_output(f->dir, k)) continue;
-    bool clean = true;
-    for (size_t i = 0; i < f->b[k].bytes + 2 * GUARD; i++) clean &= f->b[k].alloc[i] == CANARY;
-    check(clean, "%s: output %s was written by a rejected call", what, gk_arg_name((gk_arg_kind)k));
-  }
-}
+static bool is_fixture_output(fixture *f, int k) { return is_output(f->dir, k); }
 
-static void fixture_free(fixture *f) {
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (f->b[k].alloc) tbuf_free(&f->b[k]);
-  free(f->ws);
-  gk_plan_destroy(f->plan);
-}
-
-#define EXPECT_RUN(d, mutate, status, needle, what)                                      \
-  do {                                                                                   \
-    fixture f;                                                                           \
-    fixture_make(&f, d);                                                                 \
-    mutate;                                                                              \
-    expect(gk_plan_run(f.plan, f.args, f.nargs, f.ws, f.ws_bytes), status, needle, what); \
-    check_untouched(&f, what);                                                           \
-    fixture_free(&f);                                                                    \
-  } while (0)
+static const fixture_roles fixture_roles_of_file = {.dtype_of = dtype_of, .fill = fill,
+                                                    .is_output = is_fixture_output};
 
 static gk_op_desc conv(gk_direction dir, int64_t W) {
   int64_t shape[3] = {2, 4, 9};

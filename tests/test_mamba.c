@@ -5,14 +5,9 @@
 // (state carried forward, state gradient carried backward) against the
 // whole; accumulation of parameter gradients; no byte written outside an
 // output's elements.
-#include "harness.h"
+#include "plan_harness.h"
 
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
-
-typedef struct argset {
-  tbuf b[GK_ARG_COUNT_];
-  bool have[GK_ARG_COUNT_];
-} argset;
 
 static bool is_output(gk_direction dir, int k) {
   if (dir == GK_FORWARD) return k == GK_ARG_Y || k == GK_ARG_FINAL_STATE || k == GK_ARG_CHUNK_STATES;
@@ -44,34 +39,9 @@ static gk_dtype dtype_of(const gk_op_desc *d, int k) {
   return is_state(d, k) && d->dtype != GK_F64 ? GK_F32 : d->dtype;
 }
 
-static void argset_free(argset *s) {
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (s->have[k]) tbuf_free(&s->b[k]);
-  memset(s, 0, sizeof *s);
-}
-
-static gk_status run_desc(const gk_op_desc *d, gk_backend be, const argset *s) {
-  gk_op_desc dd = *d;
-  dd.backend = be;
-  gk_plan *plan;
-  gk_status st = gk_plan_create(&dd, &plan);
-  if (st != GK_SUCCESS) return st;
-  gk_arg args[GK_ARG_COUNT_];
-  int n = 0;
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (s->have[k]) args[n++] = (gk_arg){(gk_arg_kind)k, s->b[k].t};
-  size_t ws = 0;
-  gk_plan_workspace_size(plan, &ws);
-  void *w = ws_alloc(ws);
-  st = gk_plan_run(plan, args, n, w, ws);
-  free(w);
-  gk_plan_destroy(plan);
-  return st;
-}
-
 // Random values for input k: decays exp(dt A) < 1 (A < 0, dt > 0 before
 // any softplus), everything else of order 1.
-static void fill_input(const gk_op_desc *d, int k, const gk_tensor *t) {
+static void fill_input(const gk_op_desc *d, const gk_tensor *t, int k) {
   switch (k) {
   case GK_ARG_A: tfill(t, -1.5, -0.2); break;
   case GK_ARG_DELTA: if (d->scan.delta_softplus) tfill(t, -2, 1); else tfill(t, 0.05, 0.6); break;
@@ -79,42 +49,6 @@ static void fill_input(const gk_op_desc *d, int k, const gk_tensor *t) {
   case GK_ARG_Z: tfill(t, -2, 2); break;
   default: tfill(t, -1, 1); break;
   }
-}
-
-// Tensors for d: inputs in layout `lay` (copied from `from` where it has
-// them, else random), outputs as canaries.
-static void build(const gk_op_desc *d, layout lay, const argset *from, argset *s) {
-  memset(s, 0, sizeof *s);
-  gk_plan *plan;
-  if (gk_plan_create(d, &plan) != GK_SUCCESS) {
-    check(false, "build: %s", gk_last_error());
-    return;
-  }
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    int rank;
-    int64_t shape[GK_MAX_RANK];
-    gk_plan_arg_shape(plan, (gk_arg_kind)k, &rank, shape);
-    if (rank < 0) continue;
-    s->b[k] = tbuf_make(dtype_of(d, k), rank, shape, lay);
-    s->have[k] = true;
-    if (is_output(d->direction, k)) continue;
-    if (from && from->have[k]) tcopy_values(&s->b[k].t, &from->b[k].t);
-    else fill_input(d, k, &s->b[k].t);
-  }
-  gk_plan_destroy(plan);
-}
-
-// A copy of s whose outputs are fresh canary buffers (inputs shared).
-static void clone_outputs(const gk_op_desc *d, const argset *s, layout lay, argset *out) {
-  *out = *s;
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (s->have[k] && is_output(d->direction, k))
-      out->b[k] = tbuf_make(s->b[k].t.dtype, s->b[k].t.rank, s->b[k].t.shape, lay);
-}
-
-static void free_outputs(const gk_op_desc *d, argset *s) {
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (s->have[k] && is_output(d->direction, k)) tbuf_free(&s->b[k]);
 }
 
 static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n) {
@@ -136,7 +70,8 @@ static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n
 
 // Tolerance of cpu against ref. The scan's parameter gradients are sums
 // over batch, steps and states; they get 4x the elementwise tolerance.
-static tol tol_for(const gk_op_desc *d, int k) {
+static tol tol_for(const gk_op_desc *d, int k, gk_dtype out_dtype) {
+  (void)out_dtype;
   tol t = tol_of(d->dtype);
   if (d->op == GK_OP_SELECTIVE_SCAN && is_param_grad(d, k) && d->dtype == GK_F32) {
     t.rtol *= 4;
@@ -145,24 +80,16 @@ static tol tol_for(const gk_op_desc *d, int k) {
   return t;
 }
 
-// Run d on ref and cpu with the same inputs; compare outputs and canaries.
-// Leaves the reference outputs in *ref_out (free with free_outputs).
-static void compare_backends(const gk_op_desc *d, layout lay, const argset *s, argset *ref_out) {
-  char name[320];
-  describe(d, lay, name, sizeof name);
-  argset cpu;
-  clone_outputs(d, s, lay, ref_out);
-  clone_outputs(d, s, lay, &cpu);
-  gk_status a = run_desc(d, GK_BACKEND_REF, ref_out), b = run_desc(d, GK_BACKEND_CPU, &cpu);
-  check(a == GK_SUCCESS && b == GK_SUCCESS, "%s: ref %d, cpu %d: %s", name, a, b, gk_last_error());
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    if (!s->have[k] || !is_output(d->direction, k)) continue;
-    double r = tcompare(&cpu.b[k].t, &ref_out->b[k].t, tol_for(d, k), true);
-    check(r <= 1.0, "%s: output %s differs from ref by %.3g tolerances", name, gk_arg_name((gk_arg_kind)k), r);
-    check(tbuf_canaries_intact(&cpu.b[k]) && tbuf_canaries_intact(&ref_out->b[k]),
-          "%s: bytes outside output %s were written", name, gk_arg_name((gk_arg_kind)k));
-  }
-  free_outputs(d, &cpu);
+static bool is_output_of(const gk_op_desc *d, int k) { return is_output(d->direction, k); }
+
+// Every argument in the layout asked for.
+static const plan_roles roles = {.is_output = is_output_of, .dtype_of = dtype_of, .fill = fill_input,
+                                 .tol_for = tol_for, .describe = describe};
+
+// Tensors for d: inputs in layout `lay` (copied from `from` where it has
+// them, else random), outputs as canaries.
+static void build(const gk_op_desc *d, layout lay, const argset *from, argset *s) {
+  if (!plan_build(&roles, d, lay, from, s)) check(false, "build: %s", gk_last_error());
 }
 
 // Parameter gradients with accumulate = 1 add to what the outputs held.
@@ -174,7 +101,7 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
   for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
     argset o;
     tbuf prior[GK_ARG_COUNT_];
-    clone_outputs(bwd, s, lay, &o);
+    clone_outputs(&roles, bwd, s, lay, &o);
     for (int k = 0; k < GK_ARG_COUNT_; k++)
       if (o.have[k] && is_param_grad(bwd, k)) {
         tfill(&o.b[k].t, -2, 2);
@@ -189,7 +116,7 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
       bool param = is_param_grad(bwd, k);
       for (int64_t i = 0; i < n; i++)
         tset(&want.t, i, (param ? tget(&prior[k].t, i) : 0.0) + tget(&ref_out->b[k].t, i));
-      tol tl = tol_for(bwd, k);
+      tol tl = tol_for(bwd, k, bwd->dtype);
       tl.rtol *= 2;  // two roundings: of the overwrite result and of the sum
       tl.atol *= 2;
       double r = tcompare(&o.b[k].t, &want.t, tl, false);
@@ -198,7 +125,7 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
       tbuf_free(&want);
       if (param) tbuf_free(&prior[k]);
     }
-    free_outputs(bwd, &o);
+    free_outputs(&roles, bwd, &o);
   }
 }
 
@@ -212,13 +139,13 @@ static void test_config(gk_op_desc fd, layout lay, bool accumulate) {
   bwd.direction = GK_BACKWARD;
   argset fin, fref, bin, bref;
   build(fwd, lay, NULL, &fin);
-  compare_backends(fwd, lay, &fin, &fref);
+  compare_backends(&roles, fwd, lay, &fin, &fref);
   build(&bwd, lay, &fin, &bin);
   if (bin.have[GK_ARG_CHUNK_STATES]) tcopy_values(&bin.b[GK_ARG_CHUNK_STATES].t, &fref.b[GK_ARG_CHUNK_STATES].t);
-  compare_backends(&bwd, lay, &bin, &bref);
+  compare_backends(&roles, &bwd, lay, &bin, &bref);
   if (accumulate) check_accumulate(&bwd, lay, &bin, &bref);
-  free_outputs(&bwd, &bref);
-  free_outputs(fwd, &fref);
+  free_outputs(&roles, &bwd, &bref);
+  free_outputs(&roles, fwd, &fref);
   argset_free(&bin);
   argset_free(&fin);
   count_configs++;
@@ -248,32 +175,12 @@ static double fd_check(const gk_op_desc *fwd, gk_backend be) {
       {GK_ARG_B, GK_ARG_DB},         {GK_ARG_C, GK_ARG_DC},           {GK_ARG_D, GK_ARG_DD},
       {GK_ARG_Z, GK_ARG_DZ},         {GK_ARG_DELTA_BIAS, GK_ARG_DDELTA_BIAS},
       {GK_ARG_INITIAL_STATE, GK_ARG_DINITIAL_STATE}};
-  const int outs[2][2] = {{GK_ARG_Y, GK_ARG_DY}, {GK_ARG_FINAL_STATE, GK_ARG_DFINAL_STATE}};
-  double worst = 0, h = 1e-5;
-  for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++) {
-    int in = pairs[p][0], grad = pairs[p][1];
-    if (!f.have[in]) continue;
-    check(b.have[grad], "fd: backward gives no %s", gk_arg_name((gk_arg_kind)grad));
-    const gk_tensor *t = &f.b[in].t;
-    int64_t n = gk_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) {
-      double x0 = tget(t, i), loss[2];
-      for (int side = 0; side < 2; side++) {
-        tset(t, i, x0 + (side ? -h : h));
-        run_desc(fwd, be, &f);
-        loss[side] = 0;
-        for (int o = 0; o < 2; o++) {
-          if (!f.have[outs[o][0]]) continue;
-          const gk_tensor *y = &f.b[outs[o][0]].t, *r = &b.b[outs[o][1]].t;
-          for (int64_t jj = 0; jj < gk_tensor_numel(y); jj++) loss[side] += tget(y, jj) * tget(r, jj);
-        }
-      }
-      tset(t, i, x0);
-      double numeric = (loss[0] - loss[1]) / (2 * h), analytic = tget(&b.b[grad].t, i);
-      double rel = fabs(numeric - analytic) / fmax(fmax(fabs(numeric), fabs(analytic)), 1e-3);
-      if (rel > worst) worst = rel;
-    }
-  }
+  static const int outs[][2] = {{GK_ARG_Y, GK_ARG_DY}, {GK_ARG_FINAL_STATE, GK_ARG_DFINAL_STATE}};
+  const size_t npairs = sizeof pairs / sizeof *pairs;
+  for (size_t p = 0; p < npairs; p++)
+    if (f.have[pairs[p][0]])
+      check(b.have[pairs[p][1]], "fd: backward gives no %s", gk_arg_name((gk_arg_kind)pairs[p][1]));
+  double worst = fd_max_rel_err(fwd, be, &f, &b, pairs, npairs, outs, 2);
   argset_free(&b);
   argset_free(&f);
   return worst;
@@ -294,21 +201,7 @@ static void test_threads(gk_op_desc fd) {
   const gk_op_desc *ds[2] = {fwd, &bwd};
   const argset *ins[2] = {&f, &in};
   for (int dir = 0; dir < 2; dir++) {
-    argset runs[3];
-    for (int t = 0; t < 3; t++) {
-      gk_set_num_threads(t + 1);
-      clone_outputs(ds[dir], ins[dir], CONTIGUOUS, &runs[t]);
-      check(run_desc(ds[dir], GK_BACKEND_CPU, &runs[t]) == GK_SUCCESS, "threads %d: %s", t + 1, gk_last_error());
-    }
-    char name[320];
-    describe(ds[dir], CONTIGUOUS, name, sizeof name);
-    for (int k = 0; k < GK_ARG_COUNT_; k++) {
-      if (!ins[dir]->have[k] || !is_output(ds[dir]->direction, k)) continue;
-      for (int t = 1; t < 3; t++)
-        check(tbits_equal(&runs[0].b[k].t, &runs[t].b[k].t), "%s: output %s with %d threads differs from 1 thread",
-              name, gk_arg_name((gk_arg_kind)k), t + 1);
-    }
-    for (int t = 0; t < 3; t++) free_outputs(ds[dir], &runs[t]);
+    check_thread_identity(&roles, ds[dir], ins[dir]);
   }
   argset_free(&in);
   argset_free(&f);

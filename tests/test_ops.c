@@ -2,61 +2,15 @@
 // f64 reference kernel, the reference against central finite differences in
 // f64, bit-identity across thread counts 1, 2, 3, accumulation of parameter
 // gradients, in-place use, and no byte written outside an output's elements.
-#include "harness.h"
+#include "plan_harness.h"
 
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
 
-// Tensors of one plan run, indexed by gk_arg_kind.
-typedef struct argset {
-  tbuf b[GK_ARG_COUNT_];
-  bool have[GK_ARG_COUNT_];
-} argset;
-
-static void argset_free(argset *s) {
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (s->have[k]) tbuf_free(&s->b[k]);
-  memset(s, 0, sizeof *s);
-}
-
-// Create a plan for d on backend `be` and run it on the tensors of s.
-static gk_status run_desc(const gk_op_desc *d, gk_backend be, const argset *s) {
-  gk_op_desc dd = *d;
-  dd.backend = be;
-  gk_plan *plan;
-  gk_status st = gk_plan_create(&dd, &plan);
-  if (st != GK_SUCCESS) return st;
-  gk_arg args[GK_ARG_COUNT_];
-  int n = 0;
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (s->have[k]) args[n++] = (gk_arg){(gk_arg_kind)k, s->b[k].t};
-  size_t ws = 0;
-  gk_plan_workspace_size(plan, &ws);
-  void *w = ws_alloc(ws);
-  st = gk_plan_run(plan, args, n, w, ws);
-  free(w);
-  gk_plan_destroy(plan);
-  return st;
-}
-
-// Shapes of each argument of the plan for d: rank -1 when unused.
-typedef struct arg_shapes {
-  int rank[GK_ARG_COUNT_];
-  int64_t shape[GK_ARG_COUNT_][GK_MAX_RANK];
-  bool is_stat[GK_ARG_COUNT_];
-} arg_shapes;
-
-static bool shapes_of(const gk_op_desc *d, arg_shapes *out) {
-  gk_plan *plan;
-  if (gk_plan_create(d, &plan) != GK_SUCCESS) return false;
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    gk_plan_arg_shape(plan, (gk_arg_kind)k, &out->rank[k], out->shape[k]);
-    out->is_stat[k] = k == GK_ARG_RSTD || k == GK_ARG_MEAN;
-  }
-  gk_plan_destroy(plan);
-  return true;
-}
+static bool is_stat(int k) { return k == GK_ARG_RSTD || k == GK_ARG_MEAN; }
 
 static gk_dtype stat_dtype(gk_dtype dt) { return dt == GK_F64 ? GK_F64 : GK_F32; }
+
+static gk_dtype dtype_of(const gk_op_desc *d, int k) { return is_stat(k) ? stat_dtype(d->dtype) : d->dtype; }
 
 static bool is_input(gk_direction dir, int k) {
   if (dir == GK_FORWARD) return k == GK_ARG_X || k == GK_ARG_GATE || k == GK_ARG_WEIGHT || k == GK_ARG_BIAS;
@@ -64,50 +18,22 @@ static bool is_input(gk_direction dir, int k) {
          k == GK_ARG_MEAN;
 }
 
-static void fill_input(const gk_tensor *t, int k, double xscale) {
+static bool is_output(const gk_op_desc *d, int k) { return !is_input(d->direction, k); }
+
+static double g_xscale = 1.0;  // |x| of x-like inputs is at most this
+
+static void fill_input(const gk_op_desc *d, const gk_tensor *t, int k) {
+  (void)d;
   if (k == GK_ARG_WEIGHT) tfill(t, 0.5, 1.5);
   else if (k == GK_ARG_BIAS) tfill(t, -1, 1);
   else if (k == GK_ARG_X || k == GK_ARG_GATE) {
     // |x| in [0.05, xscale]: away from relu's kink, with both signs.
     int64_t n = gk_tensor_numel(t);
     for (int64_t i = 0; i < n; i++) {
-      double v = rng_uniform(0.05, xscale);
+      double v = rng_uniform(0.05, g_xscale);
       tset(t, i, rng_next() & 1 ? v : -v);
     }
   } else tfill(t, -1, 1);
-}
-
-// Allocate s's tensors for d: inputs in layout `lay` filled at random (or
-// copied from `from` when it has them: forward tensors reused by backward),
-// outputs in layout `lay` (left as canaries).
-static void build(const gk_op_desc *d, layout lay, double xscale, const argset *from, argset *s) {
-  arg_shapes sh;
-  memset(s, 0, sizeof *s);
-  if (!shapes_of(d, &sh)) return;
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    if (sh.rank[k] < 0) continue;
-    gk_dtype dt = sh.is_stat[k] ? stat_dtype(d->dtype) : d->dtype;
-    s->b[k] = tbuf_make(dt, sh.rank[k], sh.shape[k], sh.is_stat[k] ? CONTIGUOUS : lay);
-    s->have[k] = true;
-    if (!is_input(d->direction, k)) continue;
-    if (from && from->have[k]) tcopy_values(&s->b[k].t, &from->b[k].t);
-    else fill_input(&s->b[k].t, k, xscale);
-  }
-}
-
-// A copy of s whose outputs are fresh canary buffers (inputs shared).
-static void clone_outputs(const gk_op_desc *d, const argset *s, layout lay, argset *out) {
-  *out = *s;
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    if (!s->have[k] || is_input(d->direction, k)) continue;
-    out->b[k] = tbuf_make(s->b[k].t.dtype, s->b[k].t.rank, s->b[k].t.shape,
-                          (k == GK_ARG_RSTD || k == GK_ARG_MEAN) ? CONTIGUOUS : lay);
-  }
-}
-
-static void free_outputs(const gk_op_desc *d, argset *s) {
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (s->have[k] && !is_input(d->direction, k)) tbuf_free(&s->b[k]);
 }
 
 static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n) {
@@ -120,24 +46,16 @@ static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n
   return buf;
 }
 
-// Run d on ref and cpu with the same inputs; compare outputs and canaries.
-// Leaves the reference outputs in *ref_out (caller frees with free_outputs).
-static void compare_backends(const gk_op_desc *d, layout lay, const argset *s, argset *ref_out) {
-  char name[256];
-  describe(d, lay, name, sizeof name);
-  argset cpu;
-  clone_outputs(d, s, lay, ref_out);
-  clone_outputs(d, s, lay, &cpu);
-  gk_status a = run_desc(d, GK_BACKEND_REF, ref_out), b = run_desc(d, GK_BACKEND_CPU, &cpu);
-  check(a == GK_SUCCESS && b == GK_SUCCESS, "%s: ref %d, cpu %d: %s", name, a, b, gk_last_error());
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    if (!s->have[k] || is_input(d->direction, k)) continue;
-    double r = tcompare(&cpu.b[k].t, &ref_out->b[k].t, tol_of(cpu.b[k].t.dtype), true);
-    check(r <= 1.0, "%s: output %s differs from ref by %.3g tolerances", name, gk_arg_name((gk_arg_kind)k), r);
-    check(tbuf_canaries_intact(&cpu.b[k]) && tbuf_canaries_intact(&ref_out->b[k]),
-          "%s: bytes outside output %s were written", name, gk_arg_name((gk_arg_kind)k));
-  }
-  free_outputs(d, &cpu);
+// Saved statistics stay contiguous; the tolerance is the output's dtype's.
+static const plan_roles roles = {
+    .is_output = is_output, .dtype_of = dtype_of, .contiguous = is_stat, .fill = fill_input, .describe = describe};
+
+// Allocate s's tensors for d: inputs in layout `lay` filled at random (|x|
+// up to xscale), or copied from `from` when it has them (forward tensors
+// reused by backward); outputs in layout `lay` (left as canaries).
+static void build(const gk_op_desc *d, layout lay, double xscale, const argset *from, argset *s) {
+  g_xscale = xscale;
+  plan_build(&roles, d, lay, from, s);
 }
 
 // Parameter gradients with accumulate = 1 add to what the outputs held.
@@ -149,7 +67,7 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
   acc.accumulate = 1;
   for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
     argset o;
-    clone_outputs(bwd, s, lay, &o);
+    clone_outputs(&roles, bwd, s, lay, &o);
     for (int k = GK_ARG_DWEIGHT; k <= GK_ARG_DBIAS; k += 2)
       if (o.have[k]) tfill(&o.b[k].t, -2, 2);
     tbuf prior[GK_ARG_COUNT_];
@@ -173,7 +91,7 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
       tbuf_free(&want);
       tbuf_free(&prior[k]);
     }
-    free_outputs(bwd, &o);
+    free_outputs(&roles, bwd, &o);
   }
 }
 
@@ -183,7 +101,7 @@ static void test_config(const gk_op_desc *fwd, layout lay, double xscale) {
   bwd.direction = GK_BACKWARD;
   argset fin, fref, bin, bref;
   build(fwd, lay, xscale, NULL, &fin);
-  compare_backends(fwd, lay, &fin, &fref);
+  compare_backends(&roles, fwd, lay, &fin, &fref);
   // Backward reuses the forward's inputs and the reference's saved stats.
   build(&bwd, lay, xscale, NULL, &bin);
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
@@ -191,10 +109,10 @@ static void test_config(const gk_op_desc *fwd, layout lay, double xscale) {
     const argset *src = (k == GK_ARG_RSTD || k == GK_ARG_MEAN) ? &fref : &fin;
     tcopy_values(&bin.b[k].t, &src->b[k].t);
   }
-  compare_backends(&bwd, lay, &bin, &bref);
+  compare_backends(&roles, &bwd, lay, &bin, &bref);
   check_accumulate(&bwd, lay, &bin, &bref);
-  free_outputs(&bwd, &bref);
-  free_outputs(fwd, &fref);
+  free_outputs(&roles, &bwd, &bref);
+  free_outputs(&roles, fwd, &fref);
   argset_free(&bin);
   argset_free(&fin);
 }
@@ -213,29 +131,10 @@ static double fd_check(const gk_op_desc *fwd, gk_backend be) {
   for (int k = GK_ARG_RSTD; k >= GK_ARG_MEAN; k--)
     if (b.have[k]) tcopy_values(&b.b[k].t, &f.b[k].t);
   if (run_desc(&bwd, be, &b) != GK_SUCCESS) return INFINITY;
-  const gk_tensor *r = &b.b[GK_ARG_DY].t, *y = &f.b[GK_ARG_Y].t;
   static const int pairs[][2] = {{GK_ARG_X, GK_ARG_DX}, {GK_ARG_GATE, GK_ARG_DGATE},
                                  {GK_ARG_WEIGHT, GK_ARG_DWEIGHT}, {GK_ARG_BIAS, GK_ARG_DBIAS}};
-  double worst = 0, h = 1e-5;
-  for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++) {
-    int in = pairs[p][0], grad = pairs[p][1];
-    if (!f.have[in]) continue;
-    const gk_tensor *t = &f.b[in].t;
-    int64_t n = gk_tensor_numel(t), ny = gk_tensor_numel(y);
-    for (int64_t i = 0; i < n; i++) {
-      double x0 = tget(t, i), loss[2];
-      for (int side = 0; side < 2; side++) {
-        tset(t, i, x0 + (side ? -h : h));
-        run_desc(fwd, be, &f);
-        loss[side] = 0;
-        for (int64_t j = 0; j < ny; j++) loss[side] += tget(y, j) * tget(r, j);
-      }
-      tset(t, i, x0);
-      double numeric = (loss[0] - loss[1]) / (2 * h), analytic = tget(&b.b[grad].t, i);
-      double rel = fabs(numeric - analytic) / fmax(fmax(fabs(numeric), fabs(analytic)), 1e-3);
-      if (rel > worst) worst = rel;
-    }
-  }
+  static const int outs[][2] = {{GK_ARG_Y, GK_ARG_DY}};
+  double worst = fd_max_rel_err(fwd, be, &f, &b, pairs, sizeof pairs / sizeof *pairs, outs, 1);
   argset_free(&b);
   argset_free(&f);
   return worst;
@@ -260,21 +159,7 @@ static void test_threads(const gk_op_desc *fwd) {
       for (int k = GK_ARG_MEAN; k <= GK_ARG_RSTD; k++)
         if (in.have[k]) tcopy_values(&in.b[k].t, &f.b[k].t);
     }
-    argset runs[3];
-    for (int t = 0; t < 3; t++) {
-      gk_set_num_threads(t + 1);
-      clone_outputs(d, &in, CONTIGUOUS, &runs[t]);
-      check(run_desc(d, GK_BACKEND_CPU, &runs[t]) == GK_SUCCESS, "threads %d: %s", t + 1, gk_last_error());
-    }
-    char name[256];
-    describe(d, CONTIGUOUS, name, sizeof name);
-    for (int k = 0; k < GK_ARG_COUNT_; k++) {
-      if (!in.have[k] || is_input(d->direction, k)) continue;
-      for (int t = 1; t < 3; t++)
-        check(tbits_equal(&runs[0].b[k].t, &runs[t].b[k].t), "%s: output %s with %d threads differs from 1 thread",
-              name, gk_arg_name((gk_arg_kind)k), t + 1);
-    }
-    for (int t = 0; t < 3; t++) free_outputs(d, &runs[t]);
+    check_thread_identity(&roles, d, &in);
     if (dir == 1) argset_free(&in);
   }
   argset_free(&f);

@@ -3,7 +3,7 @@
 // no byte written outside an output's elements, accumulation of parameter
 // gradients; the reference and the CPU kernel against central finite
 // differences in f64; bit-identity across thread counts 1, 2, 3.
-#include "harness.h"
+#include "plan_harness.h"
 
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
 
@@ -57,39 +57,6 @@ static gk_dtype arg_dtype(const gk_op_desc *d, int k) {
   return d->dtype;
 }
 
-// ---------------------------------------------------------------- argument sets
-
-typedef struct argset {
-  tbuf b[GK_ARG_COUNT_];
-  bool have[GK_ARG_COUNT_];
-} argset;
-
-static void argset_free(argset *s) {
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (s->have[k]) tbuf_free(&s->b[k]);
-  memset(s, 0, sizeof *s);
-}
-
-static gk_status run_desc(const gk_op_desc *d, gk_backend be, const argset *s, size_t *ws_out) {
-  gk_op_desc dd = *d;
-  dd.backend = be;
-  gk_plan *plan;
-  gk_status st = gk_plan_create(&dd, &plan);
-  if (st != GK_SUCCESS) return st;
-  gk_arg args[GK_ARG_COUNT_];
-  int n = 0;
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (s->have[k]) args[n++] = (gk_arg){(gk_arg_kind)k, s->b[k].t};
-  size_t ws = 0;
-  gk_plan_workspace_size(plan, &ws);
-  if (ws_out) *ws_out = ws;
-  void *w = ws_alloc(ws);
-  st = gk_plan_run(plan, args, n, w, ws);
-  free(w);
-  gk_plan_destroy(plan);
-  return st;
-}
-
 static double g_xscale = 1.0;      // magnitude of x-like inputs
 static double g_ignore_frac = 0.0; // fraction of targets set to ignore_index
 
@@ -104,43 +71,6 @@ static void fill_input(const gk_op_desc *d, const gk_tensor *t, int k) {
   } else if (k == GK_ARG_INDEX) {
     for (int64_t i = 0; i < n; i++) tset(t, i, (double)(rng_next() % (uint64_t)d->embedding.num_embeddings));
   } else tfill(t, -1, 1);
-}
-
-// Allocate the tensors of the plan for d in layout `lay` (statistics and
-// index tensors contiguous): inputs random, or copied from `from` (forward
-// inputs and outputs reused by backward); outputs left as canaries.
-static bool build(const gk_op_desc *d, layout lay, const argset *from, argset *s) {
-  memset(s, 0, sizeof *s);
-  gk_plan *plan;
-  if (gk_plan_create(d, &plan) != GK_SUCCESS) return false;
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    int rank;
-    int64_t shape[GK_MAX_RANK];
-    gk_plan_arg_shape(plan, (gk_arg_kind)k, &rank, shape);
-    if (rank < 0) continue;
-    bool plain = is_stat_kind(k) || is_index_kind(k);
-    s->b[k] = tbuf_make(arg_dtype(d, k), rank, shape, plain ? CONTIGUOUS : lay);
-    s->have[k] = true;
-    if (!is_input(d->direction, k)) continue;
-    if (from && from->have[k]) tcopy_values(&s->b[k].t, &from->b[k].t);
-    else fill_input(d, &s->b[k].t, k);
-  }
-  gk_plan_destroy(plan);
-  return true;
-}
-
-static void clone_outputs(const gk_op_desc *d, const argset *s, layout lay, argset *out) {
-  *out = *s;
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    if (!s->have[k] || is_input(d->direction, k)) continue;
-    bool plain = is_stat_kind(k) || is_index_kind(k);
-    out->b[k] = tbuf_make(s->b[k].t.dtype, s->b[k].t.rank, s->b[k].t.shape, plain ? CONTIGUOUS : lay);
-  }
-}
-
-static void free_outputs(const gk_op_desc *d, argset *s) {
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (s->have[k] && !is_input(d->direction, k)) tbuf_free(&s->b[k]);
 }
 
 // ---------------------------------------------------------------- reports
@@ -171,34 +101,52 @@ static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n
 
 // Tolerance for comparing with the reference: the dtype's, widened for
 // sums of many f32 products (f16/bf16 results are rounded once at the end).
-static tol tol_for(const gk_op_desc *d, gk_dtype dt) {
+static tol tol_for(const gk_op_desc *d, int k, gk_dtype dt) {
+  (void)k;
   tol t = tol_of(dt);
   if (dt == GK_F32 && (d->op == GK_OP_LINEAR || d->op == GK_OP_MATMUL)) t.atol = 1e-4;
   return t;
 }
 
+// ---------------------------------------------------------------- argument sets
+
+static bool is_output(const gk_op_desc *d, int k) { return !is_input(d->direction, k); }
+
+// Statistics and index tensors stay contiguous.
+static bool is_plain(int k) { return is_stat_kind(k) || is_index_kind(k); }
+
+static const plan_roles roles = {.is_output = is_output, .dtype_of = arg_dtype, .contiguous = is_plain,
+                                 .fill = fill_input, .tol_for = tol_for, .describe = describe};
+
+// Allocate the tensors of the plan for d in layout `lay` (statistics and
+// index tensors contiguous): inputs random, or copied from `from` (forward
+// inputs and outputs reused by backward); outputs left as canaries.
+static bool build(const gk_op_desc *d, layout lay, const argset *from, argset *s) {
+  return plan_build(&roles, d, lay, from, s);
+}
+
+static void record_worst(const gk_op_desc *d, const gk_tensor *got, const gk_tensor *want) {
+  double e = rel_err(got, want);
+  if (e > worst_op[d->op][d->dtype]) worst_op[d->op][d->dtype] = e;
+}
+
 // ---------------------------------------------------------------- cpu vs ref
 
-static void compare_backends(const gk_op_desc *d, layout lay, const argset *s, argset *ref_out) {
+// Run d on ref and cpu with the same inputs (the status of each checked);
+// compare outputs and canaries, recording the worst relative error. Leaves
+// the reference outputs in *ref_out.
+static void compare_ref_cpu(const gk_op_desc *d, layout lay, const argset *s, argset *ref_out) {
   char name[256];
   describe(d, lay, name, sizeof name);
   argset cpu;
-  clone_outputs(d, s, lay, ref_out);
-  clone_outputs(d, s, lay, &cpu);
-  gk_status a = run_desc(d, GK_BACKEND_REF, ref_out, NULL);
+  clone_outputs(&roles, d, s, lay, ref_out);
+  clone_outputs(&roles, d, s, lay, &cpu);
+  gk_status a = run_desc(d, GK_BACKEND_REF, ref_out);
   check(a == GK_SUCCESS, "%s: ref: %s", name, gk_last_error());
-  gk_status b = run_desc(d, GK_BACKEND_CPU, &cpu, NULL);
+  gk_status b = run_desc(d, GK_BACKEND_CPU, &cpu);
   check(b == GK_SUCCESS, "%s: cpu: %s", name, gk_last_error());
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    if (!s->have[k] || is_input(d->direction, k)) continue;
-    double r = tcompare(&cpu.b[k].t, &ref_out->b[k].t, tol_for(d, cpu.b[k].t.dtype), true);
-    check(r <= 1.0, "%s: output %s differs from ref by %.3g tolerances", name, gk_arg_name((gk_arg_kind)k), r);
-    double e = rel_err(&cpu.b[k].t, &ref_out->b[k].t);
-    if (e > worst_op[d->op][d->dtype]) worst_op[d->op][d->dtype] = e;
-    check(tbuf_canaries_intact(&cpu.b[k]) && tbuf_canaries_intact(&ref_out->b[k]),
-          "%s: bytes outside output %s were written", name, gk_arg_name((gk_arg_kind)k));
-  }
-  free_outputs(d, &cpu);
+  compare_outputs(&roles, d, s, &cpu, ref_out, name, record_worst);
+  free_outputs(&roles, d, &cpu);
 }
 
 // Parameter gradients with accumulate = 1 add to what the outputs held.
@@ -211,7 +159,7 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
   acc.accumulate = 1;
   for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
     argset o;
-    clone_outputs(bwd, s, lay, &o);
+    clone_outputs(&roles, bwd, s, lay, &o);
     tbuf prior[2];
     for (int p = 0; p < 2; p++) {
       int k = params[p];
@@ -220,7 +168,7 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
       prior[p] = tbuf_make(GK_F64, o.b[k].t.rank, o.b[k].t.shape, CONTIGUOUS);
       tcopy_values(&prior[p].t, &o.b[k].t);
     }
-    check(run_desc(&acc, be, &o, NULL) == GK_SUCCESS, "%s accumulate %s: %s", name, gk_backend_name(be),
+    check(run_desc(&acc, be, &o) == GK_SUCCESS, "%s accumulate %s: %s", name, gk_backend_name(be),
           gk_last_error());
     for (int p = 0; p < 2; p++) {
       int k = params[p];
@@ -228,7 +176,7 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
       tbuf want = tbuf_make(GK_F64, o.b[k].t.rank, o.b[k].t.shape, CONTIGUOUS);
       int64_t n = gk_tensor_numel(&want.t);
       for (int64_t i = 0; i < n; i++) tset(&want.t, i, tget(&prior[p].t, i) + tget(&ref_out->b[k].t, i));
-      tol tl = tol_for(bwd, bwd->dtype);
+      tol tl = tol_for(bwd, k, bwd->dtype);
       tl.rtol *= 2;
       tl.atol *= 2;
       double r = tcompare(&o.b[k].t, &want.t, tl, false);
@@ -237,7 +185,7 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
       tbuf_free(&want);
       tbuf_free(&prior[p]);
     }
-    free_outputs(bwd, &o);
+    free_outputs(&roles, bwd, &o);
   }
 }
 
@@ -253,16 +201,16 @@ static void test_config(const gk_op_desc *fwd, layout lay) {
     return;
   }
   count_configs++;
-  compare_backends(fwd, lay, &fin, &fref);
+  compare_ref_cpu(fwd, lay, &fin, &fref);
   // Backward: forward's inputs, the reference's saved outputs, random upstream.
   argset saved = fin;
   for (int k = 0; k < GK_ARG_COUNT_; k++)
     if (fref.have[k] && is_fwd_output(k)) saved.b[k] = fref.b[k], saved.have[k] = true;
   build(&bwd, lay, &saved, &bin);
-  compare_backends(&bwd, lay, &bin, &bref);
+  compare_ref_cpu(&bwd, lay, &bin, &bref);
   check_accumulate(&bwd, lay, &bin, &bref);
-  free_outputs(&bwd, &bref);
-  free_outputs(fwd, &fref);
+  free_outputs(&roles, &bwd, &bref);
+  free_outputs(&roles, fwd, &fref);
   argset_free(&bin);
   argset_free(&fin);
 }
@@ -292,34 +240,11 @@ static void fd_check(gk_op_desc fwd, gk_backend be) {
   bwd.direction = GK_BACKWARD;
   argset f, b;
   build(&fwd, CONTIGUOUS, NULL, &f);
-  check(run_desc(&fwd, be, &f, NULL) == GK_SUCCESS, "fd %s forward: %s", gk_op_name(fwd.op), gk_last_error());
+  check(run_desc(&fwd, be, &f) == GK_SUCCESS, "fd %s forward: %s", gk_op_name(fwd.op), gk_last_error());
   build(&bwd, CONTIGUOUS, &f, &b);
-  check(run_desc(&bwd, be, &b, NULL) == GK_SUCCESS, "fd %s backward: %s", gk_op_name(fwd.op), gk_last_error());
-  double worst = 0, h = 1e-5;
-  for (size_t p = 0; p < sizeof grad_pairs / sizeof *grad_pairs; p++) {
-    int in = grad_pairs[p][0], grad = grad_pairs[p][1];
-    if (!f.have[in] || !b.have[grad]) continue;
-    const gk_tensor *t = &f.b[in].t;
-    int64_t n = gk_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) {
-      double x0 = tget(t, i), loss[2];
-      for (int side = 0; side < 2; side++) {
-        tset(t, i, x0 + (side ? -h : h));
-        run_desc(&fwd, be, &f, NULL);
-        loss[side] = 0;
-        for (size_t q = 0; q < sizeof out_pairs / sizeof *out_pairs; q++) {
-          int o = out_pairs[q][0], u = out_pairs[q][1];
-          if (!f.have[o]) continue;
-          int64_t no = gk_tensor_numel(&f.b[o].t);
-          for (int64_t j = 0; j < no; j++) loss[side] += tget(&f.b[o].t, j) * tget(&b.b[u].t, j);
-        }
-      }
-      tset(t, i, x0);
-      double numeric = (loss[0] - loss[1]) / (2 * h), analytic = tget(&b.b[grad].t, i);
-      double rel = fabs(numeric - analytic) / fmax(fmax(fabs(numeric), fabs(analytic)), 1e-3);
-      if (rel > worst) worst = rel;
-    }
-  }
+  check(run_desc(&bwd, be, &b) == GK_SUCCESS, "fd %s backward: %s", gk_op_name(fwd.op), gk_last_error());
+  double worst = fd_max_rel_err(&fwd, be, &f, &b, grad_pairs, sizeof grad_pairs / sizeof *grad_pairs, out_pairs,
+                                sizeof out_pairs / sizeof *out_pairs);
   argset_free(&b);
   argset_free(&f);
   fd_cases++;
@@ -342,27 +267,13 @@ static void test_threads(gk_op_desc fwd) {
   const gk_op_desc *ds[2] = {&fwd, &bwd};
   argset f;
   build(&fwd, CONTIGUOUS, NULL, &f);
-  run_desc(&fwd, GK_BACKEND_CPU, &f, NULL);
+  run_desc(&fwd, GK_BACKEND_CPU, &f);
   for (int dir = 0; dir < 2; dir++) {
     const gk_op_desc *d = ds[dir];
     argset in;
     if (dir == 0) in = f;
     else build(d, CONTIGUOUS, &f, &in);
-    argset runs[3];
-    for (int t = 0; t < 3; t++) {
-      gk_set_num_threads(t + 1);
-      clone_outputs(d, &in, CONTIGUOUS, &runs[t]);
-      check(run_desc(d, GK_BACKEND_CPU, &runs[t], NULL) == GK_SUCCESS, "threads %d: %s", t + 1, gk_last_error());
-    }
-    char name[256];
-    describe(d, CONTIGUOUS, name, sizeof name);
-    for (int k = 0; k < GK_ARG_COUNT_; k++) {
-      if (!in.have[k] || is_input(d->direction, k)) continue;
-      for (int t = 1; t < 3; t++)
-        check(tbits_equal(&runs[0].b[k].t, &runs[t].b[k].t), "%s: output %s with %d threads differs from 1 thread",
-              name, gk_arg_name((gk_arg_kind)k), t + 1);
-    }
-    for (int t = 0; t < 3; t++) free_outputs(d, &runs[t]);
+    check_thread_identity(&roles, d, &in);
     if (dir == 1) argset_free(&in);
   }
   argset_free(&f);
@@ -451,17 +362,17 @@ static void test_in_place(const gk_op_desc *d, int out, int in) {
       f.direction = GK_FORWARD;
       argset fs;
       build(&f, CONTIGUOUS, NULL, &fs);
-      run_desc(&f, GK_BACKEND_REF, &fs, NULL);
+      run_desc(&f, GK_BACKEND_REF, &fs);
       tcopy_values(&s.b[GK_ARG_Y].t, &fs.b[GK_ARG_Y].t);
       argset_free(&fs);
     }
-    check(run_desc(d, be, &s, NULL) == GK_SUCCESS, "%s in place: %s", gk_op_name(d->op), gk_last_error());
+    check(run_desc(d, be, &s) == GK_SUCCESS, "%s in place: %s", gk_op_name(d->op), gk_last_error());
     argset inplace = s;
     inplace.b[out] = inplace.b[in];
     tbuf keep = s.b[in];
     s.b[in] = tbuf_make(keep.t.dtype, keep.t.rank, keep.t.shape, CONTIGUOUS);
     tcopy_values(&s.b[in].t, &keep.t);  // the input's values, kept for after
-    check(run_desc(d, be, &inplace, NULL) == GK_SUCCESS, "%s in place: %s", gk_op_name(d->op), gk_last_error());
+    check(run_desc(d, be, &inplace) == GK_SUCCESS, "%s in place: %s", gk_op_name(d->op), gk_last_error());
     check(tbits_equal(&keep.t, &s.b[out].t), "%s %s %s %s written over %s differs from out of place",
           gk_op_name(d->op), d->direction ? "bwd" : "fwd", gk_dtype_name(d->dtype), gk_arg_name((gk_arg_kind)out),
           gk_arg_name((gk_arg_kind)in));
@@ -639,11 +550,11 @@ static void test_attention_long(int64_t T) {
   d = attention(1, 1, T, 16, 1, 1);
   argset f, b;
   build(&d, CONTIGUOUS, NULL, &f);
-  check(run_desc(&d, GK_BACKEND_CPU, &f, NULL) == GK_SUCCESS, "attention T=%lld forward: %s", (long long)T,
+  check(run_desc(&d, GK_BACKEND_CPU, &f) == GK_SUCCESS, "attention T=%lld forward: %s", (long long)T,
         gk_last_error());
   d.direction = GK_BACKWARD;
   build(&d, CONTIGUOUS, &f, &b);
-  check(run_desc(&d, GK_BACKEND_CPU, &b, NULL) == GK_SUCCESS, "attention T=%lld backward: %s", (long long)T,
+  check(run_desc(&d, GK_BACKEND_CPU, &b) == GK_SUCCESS, "attention T=%lld backward: %s", (long long)T,
         gk_last_error());
   bool finite = true;
   for (int k = GK_ARG_DQ; k <= GK_ARG_DV; k++)

@@ -1,0 +1,192 @@
+// Helpers shared by the C tests that run plans against each other (test_ops,
+// test_mamba, test_transformer): the tensors of one plan run (an argset)
+// built from the plan's argument shapes, running a description on a
+// backend, comparing the reference and CPU backends, bit-identity across
+// thread counts.
+//
+// What differs between the test files (which arguments are outputs, their
+// dtypes, how inputs are filled, which stay contiguous, the tolerances) each
+// file gives in a plan_roles.
+#ifndef GK_TEST_PLAN_HARNESS_H
+#define GK_TEST_PLAN_HARNESS_H
+
+#include "harness.h"
+
+// ---------------------------------------------------------------- argument sets
+
+// Tensors of one plan run, indexed by gk_arg_kind.
+typedef struct argset {
+  tbuf b[GK_ARG_COUNT_];
+  bool have[GK_ARG_COUNT_];
+} argset;
+
+static inline void argset_free(argset *s) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k]) tbuf_free(&s->b[k]);
+  memset(s, 0, sizeof *s);
+}
+
+// Create a plan for d on backend `be` and run it on the tensors of s.
+static inline gk_status run_desc(const gk_op_desc *d, gk_backend be, const argset *s) {
+  gk_op_desc dd = *d;
+  dd.backend = be;
+  gk_plan *plan;
+  gk_status st = gk_plan_create(&dd, &plan);
+  if (st != GK_SUCCESS) return st;
+  gk_arg args[GK_ARG_COUNT_];
+  int n = 0;
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k]) args[n++] = (gk_arg){(gk_arg_kind)k, s->b[k].t};
+  size_t ws = 0;
+  gk_plan_workspace_size(plan, &ws);
+  void *w = ws_alloc(ws);
+  st = gk_plan_run(plan, args, n, w, ws);
+  free(w);
+  gk_plan_destroy(plan);
+  return st;
+}
+
+// The roles of a plan's arguments, as one test file sees them.
+typedef struct plan_roles {
+  bool (*is_output)(const gk_op_desc *d, int k);          // written by the run
+  gk_dtype (*dtype_of)(const gk_op_desc *d, int k);       // the argument's dtype
+  bool (*contiguous)(int k);                              // kept contiguous in every layout; NULL: none
+  void (*fill)(const gk_op_desc *d, const gk_tensor *t, int k);  // random values of input k
+  tol (*tol_for)(const gk_op_desc *d, int k, gk_dtype out_dtype);  // cpu against ref; NULL: tol_of(out_dtype)
+  const char *(*describe)(const gk_op_desc *d, layout lay, char *buf, size_t n);  // for messages
+} plan_roles;
+
+static inline layout plan_layout(const plan_roles *r, int k, layout lay) {
+  return r->contiguous && r->contiguous(k) ? CONTIGUOUS : lay;
+}
+
+// Allocate the tensors of the plan for d: inputs in layout `lay` (copied
+// from `from` where it has them, else random), outputs left as canaries.
+// False (and s empty) when the plan cannot be created.
+static inline bool plan_build(const plan_roles *r, const gk_op_desc *d, layout lay, const argset *from, argset *s) {
+  memset(s, 0, sizeof *s);
+  gk_plan *plan;
+  if (gk_plan_create(d, &plan) != GK_SUCCESS) return false;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    int rank;
+    int64_t shape[GK_MAX_RANK];
+    gk_plan_arg_shape(plan, (gk_arg_kind)k, &rank, shape);
+    if (rank < 0) continue;
+    s->b[k] = tbuf_make(r->dtype_of(d, k), rank, shape, plan_layout(r, k, lay));
+    s->have[k] = true;
+    if (r->is_output(d, k)) continue;
+    if (from && from->have[k]) tcopy_values(&s->b[k].t, &from->b[k].t);
+    else r->fill(d, &s->b[k].t, k);
+  }
+  gk_plan_destroy(plan);
+  return true;
+}
+
+// A copy of s whose outputs are fresh canary buffers (inputs shared).
+static inline void clone_outputs(const plan_roles *r, const gk_op_desc *d, const argset *s, layout lay,
+                                 argset *out) {
+  *out = *s;
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k] && r->is_output(d, k))
+      out->b[k] = tbuf_make(s->b[k].t.dtype, s->b[k].t.rank, s->b[k].t.shape, plan_layout(r, k, lay));
+}
+
+static inline void free_outputs(const plan_roles *r, const gk_op_desc *d, argset *s) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (s->have[k] && r->is_output(d, k)) tbuf_free(&s->b[k]);
+}
+
+// ---------------------------------------------------------------- cpu vs ref
+
+// Each output of the cpu run (cpu) against the reference run's (ref_out):
+// within the tolerance, and no byte written outside its elements. `record`,
+// when given, sees each pair too.
+static inline void compare_outputs(const plan_roles *r, const gk_op_desc *d, const argset *s, const argset *cpu,
+                                   const argset *ref_out, const char *name,
+                                   void (*record)(const gk_op_desc *d, const gk_tensor *got, const gk_tensor *want)) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!s->have[k] || !r->is_output(d, k)) continue;
+    gk_dtype dt = cpu->b[k].t.dtype;
+    double e = tcompare(&cpu->b[k].t, &ref_out->b[k].t, r->tol_for ? r->tol_for(d, k, dt) : tol_of(dt), true);
+    check(e <= 1.0, "%s: output %s differs from ref by %.3g tolerances", name, gk_arg_name((gk_arg_kind)k), e);
+    if (record) record(d, &cpu->b[k].t, &ref_out->b[k].t);
+    check(tbuf_canaries_intact(&cpu->b[k]) && tbuf_canaries_intact(&ref_out->b[k]),
+          "%s: bytes outside output %s were written", name, gk_arg_name((gk_arg_kind)k));
+  }
+}
+
+// Run d on ref and cpu with the same inputs; compare outputs and canaries.
+// Leaves the reference outputs in *ref_out (free with free_outputs).
+static inline void compare_backends(const plan_roles *r, const gk_op_desc *d, layout lay, const argset *s,
+                                    argset *ref_out) {
+  char name[320];
+  r->describe(d, lay, name, sizeof name);
+  argset cpu;
+  clone_outputs(r, d, s, lay, ref_out);
+  clone_outputs(r, d, s, lay, &cpu);
+  gk_status a = run_desc(d, GK_BACKEND_REF, ref_out), b = run_desc(d, GK_BACKEND_CPU, &cpu);
+  check(a == GK_SUCCESS && b == GK_SUCCESS, "%s: ref %d, cpu %d: %s", name, a, b, gk_last_error());
+  compare_outputs(r, d, s, &cpu, ref_out, name, NULL);
+  free_outputs(r, d, &cpu);
+}
+
+// ---------------------------------------------------------------- threads
+
+// The CPU kernel, run on the inputs of `in` with 1, 2 and 3 threads, gives
+// the same bits in every output.
+static inline void check_thread_identity(const plan_roles *r, const gk_op_desc *d, const argset *in) {
+  char name[320];
+  r->describe(d, CONTIGUOUS, name, sizeof name);
+  argset runs[3];
+  for (int t = 0; t < 3; t++) {
+    gk_set_num_threads(t + 1);
+    clone_outputs(r, d, in, CONTIGUOUS, &runs[t]);
+    check(run_desc(d, GK_BACKEND_CPU, &runs[t]) == GK_SUCCESS, "threads %d: %s", t + 1, gk_last_error());
+  }
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!in->have[k] || !r->is_output(d, k)) continue;
+    for (int t = 1; t < 3; t++)
+      check(tbits_equal(&runs[0].b[k].t, &runs[t].b[k].t), "%s: output %s with %d threads differs from 1 thread",
+            name, gk_arg_name((gk_arg_kind)k), t + 1);
+  }
+  for (int t = 0; t < 3; t++) free_outputs(r, d, &runs[t]);
+}
+
+// ---------------------------------------------------------------- finite differences
+
+// L = sum over `outs` of forward output * its upstream gradient (outputs in
+// f, upstream gradients in b). For each element of each input in `pairs`
+// that f and b both have, the central difference of L (step 1e-5, forward
+// of fwd on backend `be`) against backward's gradient in b. Returns the
+// largest relative error |numeric - analytic| / max(|numeric|, |analytic|, 1e-3).
+static inline double fd_max_rel_err(const gk_op_desc *fwd, gk_backend be, const argset *f, const argset *b,
+                                    const int (*pairs)[2], size_t npairs, const int (*outs)[2], size_t nouts) {
+  double worst = 0, h = 1e-5;
+  for (size_t p = 0; p < npairs; p++) {
+    int in = pairs[p][0], grad = pairs[p][1];
+    if (!f->have[in] || !b->have[grad]) continue;
+    const gk_tensor *t = &f->b[in].t;
+    int64_t n = gk_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+      double x0 = tget(t, i), loss[2];
+      for (int side = 0; side < 2; side++) {
+        tset(t, i, x0 + (side ? -h : h));
+        run_desc(fwd, be, f);
+        loss[side] = 0;
+        for (size_t q = 0; q < nouts; q++) {
+          int o = outs[q][0], u = outs[q][1];
+          if (!f->have[o]) continue;
+          int64_t no = gk_tensor_numel(&f->b[o].t);
+          for (int64_t j = 0; j < no; j++) loss[side] += tget(&f->b[o].t, j) * tget(&b->b[u].t, j);
+        }
+      }
+      tset(t, i, x0);
+      double numeric = (loss[0] - loss[1]) / (2 * h), analytic = tget(&b->b[grad].t, i);
+      double rel = fabs(numeric - analytic) / fmax(fmax(fabs(numeric), fabs(analytic)), 1e-3);
+      if (rel > worst) worst = rel;
+    }
+  }
+  return worst;
+}
+
+#endif
