@@ -69,6 +69,9 @@ gk_status gk_describe_scan(gk_plan *plan);
 void gk_spec_set(gk_plan *plan, gk_arg_kind kind, bool is_output, gk_dtype dtype,
                  int rank, const int64_t *shape);
 void gk_spec_allow_alias(gk_plan *plan, gk_arg_kind output, gk_arg_kind input);
+// An op of one tensor to one of the same shape: forward X -> Y (Y may be X);
+// backward DY, `saved` (X or Y) -> DX (DX may be DY or `saved`).
+void gk_spec_unary(gk_plan *plan, gk_arg_kind saved);
 
 // The gated halves a, b (of x in the split form; x and gate otherwise) and
 // their gradients da, db (of dx; dx and dgate). vda, vdb may be NULL.

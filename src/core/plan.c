@@ -163,6 +163,21 @@ void gk_spec_set(gk_plan *plan, gk_arg_kind kind, bool is_output, gk_dtype dtype
   for (int i = 0; i < rank; i++) s->shape[i] = shape[i];
 }
 
+void gk_spec_unary(gk_plan *plan, gk_arg_kind saved) {
+  const gk_op_desc *d = &plan->desc;
+  if (d->direction == GK_FORWARD) {
+    gk_spec_set(plan, GK_ARG_X, false, d->dtype, d->rank, d->shape);
+    gk_spec_set(plan, GK_ARG_Y, true, d->dtype, d->rank, d->shape);
+    gk_spec_allow_alias(plan, GK_ARG_Y, GK_ARG_X);
+  } else {
+    gk_spec_set(plan, GK_ARG_DY, false, d->dtype, d->rank, d->shape);
+    gk_spec_set(plan, saved, false, d->dtype, d->rank, d->shape);
+    gk_spec_set(plan, GK_ARG_DX, true, d->dtype, d->rank, d->shape);
+    gk_spec_allow_alias(plan, GK_ARG_DX, GK_ARG_DY);
+    gk_spec_allow_alias(plan, GK_ARG_DX, saved);
+  }
+}
+
 void gk_spec_allow_alias(gk_plan *plan, gk_arg_kind output, gk_arg_kind input) {
   plan->args[output].alias_ok |= (uint64_t)1 << input;
 }

@@ -20,20 +20,9 @@ static gk_status check_act_options(const gk_op_desc *d) {
 
 // Forward: X -> Y. Backward: DY, X -> DX. Same shape; in place allowed.
 gk_status gk_describe_activation(gk_plan *plan) {
-  const gk_op_desc *d = &plan->desc;
-  gk_status s = check_act_options(d);
+  gk_status s = check_act_options(&plan->desc);
   if (s != GK_SUCCESS) return s;
-  if (d->direction == GK_FORWARD) {
-    gk_spec_set(plan, GK_ARG_X, false, d->dtype, d->rank, d->shape);
-    gk_spec_set(plan, GK_ARG_Y, true, d->dtype, d->rank, d->shape);
-    gk_spec_allow_alias(plan, GK_ARG_Y, GK_ARG_X);
-  } else {
-    gk_spec_set(plan, GK_ARG_DY, false, d->dtype, d->rank, d->shape);
-    gk_spec_set(plan, GK_ARG_X, false, d->dtype, d->rank, d->shape);
-    gk_spec_set(plan, GK_ARG_DX, true, d->dtype, d->rank, d->shape);
-    gk_spec_allow_alias(plan, GK_ARG_DX, GK_ARG_DY);
-    gk_spec_allow_alias(plan, GK_ARG_DX, GK_ARG_X);
-  }
+  gk_spec_unary(plan, GK_ARG_X);
   return GK_SUCCESS;
 }
 

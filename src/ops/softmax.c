@@ -24,16 +24,6 @@ gk_status gk_describe_softmax(gk_plan *plan) {
     return gk_fail(GK_ERR_INVALID_VALUE, "%s: desc.softmax.dim = %d is outside %d..%d for rank %d", op,
                    d->softmax.dim, -d->rank, d->rank - 1, d->rank);
   if (d->softmax.dim < 0) d->softmax.dim += d->rank;
-  if (d->direction == GK_FORWARD) {
-    gk_spec_set(plan, GK_ARG_X, false, d->dtype, d->rank, d->shape);
-    gk_spec_set(plan, GK_ARG_Y, true, d->dtype, d->rank, d->shape);
-    gk_spec_allow_alias(plan, GK_ARG_Y, GK_ARG_X);
-  } else {
-    gk_spec_set(plan, GK_ARG_DY, false, d->dtype, d->rank, d->shape);
-    gk_spec_set(plan, GK_ARG_Y, false, d->dtype, d->rank, d->shape);
-    gk_spec_set(plan, GK_ARG_DX, true, d->dtype, d->rank, d->shape);
-    gk_spec_allow_alias(plan, GK_ARG_DX, GK_ARG_DY);
-    gk_spec_allow_alias(plan, GK_ARG_DX, GK_ARG_Y);
-  }
+  gk_spec_unary(plan, GK_ARG_Y);
   return GK_SUCCESS;
 }
