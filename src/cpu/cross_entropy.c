@@ -9,7 +9,7 @@
 // g (exp(x - m) / s - eps / V), less g (1 - eps) at the target. The row
 // losses are summed in row order in f64.
 #include "../ops/transformer.h"
-#include "../core/act_math.h"
+#include "row_lse.h"
 
 #include <string.h>
 
@@ -22,8 +22,10 @@ typedef struct ce_job {
   double *row_loss;
 } ce_job;
 
-static inline double exp_f64(double x) { return exp(x); }
+GK_DEFINE_ROW_LSE(float, f32)
+GK_DEFINE_ROW_LSE(double, f64)
 #define exp_f32 gk_exp_f32
+#define exp_f64 gk_exp_libm_f64
 
 #define GK_DEFINE_CE(T, S)                                                                   \
   static void ce_task_##S(const ce_job *j, int64_t task) {                                    \
@@ -44,29 +46,8 @@ static inline double exp_f64(double x) { return exp(x); }
         }                                                                                     \
         continue;                                                                             \
       }                                                                                       \
-      T m = -(T)INFINITY, s = 0, sx[LANES] = {0}, sumx = 0;                                   \
-      for (int64_t c = 0; c < j->V; c += CHUNK) {                                             \
-        int64_t len = gk_min64(CHUNK, j->V - c);                                              \
-        const T *p = gk_chunk_in_##S(&x, c, len, buf);                                        \
-        T cm = -(T)INFINITY, acc[LANES] = {0};                                                \
-        for (int64_t i = 0; i < len; i++) cm = p[i] > cm ? p[i] : cm;                         \
-        if (cm > m) {                                                                         \
-          s *= exp_##S(m - cm);                                                               \
-          m = cm;                                                                             \
-        }                                                                                     \
-        int64_t i = 0;                                                                        \
-        for (; i + LANES <= len; i += LANES)                                                  \
-          for (int l = 0; l < LANES; l++) {                                                   \
-            acc[l] += exp_##S(p[i + l] - m);                                                  \
-            sx[l] += p[i + l];                                                                \
-          }                                                                                   \
-        for (; i < len; i++) {                                                                \
-          acc[0] += exp_##S(p[i] - m);                                                        \
-          sx[0] += p[i];                                                                      \
-        }                                                                                     \
-        for (int l = 0; l < LANES; l++) s += acc[l];                                          \
-      }                                                                                       \
-      for (int l = 0; l < LANES; l++) sumx += sx[l];                                          \
+      T m, s, sumx;                                                                           \
+      gk_row_lse_##S(&x, j->V, buf, &m, &s, &sumx);                                           \
       T xt = (T)gk_get(&x, t), log_s = (T)log(s), inv = (T)1 / s;                             \
       j->row_loss[r] = (double)((1 - eps) * ((m - xt) + log_s) + eps * ((m - sumx / V) + log_s)); \
       if (!j->dx) continue;                                                                   \

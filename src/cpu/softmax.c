@@ -6,7 +6,7 @@
 // then writes y in a second pass; backward sums dy y (or dy), then writes dx.
 // Sums run over LANES partial sums; exp is gk_exp_f32 in f32, libm in f64.
 #include "../ops/transformer.h"
-#include "../core/act_math.h"
+#include "row_lse.h"
 
 #include <string.h>
 
@@ -18,7 +18,10 @@ typedef struct sm_job {
   bool log_form;
 } sm_job;
 
-static inline double exp_f64(double x) { return exp(x); }
+GK_DEFINE_ROW_LSE(float, f32)
+GK_DEFINE_ROW_LSE(double, f64)
+#define exp_f32 gk_exp_f32
+#define exp_f64 gk_exp_libm_f64
 
 #define GK_DEFINE_SOFTMAX(T, S)                                                            \
   static void sm_fwd_task_##S(const sm_job *j, int64_t task) {                              \
@@ -26,22 +29,8 @@ static inline double exp_f64(double x) { return exp(x); }
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                         \
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                               \
       gk_tensor x = gk_tensor_row(&j->x, 1, r), y = gk_tensor_row(&j->y, 1, r);             \
-      T m = -(T)INFINITY, s = 0;                                                            \
-      for (int64_t c = 0; c < j->n; c += CHUNK) {                                           \
-        int64_t len = gk_min64(CHUNK, j->n - c);                                            \
-        const T *p = gk_chunk_in_##S(&x, c, len, buf);                                      \
-        T cm = -(T)INFINITY, acc[LANES] = {0};                                              \
-        for (int64_t i = 0; i < len; i++) cm = p[i] > cm ? p[i] : cm;                       \
-        if (cm > m) {                                                                       \
-          s *= exp_##S(m - cm);                                                             \
-          m = cm;                                                                           \
-        }                                                                                   \
-        int64_t i = 0;                                                                      \
-        for (; i + LANES <= len; i += LANES)                                                \
-          for (int l = 0; l < LANES; l++) acc[l] += exp_##S(p[i + l] - m);                  \
-        for (; i < len; i++) acc[0] += exp_##S(p[i] - m);                                   \
-        for (int l = 0; l < LANES; l++) s += acc[l];                                        \
-      }                                                                                     \
+      T m, s;                                                                               \
+      gk_row_lse_##S(&x, j->n, buf, &m, &s, NULL);                                          \
       T inv = (T)1 / s, log_s = log(s);                                                     \
       for (int64_t c = 0; c < j->n; c += CHUNK) {                                           \
         int64_t len = gk_min64(CHUNK, j->n - c);                                            \
