@@ -232,6 +232,8 @@ def main():
                     timers[key] = table[op].timers(dtype)
                 fn = timers[key][0 if direction == "forward" else 1]
                 ms = median_ms(fn, repeat, budget)
+                if op == "add" and direction == "backward":
+                    note = "torch: autograd hands dy on as da and db (no copy), gradkern writes both"
                 if op == "selective_scan":
                     ms *= 1024 / scan_steps
                     note = "torch loop timed over L=%d steps, extrapolated linearly to L=1024" % scan_steps
