@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= 2
 
-.PHONY: all build deps test-deps train test info clean
+.PHONY: all build deps test-deps bench-deps train test info bench bench-torch clean
 
 all: build
 
@@ -11,6 +11,9 @@ deps:
 
 test-deps:
 	@scripts/install-deps.sh test
+
+bench-deps:
+	@scripts/install-deps.sh bench
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -31,6 +34,15 @@ test: test-deps build
 	@cmake -S . -B $(BUILD)-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD)-clang -j $(JOBS)
 	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E python_parity
+
+# Speed (issue 6): every op against the triad bandwidth and OpenBLAS's sgemm
+# measured in the same run; bench-torch adds PyTorch side by side.
+# BENCH_ARGS adds options (--quick, --op NAME, --json).
+bench: bench-deps build
+	$(BUILD)/gradkern bench $(BENCH_ARGS)
+
+bench-torch: bench-deps build
+	/usr/bin/python3 bench/vs_torch.py --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -2,6 +2,7 @@
 # Installs what gradkern's build and tests need, when it is missing.
 #   scripts/install-deps.sh build   compiler, cmake
 #   scripts/install-deps.sh test    + clang, Python 3 with torch, numpy, pytest (Debian's)
+#   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
 # As root it installs Debian packages with apt-get; otherwise it prints the
 # command to run and fails.
 set -euo pipefail
@@ -21,6 +22,10 @@ if [ "${1:-build}" = test ]; then
   else
     need+=(python3-torch python3-numpy python3-pytest)
   fi
+fi
+if [ "${1:-build}" = bench ]; then
+  ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0' || need+=(libopenblas0)
+  /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch python3-numpy)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then

@@ -1,8 +1,10 @@
 // The gradkern command.
 //   gradkern train ...       train a language model (tools/train.c)
 //   gradkern sample ...      generate from a text model (tools/sample.c)
+//   gradkern bench ...       op timings against the machine's limits (tools/bench.c)
 //   gradkern info [--json]   every op x direction x dtype x backend: the
 //                            kernel selected and its precision guarantee
+#include "bench.h"
 #include "gradkern.h"
 #include "train.h"
 
@@ -18,6 +20,10 @@ static const char *usage =
     "  sample --checkpoint FILE [options]\n"
     "                  continue a prompt with a text model trained with --task text\n"
     "                  (gradkern sample --help)\n"
+    "  bench [--json] [--op NAME] [--repeat N] [--quick]\n"
+    "                  time every op forward and backward, AdamW and a training\n"
+    "                  step, against the triad bandwidth and OpenBLAS's sgemm\n"
+    "                  measured in the same run (gradkern bench --help)\n"
     "  info [--json]   list every op x direction x dtype x backend with the kernel\n"
     "                  it selects and its precision guarantee (table, or JSON)\n"
     "  help            show this message\n";
@@ -105,6 +111,7 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!strcmp(argv[1], "train")) return gk_cmd_train(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "bench")) return gk_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(argv[1], "sample")) return gk_cmd_sample(argc - 2, argv + 2);
   if (!strcmp(argv[1], "info")) {
     int json = 0;
