@@ -6,7 +6,7 @@
 //
 //   sigmoid(x) = 1 / (1 + e^-x)         sigmoid'(x) = s (1 - s)
 //   silu(x)    = x s                    silu'(x)    = s (1 + x (1 - s))
-//   gelu(x)    = x Phi(x)               gelu'(x)    = Phi(x) + x phi(x)
+//   gelu(x)    = x Phi(x)               gelu'(x)    = Phi(x) + x phi(x)  (Phi: gk_phi)
 //   gelu_tanh  = x/2 (1 + tanh(u)) = x sigmoid(2u), u = k (x + c x^3),
 //                k = sqrt(2/pi), c = 0.044715
 //                                       ' = s + 2 x s (1 - s) k (1 + 3 c x^2), s = sigmoid(2u)
@@ -85,6 +85,53 @@ static inline float gk_exp_f32(float x) {
 
 static inline double gk_exp_f64(double x) { return exp(x); }
 
+// Blend with a mask of all ones or zeros (a comparison's result): loops
+// over it vectorise where ?: on floats would stay a branch.
+static inline float gk_select_f32(uint32_t mask, float a, float b) {
+  return gk_bits_f32((gk_f32_bits(a) & mask) | (gk_f32_bits(b) & ~mask));
+}
+static inline double gk_select_f64(int cond, double a, double b) { return cond ? a : b; }
+#define GK_MASK_f32(c) (-(uint32_t)(c))
+#define GK_MASK_f64(c) (c)
+
+// Phi(x) = (1 + erf(x / sqrt 2)) / 2, the normal CDF. f32 without calls:
+// with z = |x| / sqrt 2, erfc(z) = t e^(-z^2 + P(t)), t = 1 / (1 + z/2), P
+// the degree-9 Chebyshev fit of Numerical Recipes' erfcc (fractional error
+// under 1.2e-7 everywhere, so the tail x -> -inf keeps its relative
+// accuracy); Phi = erfc/2 for x < 0, 1 - erfc/2 otherwise. f64: libm's erf.
+static inline float gk_phi_f32(float x) {
+  float z = fabsf(x) * 0.70710678118654752440f, t = 1.0f / (1.0f + 0.5f * z);
+  float p = 0.17087277f;
+  p = p * t - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  float half_erfc = 0.5f * t * gk_exp_f32(-z * z + p);
+  return gk_select_f32(GK_MASK_f32(x < 0), half_erfc, 1.0f - half_erfc);
+}
+static inline double gk_phi_f64(double x) { return 0.5 * (1 + erf(x * 0.70710678118654752440)); }
+
+// log(1 + y) for y in [0, 1], f32 without calls: 2 atanh(s), s = y / (2 + y)
+// in [0, 1/3], by its odd series to s^15 (the rest is below 1e-9
+// relative). f64: libm's log1p.
+static inline float gk_log1p_unit_f32(float y) {
+  float s = y / (2.0f + y), s2 = s * s, q = 1.0f / 15;
+  q = q * s2 + 1.0f / 13;
+  q = q * s2 + 1.0f / 11;
+  q = q * s2 + 1.0f / 9;
+  q = q * s2 + 1.0f / 7;
+  q = q * s2 + 1.0f / 5;
+  q = q * s2 + 1.0f / 3;
+  q = q * s2 + 1.0f;
+  return 2.0f * s * q;
+}
+static inline double gk_log1p_unit_f64(double y) { return log1p(y); }
+
 #define GK_DEFINE_ACT_MATH(T, S)                                                      \
   static inline T gk_sigmoid_##S(T x) { return (T)1 / ((T)1 + gk_exp_##S(-x)); }       \
   static inline T gk_relu_##S(T x) { return x < 0 ? (T)0 : x; }                        \
@@ -98,13 +145,10 @@ static inline double gk_exp_f64(double x) { return exp(x); }
     T s = gk_sigmoid_##S(x);                                                          \
     return s * ((T)1 - s);                                                            \
   }                                                                                   \
-  static inline T gk_gelu_##S(T x) {                                                  \
-    return (T)0.5 * x * ((T)1 + erf(x * (T)0.70710678118654752440));                 \
-  }                                                                                   \
+  static inline T gk_gelu_##S(T x) { return x * gk_phi_##S(x); }                     \
   static inline T gk_dgelu_##S(T x) {                                                 \
-    T cdf = (T)0.5 * ((T)1 + erf(x * (T)0.70710678118654752440));                    \
     T pdf = gk_exp_##S((T)-0.5 * x * x) * (T)0.39894228040143267794;                  \
-    return cdf + x * pdf;                                                             \
+    return gk_phi_##S(x) + x * pdf;                                                   \
   }                                                                                   \
   static inline T gk_gelu_tanh_##S(T x) {                                             \
     T u = (T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x);                  \
@@ -117,12 +161,13 @@ static inline double gk_exp_f64(double x) { return exp(x); }
   }                                                                                   \
   static inline T gk_softplus_##S(T x, T beta, T threshold) {                         \
     T z = beta * x;                                                                   \
-    if (z > threshold) return x;                                                      \
-    return (fmax(z, (T)0) + log1p(gk_exp_##S(-fabs(z)))) / beta;                      \
+    T v = (gk_select_##S(GK_MASK_##S(z > 0), z, (T)0) +                               \
+           gk_log1p_unit_##S(gk_exp_##S(-fabs(z)))) / beta;                           \
+    return gk_select_##S(GK_MASK_##S(z > threshold), x, v);                           \
   }                                                                                   \
   static inline T gk_dsoftplus_##S(T x, T beta, T threshold) {                        \
     T z = beta * x;                                                                   \
-    return z > threshold ? (T)1 : gk_sigmoid_##S(z);                                  \
+    return gk_select_##S(GK_MASK_##S(z > threshold), (T)1, gk_sigmoid_##S(z));        \
   }                                                                                   \
   static inline T gk_act_fwd_##S(const gk_act_params *p, T x) {                       \
     switch (p->act) {                                                                 \

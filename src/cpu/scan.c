@@ -170,47 +170,14 @@ static inline int64_t at3(const gk_tensor *t, int64_t i0, int64_t i1, int64_t i2
 }
 
 
-// softplus(x) = max(x, 0) + log1p(e^-|x|) (x above torch's threshold 20) and
-// its derivative, the sigmoid (1 above 20), in f32 without library calls, so
-// loops over steps vectorize: log1p(y) = 2 atanh(s), s = y / (2 + y) in
-// [0, 1/3], by its odd series to s^15 (the rest is below 1e-9 relative).
-static inline float gk_softplus_fast_f32(float x) {
-  float y = gk_exp_f32(-fabsf(x)), s = y / (2.0f + y), s2 = s * s;
-  float q = 1.0f / 15;
-  q = q * s2 + 1.0f / 13;
-  q = q * s2 + 1.0f / 11;
-  q = q * s2 + 1.0f / 9;
-  q = q * s2 + 1.0f / 7;
-  q = q * s2 + 1.0f / 5;
-  q = q * s2 + 1.0f / 3;
-  q = q * s2 + 1.0f;
-  uint32_t pos = -(uint32_t)(x > 0), big = -(uint32_t)(x > 20);
-  float v = gk_bits_f32(gk_f32_bits(x) & pos) + 2.0f * s * q;  // max(x, 0) + log1p(y)
-  return gk_bits_f32((gk_f32_bits(v) & ~big) | (gk_f32_bits(x) & big));
-}
-
-static inline float gk_sigmoid_fast_f32(float x) {
-  uint32_t nonneg = -(uint32_t)(x >= 0), big = -(uint32_t)(x > 20);
-  float e = gk_exp_f32(-fabsf(x)), num = gk_bits_f32((gk_f32_bits(e) & ~nonneg) | (gk_f32_bits(1.0f) & nonneg));
-  float v = num / (1.0f + e);
-  return gk_bits_f32((gk_f32_bits(v) & ~big) | (gk_f32_bits(1.0f) & big));
-}
-
-static inline float gk_silu_fast_f32(float x) { return x * gk_sigmoid_fast_f32(x); }
-
-static inline float gk_dsilu_fast_f32(float x) {
-  float s = gk_sigmoid_fast_f32(x);
-  return s * (1.0f + x * (1.0f - s));
-}
-
 #define REAL float
 #define REAL_DT GK_F32
 #define SFX f32
 #define EXP gk_exp_f32
-#define SOFTPLUS gk_softplus_fast_f32
-#define DSOFTPLUS gk_sigmoid_fast_f32
-#define SILU gk_silu_fast_f32
-#define DSILU gk_dsilu_fast_f32
+#define SOFTPLUS(x) gk_softplus_f32(x, 1, 20)
+#define DSOFTPLUS(x) gk_dsoftplus_f32(x, 1, 20)
+#define SILU gk_silu_f32
+#define DSILU gk_dsilu_f32
 #include "scan_body.h"
 #undef REAL
 #undef REAL_DT
