@@ -1,5 +1,6 @@
 // Tensor views: construction, DLPack, strided element access with dtype
 // conversion.
+#include "convert.h"
 #include "internal.h"
 
 #include <string.h>
@@ -150,8 +151,8 @@ static inline double load_one(gk_dtype dt, const char *p) {
   switch (dt) {
   case GK_F32: return *(const float *)p;
   case GK_F64: return *(const double *)p;
-  case GK_F16: return gk_f16_to_f32(*(const uint16_t *)p);
-  case GK_BF16: return gk_bf16_to_f32(*(const uint16_t *)p);
+  case GK_F16: return gk_f16_to_f32_inline(*(const uint16_t *)p);
+  case GK_BF16: return gk_bf16_to_f32_inline(*(const uint16_t *)p);
   case GK_I32: return *(const int32_t *)p;
   case GK_I64: return (double)*(const int64_t *)p;
   }
@@ -162,8 +163,8 @@ static inline void store_one(gk_dtype dt, char *p, double v) {
   switch (dt) {
   case GK_F32: *(float *)p = (float)v; break;
   case GK_F64: *(double *)p = v; break;
-  case GK_F16: *(uint16_t *)p = gk_f32_to_f16((float)v); break;
-  case GK_BF16: *(uint16_t *)p = gk_f32_to_bf16((float)v); break;
+  case GK_F16: *(uint16_t *)p = gk_f32_to_f16_inline((float)v); break;
+  case GK_BF16: *(uint16_t *)p = gk_f32_to_bf16_inline((float)v); break;
   case GK_I32: *(int32_t *)p = (int32_t)v; break;
   case GK_I64: *(int64_t *)p = (int64_t)v; break;
   }
@@ -216,19 +217,35 @@ void gk_set(const gk_tensor *t, int64_t i, double v) {
   } while (0)
 
 void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out) {
+  if ((t->dtype == GK_BF16 || t->dtype == GK_F16) && gk_tensor_is_contiguous(t)) {
+    const uint16_t *src = (const uint16_t *)t->data + start;
+    if (t->dtype == GK_BF16)
+      for (int64_t i = 0; i < n; i++) out[i] = gk_bf16_to_f32_inline(src[i]);
+    else
+      for (int64_t i = 0; i < n; i++) out[i] = gk_f16_to_f32_inline(src[i]);
+    return;
+  }
   switch (t->dtype) {
   case GK_F32: GK_WALK(t, start, n, out[k] = *(const float *)p); break;
-  case GK_F16: GK_WALK(t, start, n, out[k] = gk_f16_to_f32(*(const uint16_t *)p)); break;
-  case GK_BF16: GK_WALK(t, start, n, out[k] = gk_bf16_to_f32(*(const uint16_t *)p)); break;
+  case GK_F16: GK_WALK(t, start, n, out[k] = gk_f16_to_f32_inline(*(const uint16_t *)p)); break;
+  case GK_BF16: GK_WALK(t, start, n, out[k] = gk_bf16_to_f32_inline(*(const uint16_t *)p)); break;
   default: GK_WALK(t, start, n, out[k] = (float)load_one(t->dtype, p)); break;
   }
 }
 
 void gk_store_f32(const gk_tensor *t, int64_t start, int64_t n, const float *in) {
+  if ((t->dtype == GK_BF16 || t->dtype == GK_F16) && gk_tensor_is_contiguous(t)) {
+    uint16_t *dst = (uint16_t *)t->data + start;
+    if (t->dtype == GK_BF16)
+      for (int64_t i = 0; i < n; i++) dst[i] = gk_f32_to_bf16_inline(in[i]);
+    else
+      for (int64_t i = 0; i < n; i++) dst[i] = gk_f32_to_f16_inline(in[i]);
+    return;
+  }
   switch (t->dtype) {
   case GK_F32: GK_WALK(t, start, n, *(float *)p = in[k]); break;
-  case GK_F16: GK_WALK(t, start, n, *(uint16_t *)p = gk_f32_to_f16(in[k])); break;
-  case GK_BF16: GK_WALK(t, start, n, *(uint16_t *)p = gk_f32_to_bf16(in[k])); break;
+  case GK_F16: GK_WALK(t, start, n, *(uint16_t *)p = gk_f32_to_f16_inline(in[k])); break;
+  case GK_BF16: GK_WALK(t, start, n, *(uint16_t *)p = gk_f32_to_bf16_inline(in[k])); break;
   default: GK_WALK(t, start, n, store_one(t->dtype, p, in[k])); break;
   }
 }

@@ -1,0 +1,57 @@
+// f16 and bf16 <-> f32, round to nearest even, with no branch: loops over
+// these vectorise (the public gk_f32_to_f16 & co. are these same functions).
+//   bf16 is the top half of an f32: round by adding 0x7fff plus the lowest
+//   kept bit, keep NaN quiet (never let it round to inf).
+//   f16 (1 sign, 5 exponent bits, bias 15, 10 mantissa bits): from f16, the
+//   exponent and mantissa bits shifted into place and scaled by 2^112 (exact,
+//   subnormals included), inf/NaN patched; to f16, three cases blended:
+//   overflow to inf (or NaN), subnormal by a magic addition that rounds to
+//   nearest even in the FPU, normal by adding the bias change plus half an
+//   ulp minus one plus the lowest kept bit (ties to even).
+#ifndef GK_CONVERT_H
+#define GK_CONVERT_H
+
+#include <stdint.h>
+#include <string.h>
+
+static inline uint32_t gk_cvt_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+
+static inline float gk_cvt_float(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+static inline float gk_bf16_to_f32_inline(uint16_t h) { return gk_cvt_float((uint32_t)h << 16); }
+
+static inline uint16_t gk_f32_to_bf16_inline(float x) {
+  uint32_t u = gk_cvt_bits(x);
+  uint32_t nan = -(uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
+  return (uint16_t)((rounded & ~nan) | (quiet & nan));
+}
+
+static inline float gk_f16_to_f32_inline(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
+  uint32_t scaled = gk_cvt_bits(gk_cvt_float(em << 13) * 5.192296858534828e33f);  // 2^112
+  uint32_t special = -(uint32_t)(em >= 0x7c00u);                                     // inf, NaN
+  return gk_cvt_float(sign | (scaled & ~special) | ((0x7f800000u | (em << 13)) & special));
+}
+
+static inline uint16_t gk_f32_to_f16_inline(float x) {
+  uint32_t u = gk_cvt_bits(x), sign = u & 0x80000000u, a = u ^ sign;
+  uint32_t inf_nan = a > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  // Subnormal results: adding 0.5 (2^-1) leaves the f16 subnormal's units,
+  // rounded to nearest even by the FPU, in the low mantissa bits.
+  uint32_t sub = gk_cvt_bits(gk_cvt_float(a) + 0.5f) - 0x3f000000u;
+  uint32_t normal = (a + ((uint32_t)(15 - 127) << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+  uint32_t big = -(uint32_t)(a >= 0x47800000u), small = -(uint32_t)(a < 0x38800000u);
+  uint32_t h = (inf_nan & big) | (sub & small & ~big) | (normal & ~small & ~big);
+  return (uint16_t)(h | (sign >> 16));
+}
+
+#endif
