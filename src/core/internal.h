@@ -137,6 +137,16 @@ void gk_chunk_commit_f64(const gk_tensor *t, int64_t start, int64_t n, double *p
 double gk_get(const gk_tensor *t, int64_t i);
 void gk_set(const gk_tensor *t, int64_t i, double v);
 
+// ---------------------------------------------------------------- ISA
+// Hot f32 loops: compiled for AVX-512, AVX2 and the baseline and picked at
+// load time from cpuid (x86-64 glibc, through ifunc); elsewhere compiled once.
+// On one machine a result never depends on the thread count.
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GLIBC__) && (defined(__GNUC__) || defined(__clang__))
+#define GK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GK_CLONES
+#endif
+
 // ---------------------------------------------------------------- threads
 // Run fn(ctx, task) for task in [0, ntasks) on the pool. Which thread runs a
 // task must not change a result: kernels split work by problem size only.

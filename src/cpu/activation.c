@@ -74,9 +74,7 @@ typedef struct ew_job {
     }                                                                                      \
   }
 
-// f32 loops are compiled for AVX-512, AVX2 and the baseline, picked at load
-// time from cpuid.
-GK_DEFINE_EW_COMPUTE(float, f32, __attribute__((target_clones("avx512f", "avx2", "default"))))
+GK_DEFINE_EW_COMPUTE(float, f32, GK_CLONES)
 GK_DEFINE_EW_COMPUTE(double, f64, )
 
 static void ew_task(void *ctx, int64_t task) {

@@ -27,8 +27,8 @@ GK_DEFINE_ROW_LSE(double, f64)
 #define exp_f32 gk_exp_f32
 #define exp_f64 gk_exp_libm_f64
 
-#define GK_DEFINE_CE(T, S)                                                                   \
-  static void ce_task_##S(const ce_job *j, int64_t task) {                                    \
+#define GK_DEFINE_CE(T, S, CLONES)                                                                 \
+  CLONES static void ce_task_##S(const ce_job *j, int64_t task) {                                  \
     T buf[CHUNK], obuf[CHUNK];                                                                \
     T g = (T)j->g, eps = (T)j->eps, V = (T)j->V;                                              \
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                           \
@@ -63,8 +63,8 @@ GK_DEFINE_ROW_LSE(double, f64)
     }                                                                                         \
   }
 
-GK_DEFINE_CE(float, f32)
-GK_DEFINE_CE(double, f64)
+GK_DEFINE_CE(float, f32, GK_CLONES)
+GK_DEFINE_CE(double, f64, )
 
 static void ce_task(void *ctx, int64_t task) {
   const ce_job *j = ctx;

@@ -24,8 +24,14 @@ static inline double gk_exp_libm_f64(double x) { return exp(x); }
     for (int64_t c = 0; c < n; c += CHUNK) {                                                \
       int64_t len = gk_min64(CHUNK, n - c);                                                 \
       const T *p = gk_chunk_in_##S(x, c, len, buf);                                         \
-      T cm = -(T)INFINITY, acc[LANES] = {0};                                                \
-      for (int64_t i = 0; i < len; i++) cm = p[i] > cm ? p[i] : cm;                         \
+      T cm, acc[LANES] = {0}, lm[LANES];                                                    \
+      for (int l = 0; l < LANES; l++) lm[l] = -(T)INFINITY;                                 \
+      int64_t k = 0; /* the chunk's max over LANES lanes: no serial chain */                 \
+      for (; k + LANES <= len; k += LANES)                                                  \
+        for (int l = 0; l < LANES; l++) lm[l] = p[k + l] > lm[l] ? p[k + l] : lm[l];        \
+      for (; k < len; k++) lm[0] = p[k] > lm[0] ? p[k] : lm[0];                             \
+      cm = lm[0];                                                                           \
+      for (int l = 1; l < LANES; l++) cm = lm[l] > cm ? lm[l] : cm;                         \
       if (cm > m) {                                                                         \
         s *= GK_ROW_EXP_##S(m - cm);                                                        \
         m = cm;                                                                             \

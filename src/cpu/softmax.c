@@ -23,8 +23,8 @@ GK_DEFINE_ROW_LSE(double, f64)
 #define exp_f32 gk_exp_f32
 #define exp_f64 gk_exp_libm_f64
 
-#define GK_DEFINE_SOFTMAX(T, S)                                                            \
-  static void sm_fwd_task_##S(const sm_job *j, int64_t task) {                              \
+#define GK_DEFINE_SOFTMAX(T, S, CLONES)                                                          \
+  CLONES static void sm_fwd_task_##S(const sm_job *j, int64_t task) {                            \
     T buf[CHUNK], obuf[CHUNK];                                                              \
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                         \
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                               \
@@ -44,7 +44,7 @@ GK_DEFINE_ROW_LSE(double, f64)
       }                                                                                     \
     }                                                                                       \
   }                                                                                         \
-  static void sm_bwd_task_##S(const sm_job *j, int64_t task) {                              \
+  CLONES static void sm_bwd_task_##S(const sm_job *j, int64_t task) {                            \
     T gbuf[CHUNK], ybuf[CHUNK], obuf[CHUNK];                                                \
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                         \
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                               \
@@ -76,8 +76,8 @@ GK_DEFINE_ROW_LSE(double, f64)
   }
 
 #define exp_f32 gk_exp_f32
-GK_DEFINE_SOFTMAX(float, f32)
-GK_DEFINE_SOFTMAX(double, f64)
+GK_DEFINE_SOFTMAX(float, f32, GK_CLONES)
+GK_DEFINE_SOFTMAX(double, f64, )
 
 static void fwd_task(void *ctx, int64_t t) {
   const sm_job *j = ctx;
