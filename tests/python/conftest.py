@@ -14,11 +14,20 @@ import pytest
 _REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 try:
-    import gradkern  # noqa: F401
+    import gradkern
 except ModuleNotFoundError:
     sys.path.insert(0, os.path.join(_REPO, "python"))
+    import gradkern
 
 _STATS = {}
+
+
+@pytest.fixture
+def restore_threads():
+    """Put gradkern's thread count back after a test that changes it."""
+    n = gradkern.get_num_threads()
+    yield
+    gradkern.set_num_threads(n)
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from test_parity import (  # noqa: F401  (re-exported for the test modules)
     F64,
     GRADCHECK,
     TOL,
+    _bits,
     _rand,
     _seed,
     compare,

@@ -643,13 +643,6 @@ THREAD_CASES = {
 }
 
 
-@pytest.fixture
-def restore_threads():
-    n = gradkern.get_num_threads()
-    yield
-    gradkern.set_num_threads(n)
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
 @pytest.mark.parametrize("case", list(THREAD_CASES))
 def test_threads_bit_identical(restore_threads, case, dtype):

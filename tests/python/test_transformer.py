@@ -26,6 +26,7 @@ import torch.nn.functional as F
 import gradkern
 from gradkern import _lib
 from helpers import (
+    _bits,
     BACKENDS,
     BF16,
     DTYPES,
@@ -633,17 +634,6 @@ def test_gradcheck(case, backend):
 
 
 # ---------------------------------------------------------------- threads, cache
-
-def _bits(t):
-    return t.contiguous().view({8: torch.int64, 4: torch.int32, 2: torch.int16}[t.element_size()])
-
-
-@pytest.fixture
-def restore_threads():
-    n = gradkern.get_num_threads()
-    yield
-    gradkern.set_num_threads(n)
-
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=dtype_name)
 def test_threads_bit_identical(restore_threads, dtype):
