@@ -17,6 +17,7 @@
 #define GK_ACT_MATH_H
 
 #include "gradkern.h"
+#include "isa.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <tgmath.h>
@@ -53,15 +54,15 @@ static inline gk_act_params gk_act_of(const gk_op_desc *d) {
 // (k1 = floor(k/2), k2 = k - k1), so results below FLT_MIN come out as the
 // correctly scaled subnormals. inf above 88.72283; x below -104 (where e^x
 // rounds to 0) is clamped there; NaN stays NaN.
-static inline uint32_t gk_f32_bits(float x) {
+GK_INLINE uint32_t gk_f32_bits(float x) {
   union { float f; uint32_t u; } v = {x};
   return v.u;
 }
-static inline float gk_bits_f32(uint32_t u) {
+GK_INLINE float gk_bits_f32(uint32_t u) {
   union { uint32_t u; float f; } v = {u};
   return v.f;
 }
-static inline float gk_exp_f32(float x) {
+GK_INLINE float gk_exp_f32(float x) {
   uint32_t xb = gk_f32_bits(x);
   uint32_t lo = -(uint32_t)(x < -104.0f), hi = -(uint32_t)(x > 88.72283f), nan = -(uint32_t)(x != x);
   float xc = gk_bits_f32((xb & ~(lo | hi | nan)) | (gk_f32_bits(-104.0f) & lo) | (gk_f32_bits(88.72283f) & hi));
@@ -83,14 +84,14 @@ static inline float gk_exp_f32(float x) {
   return gk_bits_f32((gk_f32_bits(v) & ~(lo | hi | nan)) | (0x7f800000u & hi) | (xb & nan));
 }
 
-static inline double gk_exp_f64(double x) { return exp(x); }
+GK_INLINE double gk_exp_f64(double x) { return exp(x); }
 
 // Blend with a mask of all ones or zeros (a comparison's result): loops
 // over it vectorise where ?: on floats would stay a branch.
-static inline float gk_select_f32(uint32_t mask, float a, float b) {
+GK_INLINE float gk_select_f32(uint32_t mask, float a, float b) {
   return gk_bits_f32((gk_f32_bits(a) & mask) | (gk_f32_bits(b) & ~mask));
 }
-static inline double gk_select_f64(int cond, double a, double b) { return cond ? a : b; }
+GK_INLINE double gk_select_f64(int cond, double a, double b) { return cond ? a : b; }
 #define GK_MASK_f32(c) (-(uint32_t)(c))
 #define GK_MASK_f64(c) (c)
 
@@ -99,7 +100,7 @@ static inline double gk_select_f64(int cond, double a, double b) { return cond ?
 // the degree-9 Chebyshev fit of Numerical Recipes' erfcc (fractional error
 // under 1.2e-7 everywhere, so the tail x -> -inf keeps its relative
 // accuracy); Phi = erfc/2 for x < 0, 1 - erfc/2 otherwise. f64: libm's erf.
-static inline float gk_phi_f32(float x) {
+GK_INLINE float gk_phi_f32(float x) {
   float z = fabsf(x) * 0.70710678118654752440f, t = 1.0f / (1.0f + 0.5f * z);
   float p = 0.17087277f;
   p = p * t - 0.82215223f;
@@ -114,12 +115,12 @@ static inline float gk_phi_f32(float x) {
   float half_erfc = 0.5f * t * gk_exp_f32(-z * z + p);
   return gk_select_f32(GK_MASK_f32(x < 0), half_erfc, 1.0f - half_erfc);
 }
-static inline double gk_phi_f64(double x) { return 0.5 * (1 + erf(x * 0.70710678118654752440)); }
+GK_INLINE double gk_phi_f64(double x) { return 0.5 * (1 + erf(x * 0.70710678118654752440)); }
 
 // log(1 + y) for y in [0, 1], f32 without calls: 2 atanh(s), s = y / (2 + y)
 // in [0, 1/3], by its odd series to s^15 (the rest is below 1e-9
 // relative). f64: libm's log1p.
-static inline float gk_log1p_unit_f32(float y) {
+GK_INLINE float gk_log1p_unit_f32(float y) {
   float s = y / (2.0f + y), s2 = s * s, q = 1.0f / 15;
   q = q * s2 + 1.0f / 13;
   q = q * s2 + 1.0f / 11;
@@ -130,46 +131,46 @@ static inline float gk_log1p_unit_f32(float y) {
   q = q * s2 + 1.0f;
   return 2.0f * s * q;
 }
-static inline double gk_log1p_unit_f64(double y) { return log1p(y); }
+GK_INLINE double gk_log1p_unit_f64(double y) { return log1p(y); }
 
 #define GK_DEFINE_ACT_MATH(T, S)                                                      \
-  static inline T gk_sigmoid_##S(T x) { return (T)1 / ((T)1 + gk_exp_##S(-x)); }       \
-  static inline T gk_relu_##S(T x) { return x < 0 ? (T)0 : x; }                        \
-  static inline T gk_drelu_##S(T x) { return x > 0 ? (T)1 : (T)0; }                    \
-  static inline T gk_silu_##S(T x) { return x * gk_sigmoid_##S(x); }                   \
-  static inline T gk_dsilu_##S(T x) {                                                 \
+  GK_INLINE T gk_sigmoid_##S(T x) { return (T)1 / ((T)1 + gk_exp_##S(-x)); }       \
+  GK_INLINE T gk_relu_##S(T x) { return x < 0 ? (T)0 : x; }                        \
+  GK_INLINE T gk_drelu_##S(T x) { return x > 0 ? (T)1 : (T)0; }                    \
+  GK_INLINE T gk_silu_##S(T x) { return x * gk_sigmoid_##S(x); }                   \
+  GK_INLINE T gk_dsilu_##S(T x) {                                                 \
     T s = gk_sigmoid_##S(x);                                                          \
     return s * ((T)1 + x * ((T)1 - s));                                               \
   }                                                                                   \
-  static inline T gk_dsigmoid_##S(T x) {                                              \
+  GK_INLINE T gk_dsigmoid_##S(T x) {                                              \
     T s = gk_sigmoid_##S(x);                                                          \
     return s * ((T)1 - s);                                                            \
   }                                                                                   \
-  static inline T gk_gelu_##S(T x) { return x * gk_phi_##S(x); }                     \
-  static inline T gk_dgelu_##S(T x) {                                                 \
+  GK_INLINE T gk_gelu_##S(T x) { return x * gk_phi_##S(x); }                     \
+  GK_INLINE T gk_dgelu_##S(T x) {                                                 \
     T pdf = gk_exp_##S((T)-0.5 * x * x) * (T)0.39894228040143267794;                  \
     return gk_phi_##S(x) + x * pdf;                                                   \
   }                                                                                   \
-  static inline T gk_gelu_tanh_##S(T x) {                                             \
+  GK_INLINE T gk_gelu_tanh_##S(T x) {                                             \
     T u = (T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x);                  \
     return x * gk_sigmoid_##S((T)2 * u);                                              \
   }                                                                                   \
-  static inline T gk_dgelu_tanh_##S(T x) {                                            \
+  GK_INLINE T gk_dgelu_tanh_##S(T x) {                                            \
     T k = (T)0.79788456080286535588, c = (T)0.044715;                                 \
     T s = gk_sigmoid_##S((T)2 * k * (x + c * x * x * x));                             \
     return s + (T)2 * x * s * ((T)1 - s) * k * ((T)1 + (T)3 * c * x * x);            \
   }                                                                                   \
-  static inline T gk_softplus_##S(T x, T beta, T threshold) {                         \
+  GK_INLINE T gk_softplus_##S(T x, T beta, T threshold) {                         \
     T z = beta * x;                                                                   \
     T v = (gk_select_##S(GK_MASK_##S(z > 0), z, (T)0) +                               \
            gk_log1p_unit_##S(gk_exp_##S(-fabs(z)))) / beta;                           \
     return gk_select_##S(GK_MASK_##S(z > threshold), x, v);                           \
   }                                                                                   \
-  static inline T gk_dsoftplus_##S(T x, T beta, T threshold) {                        \
+  GK_INLINE T gk_dsoftplus_##S(T x, T beta, T threshold) {                        \
     T z = beta * x;                                                                   \
     return gk_select_##S(GK_MASK_##S(z > threshold), (T)1, gk_sigmoid_##S(z));        \
   }                                                                                   \
-  static inline T gk_act_fwd_##S(const gk_act_params *p, T x) {                       \
+  GK_INLINE T gk_act_fwd_##S(const gk_act_params *p, T x) {                       \
     switch (p->act) {                                                                 \
     case GK_ACT_RELU: return gk_relu_##S(x);                                          \
     case GK_ACT_GELU: return gk_gelu_##S(x);                                          \
@@ -180,7 +181,7 @@ static inline double gk_log1p_unit_f64(double y) { return log1p(y); }
     }                                                                                 \
     return x;                                                                         \
   }                                                                                   \
-  static inline T gk_act_grad_##S(const gk_act_params *p, T x) {                      \
+  GK_INLINE T gk_act_grad_##S(const gk_act_params *p, T x) {                      \
     switch (p->act) {                                                                 \
     case GK_ACT_RELU: return gk_drelu_##S(x);                                         \
     case GK_ACT_GELU: return gk_dgelu_##S(x);                                         \

@@ -11,38 +11,40 @@
 #ifndef GK_CONVERT_H
 #define GK_CONVERT_H
 
+#include "isa.h"
+
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t gk_cvt_bits(float x) {
+GK_INLINE uint32_t gk_cvt_bits(float x) {
   uint32_t u;
   memcpy(&u, &x, 4);
   return u;
 }
 
-static inline float gk_cvt_float(uint32_t u) {
+GK_INLINE float gk_cvt_float(uint32_t u) {
   float x;
   memcpy(&x, &u, 4);
   return x;
 }
 
-static inline float gk_bf16_to_f32_inline(uint16_t h) { return gk_cvt_float((uint32_t)h << 16); }
+GK_INLINE float gk_bf16_to_f32_inline(uint16_t h) { return gk_cvt_float((uint32_t)h << 16); }
 
-static inline uint16_t gk_f32_to_bf16_inline(float x) {
+GK_INLINE uint16_t gk_f32_to_bf16_inline(float x) {
   uint32_t u = gk_cvt_bits(x);
   uint32_t nan = -(uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
   uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
   return (uint16_t)((rounded & ~nan) | (quiet & nan));
 }
 
-static inline float gk_f16_to_f32_inline(uint16_t h) {
+GK_INLINE float gk_f16_to_f32_inline(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
   uint32_t scaled = gk_cvt_bits(gk_cvt_float(em << 13) * 5.192296858534828e33f);  // 2^112
   uint32_t special = -(uint32_t)(em >= 0x7c00u);                                     // inf, NaN
   return gk_cvt_float(sign | (scaled & ~special) | ((0x7f800000u | (em << 13)) & special));
 }
 
-static inline uint16_t gk_f32_to_f16_inline(float x) {
+GK_INLINE uint16_t gk_f32_to_f16_inline(float x) {
   uint32_t u = gk_cvt_bits(x), sign = u & 0x80000000u, a = u ^ sign;
   uint32_t inf_nan = a > 0x7f800000u ? 0x7e00u : 0x7c00u;
   // Subnormal results: adding 0.5 (2^-1) leaves the f16 subnormal's units,

@@ -40,7 +40,7 @@ typedef const gk_tensor *gk_kernel_args[GK_ARG_COUNT_];
 struct gk_kernel {
   const char *name;                    // implementation: "ref", "cpu_threads"
   gk_backend backend;
-  const char *isa;
+  const char *isa;                     // NULL: the level gk_isa_level() picked
   // NULL: supports every description of its op and direction.
   bool (*supports)(const gk_op_desc *desc);
   // NULL: needs no workspace.
@@ -138,14 +138,9 @@ double gk_get(const gk_tensor *t, int64_t i);
 void gk_set(const gk_tensor *t, int64_t i, double v);
 
 // ---------------------------------------------------------------- ISA
-// Hot f32 loops: compiled for AVX-512, AVX2 and the baseline and picked at
-// load time from cpuid (x86-64 glibc, through ifunc); elsewhere compiled once.
-// On one machine a result never depends on the thread count.
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GLIBC__) && (defined(__GNUC__) || defined(__clang__))
-#define GK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define GK_CLONES
-#endif
+// Kernels compile their hot loops per instruction-set level (isa.h). On one
+// machine and level a result never depends on the thread count.
+#include "isa.h"
 
 // ---------------------------------------------------------------- threads
 // Run fn(ctx, task) for task in [0, ntasks) on the pool. Which thread runs a

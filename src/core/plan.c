@@ -255,7 +255,7 @@ gk_status gk_plan_get_info(const gk_plan *plan, gk_plan_info *info) {
   memset(info, 0, sizeof *info);
   info->kernel = plan->kernel_name;
   info->backend = k->backend;
-  info->isa = k->isa;
+  info->isa = k->isa ? k->isa : gk_isa_name(gk_isa_level());
   if (k->backend == GK_BACKEND_REF) {
     info->math = f64 ? "f64 math" : "f64 math, rounded to nearest even on store";
     info->accumulator = GK_F64;

@@ -46,8 +46,8 @@ typedef struct ew_job {
     out[0][i] = da;                                                                        \
     out[1][i] = db;                                                                        \
   }
-#define GK_DEFINE_EW_COMPUTE(T, S, CLONES)                                                 \
-  CLONES static void ew_compute_##S(const ew_job *j, const T *const *in, T *const *out, int64_t n) { \
+#define GK_DEFINE_EW_COMPUTE(T, S)                                                 \
+  GK_INLINE void ew_compute_##S(const ew_job *j, const T *const *in, T *const *out, int64_t n) { \
     typedef T elem;                                                                        \
     const gk_act_params *p = &j->p;                                                        \
     T beta = (T)p->beta, thr = (T)p->threshold;                                            \
@@ -60,7 +60,7 @@ typedef struct ew_job {
     case EW_GATED_BWD: EW_ACT_CASES(S, EW_LOOP_GATED_BWD) break;                           \
     }                                                                                      \
   }                                                                                        \
-  static void ew_task_##S(const ew_job *j, int64_t task) {                                 \
+  GK_INLINE void ew_task_##S(const ew_job *j, int64_t task) {                                 \
     T inbuf[MAX_IN][CHUNK], outbuf[MAX_OUT][CHUNK];                                        \
     const T *in[MAX_IN];                                                                   \
     T *out[MAX_OUT];                                                                       \
@@ -74,14 +74,15 @@ typedef struct ew_job {
     }                                                                                      \
   }
 
-GK_DEFINE_EW_COMPUTE(float, f32, GK_CLONES)
-GK_DEFINE_EW_COMPUTE(double, f64, )
+GK_DEFINE_EW_COMPUTE(float, f32)
+GK_DEFINE_EW_COMPUTE(double, f64)
 
-static void ew_task(void *ctx, int64_t task) {
+GK_INLINE void ew_task_body(void *ctx, int64_t task) {
   const ew_job *j = ctx;
   if (j->in[0]->dtype == GK_F64) ew_task_f64(j, task);
   else ew_task_f32(j, task);
 }
+GK_ISA_VARIANTS(ew_task, (void *ctx, int64_t task), (ctx, task))
 
 static gk_status ew_run(ew_job *j) {
   gk_parallel_for(gk_ceil_div(j->n, TASK_ELEMS), ew_task, j);
@@ -119,9 +120,9 @@ static gk_status cpu_gated_bwd(const gk_plan *plan, const gk_kernel_args a, void
   return ew_run(&j);
 }
 
-const gk_kernel gk_cpu_activation_fwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL,
+const gk_kernel gk_cpu_activation_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL,
                                          cpu_activation_fwd};
-const gk_kernel gk_cpu_activation_bwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL,
+const gk_kernel gk_cpu_activation_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL,
                                          cpu_activation_bwd};
-const gk_kernel gk_cpu_gated_fwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL, cpu_gated_fwd};
-const gk_kernel gk_cpu_gated_bwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL, cpu_gated_bwd};
+const gk_kernel gk_cpu_gated_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_gated_fwd};
+const gk_kernel gk_cpu_gated_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_gated_bwd};

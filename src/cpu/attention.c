@@ -141,8 +141,8 @@ static inline double exp_f64(double x) { return exp(x); }
 GK_DEFINE_TILES(float, f32, generic, , gk_exp_f32)
 GK_DEFINE_TILES(double, f64, generic, , exp_f64)
 #if GK_X86
-GK_DEFINE_TILES(float, f32, avx2, GK_ATTR_AVX2, gk_exp_f32)
-GK_DEFINE_TILES(float, f32, avx512, GK_ATTR_AVX512, gk_exp_f32)
+GK_DEFINE_TILES(float, f32, avx2, GK_TARGET_AVX2, gk_exp_f32)
+GK_DEFINE_TILES(float, f32, avx512, GK_TARGET_AVX512, gk_exp_f32)
 #endif
 
 typedef struct attn_job {
@@ -500,7 +500,7 @@ static gk_status cpu_attention_bwd(const gk_plan *plan, const gk_kernel_args a, 
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_cpu_attention_fwd = {"cpu_flash", GK_BACKEND_CPU, "c11-simd", NULL, cpu_attention_fwd_workspace,
+const gk_kernel gk_cpu_attention_fwd = {"cpu_flash", GK_BACKEND_CPU, NULL, NULL, cpu_attention_fwd_workspace,
                                         cpu_attention_fwd};
-const gk_kernel gk_cpu_attention_bwd = {"cpu_flash", GK_BACKEND_CPU, "c11-simd", NULL, cpu_attention_bwd_workspace,
+const gk_kernel gk_cpu_attention_bwd = {"cpu_flash", GK_BACKEND_CPU, NULL, NULL, cpu_attention_bwd_workspace,
                                         cpu_attention_bwd};

@@ -120,6 +120,6 @@ static size_t cpu_conv1d_bwd_workspace(const gk_plan *plan) {
   return align64((size_t)(j.s.B * j.s.D * j.s.L) * acc) + (size_t)(j.groups * j.s.D * (j.s.W + 1)) * acc;
 }
 
-const gk_kernel gk_cpu_conv1d_fwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL, cpu_conv1d_fwd};
-const gk_kernel gk_cpu_conv1d_bwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, cpu_conv1d_bwd_workspace,
+const gk_kernel gk_cpu_conv1d_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_conv1d_fwd};
+const gk_kernel gk_cpu_conv1d_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, cpu_conv1d_bwd_workspace,
                                      cpu_conv1d_bwd};

@@ -27,8 +27,8 @@ GK_DEFINE_ROW_LSE(double, f64)
 #define exp_f32 gk_exp_f32
 #define exp_f64 gk_exp_libm_f64
 
-#define GK_DEFINE_CE(T, S, CLONES)                                                                 \
-  CLONES static void ce_task_##S(const ce_job *j, int64_t task) {                                  \
+#define GK_DEFINE_CE(T, S)                                                                 \
+  GK_INLINE void ce_task_##S(const ce_job *j, int64_t task) {                                  \
     T buf[CHUNK], obuf[CHUNK];                                                                \
     T g = (T)j->g, eps = (T)j->eps, V = (T)j->V;                                              \
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                           \
@@ -63,14 +63,15 @@ GK_DEFINE_ROW_LSE(double, f64)
     }                                                                                         \
   }
 
-GK_DEFINE_CE(float, f32, GK_CLONES)
-GK_DEFINE_CE(double, f64, )
+GK_DEFINE_CE(float, f32)
+GK_DEFINE_CE(double, f64)
 
-static void ce_task(void *ctx, int64_t task) {
+GK_INLINE void ce_task_body(void *ctx, int64_t task) {
   const ce_job *j = ctx;
   if (j->x->dtype == GK_F64) ce_task_f64(j, task);
   else ce_task_f32(j, task);
 }
+GK_ISA_VARIANTS(ce_task, (void *ctx, int64_t task), (ctx, task))
 
 static size_t cpu_ce_workspace(const gk_plan *plan) {
   const gk_op_desc *d = &plan->desc;
@@ -107,7 +108,7 @@ static gk_status cpu_cross_entropy_bwd(const gk_plan *plan, const gk_kernel_args
   return cpu_ce_run(plan, a, ws, gk_get(a[GK_ARG_DLOSS], 0));
 }
 
-const gk_kernel gk_cpu_cross_entropy_fwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, cpu_ce_workspace,
+const gk_kernel gk_cpu_cross_entropy_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, cpu_ce_workspace,
                                             cpu_cross_entropy_fwd};
-const gk_kernel gk_cpu_cross_entropy_bwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, cpu_ce_workspace,
+const gk_kernel gk_cpu_cross_entropy_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, cpu_ce_workspace,
                                             cpu_cross_entropy_bwd};

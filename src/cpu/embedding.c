@@ -115,6 +115,6 @@ static size_t cpu_embedding_bwd_workspace(const gk_plan *plan) {
   return (size_t)(plan->desc.embedding.num_embeddings + 1 + n) * sizeof(int64_t);
 }
 
-const gk_kernel gk_cpu_embedding_fwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL, cpu_embedding_fwd};
-const gk_kernel gk_cpu_embedding_bwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, cpu_embedding_bwd_workspace,
+const gk_kernel gk_cpu_embedding_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_embedding_fwd};
+const gk_kernel gk_cpu_embedding_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, cpu_embedding_bwd_workspace,
                                         cpu_embedding_bwd};

@@ -112,28 +112,29 @@ static int64_t inner_stride(const gk_index *ix) {
 
 #define MADD_PLAIN(a, b, c) ((a) * (b) + (c))
 #if GK_X86
-GK_UKERNEL(uk_f32_avx512, float, 12, 32, GK_ATTR_AVX512, fmaf)
-GK_UKERNEL(uk_f64_avx512, double, 12, 16, GK_ATTR_AVX512, fma)
-GK_UKERNEL(uk_f32_avx2, float, 6, 16, GK_ATTR_AVX2, fmaf)
-GK_UKERNEL(uk_f64_avx2, double, 6, 8, GK_ATTR_AVX2, fma)
+GK_UKERNEL(uk_f32_avx512, float, 12, 32, GK_TARGET_AVX512, fmaf)
+GK_UKERNEL(uk_f64_avx512, double, 12, 16, GK_TARGET_AVX512, fma)
+GK_UKERNEL(uk_f32_avx2, float, 6, 16, GK_TARGET_AVX2, fmaf)
+GK_UKERNEL(uk_f64_avx2, double, 6, 8, GK_TARGET_AVX2, fma)
 #endif
 GK_UKERNEL(uk_f32_generic, float, 4, 8, , MADD_PLAIN)
 GK_UKERNEL(uk_f64_generic, double, 4, 4, , MADD_PLAIN)
 
-static gk_ukernels ukernels = {"generic (c11 vectorized)", GK_ISA_GENERIC, 4, 8, 4, 4, uk_f32_generic,
+static gk_ukernels ukernels = {"scalar (c11 vectorized)", GK_ISA_SCALAR, 4, 8, 4, 4, uk_f32_generic,
                                uk_f64_generic};
 static pthread_once_t ukernels_once = PTHREAD_ONCE_INIT;
 
 static void select_ukernels(void) {
 #if GK_X86
-  const char *want = getenv("GK_ISA");
-  bool allow512 = !want || !strcmp(want, "avx512"), allow2 = allow512 || !strcmp(want, "avx2");
-  __builtin_cpu_init();
-  bool fma3 = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
-  if (allow512 && fma3 && __builtin_cpu_supports("avx512f"))
-    ukernels = (gk_ukernels){"avx512f (c11 vectorized)", GK_ISA_AVX512, 12, 32, 12, 16, uk_f32_avx512, uk_f64_avx512};
-  else if (allow2 && fma3)
-    ukernels = (gk_ukernels){"avx2+fma (c11 vectorized)", GK_ISA_AVX2, 6, 16, 6, 8, uk_f32_avx2, uk_f64_avx2};
+  switch (gk_isa_level()) {
+  case GK_ISA_AVX512:
+    ukernels = (gk_ukernels){"avx512 (c11 vectorized)", GK_ISA_AVX512, 12, 32, 12, 16, uk_f32_avx512, uk_f64_avx512};
+    break;
+  case GK_ISA_AVX2:
+    ukernels = (gk_ukernels){"avx2 (c11 vectorized)", GK_ISA_AVX2, 6, 16, 6, 8, uk_f32_avx2, uk_f64_avx2};
+    break;
+  default: break;
+  }
 #endif
 }
 

@@ -3,7 +3,7 @@
 // converted to f32 on the way), and a register-tiled MR x NR microkernel,
 // plain C that the compiler vectorizes, runs over them. The microkernel is
 // compiled for AVX-512, AVX2+FMA and the baseline ISA and picked once from
-// cpuid (GK_ISA=avx512|avx2|generic in the environment asks for a lower one).
+// cpuid, or the level GK_ISA forces (core/isa.h).
 //
 // Every element of C is one chain c = fma(a_k, b_k, c) over k = 0 .. K-1 in
 // order (mul then add on the baseline ISA), whatever the blocking, tile sizes
@@ -44,7 +44,6 @@ gk_mat gk_mat_t(gk_mat m);
 // c : 0) + a b, where a is a packed sliver of kc x MR and b one of kc x NR.
 typedef void (*gk_ukernel_f32)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int load);
 typedef void (*gk_ukernel_f64)(int64_t kc, const double *a, const double *b, double *c, int64_t ldc, int load);
-typedef enum gk_isa { GK_ISA_GENERIC = 0, GK_ISA_AVX2 = 1, GK_ISA_AVX512 = 2 } gk_isa;
 typedef struct gk_ukernels {
   const char *isa;
   gk_isa level;
@@ -53,16 +52,6 @@ typedef struct gk_ukernels {
   gk_ukernel_f64 f64;
 } gk_ukernels;
 const gk_ukernels *gk_ukernels_get(void);
-
-// Function attributes that compile a function for AVX-512 or AVX2+FMA (the
-// other kernels dispatch on gk_ukernels_get()->level too).
-#if defined(__x86_64__) || defined(__i386__)
-#define GK_X86 1
-#define GK_ATTR_AVX512 __attribute__((target("avx512f,avx2,fma")))
-#define GK_ATTR_AVX2 __attribute__((target("avx2,fma")))
-#else
-#define GK_X86 0
-#endif
 
 // Packing, for T = float (S = f32) and double (S = f64):
 //  pack_a: rows [i0, i0 + m) x columns [k0, k0 + kc) of batch b of `a` into

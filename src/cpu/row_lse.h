@@ -19,7 +19,7 @@ static inline double gk_exp_libm_f64(double x) { return exp(x); }
 // also *sumx = sum x. buf holds CHUNK elements.
 #define GK_DEFINE_ROW_LSE(T, S)                                                             \
   /* always inlined, so each ISA clone of its caller gets its own copy */               \
-  static inline __attribute__((always_inline)) void gk_row_lse_##S(                         \
+  GK_INLINE void gk_row_lse_##S(                         \
       const gk_tensor *x, int64_t n, T *buf, T *m_out, T *s_out, T *sumx) {                 \
     T m = -(T)INFINITY, s = 0, sx[LANES] = {0};                                             \
     for (int64_t c = 0; c < n; c += CHUNK) {                                                \

@@ -23,8 +23,8 @@ GK_DEFINE_ROW_LSE(double, f64)
 #define exp_f32 gk_exp_f32
 #define exp_f64 gk_exp_libm_f64
 
-#define GK_DEFINE_SOFTMAX(T, S, CLONES)                                                          \
-  CLONES static void sm_fwd_task_##S(const sm_job *j, int64_t task) {                            \
+#define GK_DEFINE_SOFTMAX(T, S)                                                          \
+  GK_INLINE void sm_fwd_task_##S(const sm_job *j, int64_t task) {                            \
     T buf[CHUNK], obuf[CHUNK];                                                              \
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                         \
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                               \
@@ -44,7 +44,7 @@ GK_DEFINE_ROW_LSE(double, f64)
       }                                                                                     \
     }                                                                                       \
   }                                                                                         \
-  CLONES static void sm_bwd_task_##S(const sm_job *j, int64_t task) {                            \
+  GK_INLINE void sm_bwd_task_##S(const sm_job *j, int64_t task) {                            \
     T gbuf[CHUNK], ybuf[CHUNK], obuf[CHUNK];                                                \
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                         \
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                               \
@@ -76,20 +76,22 @@ GK_DEFINE_ROW_LSE(double, f64)
   }
 
 #define exp_f32 gk_exp_f32
-GK_DEFINE_SOFTMAX(float, f32, GK_CLONES)
-GK_DEFINE_SOFTMAX(double, f64, )
+GK_DEFINE_SOFTMAX(float, f32)
+GK_DEFINE_SOFTMAX(double, f64)
 
-static void fwd_task(void *ctx, int64_t t) {
+GK_INLINE void fwd_task_body(void *ctx, int64_t t) {
   const sm_job *j = ctx;
   if (j->x.dtype == GK_F64) sm_fwd_task_f64(j, t);
   else sm_fwd_task_f32(j, t);
 }
+GK_ISA_VARIANTS(fwd_task, (void *ctx, int64_t t), (ctx, t))
 
-static void bwd_task(void *ctx, int64_t t) {
+GK_INLINE void bwd_task_body(void *ctx, int64_t t) {
   const sm_job *j = ctx;
   if (j->y.dtype == GK_F64) sm_bwd_task_f64(j, t);
   else sm_bwd_task_f32(j, t);
 }
+GK_ISA_VARIANTS(bwd_task, (void *ctx, int64_t t), (ctx, t))
 
 static sm_job job_of(const gk_plan *plan, const gk_kernel_args a) {
   const gk_op_desc *d = &plan->desc;
@@ -122,5 +124,5 @@ static gk_status cpu_softmax_bwd(const gk_plan *plan, const gk_kernel_args a, vo
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_cpu_softmax_fwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL, cpu_softmax_fwd};
-const gk_kernel gk_cpu_softmax_bwd = {"cpu_threads", GK_BACKEND_CPU, "c11", NULL, NULL, cpu_softmax_bwd};
+const gk_kernel gk_cpu_softmax_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_softmax_fwd};
+const gk_kernel gk_cpu_softmax_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_softmax_bwd};

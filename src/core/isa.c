@@ -1,0 +1,50 @@
+// The CPU kernels' instruction-set level (see isa.h).
+#include "isa.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static gk_isa level = GK_ISA_SCALAR;
+static pthread_once_t level_once = PTHREAD_ONCE_INIT;
+
+static const char *const names[] = {"scalar", "avx2", "avx512"};
+
+const char *gk_isa_name(gk_isa l) { return l >= GK_ISA_SCALAR && l <= GK_ISA_AVX512 ? names[l] : "?"; }
+
+// The best level this CPU runs.
+static gk_isa cpu_level(void) {
+#if GK_X86
+  __builtin_cpu_init();
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+              __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+  bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return avx512 ? GK_ISA_AVX512 : avx2 ? GK_ISA_AVX2 : GK_ISA_SCALAR;
+#else
+  return GK_ISA_SCALAR;
+#endif
+}
+
+static void pick_level(void) {
+  gk_isa best = cpu_level();
+  level = best;
+  const char *want = getenv("GK_ISA");
+  if (!want || !*want) return;
+  for (int l = GK_ISA_SCALAR; l <= GK_ISA_AVX512; l++) {
+    if (strcmp(want, names[l])) continue;
+    if ((gk_isa)l > best)
+      fprintf(stderr, "gradkern: GK_ISA=%s: this CPU runs %s at best; using %s\n", want, names[best], names[best]);
+    else
+      level = (gk_isa)l;
+    return;
+  }
+  fprintf(stderr, "gradkern: GK_ISA=%s is not avx512, avx2 or scalar; using %s\n", want, names[best]);
+}
+
+gk_isa gk_isa_level(void) {
+  pthread_once(&level_once, pick_level);
+  return level;
+}

@@ -1,0 +1,54 @@
+// Instruction-set levels of the CPU kernels.
+//
+// Every hot loop of the CPU backend is compiled three times: for AVX-512
+// (F, BW, DQ, VL, with FMA and F16C), for AVX2 + FMA + F16C, and for the
+// baseline of the target (SSE2 on x86-64; the plain C path, named "scalar").
+// The level is picked once, from cpuid, the first time a kernel runs;
+// GK_ISA=avx512|avx2|scalar in the environment forces one (a level above what
+// the CPU has is lowered to the best it has, with a warning on stderr, as is
+// an unknown name). Off x86-64 there is one level, "scalar".
+//
+// The pattern, in a kernel file:
+//   GK_INLINE void fwd_task_body(void *ctx, int64_t task) { ... }
+//   GK_ISA_VARIANTS(fwd_task, (void *ctx, int64_t task), (ctx, task))
+// defines fwd_task_avx512 / _avx2 / _scalar, each a copy of the body compiled
+// for its level, and `static void fwd_task(void *ctx, int64_t task)` that
+// calls the one gk_isa_level() picked. Everything the body calls in its inner
+// loops must be GK_INLINE too (static inline functions compiled into each
+// copy); a call to an ordinary function runs that function's own code.
+#ifndef GK_ISA_H
+#define GK_ISA_H
+
+typedef enum gk_isa { GK_ISA_SCALAR = 0, GK_ISA_AVX2 = 1, GK_ISA_AVX512 = 2 } gk_isa;
+
+// The level in use (cpuid, lowered by GK_ISA), fixed after the first call.
+gk_isa gk_isa_level(void);
+// "avx512", "avx2" or "scalar".
+const char *gk_isa_name(gk_isa level);
+
+#define GK_INLINE static inline __attribute__((always_inline))
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define GK_X86 1
+#define GK_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi,bmi2")))
+#define GK_TARGET_AVX2 __attribute__((target("avx2,fma,f16c,bmi,bmi2")))
+#define GK_ISA_VARIANTS(name, params, args)                                                 \
+  GK_TARGET_AVX512 static void name##_avx512 params { name##_body args; }                   \
+  GK_TARGET_AVX2 static void name##_avx2 params { name##_body args; }                       \
+  static void name##_scalar params { name##_body args; }                                    \
+  static void name params {                                                                 \
+    switch (gk_isa_level()) {                                                               \
+    case GK_ISA_AVX512: name##_avx512 args; break;                                          \
+    case GK_ISA_AVX2: name##_avx2 args; break;                                              \
+    default: name##_scalar args; break;                                                     \
+    }                                                                                       \
+  }
+#else
+#define GK_X86 0
+#define GK_TARGET_AVX512
+#define GK_TARGET_AVX2
+#define GK_ISA_VARIANTS(name, params, args) \
+  static void name params { name##_body args; }
+#endif
+
+#endif
