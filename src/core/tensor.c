@@ -216,13 +216,24 @@ void gk_set(const gk_tensor *t, int64_t i, double v) {
     }                                                                                \
   } while (0)
 
+// Contiguous runs of f16/bf16 <-> f32, compiled per instruction-set level
+// (the branch-free conversions of convert.h vectorise; F16C is not used, so
+// every level rounds the same way).
+#define GK_DEFINE_CVT(NAME, FROM, TO, CVT)                                             \
+  GK_INLINE void NAME##_body(const FROM *src, int64_t n, TO *dst) {                   \
+    for (int64_t i = 0; i < n; i++) dst[i] = CVT(src[i]);                              \
+  }                                                                                    \
+  GK_ISA_VARIANTS(NAME, (const FROM *src, int64_t n, TO *dst), (src, n, dst))
+GK_DEFINE_CVT(bf16_to_f32, uint16_t, float, gk_bf16_to_f32_inline)
+GK_DEFINE_CVT(f16_to_f32, uint16_t, float, gk_f16_to_f32_inline)
+GK_DEFINE_CVT(f32_to_bf16, float, uint16_t, gk_f32_to_bf16_inline)
+GK_DEFINE_CVT(f32_to_f16, float, uint16_t, gk_f32_to_f16_inline)
+
 void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out) {
   if ((t->dtype == GK_BF16 || t->dtype == GK_F16) && gk_tensor_is_contiguous(t)) {
     const uint16_t *src = (const uint16_t *)t->data + start;
-    if (t->dtype == GK_BF16)
-      for (int64_t i = 0; i < n; i++) out[i] = gk_bf16_to_f32_inline(src[i]);
-    else
-      for (int64_t i = 0; i < n; i++) out[i] = gk_f16_to_f32_inline(src[i]);
+    if (t->dtype == GK_BF16) bf16_to_f32(src, n, out);
+    else f16_to_f32(src, n, out);
     return;
   }
   switch (t->dtype) {
@@ -236,10 +247,8 @@ void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out) {
 void gk_store_f32(const gk_tensor *t, int64_t start, int64_t n, const float *in) {
   if ((t->dtype == GK_BF16 || t->dtype == GK_F16) && gk_tensor_is_contiguous(t)) {
     uint16_t *dst = (uint16_t *)t->data + start;
-    if (t->dtype == GK_BF16)
-      for (int64_t i = 0; i < n; i++) dst[i] = gk_f32_to_bf16_inline(in[i]);
-    else
-      for (int64_t i = 0; i < n; i++) dst[i] = gk_f32_to_f16_inline(in[i]);
+    if (t->dtype == GK_BF16) f32_to_bf16(in, n, dst);
+    else f32_to_f16(in, n, dst);
     return;
   }
   switch (t->dtype) {
