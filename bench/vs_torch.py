@@ -62,13 +62,15 @@ def rnd(shape, dtype, grad=True, scale=1.0):
 
 
 class Op:
-    """An op: forward(*inputs) on tensors from inputs(dtype)."""
+    """An op: forward(*inputs) on tensors from inputs(dtype, dims), where dims
+    is the shape of gradkern's row (the rows' shape text up to the first
+    space, e.g. 4096x8192); ops with one fixed shape ignore it."""
 
     def __init__(self, name, inputs, forward):
         self.name, self.inputs, self.forward = name, inputs, forward
 
-    def timers(self, dtype):
-        ins = self.inputs(DTYPES[dtype])
+    def timers(self, dtype, dims):
+        ins = self.inputs(DTYPES[dtype], dims)
         grads = [t for t in ins if isinstance(t, torch.Tensor) and t.requires_grad]
 
         def fwd():
@@ -95,7 +97,7 @@ def rope(x, cos, sin):
     return torch.cat([a * cos - b * sin, b * cos + a * sin], -1)
 
 
-def rope_inputs(dt):
+def rope_inputs(dt, dims):
     B, T, H, Dh = 4, 1024, 16, 64
     i = torch.arange(Dh // 2, dtype=torch.float64)
     ang = torch.arange(T, dtype=torch.float64)[:, None] * 10000.0 ** (-2 * i / Dh)
@@ -109,12 +111,26 @@ def attention(q, k, v):
     return torch.softmax(s.masked_fill(~mask, float("-inf")), -1) @ v
 
 
+# Attention at T = 4096: PyTorch's eager attention keeps (T, T) scores, softmax
+# and their gradients per head (64 MiB each), several GiB for the whole batch,
+# so it is timed on ATTN_BIG_HEADS heads of one sequence and scaled linearly to
+# B x H (the rows say so).
+ATTN_BIG_T, ATTN_BIG_HEADS = 4096, 4
+
+
+def attention_inputs(dt, dims):
+    B, H, T, Dh = dims
+    if T >= ATTN_BIG_T:
+        B, H = 1, ATTN_BIG_HEADS
+    return tuple(rnd((B, H, T, Dh), dt) for _ in range(3))
+
+
 def conv1d(x, w, b):
     return F.silu(F.conv1d(F.pad(x, (w.shape[1] - 1, 0)), w.unsqueeze(1), b, groups=x.shape[1]))
 
 
 def scan_inputs(L):
-    def make(dt):
+    def make(dt, dims):
         B, D, N = 4, 1536, 16
         return (rnd((B, D, L), dt), rnd((B, D, L), dt, scale=0.5), (-torch.rand(D, N) - 0.5).to(dt).requires_grad_(),
                 rnd((B, N, L), dt), rnd((B, N, L), dt), rnd((D,), dt), rnd((B, D, L), dt), rnd((D,), dt, scale=0.1))
@@ -134,31 +150,31 @@ def selective_scan(u, delta, A, Bm, Cm, Dv, z, dbias):
 
 
 def ops(scan_steps):
-    R = (4096, 2048)
-    two = lambda dt: (rnd(R, dt), rnd(R, dt))  # noqa: E731
+    one = lambda dt, R: (rnd(R, dt),)  # noqa: E731
+    two = lambda dt, R: (rnd(R, dt), rnd(R, dt))  # noqa: E731
     table = [
-        Op("relu", lambda dt: (rnd(R, dt),), F.relu),
-        Op("gelu", lambda dt: (rnd(R, dt),), F.gelu),
-        Op("silu", lambda dt: (rnd(R, dt),), F.silu),
-        Op("sigmoid", lambda dt: (rnd(R, dt),), torch.sigmoid),
-        Op("softplus", lambda dt: (rnd(R, dt),), F.softplus),
+        Op("relu", one, F.relu),
+        Op("gelu", one, F.gelu),
+        Op("silu", one, F.silu),
+        Op("sigmoid", one, torch.sigmoid),
+        Op("softplus", one, F.softplus),
         Op("glu", two, lambda x, g: x * torch.sigmoid(g)),
         Op("reglu", two, lambda x, g: x * F.relu(g)),
         Op("swiglu", two, lambda x, g: x * F.silu(g)),
         Op("geglu", two, lambda x, g: x * F.gelu(g)),
-        Op("rmsnorm", lambda dt: (rnd(R, dt), rnd((2048,), dt)), rms_norm),
-        Op("layernorm", lambda dt: (rnd(R, dt), rnd((2048,), dt), rnd((2048,), dt)),
-           lambda x, w, b: F.layer_norm(x, (2048,), w, b)),
-        Op("softmax", lambda dt: (rnd(R, dt),), lambda x: torch.softmax(x, -1)),
+        Op("rmsnorm", lambda dt, R: (rnd(R, dt), rnd(R[-1:], dt)), rms_norm),
+        Op("layernorm", lambda dt, R: (rnd(R, dt), rnd(R[-1:], dt), rnd(R[-1:], dt)),
+           lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b)),
+        Op("softmax", one, lambda x: torch.softmax(x, -1)),
         Op("add", two, lambda a, b: a + b),
         Op("mul", two, lambda a, b: a * b),
-        Op("linear", lambda dt: (rnd(R, dt), rnd((5632, 2048), dt, scale=0.02), rnd((5632,), dt)), F.linear),
-        Op("matmul", lambda dt: (rnd(R, dt), rnd((2048, 5632), dt, scale=0.02)), torch.matmul),
-        Op("attention", lambda dt: tuple(rnd((4, 16, 1024, 64), dt) for _ in range(3)), attention),
-        Op("cross_entropy", lambda dt: (rnd((2048, 32000), dt), torch.randint(0, 32000, (2048,))), F.cross_entropy),
-        Op("embedding", lambda dt: (torch.randint(0, 32000, (8, 1024)), rnd((32000, 2048), dt)), F.embedding),
+        Op("linear", lambda dt, R: (rnd(R, dt), rnd((5632, 2048), dt, scale=0.02), rnd((5632,), dt)), F.linear),
+        Op("matmul", lambda dt, R: (rnd(R, dt), rnd((2048, 5632), dt, scale=0.02)), torch.matmul),
+        Op("attention", attention_inputs, attention),
+        Op("cross_entropy", lambda dt, R: (rnd(R, dt), torch.randint(0, R[1], (R[0],))), F.cross_entropy),
+        Op("embedding", lambda dt, R: (torch.randint(0, 32000, R), rnd((32000, 2048), dt)), F.embedding),
         Op("rope", rope_inputs, rope),
-        Op("conv1d", lambda dt: (rnd((4, 1536, 1024), dt), rnd((1536, 4), dt, scale=0.5), rnd((1536,), dt)), conv1d),
+        Op("conv1d", lambda dt, R: (rnd(R, dt), rnd((R[1], 4), dt, scale=0.5), rnd((R[1],), dt)), conv1d),
         Op("selective_scan", scan_inputs(scan_steps), selective_scan),
     ]
     return {o.name: o for o in table}
@@ -205,6 +221,13 @@ def train_timer(arch):
     return step
 
 
+def row_dims(shape):
+    """(4096, 8192) from "4096x8192 ..."; None when the text starts otherwise."""
+    head = shape.split()[0] if shape.split() else ""
+    parts = head.split("x")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
 def main():
     a = parse()
     torch.set_num_threads(2)
@@ -226,19 +249,25 @@ def main():
         op, direction, dtype = r["op"], r["direction"], r["dtype"]
         note = ""
         try:
+            dims = row_dims(r["shape"])
             if op in table:
-                key = (op, dtype)
+                key = (op, dtype, dims)
                 if key not in timers:
-                    timers[key] = table[op].timers(dtype)
+                    timers.clear()  # one op's inputs at a time: the big ones take GiBs
+                    timers[key] = table[op].timers(dtype, dims)
                 fn = timers[key][0 if direction == "forward" else 1]
                 ms = median_ms(fn, repeat, budget)
+                if op == "attention" and dims[2] >= ATTN_BIG_T:
+                    ms *= dims[0] * dims[1] / ATTN_BIG_HEADS
+                    note = "torch timed on %d heads of one sequence, scaled to %d x %d" % (ATTN_BIG_HEADS, dims[0],
+                                                                                           dims[1])
                 if op == "add" and direction == "backward":
                     note = "torch: autograd hands dy on as da and db (no copy), gradkern writes both"
                 if op == "selective_scan":
                     ms *= 1024 / scan_steps
                     note = "torch loop timed over L=%d steps, extrapolated linearly to L=1024" % scan_steps
             elif op == "cross_entropy_fused":
-                fwd, bwd = timers.get(("cross_entropy", dtype)) or table["cross_entropy"].timers(dtype)
+                fwd, bwd = timers.get(("cross_entropy", dtype, dims)) or table["cross_entropy"].timers(dtype, dims)
                 ms = median_ms(fwd, repeat, budget) + median_ms(bwd, repeat, budget)
                 note = "torch: loss forward + backward (two passes, separate dlogits)"
             elif op == "adamw":

@@ -430,23 +430,28 @@ static void bench_desc(bench *bn, const char *name, gk_op_desc *d, bound b, cons
 static void bench_ops(bench *bn) {
   static const gk_op act[] = {GK_OP_RELU, GK_OP_GELU, GK_OP_SILU, GK_OP_SIGMOID, GK_OP_SOFTPLUS};
   static const gk_op gated[] = {GK_OP_GLU, GK_OP_REGLU, GK_OP_SWIGLU, GK_OP_GEGLU};
-  const int64_t rows[2] = {4096, 2048};
+  // Rows of a LLaMA-sized hidden state (2048) and of a wide MLP (8192).
+  static const int64_t row_shapes[2][2] = {{4096, 2048}, {4096, 8192}};
+  const int64_t *rows = row_shapes[0];
   gk_op_desc d;
-  for (size_t i = 0; i < sizeof act / sizeof *act; i++) {
-    gk_op_desc_init(&d, act[i], GK_FORWARD, GK_F32, 2, rows);
-    bench_desc(bn, gk_op_name(act[i]), &d, B_MEMORY, NULL, NULL, 0);
+  for (int s = 0; s < 2; s++) {
+    const int64_t *shape = row_shapes[s];
+    for (size_t i = 0; i < sizeof act / sizeof *act; i++) {
+      gk_op_desc_init(&d, act[i], GK_FORWARD, GK_F32, 2, shape);
+      bench_desc(bn, gk_op_name(act[i]), &d, B_MEMORY, NULL, NULL, 0);
+    }
+    for (size_t i = 0; i < sizeof gated / sizeof *gated; i++) {
+      gk_op_desc_init(&d, gated[i], GK_FORWARD, GK_F32, 2, shape);
+      d.gated.form = GK_GATED_TWO_TENSOR;
+      bench_desc(bn, gk_op_name(gated[i]), &d, B_MEMORY, NULL, " (x, gate)", 0);
+    }
+    gk_op_desc_init(&d, GK_OP_RMSNORM, GK_FORWARD, GK_F32, 2, shape);
+    bench_desc(bn, "rmsnorm", &d, B_MEMORY, NULL, NULL, 0);
+    gk_op_desc_init(&d, GK_OP_LAYERNORM, GK_FORWARD, GK_F32, 2, shape);
+    bench_desc(bn, "layernorm", &d, B_MEMORY, NULL, NULL, 0);
+    gk_op_desc_init(&d, GK_OP_SOFTMAX, GK_FORWARD, GK_F32, 2, shape);
+    bench_desc(bn, "softmax", &d, B_MEMORY, NULL, NULL, 0);
   }
-  for (size_t i = 0; i < sizeof gated / sizeof *gated; i++) {
-    gk_op_desc_init(&d, gated[i], GK_FORWARD, GK_F32, 2, rows);
-    d.gated.form = GK_GATED_TWO_TENSOR;
-    bench_desc(bn, gk_op_name(gated[i]), &d, B_MEMORY, NULL, " (x, gate)", 0);
-  }
-  gk_op_desc_init(&d, GK_OP_RMSNORM, GK_FORWARD, GK_F32, 2, rows);
-  bench_desc(bn, "rmsnorm", &d, B_MEMORY, NULL, NULL, 0);
-  gk_op_desc_init(&d, GK_OP_LAYERNORM, GK_FORWARD, GK_F32, 2, rows);
-  bench_desc(bn, "layernorm", &d, B_MEMORY, NULL, NULL, 0);
-  gk_op_desc_init(&d, GK_OP_SOFTMAX, GK_FORWARD, GK_F32, 2, rows);
-  bench_desc(bn, "softmax", &d, B_MEMORY, NULL, NULL, 0);
   gk_op_desc_init(&d, GK_OP_ADD, GK_FORWARD, GK_F32, 2, rows);
   bench_desc(bn, "add", &d, B_MEMORY, NULL, NULL, 0);
   gk_op_desc_init(&d, GK_OP_MUL, GK_FORWARD, GK_F32, 2, rows);
@@ -462,10 +467,12 @@ static void bench_ops(bench *bn) {
 
   // Causal: half of the 2 B H T^2 Dh of each product; forward has 2
   // products, backward 5 (the score recomputation, dv, dp, dq, dk).
-  const int64_t q[4] = {4, 16, 1024, 64};
-  const double half = 2.0 * 4 * 16 * 1024.0 * 1024 * 64 / 2, attn_flops[2] = {2 * half, 5 * half};
-  gk_op_desc_init(&d, GK_OP_ATTENTION, GK_FORWARD, GK_F32, 4, q);
-  bench_desc(bn, "attention", &d, B_GEMM, attn_flops, " causal", 0);
+  for (int64_t T = 1024; T <= 4096; T *= 4) {
+    const int64_t q[4] = {4, 16, T, 64};
+    const double half = 2.0 * 4 * 16 * (double)T * (double)T * 64 / 2, attn_flops[2] = {2 * half, 5 * half};
+    gk_op_desc_init(&d, GK_OP_ATTENTION, GK_FORWARD, GK_F32, 4, q);
+    bench_desc(bn, "attention", &d, B_GEMM, attn_flops, " causal", 0);
+  }
 
   const int64_t logits[2] = {2048, 32000};
   gk_op_desc_init(&d, GK_OP_CROSS_ENTROPY, GK_FORWARD, GK_F32, 2, logits);
