@@ -86,6 +86,29 @@ GK_INLINE float gk_exp_f32(float x) {
 
 GK_INLINE double gk_exp_f64(double x) { return exp(x); }
 
+// e^x for x <= 0 (or NaN), cheaper than gk_exp_f32 for the exponents
+// x - max of softmax and cross-entropy: no overflow side, one power of two
+// 2^k (k in -126 .. 0), and results below FLT_MIN (x < -87.3365) flushed to
+// 0, so e^-inf = 0. Same polynomial, under 1 ulp for normal results; NaN
+// stays NaN (it passes the clamp and the polynomial).
+GK_INLINE float gk_exp_nonpos_f32(float x) {
+  uint32_t tiny = -(uint32_t)(x < -87.3365f);
+  float xc = gk_bits_f32((gk_f32_bits(x) & ~tiny) | (gk_f32_bits(-87.3365f) & tiny));
+  float kf = xc * 1.44269504088896341f + 12582912.0f;
+  uint32_t kbits = gk_f32_bits(kf);
+  kf -= 12582912.0f;
+  float r = xc - kf * 0.693359375f - kf * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  float v = p * gk_bits_f32((kbits - 0x4b400000u + 127u) << 23);
+  return gk_bits_f32(gk_f32_bits(v) & ~tiny);
+}
+
 // Blend with a mask of all ones or zeros (a comparison's result): loops
 // over it vectorise where ?: on floats would stay a branch.
 GK_INLINE float gk_select_f32(uint32_t mask, float a, float b) {

@@ -1,13 +1,17 @@
 // Threaded CPU kernel for cross-entropy (math as in src/ref/cross_entropy.c).
 // The targets are checked first (nothing is written if one is bad). Tasks
-// are runs of whole rows (cut by size only). Pass 1 over a row, in chunks
-// of CHUNK logits (f32, f64 for f64), keeps a running max m and sum
-// s = sum exp(x - m) (rescaled when m grows) and sums x over LANES partial
-// sums; x_t is read before anything is written, so dlogits may overwrite the
-// logits. Then loss_r = (1 - eps)((m - x_t) + log s) + eps((m - mean x) + log s)
-// goes to the workspace, and pass 2 writes the row's gradient
-// g (exp(x - m) / s - eps / V), less g (1 - eps) at the target. The row
-// losses are summed in row order in f64.
+// are runs of whole rows (cut by size only); x_t is read before anything is
+// written, so dlogits may overwrite the logits. Rows are read in chunks of
+// CHUNK logits (f32, f64 for f64), sums run over LANES partial sums:
+// - dlogits contiguous in the compute dtype (f32; f64 for f64): the row max
+//   m first, then e = exp(x - m) written to dlogits while s = sum e and
+//   sum x accumulate, then dlogits scaled in place to
+//   g (e / s - eps / V), less g (1 - eps) at the target: one exponential per
+//   logit, the row in L2 after its first read;
+// - otherwise pass 1 keeps a running max and sum (gk_row_lse) and pass 2
+//   computes exp(x - m) again for the gradient.
+// loss_r = (1 - eps)((m - x_t) + log s) + eps((m - mean x) + log s) goes to
+// the workspace; the row losses are summed in row order in f64.
 #include "../ops/transformer.h"
 #include "row_lse.h"
 
@@ -24,8 +28,6 @@ typedef struct ce_job {
 
 GK_DEFINE_ROW_LSE(float, f32)
 GK_DEFINE_ROW_LSE(double, f64)
-#define exp_f32 gk_exp_f32
-#define exp_f64 gk_exp_libm_f64
 
 #define GK_DEFINE_CE(T, S)                                                                 \
   GK_INLINE void ce_task_##S(const ce_job *j, int64_t task) {                                  \
@@ -46,17 +48,45 @@ GK_DEFINE_ROW_LSE(double, f64)
         }                                                                                     \
         continue;                                                                             \
       }                                                                                       \
-      T m, s, sumx;                                                                           \
-      gk_row_lse_##S(&x, j->V, buf, &m, &s, &sumx);                                           \
-      T xt = (T)gk_get(&x, t), log_s = (T)log(s), inv = (T)1 / s;                             \
+      T m, s, sumx, xt = (T)gk_get(&x, t); /* read before dlogits may overwrite it */           \
+      bool direct = j->dx && dx.dtype == (sizeof(T) == 4 ? GK_F32 : GK_F64) && gk_tensor_is_contiguous(&dx); \
+      if (direct) {                                                                           \
+        /* one exponential per logit: max, then e = exp(x - m) into dlogits, */               \
+        /* summed on the way; then the row is scaled in place (it is in L2) */                \
+        m = gk_row_max_##S(&x, j->V, buf);                                                    \
+        T acc[LANES] = {0}, sx[LANES] = {0};                                                  \
+        T *e = (T *)dx.data;                                                                  \
+        for (int64_t c = 0; c < j->V; c += CHUNK) {                                           \
+          int64_t len = gk_min64(CHUNK, j->V - c);                                            \
+          const T *p = gk_chunk_in_##S(&x, c, len, buf);                                      \
+          T *ec = e + c;                                                                      \
+          gk_lane_sum_##S(p, len, sx); /* before ec (maybe p itself) is overwritten */        \
+          for (int64_t i = 0; i < len; i++) ec[i] = GK_ROW_EXP_##S(p[i] - m);                        \
+          gk_lane_sum_##S(ec, len, acc);                                                      \
+        }                                                                                     \
+        s = sumx = 0;                                                                         \
+        for (int l = 0; l < LANES; l++) {                                                     \
+          s += acc[l];                                                                        \
+          sumx += sx[l];                                                                      \
+        }                                                                                     \
+      } else {                                                                                \
+        gk_row_lse_##S(&x, j->V, buf, &m, &s, &sumx);                                         \
+      }                                                                                       \
+      T log_s = (T)log(s), inv = (T)1 / s;                                                    \
       j->row_loss[r] = (double)((1 - eps) * ((m - xt) + log_s) + eps * ((m - sumx / V) + log_s)); \
       if (!j->dx) continue;                                                                   \
       T off = eps / V;                                                                        \
+      if (direct) {                                                                           \
+        T *o = (T *)dx.data;                                                                  \
+        for (int64_t i = 0; i < j->V; i++) o[i] = g * (o[i] * inv - off);                     \
+        o[t] -= g * (1 - eps);                                                                \
+        continue;                                                                             \
+      }                                                                                       \
       for (int64_t c = 0; c < j->V; c += CHUNK) {                                             \
         int64_t len = gk_min64(CHUNK, j->V - c);                                              \
         const T *p = gk_chunk_in_##S(&x, c, len, buf);                                        \
         T *o = gk_chunk_out_##S(&dx, c, obuf);                                                \
-        for (int64_t i = 0; i < len; i++) o[i] = g * (exp_##S(p[i] - m) * inv - off);         \
+        for (int64_t i = 0; i < len; i++) o[i] = g * (GK_ROW_EXP_##S(p[i] - m) * inv - off);         \
         if (t >= c && t < c + len) o[t - c] -= g * (1 - eps);                                 \
         gk_chunk_commit_##S(&dx, c, len, o, obuf);                                            \
       }                                                                                       \

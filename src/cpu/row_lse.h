@@ -1,7 +1,7 @@
 // The online log-sum-exp pass over one row, shared by softmax and
 // cross-entropy: the row is read once in chunks of CHUNK; each chunk's max
-// rescales the running sum (s *= e^(m_old - m_new)) before the chunk's
-// e^(x - m) terms are added over LANES partial sums. exp is gk_exp_f32 in
+// (gk_chunk_max) rescales the running sum (s *= e^(m_old - m_new)) before the chunk's
+// e^(x - m) terms are added over LANES partial sums. exp is gk_exp_nonpos_f32 in
 // f32, libm's in f64. The includer defines CHUNK and LANES.
 #ifndef GK_CPU_ROW_LSE_H
 #define GK_CPU_ROW_LSE_H
@@ -10,14 +10,100 @@
 #include "../core/internal.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 static inline double gk_exp_libm_f64(double x) { return exp(x); }
-#define GK_ROW_EXP_f32 gk_exp_f32
+#define GK_ROW_EXP_f32 gk_exp_nonpos_f32
 #define GK_ROW_EXP_f64 gk_exp_libm_f64
+
+// The largest of p[0 .. n), n >= 1, as an integer max over keys that order
+// like the floats (sign-magnitude bits to two's complement, an involution):
+// integer max reductions vectorise, float ?: stays a scalar branch. A NaN
+// with the sign bit clear comes out as the max; either way it reaches the
+// sum and the result is NaN.
+GK_INLINE int32_t gk_order_key_f32(int32_t i) { return i ^ ((i >> 31) & 0x7fffffff); }
+GK_INLINE int64_t gk_order_key_f64(int64_t i) { return i ^ ((i >> 63) & 0x7fffffffffffffff); }
+GK_INLINE float gk_order_key_max_f32(float a, float b) {
+  int32_t ia, ib;
+  memcpy(&ia, &a, 4);
+  memcpy(&ib, &b, 4);
+  return gk_order_key_f32(ia) > gk_order_key_f32(ib) ? a : b;
+}
+GK_INLINE double gk_order_key_max_f64(double a, double b) {
+  int64_t ia, ib;
+  memcpy(&ia, &a, 8);
+  memcpy(&ib, &b, 8);
+  return gk_order_key_f64(ia) > gk_order_key_f64(ib) ? a : b;
+}
+GK_INLINE float gk_chunk_max_f32(const float *p, int64_t n) {
+  int32_t km = INT32_MIN;
+  for (int64_t i = 0; i < n; i++) {
+    int32_t bits;
+    memcpy(&bits, &p[i], 4);
+    int32_t k = gk_order_key_f32(bits);
+    km = k > km ? k : km;
+  }
+  km = gk_order_key_f32(km);
+  float m;
+  memcpy(&m, &km, 4);
+  return m;
+}
+GK_INLINE double gk_chunk_max_f64(const double *p, int64_t n) {
+  int64_t km = INT64_MIN;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t bits;
+    memcpy(&bits, &p[i], 8);
+    int64_t k = gk_order_key_f64(bits);
+    km = k > km ? k : km;
+  }
+  km = gk_order_key_f64(km);
+  double m;
+  memcpy(&m, &km, 8);
+  return m;
+}
+
+// acc[l] += the p[i] with i = l mod LANES, for i in [0, n): LANES partial
+// sums, so the loop vectorises (gk_lane_sum; gk_lane_dot for p[i] q[i]).
+#define GK_DEFINE_LANE_SUM(T, S)                                                            \
+  GK_INLINE void gk_lane_sum_##S(const T *p, int64_t n, T *acc) {                           \
+    T a[LANES];                                                                             \
+    for (int l = 0; l < LANES; l++) a[l] = acc[l];                                          \
+    int64_t i = 0;                                                                          \
+    for (; i + LANES <= n; i += LANES)                                                      \
+      for (int l = 0; l < LANES; l++) a[l] += p[i + l];                                     \
+    for (; i < n; i++) a[i % LANES] += p[i];                                                \
+    for (int l = 0; l < LANES; l++) acc[l] = a[l];                                          \
+  }                                                                                         \
+  /* the same for the products p[i] q[i] */                                                \
+  GK_INLINE void gk_lane_dot_##S(const T *p, const T *q, int64_t n, T *acc) {               \
+    T a[LANES];                                                                             \
+    for (int l = 0; l < LANES; l++) a[l] = acc[l];                                          \
+    int64_t i = 0;                                                                          \
+    for (; i + LANES <= n; i += LANES)                                                      \
+      for (int l = 0; l < LANES; l++) a[l] += p[i + l] * q[i + l];                          \
+    for (; i < n; i++) a[i % LANES] += p[i] * q[i];                                         \
+    for (int l = 0; l < LANES; l++) acc[l] = a[l];                                          \
+  }
 
 // Row x of n elements: *m = max x, *s = sum e^(x - m); with sumx (not NULL)
 // also *sumx = sum x. buf holds CHUNK elements.
 #define GK_DEFINE_ROW_LSE(T, S)                                                             \
+  GK_DEFINE_LANE_SUM(T, S)                                                                  \
+  /* max of row x (n >= 1 elements), read in chunks; the next chunk is */                  \
+  /* prefetched while this one is scanned */                                               \
+  GK_INLINE T gk_row_max_##S(const gk_tensor *x, int64_t n, T *buf) {                       \
+    T m = -(T)INFINITY;                                                                     \
+    for (int64_t c = 0; c < n; c += CHUNK) {                                                \
+      int64_t len = gk_min64(CHUNK, n - c);                                                 \
+      const T *p = gk_chunk_in_##S(x, c, len, buf);                                         \
+      for (int64_t i = 0; i < len; i += 64 / (int64_t)sizeof(T))                            \
+        __builtin_prefetch((const char *)(p + i) + CHUNK * sizeof(T));                      \
+      T cm = gk_chunk_max_##S(p, len);                                                      \
+      m = gk_order_key_max_##S(m, cm);                                                      \
+    }                                                                                       \
+    return m;                                                                               \
+  }                                                                                         \
   /* always inlined, so each ISA clone of its caller gets its own copy */               \
   GK_INLINE void gk_row_lse_##S(                         \
       const gk_tensor *x, int64_t n, T *buf, T *m_out, T *s_out, T *sumx) {                 \
@@ -25,24 +111,20 @@ static inline double gk_exp_libm_f64(double x) { return exp(x); }
     for (int64_t c = 0; c < n; c += CHUNK) {                                                \
       int64_t len = gk_min64(CHUNK, n - c);                                                 \
       const T *p = gk_chunk_in_##S(x, c, len, buf);                                         \
-      T cm, acc[LANES] = {0}, lm[LANES];                                                    \
-      for (int l = 0; l < LANES; l++) lm[l] = -(T)INFINITY;                                 \
-      int64_t k = 0; /* the chunk's max over LANES lanes: no serial chain */                 \
-      for (; k + LANES <= len; k += LANES)                                                  \
-        for (int l = 0; l < LANES; l++) lm[l] = p[k + l] > lm[l] ? p[k + l] : lm[l];        \
-      for (; k < len; k++) lm[0] = p[k] > lm[0] ? p[k] : lm[0];                             \
-      cm = lm[0];                                                                           \
-      for (int l = 1; l < LANES; l++) cm = lm[l] > cm ? lm[l] : cm;                         \
+      T cm = gk_chunk_max_##S(p, len), acc[LANES] = {0};                                      \
       if (cm > m) {                                                                         \
         s *= GK_ROW_EXP_##S(m - cm);                                                        \
         m = cm;                                                                             \
       }                                                                                     \
       int64_t i = 0;                                                                        \
-      for (; i + LANES <= len; i += LANES)                                                  \
+      for (; i + LANES <= len; i += LANES) {                                                \
+        /* the next chunk on its way from memory while this one computes */                 \
+        __builtin_prefetch((const char *)(p + i) + CHUNK * sizeof(T));                      \
         for (int l = 0; l < LANES; l++) {                                                   \
           acc[l] += GK_ROW_EXP_##S(p[i + l] - m);                                           \
           if (sumx) sx[l] += p[i + l];                                                      \
         }                                                                                   \
+      }                                                                                     \
       for (; i < len; i++) {                                                                \
         acc[0] += GK_ROW_EXP_##S(p[i] - m);                                                 \
         if (sumx) sx[0] += p[i];                                                            \

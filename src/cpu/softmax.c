@@ -1,10 +1,15 @@
 // Threaded CPU kernels for softmax and log_softmax (math as in
 // src/ref/softmax.c). The dim is moved last in a view; tasks are runs of
 // whole rows (cut by size only). A row is walked in chunks of CHUNK elements
-// (loaded as f32, f64 for f64): forward keeps a running max m and sum s,
-// rescaling s when m grows (s = s exp(m_old - m_new) + sum exp(x - m_new)),
-// then writes y in a second pass; backward sums dy y (or dy), then writes dx.
-// Sums run over LANES partial sums; exp is gk_exp_f32 in f32, libm in f64.
+// (loaded as f32, f64 for f64). Forward, y contiguous in the compute dtype:
+// the row max m, then y = exp(x - m) while s = sum y accumulates, then
+// y *= 1 / s (one exponential per element; the row stays in cache after its
+// first read). Otherwise (log_softmax, other output dtypes or layouts) it
+// keeps a running max m and sum s, rescaling s when m grows
+// (s = s exp(m_old - m_new) + sum exp(x - m_new)), then writes y in a second
+// pass. Backward sums dy y (or dy), then writes dx.
+// Sums run over LANES partial sums; exp is gk_exp_nonpos_f32 in f32 (every
+// exponent is x - max <= 0), libm in f64.
 #include "../ops/transformer.h"
 #include "row_lse.h"
 
@@ -20,8 +25,6 @@ typedef struct sm_job {
 
 GK_DEFINE_ROW_LSE(float, f32)
 GK_DEFINE_ROW_LSE(double, f64)
-#define exp_f32 gk_exp_f32
-#define exp_f64 gk_exp_libm_f64
 
 #define GK_DEFINE_SOFTMAX(T, S)                                                          \
   GK_INLINE void sm_fwd_task_##S(const sm_job *j, int64_t task) {                            \
@@ -29,6 +32,20 @@ GK_DEFINE_ROW_LSE(double, f64)
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                         \
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                               \
       gk_tensor x = gk_tensor_row(&j->x, 1, r), y = gk_tensor_row(&j->y, 1, r);             \
+      if (!j->log_form && y.dtype == (sizeof(T) == 4 ? GK_F32 : GK_F64) && gk_tensor_is_contiguous(&y)) { \
+        /* one exponential per element: max, e = exp(x - m) into y, y *= 1 / sum e */       \
+        T m = gk_row_max_##S(&x, j->n, buf), acc[LANES] = {0}, s = 0, *e = (T *)y.data;     \
+        for (int64_t c = 0; c < j->n; c += CHUNK) {                                         \
+          int64_t len = gk_min64(CHUNK, j->n - c);                                          \
+          const T *p = gk_chunk_in_##S(&x, c, len, buf);                                    \
+          for (int64_t i = 0; i < len; i++) e[c + i] = GK_ROW_EXP_##S(p[i] - m);            \
+          gk_lane_sum_##S(e + c, len, acc);                                                 \
+        }                                                                                   \
+        for (int l = 0; l < LANES; l++) s += acc[l];                                        \
+        T inv = (T)1 / s;                                                                   \
+        for (int64_t i = 0; i < j->n; i++) e[i] *= inv;                                     \
+        continue;                                                                           \
+      }                                                                                     \
       T m, s;                                                                               \
       gk_row_lse_##S(&x, j->n, buf, &m, &s, NULL);                                          \
       T inv = (T)1 / s, log_s = log(s);                                                     \
@@ -39,7 +56,7 @@ GK_DEFINE_ROW_LSE(double, f64)
         if (j->log_form)                                                                    \
           for (int64_t i = 0; i < len; i++) o[i] = (p[i] - m) - log_s;                      \
         else                                                                                \
-          for (int64_t i = 0; i < len; i++) o[i] = exp_##S(p[i] - m) * inv;                 \
+          for (int64_t i = 0; i < len; i++) o[i] = GK_ROW_EXP_##S(p[i] - m) * inv;                 \
         gk_chunk_commit_##S(&y, c, len, o, obuf);                                           \
       }                                                                                     \
     }                                                                                       \
@@ -55,11 +72,9 @@ GK_DEFINE_ROW_LSE(double, f64)
         int64_t len = gk_min64(CHUNK, j->n - c);                                            \
         const T *g = gk_chunk_in_##S(&dy, c, len, gbuf);                                    \
         if (j->log_form)                                                                    \
-          for (int64_t i = 0; i < len; i++) acc[i % LANES] += g[i];                         \
-        else {                                                                              \
-          const T *v = gk_chunk_in_##S(&y, c, len, ybuf);                                   \
-          for (int64_t i = 0; i < len; i++) acc[i % LANES] += g[i] * v[i];                  \
-        }                                                                                   \
+          gk_lane_sum_##S(g, len, acc);                                                     \
+        else                                                                                \
+          gk_lane_dot_##S(g, gk_chunk_in_##S(&y, c, len, ybuf), len, acc);                  \
       }                                                                                     \
       for (int l = 0; l < LANES; l++) s += acc[l];                                          \
       for (int64_t c = 0; c < j->n; c += CHUNK) {                                           \
@@ -67,7 +82,7 @@ GK_DEFINE_ROW_LSE(double, f64)
         const T *g = gk_chunk_in_##S(&dy, c, len, gbuf), *v = gk_chunk_in_##S(&y, c, len, ybuf); \
         T *o = gk_chunk_out_##S(&dx, c, obuf);                                              \
         if (j->log_form)                                                                    \
-          for (int64_t i = 0; i < len; i++) o[i] = g[i] - exp_##S(v[i]) * s;                \
+          for (int64_t i = 0; i < len; i++) o[i] = g[i] - GK_ROW_EXP_##S(v[i]) * s;                \
         else                                                                                \
           for (int64_t i = 0; i < len; i++) o[i] = v[i] * (g[i] - s);                       \
         gk_chunk_commit_##S(&dx, c, len, o, obuf);                                          \
@@ -75,7 +90,6 @@ GK_DEFINE_ROW_LSE(double, f64)
     }                                                                                       \
   }
 
-#define exp_f32 gk_exp_f32
 GK_DEFINE_SOFTMAX(float, f32)
 GK_DEFINE_SOFTMAX(double, f64)
 
