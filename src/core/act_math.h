@@ -1,10 +1,13 @@
 // Scalar activation math, written once for float (suffix _f32) and double
 // (suffix _f64) through <tgmath.h>. Every form is stable: an exponential
 // that overflows gives inf, which gives the right limit (1 / (1 + inf) = 0),
-// never a NaN. The f32 forms use gk_exp_f32, written without calls or
-// branches so that loops over them vectorise.
+// never a NaN. The f32 forms use gk_exp_f32 (gk_exp_nonpos_f32 where the
+// exponent is never positive), written without calls or branches so that
+// loops over them vectorise.
 //
 //   sigmoid(x) = 1 / (1 + e^-x)         sigmoid'(x) = s (1 - s)
+//                (as r = 1 / (1 + e^-|x|), times e^-|x| for x < 0: the
+//                exponent is never positive)
 //   silu(x)    = x s                    silu'(x)    = s (1 + x (1 - s))
 //   gelu(x)    = x Phi(x)               gelu'(x)    = Phi(x) + x phi(x)  (Phi: gk_phi)
 //   gelu_tanh  = x/2 (1 + tanh(u)) = x sigmoid(2u), u = k (x + c x^3),
@@ -85,6 +88,7 @@ GK_INLINE float gk_exp_f32(float x) {
 }
 
 GK_INLINE double gk_exp_f64(double x) { return exp(x); }
+GK_INLINE double gk_exp_nonpos_f64(double x) { return exp(x); }
 
 // e^x for x <= 0 (or NaN), cheaper than gk_exp_f32 for the exponents
 // x - max of softmax and cross-entropy: no overflow side, one power of two
@@ -135,7 +139,7 @@ GK_INLINE float gk_phi_f32(float x) {
   p = p * t + 0.37409196f;
   p = p * t + 1.00002368f;
   p = p * t - 1.26551223f;
-  float half_erfc = 0.5f * t * gk_exp_f32(-z * z + p);
+  float half_erfc = 0.5f * t * gk_exp_nonpos_f32(-z * z + p);
   return gk_select_f32(GK_MASK_f32(x < 0), half_erfc, 1.0f - half_erfc);
 }
 GK_INLINE double gk_phi_f64(double x) { return 0.5 * (1 + erf(x * 0.70710678118654752440)); }
@@ -157,7 +161,10 @@ GK_INLINE float gk_log1p_unit_f32(float y) {
 GK_INLINE double gk_log1p_unit_f64(double y) { return log1p(y); }
 
 #define GK_DEFINE_ACT_MATH(T, S)                                                      \
-  GK_INLINE T gk_sigmoid_##S(T x) { return (T)1 / ((T)1 + gk_exp_##S(-x)); }       \
+  GK_INLINE T gk_sigmoid_##S(T x) {                                                  \
+    T e = gk_exp_nonpos_##S(-fabs(x)), r = (T)1 / ((T)1 + e);                         \
+    return gk_select_##S(GK_MASK_##S(x < 0), e * r, r);                               \
+  }                                                                                   \
   GK_INLINE T gk_relu_##S(T x) { return x < 0 ? (T)0 : x; }                        \
   GK_INLINE T gk_drelu_##S(T x) { return x > 0 ? (T)1 : (T)0; }                    \
   GK_INLINE T gk_silu_##S(T x) { return x * gk_sigmoid_##S(x); }                   \
@@ -171,7 +178,7 @@ GK_INLINE double gk_log1p_unit_f64(double y) { return log1p(y); }
   }                                                                                   \
   GK_INLINE T gk_gelu_##S(T x) { return x * gk_phi_##S(x); }                     \
   GK_INLINE T gk_dgelu_##S(T x) {                                                 \
-    T pdf = gk_exp_##S((T)-0.5 * x * x) * (T)0.39894228040143267794;                  \
+    T pdf = gk_exp_nonpos_##S((T)-0.5 * x * x) * (T)0.39894228040143267794;           \
     return gk_phi_##S(x) + x * pdf;                                                   \
   }                                                                                   \
   GK_INLINE T gk_gelu_tanh_##S(T x) {                                             \
@@ -186,7 +193,7 @@ GK_INLINE double gk_log1p_unit_f64(double y) { return log1p(y); }
   GK_INLINE T gk_softplus_##S(T x, T beta, T threshold) {                         \
     T z = beta * x;                                                                   \
     T v = (gk_select_##S(GK_MASK_##S(z > 0), z, (T)0) +                               \
-           gk_log1p_unit_##S(gk_exp_##S(-fabs(z)))) / beta;                           \
+           gk_log1p_unit_##S(gk_exp_nonpos_##S(-fabs(z)))) / beta;                    \
     return gk_select_##S(GK_MASK_##S(z > threshold), x, v);                           \
   }                                                                                   \
   GK_INLINE T gk_dsoftplus_##S(T x, T beta, T threshold) {                        \
