@@ -90,14 +90,14 @@ GK_INLINE float gk_exp_f32(float x) {
 GK_INLINE double gk_exp_f64(double x) { return exp(x); }
 GK_INLINE double gk_exp_nonpos_f64(double x) { return exp(x); }
 
-// e^x for x <= 0 (or NaN), cheaper than gk_exp_f32 for the exponents
-// x - max of softmax and cross-entropy: no overflow side, one power of two
-// 2^k (k in -126 .. 0), and results below FLT_MIN (x < -87.3365) flushed to
-// 0, so e^-inf = 0. Same polynomial, under 1 ulp for normal results; NaN
-// stays NaN (it passes the clamp and the polynomial).
+// e^x for x <= 0 (or NaN; correct up to 88.7, where e^x would overflow),
+// cheaper than gk_exp_f32 for exponents that are never (much) positive:
+// the same steps without the overflow and NaN blends. Results below FLT_MIN
+// come out as the correctly scaled subnormals, e^-inf = 0; NaN stays NaN (it
+// passes the clamp and the polynomial).
 GK_INLINE float gk_exp_nonpos_f32(float x) {
-  uint32_t tiny = -(uint32_t)(x < -87.3365f);
-  float xc = gk_bits_f32((gk_f32_bits(x) & ~tiny) | (gk_f32_bits(-87.3365f) & tiny));
+  uint32_t lo = -(uint32_t)(x < -104.0f);
+  float xc = gk_bits_f32((gk_f32_bits(x) & ~lo) | (gk_f32_bits(-104.0f) & lo));
   float kf = xc * 1.44269504088896341f + 12582912.0f;
   uint32_t kbits = gk_f32_bits(kf);
   kf -= 12582912.0f;
@@ -109,10 +109,9 @@ GK_INLINE float gk_exp_nonpos_f32(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  float v = p * gk_bits_f32((kbits - 0x4b400000u + 127u) << 23);
-  return gk_bits_f32(gk_f32_bits(v) & ~tiny);
+  uint32_t u = kbits - 0x4b400000u + 256u, u1 = u >> 1;  // as in gk_exp_f32
+  return p * gk_bits_f32((u1 - 1u) << 23) * gk_bits_f32((u - u1 - 1u) << 23);
 }
-
 // Blend with a mask of all ones or zeros (a comparison's result): loops
 // over it vectorise where ?: on floats would stay a branch.
 GK_INLINE float gk_select_f32(uint32_t mask, float a, float b) {
