@@ -16,12 +16,13 @@
 // it from the cache; w and b are taken once per task. Longer rows are walked
 // in CHUNK pieces, taken again in each pass. Row sums run over LANES partial
 // sums (lane = column % LANES), which the compiler keeps in vector registers.
+// While backward writes dx of a row, it prefetches the next row of x and dy.
 #include "../core/internal.h"
 
 #include <math.h>
 #include <string.h>
 
-enum { CHUNK = 512, ROW_MAX = 4096, LANES = 32, ROW_TASK_ELEMS = 32768, GROUPS = 64 };
+enum { CHUNK = 512, ROW_MAX = 4096, LANES = 32, ROW_TASK_ELEMS = 32768, GROUPS = 64, LINE = 64 };
 
 // The rows of a tensor (its trailing nr dims): the view of row 0 and the
 // bytes from one row to the next, 0 when the leading dims do not step evenly.
@@ -121,7 +122,8 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
     }                                                                                      \
     return lanes_total_##S(acc);                                                           \
   }                                                                                        \
-  /* y = (x - mean) rstd w + b over one piece (w, b may be NULL) */                        \
+  /* y = (x - mean) rstd w + b over one piece (w, b may be NULL; every pointer test */    \
+  /* stays outside the loops, so none becomes a masked load through NULL) */               \
   GK_INLINE void norm_out_##S(const T *restrict x, const T *restrict w, const T *restrict b, \
                               T *restrict y, int64_t m, T mean, T rstd) {                  \
     if (w && b)                                                                            \
@@ -166,34 +168,62 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
   GK_INLINE void grad_sums_##S(const T *restrict x, const T *restrict dy, const T *restrict w, \
                                int64_t m, T mean, T rstd, T *restrict sg, T *restrict sgx) { \
     int64_t i = 0;                                                                         \
-    for (; i + LANES <= m; i += LANES)                                                     \
-      for (int l = 0; l < LANES; l++) {                                                    \
-        T g = w ? dy[i + l] * w[i + l] : dy[i + l];                                        \
+    if (w) {                                                                               \
+      for (; i + LANES <= m; i += LANES)                                                   \
+        for (int l = 0; l < LANES; l++) {                                                  \
+          T g = dy[i + l] * w[i + l];                                                      \
+          sg[l] += g;                                                                      \
+          sgx[l] += g * ((x[i + l] - mean) * rstd);                                        \
+        }                                                                                  \
+      for (int l = 0; i < m; i++, l++) {                                                   \
+        T g = dy[i] * w[i];                                                                \
         sg[l] += g;                                                                        \
-        sgx[l] += g * ((x[i + l] - mean) * rstd);                                          \
+        sgx[l] += g * ((x[i] - mean) * rstd);                                              \
       }                                                                                    \
-    for (int l = 0; i < m; i++, l++) {                                                     \
-      T g = w ? dy[i] * w[i] : dy[i];                                                      \
-      sg[l] += g;                                                                          \
-      sgx[l] += g * ((x[i] - mean) * rstd);                                                \
+    } else {                                                                               \
+      for (; i + LANES <= m; i += LANES)                                                   \
+        for (int l = 0; l < LANES; l++) {                                                  \
+          sg[l] += dy[i + l];                                                              \
+          sgx[l] += dy[i + l] * ((x[i + l] - mean) * rstd);                                \
+        }                                                                                  \
+      for (int l = 0; i < m; i++, l++) {                                                   \
+        sg[l] += dy[i];                                                                    \
+        sgx[l] += dy[i] * ((x[i] - mean) * rstd);                                          \
+      }                                                                                    \
     }                                                                                      \
   }                                                                                        \
-  /* backward pass 2 over a piece: dx; pdw += dy xhat, pdb += dy (each may be NULL) */    \
+  /* backward pass 2 over a piece: dx; pdw += dy xhat, pdb += dy (each may be NULL). */   \
+  /* dx goes a line at a time, prefetching the same line of the next row of x and dy */    \
+  /* (at xn, dyn, es bytes an element; NULL when rows are not evenly spaced): memory */    \
+  /* is busy while this row is written. Pointer tests stay outside the inner loops, */     \
+  /* so none becomes a masked load through NULL. */                                        \
   GK_INLINE void grad_out_##S(const T *restrict x, const T *restrict dy, const T *restrict w, \
                               T *restrict dx, T *restrict pdw, T *restrict pdb, int64_t m, \
-                              T mean, T rstd, T mean_g, T mean_gx) {                       \
-    for (int64_t i = 0; i < m; i++) {                                                      \
-      T xhat = (x[i] - mean) * rstd, g = w ? dy[i] * w[i] : dy[i];                         \
-      if (pdw) pdw[i] += dy[i] * xhat;                                                     \
-      if (pdb) pdb[i] += dy[i];                                                            \
-      dx[i] = rstd * (g - mean_g - xhat * mean_gx);                                        \
+                              T mean, T rstd, T mean_g, T mean_gx, const char *xn,         \
+                              const char *dyn, int64_t es) {                               \
+    for (int64_t i0 = 0; i0 < m; i0 += LINE / (int64_t)sizeof(T)) {                        \
+      int64_t i1 = gk_min64(m, i0 + LINE / (int64_t)sizeof(T));                            \
+      if (xn) {                                                                            \
+        __builtin_prefetch(xn + i0 * es);                                                  \
+        __builtin_prefetch(dyn + i0 * es);                                                 \
+      }                                                                                    \
+      if (w)                                                                               \
+        for (int64_t i = i0; i < i1; i++)                                                  \
+          dx[i] = rstd * (dy[i] * w[i] - mean_g - (x[i] - mean) * rstd * mean_gx);         \
+      else                                                                                 \
+        for (int64_t i = i0; i < i1; i++)                                                  \
+          dx[i] = rstd * (dy[i] - mean_g - (x[i] - mean) * rstd * mean_gx);                \
     }                                                                                      \
+    if (pdw)                                                                               \
+      for (int64_t i = 0; i < m; i++) pdw[i] += dy[i] * ((x[i] - mean) * rstd);            \
+    if (pdb)                                                                               \
+      for (int64_t i = 0; i < m; i++) pdb[i] += dy[i];                                     \
   }                                                                                        \
   GK_INLINE void norm_bwd_task_##S(const norm_job *j, int64_t group) {                     \
     const gk_tensor *const *a = j->a;                                                      \
     const gk_tensor *w = a[GK_ARG_WEIGHT];                                                 \
     bool want_dw = a[GK_ARG_DWEIGHT] != NULL, want_db = a[GK_ARG_DBIAS] != NULL;           \
-    int64_t C = j->C, P = piece_len(C);                                                    \
+    int64_t C = j->C, P = piece_len(C), es = (int64_t)gk_dtype_size(j->plan->desc.dtype);  \
     bool whole = P == C;                                                                   \
     /* this group's partial sums (no workspace when there are no parameters) */            \
     T *pdw = want_dw ? (T *)j->partials + group * j->nparams * C : NULL;                   \
@@ -229,7 +259,8 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
         const T *wp = whole || !w ? wrow : gk_chunk_in_##S(w, c, m, wb);                   \
         T *dxp = gk_chunk_out_##S(&dx, c, dxb);                                            \
         grad_out_##S(xp, dyp, wp, dxp, pdw ? pdw + c : NULL, pdb ? pdb + c : NULL, m, mean, rstd, \
-                     mean_g, mean_gx);                                                     \
+                     mean_g, mean_gx, whole && j->x.step ? (const char *)x.data + j->x.step : NULL, \
+                     whole && j->dy.step ? (const char *)dy.data + j->dy.step : NULL, es); \
         gk_chunk_commit_##S(&dx, c, m, dxp, dxb);                                          \
       }                                                                                    \
     }                                                                                      \
