@@ -1,14 +1,36 @@
-// Threaded CPU kernels for RMSNorm and LayerNorm (math as in src/ref/norm.c).
-// Forward: tasks of whole rows. Backward: rows are cut into at most
-// GROUPS groups (by row count only); each group sums its dweight/dbias
-// partials in the workspace, then the partials are added group by group in
-// order, so every thread count gives the same bits. Rows are walked in
-// chunks of CHUNK elements, f32 math (f64 for f64), sums over 8 lanes.
+// Threaded CPU kernels for RMSNorm and LayerNorm (math as in src/ref/norm.c),
+// f32 math (f64 for f64), hot loops compiled per ISA level (isa.h).
+//   x (rows, C) through the trailing normalized dims; w, b (C).
+//   Forward, tasks of whole rows: mean = sum x / C (LayerNorm; 0 for
+//   RMSNorm), rstd = 1/sqrt(sum (x - mean)^2 / C + eps),
+//   y = (x - mean) rstd w + b.
+//   Backward: g = dy w, xhat = (x - mean) rstd; a first pass sums g and
+//   g xhat, a second writes dx = rstd (g - sum g / C - xhat sum(g xhat) / C)
+//   (no sum g term for RMSNorm) and adds dy xhat, dy to the dweight, dbias
+//   partial rows of the row's group. Rows are cut into at most GROUPS groups
+//   (by row count only); each group sums its partials in the workspace, then
+//   the partials are added group by group in order, so every thread count
+//   gives the same bits.
+// A row of up to ROW_MAX elements is taken once (a contiguous row of the
+// compute type in place, others converted into a buffer) and every pass reads
+// it from the cache; w and b are taken once per task. Longer rows are walked
+// in CHUNK pieces, taken again in each pass. Row sums run over LANES partial
+// sums (lane = column % LANES), which the compiler keeps in vector registers.
+// While backward writes dx of a row, it prefetches the next row of x and dy.
 #include "../core/internal.h"
 
 #include <math.h>
+#include <string.h>
 
-enum { CHUNK = 512, LANES = 8, ROW_TASK_ELEMS = 32768, GROUPS = 64 };
+enum { CHUNK = 512, ROW_MAX = 4096, LANES = 32, ROW_TASK_ELEMS = 32768, GROUPS = 64, LINE = 64 };
+
+// The rows of a tensor (its trailing nr dims): the view of row 0 and the
+// bytes from one row to the next, 0 when the leading dims do not step evenly.
+typedef struct row_walk {
+  const gk_tensor *t;
+  gk_tensor row0;
+  int64_t step;
+} row_walk;
 
 typedef struct norm_job {
   const gk_plan *plan;
@@ -16,16 +38,50 @@ typedef struct norm_job {
   bool layer;
   int nr;
   int64_t rows, C, rows_per_task;
+  row_walk x, y, dy, dx;
   void *partials;      // backward: [groups][nparams][C] accumulator-typed sums
   int nparams;
 } norm_job;
 
+static row_walk row_walk_of(const gk_tensor *t, int nr) {
+  row_walk w = {t, {0}, 0};
+  if (!t) return w;
+  int lead = t->rank - nr;
+  w.row0 = *t;  // row 0 starts at the tensor's data
+  w.row0.rank = nr;
+  for (int i = 0; i < nr; i++) {
+    w.row0.shape[i] = t->shape[lead + i];
+    w.row0.strides[i] = t->strides[lead + i];
+  }
+  int64_t step = 0, span = 0;  // stride of the innermost leading dim of size > 1, and what the next must have
+  for (int i = lead - 1; i >= 0; i--) {
+    if (t->shape[i] == 1) continue;
+    if (span && t->strides[i] != span) return w;
+    if (!span) step = t->strides[i];
+    span = t->strides[i] * t->shape[i];
+  }
+  w.step = step * (int64_t)gk_dtype_size(t->dtype);
+  return w;
+}
+
+// Set *row to row r: row 0 moved by the step, or gk_tensor_row's view.
+GK_INLINE void row_seek(const row_walk *w, int nr, int64_t r, gk_tensor *row) {
+  if (w->step) row->data = (char *)w->row0.data + r * w->step;
+  else *row = gk_tensor_row(w->t, nr, r);
+}
+
 static norm_job job_of(const gk_plan *plan, const gk_tensor *const *a, void *ws) {
   const gk_op_desc *d = &plan->desc;
-  norm_job j = {plan, a, d->op == GK_OP_LAYERNORM, d->norm.normalized_rank, 1, 1, 1, ws, 0};
+  norm_job j = {plan, a, d->op == GK_OP_LAYERNORM, d->norm.normalized_rank, 1, 1, 1, {0}, {0}, {0}, {0}, ws, 0};
   for (int i = 0; i < d->rank; i++) {
     if (i < d->rank - j.nr) j.rows *= d->shape[i];
     else j.C *= d->shape[i];
+  }
+  if (a) {
+    j.x = row_walk_of(a[GK_ARG_X], j.nr);
+    j.y = row_walk_of(a[GK_ARG_Y], j.nr);
+    j.dy = row_walk_of(a[GK_ARG_DY], j.nr);
+    j.dx = row_walk_of(a[GK_ARG_DX], j.nr);
   }
   j.nparams = plan->args[GK_ARG_DWEIGHT].used + plan->args[GK_ARG_DBIAS].used;
   return j;
@@ -33,122 +89,195 @@ static norm_job job_of(const gk_plan *plan, const gk_tensor *const *a, void *ws)
 
 static int64_t backward_groups(int64_t rows) { return gk_min64(rows, GROUPS); }
 
-// The kernels for T = float (S = f32) and T = double (S = f64).
+// The piece a row is walked in: the whole row when it fits the buffers.
+static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
+
+// The kernels for T = float (S = f32) and T = double (S = f64). A piece
+// [c, c + m) of a row tensor t is `whole ? row_ptr : gk_chunk_in(t, c, m)`.
 #define GK_DEFINE_NORM(T, S)                                                               \
-  /* sum of (x - shift)^p over n elements, p = 1 or 2, in LANES partial sums */            \
-  static T lane_sum_##S(const T *x, int64_t n, T shift, int p) {                           \
-    T acc[LANES] = {0};                                                                    \
+  /* sum of (x - shift)^p over n elements, p = 1 or 2, into LANES partial sums */          \
+  GK_INLINE void lane_sum_##S(const T *restrict x, int64_t n, T shift, int p, T *restrict acc) { \
     int64_t i = 0;                                                                         \
     for (; i + LANES <= n; i += LANES)                                                     \
       for (int l = 0; l < LANES; l++) {                                                    \
         T v = x[i + l] - shift;                                                            \
         acc[l] += p == 2 ? v * v : v;                                                      \
       }                                                                                    \
-    for (; i < n; i++) {                                                                   \
+    for (int l = 0; i < n; i++, l++) {                                                     \
       T v = x[i] - shift;                                                                  \
-      acc[0] += p == 2 ? v * v : v;                                                        \
+      acc[l] += p == 2 ? v * v : v;                                                        \
     }                                                                                      \
+  }                                                                                        \
+  GK_INLINE T lanes_total_##S(const T *acc) {                                              \
     T s = 0;                                                                               \
     for (int l = 0; l < LANES; l++) s += acc[l];                                           \
     return s;                                                                              \
   }                                                                                        \
-  static T row_sum_##S(const gk_tensor *x, int64_t C, T shift, int p) {                    \
-    T buf[CHUNK], s = 0;                                                                   \
-    for (int64_t c = 0; c < C; c += CHUNK) {                                               \
-      int64_t m = gk_min64(CHUNK, C - c);                                                  \
-      s += lane_sum_##S(gk_chunk_in_##S(x, c, m, buf), m, shift, p);                       \
+  /* sum over the row of (x - shift)^p */                                                  \
+  GK_INLINE T row_sum_##S(const gk_tensor *x, const T *xrow, int64_t C, T shift, int p, T *buf) { \
+    T acc[LANES] = {0};                                                                    \
+    for (int64_t c = 0, P = piece_len(C); c < C; c += P) {                                 \
+      int64_t m = gk_min64(P, C - c);                                                      \
+      lane_sum_##S(xrow ? xrow : gk_chunk_in_##S(x, c, m, buf), m, shift, p, acc);         \
     }                                                                                      \
-    return s;                                                                              \
+    return lanes_total_##S(acc);                                                           \
   }                                                                                        \
-  static void norm_fwd_task_##S(const norm_job *j, int64_t task) {                         \
+  /* y = (x - mean) rstd w + b over one piece (w, b may be NULL; every pointer test */    \
+  /* stays outside the loops, so none becomes a masked load through NULL) */               \
+  GK_INLINE void norm_out_##S(const T *restrict x, const T *restrict w, const T *restrict b, \
+                              T *restrict y, int64_t m, T mean, T rstd) {                  \
+    if (w && b)                                                                            \
+      for (int64_t i = 0; i < m; i++) y[i] = (x[i] - mean) * rstd * w[i] + b[i];           \
+    else if (w)                                                                            \
+      for (int64_t i = 0; i < m; i++) y[i] = (x[i] - mean) * rstd * w[i];                  \
+    else if (b)                                                                            \
+      for (int64_t i = 0; i < m; i++) y[i] = (x[i] - mean) * rstd + b[i];                  \
+    else                                                                                   \
+      for (int64_t i = 0; i < m; i++) y[i] = (x[i] - mean) * rstd;                         \
+  }                                                                                        \
+  GK_INLINE void norm_fwd_task_##S(const norm_job *j, int64_t task) {                      \
     const gk_tensor *const *a = j->a;                                                      \
     const gk_tensor *w = a[GK_ARG_WEIGHT], *b = a[GK_ARG_BIAS];                            \
-    T eps = (T)j->plan->desc.norm.eps, xb[CHUNK], yb[CHUNK], wb[CHUNK], bb[CHUNK];         \
+    int64_t C = j->C, P = piece_len(C);                                                    \
+    bool whole = P == C;                                                                   \
+    T eps = (T)j->plan->desc.norm.eps, xb[ROW_MAX], yb[ROW_MAX], wb[ROW_MAX], bb[ROW_MAX]; \
+    const T *wrow = whole && w ? gk_chunk_in_##S(w, 0, C, wb) : NULL;                      \
+    const T *brow = whole && b ? gk_chunk_in_##S(b, 0, C, bb) : NULL;                      \
+    gk_tensor x = j->x.row0, y = j->y.row0;                                                \
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                        \
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                              \
-      gk_tensor x = gk_tensor_row(a[GK_ARG_X], j->nr, r), y = gk_tensor_row(a[GK_ARG_Y], j->nr, r); \
-      T mean = j->layer ? row_sum_##S(&x, j->C, 0, 1) / (T)j->C : 0;                        \
-      T rstd = (T)1 / sqrt(row_sum_##S(&x, j->C, mean, 2) / (T)j->C + eps);                \
-      for (int64_t c = 0; c < j->C; c += CHUNK) {                                          \
-        int64_t m = gk_min64(CHUNK, j->C - c);                                             \
-        const T *xp = gk_chunk_in_##S(&x, c, m, xb);                                       \
-        const T *wp = w ? gk_chunk_in_##S(w, c, m, wb) : NULL;                             \
-        const T *bp = b ? gk_chunk_in_##S(b, c, m, bb) : NULL;                             \
+      row_seek(&j->x, j->nr, r, &x);                                                       \
+      row_seek(&j->y, j->nr, r, &y);                                                       \
+      const T *xrow = whole ? gk_chunk_in_##S(&x, 0, C, xb) : NULL;                        \
+      T mean = j->layer ? row_sum_##S(&x, xrow, C, 0, 1, xb) / (T)C : 0;                   \
+      T rstd = (T)1 / sqrt(row_sum_##S(&x, xrow, C, mean, 2, xb) / (T)C + eps);            \
+      for (int64_t c = 0; c < C; c += P) {                                                 \
+        int64_t m = gk_min64(P, C - c);                                                    \
+        const T *xp = whole ? xrow : gk_chunk_in_##S(&x, c, m, xb);                        \
+        const T *wp = whole || !w ? wrow : gk_chunk_in_##S(w, c, m, wb);                   \
+        const T *bp = whole || !b ? brow : gk_chunk_in_##S(b, c, m, bb);                   \
         T *yp = gk_chunk_out_##S(&y, c, yb);                                               \
-        for (int64_t i = 0; i < m; i++) {                                                  \
-          T v = (xp[i] - mean) * rstd;                                                     \
-          if (wp) v *= wp[i];                                                              \
-          if (bp) v += bp[i];                                                              \
-          yp[i] = v;                                                                       \
-        }                                                                                  \
+        norm_out_##S(xp, wp, bp, yp, m, mean, rstd);                                       \
         gk_chunk_commit_##S(&y, c, m, yp, yb);                                             \
       }                                                                                    \
       gk_set(a[GK_ARG_RSTD], r, rstd);                                                     \
       if (j->layer) gk_set(a[GK_ARG_MEAN], r, mean);                                       \
     }                                                                                      \
   }                                                                                        \
-  static void norm_bwd_task_##S(const norm_job *j, int64_t group) {                        \
+  /* backward pass 1 over a piece: sg += g, sgx += g xhat, per lane */                     \
+  GK_INLINE void grad_sums_##S(const T *restrict x, const T *restrict dy, const T *restrict w, \
+                               int64_t m, T mean, T rstd, T *restrict sg, T *restrict sgx) { \
+    int64_t i = 0;                                                                         \
+    if (w) {                                                                               \
+      for (; i + LANES <= m; i += LANES)                                                   \
+        for (int l = 0; l < LANES; l++) {                                                  \
+          T g = dy[i + l] * w[i + l];                                                      \
+          sg[l] += g;                                                                      \
+          sgx[l] += g * ((x[i + l] - mean) * rstd);                                        \
+        }                                                                                  \
+      for (int l = 0; i < m; i++, l++) {                                                   \
+        T g = dy[i] * w[i];                                                                \
+        sg[l] += g;                                                                        \
+        sgx[l] += g * ((x[i] - mean) * rstd);                                              \
+      }                                                                                    \
+    } else {                                                                               \
+      for (; i + LANES <= m; i += LANES)                                                   \
+        for (int l = 0; l < LANES; l++) {                                                  \
+          sg[l] += dy[i + l];                                                              \
+          sgx[l] += dy[i + l] * ((x[i + l] - mean) * rstd);                                \
+        }                                                                                  \
+      for (int l = 0; i < m; i++, l++) {                                                   \
+        sg[l] += dy[i];                                                                    \
+        sgx[l] += dy[i] * ((x[i] - mean) * rstd);                                          \
+      }                                                                                    \
+    }                                                                                      \
+  }                                                                                        \
+  /* backward pass 2 over a piece: dx; pdw += dy xhat, pdb += dy (each may be NULL). */   \
+  /* dx goes a line at a time, prefetching the same line of the next row of x and dy */    \
+  /* (at xn, dyn, es bytes an element; NULL when rows are not evenly spaced): memory */    \
+  /* is busy while this row is written. Pointer tests stay outside the inner loops, */     \
+  /* so none becomes a masked load through NULL. */                                        \
+  GK_INLINE void grad_out_##S(const T *restrict x, const T *restrict dy, const T *restrict w, \
+                              T *restrict dx, T *restrict pdw, T *restrict pdb, int64_t m, \
+                              T mean, T rstd, T mean_g, T mean_gx, const char *xn,         \
+                              const char *dyn, int64_t es) {                               \
+    for (int64_t i0 = 0; i0 < m; i0 += LINE / (int64_t)sizeof(T)) {                        \
+      int64_t i1 = gk_min64(m, i0 + LINE / (int64_t)sizeof(T));                            \
+      if (xn) {                                                                            \
+        __builtin_prefetch(xn + i0 * es);                                                  \
+        __builtin_prefetch(dyn + i0 * es);                                                 \
+      }                                                                                    \
+      if (w)                                                                               \
+        for (int64_t i = i0; i < i1; i++)                                                  \
+          dx[i] = rstd * (dy[i] * w[i] - mean_g - (x[i] - mean) * rstd * mean_gx);         \
+      else                                                                                 \
+        for (int64_t i = i0; i < i1; i++)                                                  \
+          dx[i] = rstd * (dy[i] - mean_g - (x[i] - mean) * rstd * mean_gx);                \
+    }                                                                                      \
+    if (pdw)                                                                               \
+      for (int64_t i = 0; i < m; i++) pdw[i] += dy[i] * ((x[i] - mean) * rstd);            \
+    if (pdb)                                                                               \
+      for (int64_t i = 0; i < m; i++) pdb[i] += dy[i];                                     \
+  }                                                                                        \
+  GK_INLINE void norm_bwd_task_##S(const norm_job *j, int64_t group) {                     \
     const gk_tensor *const *a = j->a;                                                      \
     const gk_tensor *w = a[GK_ARG_WEIGHT];                                                 \
     bool want_dw = a[GK_ARG_DWEIGHT] != NULL, want_db = a[GK_ARG_DBIAS] != NULL;           \
+    int64_t C = j->C, P = piece_len(C), es = (int64_t)gk_dtype_size(j->plan->desc.dtype);  \
+    bool whole = P == C;                                                                   \
     /* this group's partial sums (no workspace when there are no parameters) */            \
-    T *pdw = j->nparams ? (T *)j->partials + group * j->nparams * j->C : NULL;             \
-    T *pdb = want_db ? pdw + (want_dw ? j->C : 0) : NULL;                                  \
-    for (int64_t c = 0; c < j->nparams * j->C; c++) pdw[c] = 0;                            \
-    T xb[CHUNK], dyb[CHUNK], wb[CHUNK], dxb[CHUNK];                                        \
+    T *pdw = want_dw ? (T *)j->partials + group * j->nparams * C : NULL;                   \
+    T *pdb = want_db ? (T *)j->partials + (group * j->nparams + want_dw) * C : NULL;      \
+    if (j->nparams) memset((T *)j->partials + group * j->nparams * C, 0, sizeof(T) * (size_t)(j->nparams * C)); \
+    T xb[ROW_MAX], dyb[ROW_MAX], wb[ROW_MAX], dxb[ROW_MAX];                                \
+    const T *wrow = whole && w ? gk_chunk_in_##S(w, 0, C, wb) : NULL;                      \
     int64_t per = gk_ceil_div(j->rows, backward_groups(j->rows));                          \
     int64_t end = gk_min64(j->rows, (group + 1) * per);                                    \
+    gk_tensor x = j->x.row0, dy = j->dy.row0, dx = j->dx.row0;                             \
     for (int64_t r = group * per; r < end; r++) {                                          \
-      gk_tensor x = gk_tensor_row(a[GK_ARG_X], j->nr, r);                                  \
-      gk_tensor dy = gk_tensor_row(a[GK_ARG_DY], j->nr, r);                                \
-      gk_tensor dx = gk_tensor_row(a[GK_ARG_DX], j->nr, r);                                \
+      row_seek(&j->x, j->nr, r, &x);                                                       \
+      row_seek(&j->dy, j->nr, r, &dy);                                                     \
+      row_seek(&j->dx, j->nr, r, &dx);                                                     \
       T rstd = (T)gk_get(a[GK_ARG_RSTD], r);                                               \
       T mean = j->layer ? (T)gk_get(a[GK_ARG_MEAN], r) : 0;                                \
+      const T *xrow = whole ? gk_chunk_in_##S(&x, 0, C, xb) : NULL;                        \
+      const T *dyrow = whole ? gk_chunk_in_##S(&dy, 0, C, dyb) : NULL;                     \
       T sg[LANES] = {0}, sgx[LANES] = {0};                                                 \
-      for (int64_t c = 0; c < j->C; c += CHUNK) {                                          \
-        int64_t m = gk_min64(CHUNK, j->C - c);                                             \
-        const T *xp = gk_chunk_in_##S(&x, c, m, xb), *dyp = gk_chunk_in_##S(&dy, c, m, dyb); \
-        const T *wp = w ? gk_chunk_in_##S(w, c, m, wb) : NULL;                             \
-        for (int64_t i = 0; i < m; i++) {                                                  \
-          T g = wp ? dyp[i] * wp[i] : dyp[i];                                              \
-          sg[i % LANES] += g;                                                              \
-          sgx[i % LANES] += g * ((xp[i] - mean) * rstd);                                   \
-        }                                                                                  \
+      for (int64_t c = 0; c < C; c += P) {                                                 \
+        int64_t m = gk_min64(P, C - c);                                                    \
+        const T *xp = whole ? xrow : gk_chunk_in_##S(&x, c, m, xb);                        \
+        const T *dyp = whole ? dyrow : gk_chunk_in_##S(&dy, c, m, dyb);                    \
+        const T *wp = whole || !w ? wrow : gk_chunk_in_##S(w, c, m, wb);                   \
+        grad_sums_##S(xp, dyp, wp, m, mean, rstd, sg, sgx);                                \
       }                                                                                    \
-      T sum_g = 0, sum_gx = 0;                                                             \
-      for (int l = 0; l < LANES; l++) {                                                    \
-        sum_g += sg[l];                                                                    \
-        sum_gx += sgx[l];                                                                  \
-      }                                                                                    \
-      T mean_g = j->layer ? sum_g / (T)j->C : 0, mean_gx = sum_gx / (T)j->C;               \
-      for (int64_t c = 0; c < j->C; c += CHUNK) {                                          \
-        int64_t m = gk_min64(CHUNK, j->C - c);                                             \
-        const T *xp = gk_chunk_in_##S(&x, c, m, xb), *dyp = gk_chunk_in_##S(&dy, c, m, dyb); \
-        const T *wp = w ? gk_chunk_in_##S(w, c, m, wb) : NULL;                             \
+      T mean_g = j->layer ? lanes_total_##S(sg) / (T)C : 0;                                \
+      T mean_gx = lanes_total_##S(sgx) / (T)C;                                             \
+      for (int64_t c = 0; c < C; c += P) {                                                 \
+        int64_t m = gk_min64(P, C - c);                                                    \
+        const T *xp = whole ? xrow : gk_chunk_in_##S(&x, c, m, xb);                        \
+        const T *dyp = whole ? dyrow : gk_chunk_in_##S(&dy, c, m, dyb);                    \
+        const T *wp = whole || !w ? wrow : gk_chunk_in_##S(w, c, m, wb);                   \
         T *dxp = gk_chunk_out_##S(&dx, c, dxb);                                            \
-        for (int64_t i = 0; i < m; i++) {                                                  \
-          T xhat = (xp[i] - mean) * rstd, g = wp ? dyp[i] * wp[i] : dyp[i];                \
-          if (want_dw) pdw[c + i] += dyp[i] * xhat;                                        \
-          if (want_db) pdb[c + i] += dyp[i];                                               \
-          dxp[i] = rstd * (g - mean_g - xhat * mean_gx);                                   \
-        }                                                                                  \
+        grad_out_##S(xp, dyp, wp, dxp, pdw ? pdw + c : NULL, pdb ? pdb + c : NULL, m, mean, rstd, \
+                     mean_g, mean_gx, whole && j->x.step ? (const char *)x.data + j->x.step : NULL, \
+                     whole && j->dy.step ? (const char *)dy.data + j->dy.step : NULL, es); \
         gk_chunk_commit_##S(&dx, c, m, dxp, dxb);                                          \
       }                                                                                    \
     }                                                                                      \
   }                                                                                        \
   /* task = a CHUNK of columns: param grad = sum of group partials, in order */            \
-  static void norm_reduce_task_##S(const norm_job *j, int64_t task) {                      \
+  GK_INLINE void norm_reduce_task_##S(const norm_job *j, int64_t task) {                   \
     int64_t c0 = task * CHUNK, m = gk_min64(CHUNK, j->C - c0);                             \
     int64_t groups = backward_groups(j->rows);                                             \
     const gk_tensor *outs[2] = {j->a[GK_ARG_DWEIGHT], j->a[GK_ARG_DBIAS]};                 \
     int slot = 0;                                                                          \
     for (int o = 0; o < 2; o++) {                                                          \
       if (!outs[o]) continue;                                                              \
-      T sum[CHUNK], old[CHUNK];                                                            \
-      if (j->plan->desc.accumulate) gk_load_##S(outs[o], c0, m, old);                      \
-      for (int64_t i = 0; i < m; i++) sum[i] = j->plan->desc.accumulate ? old[i] : 0;      \
+      T sum[CHUNK];                                                                        \
+      if (j->plan->desc.accumulate) gk_load_##S(outs[o], c0, m, sum);                      \
+      else memset(sum, 0, sizeof(T) * (size_t)m);                                          \
       for (int64_t g = 0; g < groups; g++) {                                               \
-        const T *p = (const T *)j->partials + (g * j->nparams + slot) * j->C + c0;         \
+        const T *restrict p = (const T *)j->partials + (g * j->nparams + slot) * j->C + c0; \
         for (int64_t i = 0; i < m; i++) sum[i] += p[i];                                    \
       }                                                                                    \
       gk_store_##S(outs[o], c0, m, sum);                                                   \
@@ -161,23 +290,26 @@ GK_DEFINE_NORM(double, f64)
 
 static bool is_f64(const norm_job *j) { return j->plan->desc.dtype == GK_F64; }
 
-static void fwd_task(void *ctx, int64_t t) {
+GK_INLINE void fwd_task_body(void *ctx, int64_t t) {
   const norm_job *j = ctx;
   if (is_f64(j)) norm_fwd_task_f64(j, t);
   else norm_fwd_task_f32(j, t);
 }
+GK_ISA_VARIANTS(fwd_task, (void *ctx, int64_t t), (ctx, t))
 
-static void bwd_task(void *ctx, int64_t t) {
+GK_INLINE void bwd_task_body(void *ctx, int64_t t) {
   const norm_job *j = ctx;
   if (is_f64(j)) norm_bwd_task_f64(j, t);
   else norm_bwd_task_f32(j, t);
 }
+GK_ISA_VARIANTS(bwd_task, (void *ctx, int64_t t), (ctx, t))
 
-static void reduce_task(void *ctx, int64_t t) {
+GK_INLINE void reduce_task_body(void *ctx, int64_t t) {
   const norm_job *j = ctx;
   if (is_f64(j)) norm_reduce_task_f64(j, t);
   else norm_reduce_task_f32(j, t);
 }
+GK_ISA_VARIANTS(reduce_task, (void *ctx, int64_t t), (ctx, t))
 
 static gk_status cpu_norm_fwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
   norm_job j = job_of(plan, a, ws);

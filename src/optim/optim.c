@@ -9,6 +9,10 @@
 // order of operations (torch.optim.AdamW / SGD, single-tensor path); f64 in
 // f64. Scalars are formed in double as Python does, then cast to the compute
 // type, as torch's kernels do.
+//
+// AdamW and clipping are one vectorized pass per piece (contiguous tensors
+// of the compute type in place, others through a buffer), compiled per ISA
+// level (isa.h); each piece's sum of squares runs over LANES f64 partial sums.
 #include "../core/internal.h"
 
 #include <stdlib.h>
@@ -217,53 +221,70 @@ typedef struct adamw_job {
   double decay, step_size, bc2_sqrt;   // 1 - lr wd, lr / (1 - beta1^step), sqrt(1 - beta2^step)
 } adamw_job;
 
-// torch: p *= 1 - lr wd; m.lerp_(g, 1 - beta1); v = v beta2 + (1 - beta2) g g;
-// p += -step_size m / (sqrt(v) / bc2_sqrt + eps)
-#define ADAMW_BODY(T)                                                                      \
-  T decay = (T)j->decay, w = (T)(1 - c->beta1), b2 = (T)c->beta2, w2 = (T)(1 - c->beta2); \
-  T bc2 = (T)j->bc2_sqrt, eps = (T)c->eps, neg_step = (T)(-j->step_size);                 \
-  bool small = fabs(1 - c->beta1) < 0.5;                                                   \
-  for (int64_t e = 0; e < n; e++) {                                                        \
-    T g = gb[e], mm = mb[e];                                                               \
-    pb[e] *= decay;                                                                        \
-    mm = small ? mm + w * (g - mm) : g - (g - mm) * ((T)1 - w);                            \
-    mb[e] = mm;                                                                            \
-    vb[e] = vb[e] * b2 + w2 * g * g;                                                       \
-    T denom = sqrt(vb[e]) / bc2 + eps;                                                     \
-    pb[e] += neg_step * mm / denom;                                                        \
+// Elements [s, s + n) of t to update in place as T: t's own memory, or buf
+// loaded (written back by gk_chunk_commit_*).
+#define GK_DEFINE_CHUNK_RW(T, S)                                                           \
+  GK_INLINE T *chunk_rw_##S(const gk_tensor *t, int64_t s, int64_t n, T *buf) {            \
+    T *p = gk_chunk_out_##S(t, s, buf);                                                    \
+    if (p == buf) gk_load_##S(t, s, n, buf);                                               \
+    return p;                                                                              \
   }
+GK_DEFINE_CHUNK_RW(float, f32)
+GK_DEFINE_CHUNK_RW(double, f64)
 
-static void adamw_task(void *ctx, int64_t piece) {
+// One piece of AdamW in T, in torch's order (single-tensor path):
+//   p *= 1 - lr wd; m.lerp_(g, 1 - beta1); v = v beta2 + (1 - beta2) g g;
+//   p += -step_size m / (sqrt(v) / bc2_sqrt + eps)
+// lerp_ with weight w computes m + w (g - m) for |w| < 0.5, else
+// g - (g - m) (1 - w). p *= 1 - lr wd is a loop of its own, so its rounding
+// stands as in torch's separate mul_ (these files let the compiler fuse
+// a * b + c). The piece stays in L1 between the two loops; both vectorize
+// (sqrt is the correctly rounded vsqrtps/sqrtpd: optim.c is built with
+// -fno-math-errno).
+#define GK_DEFINE_ADAMW(T, S)                                                              \
+  GK_INLINE void adamw_piece_##S(const adamw_job *j, T *restrict p, const T *restrict g,   \
+                                 T *restrict m, T *restrict v, int64_t n) {                \
+    const gk_adamw_config *c = j->c;                                                       \
+    T decay = (T)j->decay, w = (T)(1 - c->beta1), b2 = (T)c->beta2, w2 = (T)(1 - c->beta2); \
+    T bc2 = (T)j->bc2_sqrt, eps = (T)c->eps, neg_step = (T)(-j->step_size);               \
+    for (int64_t e = 0; e < n; e++) p[e] *= decay;                                         \
+    if (fabs(1 - c->beta1) < 0.5)                                                          \
+      for (int64_t e = 0; e < n; e++) {                                                    \
+        T mm = m[e] + w * (g[e] - m[e]), vv = v[e] * b2 + w2 * g[e] * g[e];                \
+        m[e] = mm;                                                                         \
+        v[e] = vv;                                                                         \
+        p[e] += neg_step * mm / (sqrt(vv) / bc2 + eps);                                    \
+      }                                                                                    \
+    else                                                                                   \
+      for (int64_t e = 0; e < n; e++) {                                                    \
+        T mm = g[e] - (g[e] - m[e]) * ((T)1 - w), vv = v[e] * b2 + w2 * g[e] * g[e];       \
+        m[e] = mm;                                                                         \
+        v[e] = vv;                                                                         \
+        p[e] += neg_step * mm / (sqrt(vv) / bc2 + eps);                                    \
+      }                                                                                    \
+  }                                                                                        \
+  GK_INLINE void adamw_task_##S(const adamw_job *j, int i, int64_t s, int64_t n) {         \
+    const gk_tensor *param = &j->params[i], *held = is_half(param->dtype) ? &j->master[i] : param; \
+    T pbuf[CHUNK], gbuf[CHUNK], mbuf[CHUNK], vbuf[CHUNK];                                  \
+    T *p = chunk_rw_##S(held, s, n, pbuf), *m = chunk_rw_##S(&j->m[i], s, n, mbuf);        \
+    T *v = chunk_rw_##S(&j->v[i], s, n, vbuf);                                             \
+    adamw_piece_##S(j, p, gk_chunk_in_##S(&j->grads[i], s, n, gbuf), m, v, n);            \
+    gk_chunk_commit_##S(held, s, n, p, pbuf);                                              \
+    if (held != param) gk_store_##S(param, s, n, p);                                       \
+    gk_chunk_commit_##S(&j->m[i], s, n, m, mbuf);                                          \
+    gk_chunk_commit_##S(&j->v[i], s, n, v, vbuf);                                          \
+  }
+GK_DEFINE_ADAMW(float, f32)
+GK_DEFINE_ADAMW(double, f64)
+
+GK_INLINE void adamw_task_body(void *ctx, int64_t piece) {
   const adamw_job *j = ctx;
-  const gk_adamw_config *c = j->c;
   int64_t s, n;
   int i = piece_of(&j->pc, j->params, piece, &s, &n);
-  const gk_tensor *param = &j->params[i], *held = is_half(param->dtype) ? &j->master[i] : param;
-  if (param->dtype == GK_F64) {
-    double pbuf[CHUNK], gbuf[CHUNK], mbuf[CHUNK], vbuf[CHUNK];
-    double *pb = pbuf, *gb = gbuf, *mb = mbuf, *vb = vbuf;
-    gk_load_f64(param, s, n, pb);
-    gk_load_f64(&j->grads[i], s, n, gb);
-    gk_load_f64(&j->m[i], s, n, mb);
-    gk_load_f64(&j->v[i], s, n, vb);
-    ADAMW_BODY(double)
-    gk_store_f64(param, s, n, pb);
-    gk_store_f64(&j->m[i], s, n, mb);
-    gk_store_f64(&j->v[i], s, n, vb);
-    return;
-  }
-  float pbuf[CHUNK], gbuf[CHUNK], mbuf[CHUNK], vbuf[CHUNK];
-  float *pb = pbuf, *gb = gbuf, *mb = mbuf, *vb = vbuf;
-  gk_load_f32(held, s, n, pb);
-  gk_load_f32(&j->grads[i], s, n, gb);
-  gk_load_f32(&j->m[i], s, n, mb);
-  gk_load_f32(&j->v[i], s, n, vb);
-  ADAMW_BODY(float)
-  gk_store_f32(held, s, n, pb);
-  if (held != param) gk_store_f32(param, s, n, pb);
-  gk_store_f32(&j->m[i], s, n, mb);
-  gk_store_f32(&j->v[i], s, n, vb);
+  if (j->params[i].dtype == GK_F64) adamw_task_f64(j, i, s, n);
+  else adamw_task_f32(j, i, s, n);
 }
+GK_ISA_VARIANTS(adamw_task, (void *ctx, int64_t piece), (ctx, piece))
 
 gk_status gk_adamw_step(const gk_adamw_config *config, int n, const gk_tensor *params, const gk_tensor *grads,
                         const gk_tensor *exp_avg, const gk_tensor *exp_avg_sq, const gk_tensor *master,
@@ -395,33 +416,58 @@ typedef struct clip_job {
   double scale;
 } clip_job;
 
-static void sumsq_task(void *ctx, int64_t piece) {
-  clip_job *j = ctx;
-  int64_t s, n;
-  int i = piece_of(&j->pc, j->grads, piece, &s, &n);
-  double buf[CHUNK], acc = 0;
-  gk_load_f64(&j->grads[i], s, n, buf);
-  for (int64_t e = 0; e < n; e++) acc += buf[e] * buf[e];
-  j->sums[piece] = acc;
-}
+enum { LANES = 16 };
 
-static void scale_task(void *ctx, int64_t piece) {
-  const clip_job *j = ctx;
+// Sum of x^2 over a piece in f64, in LANES partial sums (lane = element % LANES)
+// added in lane order: vectorizes, and the same bits on any thread count.
+#define GK_DEFINE_SUMSQ(T, S)                                                              \
+  GK_INLINE double sumsq_##S(const T *restrict x, int64_t n) {                             \
+    double acc[LANES] = {0}, sum = 0;                                                      \
+    int64_t e = 0;                                                                         \
+    for (; e + LANES <= n; e += LANES)                                                     \
+      for (int l = 0; l < LANES; l++) acc[l] += (double)x[e + l] * (double)x[e + l];       \
+    for (int l = 0; e < n; e++, l++) acc[l] += (double)x[e] * (double)x[e];                \
+    for (int l = 0; l < LANES; l++) sum += acc[l];                                         \
+    return sum;                                                                            \
+  }
+GK_DEFINE_SUMSQ(float, f32)
+GK_DEFINE_SUMSQ(double, f64)
+
+// f32, f16 and bf16 widen exactly to f32 first.
+GK_INLINE void sumsq_task_body(void *ctx, int64_t piece) {
+  clip_job *j = ctx;
   int64_t s, n;
   int i = piece_of(&j->pc, j->grads, piece, &s, &n);
   const gk_tensor *g = &j->grads[i];
   if (g->dtype == GK_F64) {
     double buf[CHUNK];
-    gk_load_f64(g, s, n, buf);
-    for (int64_t e = 0; e < n; e++) buf[e] *= j->scale;
-    gk_store_f64(g, s, n, buf);
-    return;
+    j->sums[piece] = sumsq_f64(gk_chunk_in_f64(g, s, n, buf), n);
+  } else {
+    float buf[CHUNK];
+    j->sums[piece] = sumsq_f32(gk_chunk_in_f32(g, s, n, buf), n);
   }
-  float buf[CHUNK], scale = (float)j->scale;
-  gk_load_f32(g, s, n, buf);
-  for (int64_t e = 0; e < n; e++) buf[e] *= scale;
-  gk_store_f32(g, s, n, buf);
 }
+GK_ISA_VARIANTS(sumsq_task, (void *ctx, int64_t piece), (ctx, piece))
+
+// g *= scale, in f32 (f64 for f64)
+#define GK_DEFINE_SCALE(T, S)                                                              \
+  GK_INLINE void scale_piece_##S(const gk_tensor *g, int64_t s, int64_t n, T scale) {      \
+    T buf[CHUNK], *x = chunk_rw_##S(g, s, n, buf);                                         \
+    for (int64_t e = 0; e < n; e++) x[e] *= scale;                                         \
+    gk_chunk_commit_##S(g, s, n, x, buf);                                                  \
+  }
+GK_DEFINE_SCALE(float, f32)
+GK_DEFINE_SCALE(double, f64)
+
+GK_INLINE void scale_task_body(void *ctx, int64_t piece) {
+  const clip_job *j = ctx;
+  int64_t s, n;
+  int i = piece_of(&j->pc, j->grads, piece, &s, &n);
+  const gk_tensor *g = &j->grads[i];
+  if (g->dtype == GK_F64) scale_piece_f64(g, s, n, j->scale);
+  else scale_piece_f32(g, s, n, (float)j->scale);
+}
+GK_ISA_VARIANTS(scale_task, (void *ctx, int64_t piece), (ctx, piece))
 
 gk_status gk_clip_grad_norm(int n, const gk_tensor *grads, double max_norm, double *total_norm) {
   const char *fn = "gk_clip_grad_norm";
