@@ -1,17 +1,20 @@
 // Threaded CPU kernels for the selective scan (math as in src/ref/scan.c),
 // f32 math and state (f64 for f64).
 //
-// Lanes. The kernels run W = 16 channels at once, one per lane of a vector
-// (GCC vector extensions; one AVX-512 register for f32): a channel block is
-// up to W consecutive channels of one batch, and the scan goes state by
+// Lanes. The kernels run W = 16 channels at once, one per lane (plain loops
+// over W lanes, vectorised in each instruction-set copy: one AVX-512
+// register of f32, two AVX2 ones): a channel block is up to W consecutive
+// channels of one batch, and the scan goes state by
 // state (n) and step by step over a block, so every step is a few
 // elementwise vector operations with no sums across lanes:
 //   a_t = e^(dt_t A[., n]);  h = a_t h + (dt_t u_t) B_t[n];  y'_t += C_t[n] h
 // (per-batch B and C are the same for the block's lanes: one broadcast value
 // per step). u, delta, z, dy and the outputs are moved between their (B, D,
-// L) rows and [step][lane] tiles once per chunk. Lanes past the block's last
+// L) rows and [step][lane] tiles once per chunk (16 x 16 transposes).
+// Per-batch dB/dC, sums over the channels, are the one sum across lanes:
+// added up per chunk and state (add_lane_sums). Lanes past the block's last
 // channel run on zeros (A = 0, dt = 0: a = 1, h stays 0) and are never stored.
-// The exponential is 2^(dt_t A log2 e) by a polynomial (see exp2v_f32); f64
+// The exponential is 2^(dt_t A log2 e) by a polynomial (see exp2_f32); f64
 // uses libm's exp lane by lane. The hot task functions are compiled per
 // instruction set (GK_ISA_VARIANTS), with FMA contraction on (pragma below):
 // each level gives its own bits, the same for every thread count.
@@ -35,9 +38,11 @@
 //                 them backwards: carry_{S-1} = dfinal_state or 0,
 //                 carry_{r-1} = P_r carry_r + R_r; level 3 reruns each range
 //                 backwards from its carry.
-//   - within a task: chunk by chunk (backward: last first), block by block,
-//     state by state; backward recomputes a chunk's states of one n from
-//     its saved chunk state, then walks them back.
+//   - within a task (level 3): block by block, chunk by chunk (backward:
+//     last first; the block's next chunk of rows is prefetched), state by
+//     state; backward recomputes a chunk's states of one n from its saved
+//     chunk state, then walks them back. Level 1 goes chunk by chunk, block
+//     by block.
 // States and carries live in the workspace as [N][W] lanes per (batch,
 // range, part, block). Deterministic sums: dA, dD, ddelta_bias and shared
 // dB/dC get one partial per (b-part, range) slot, per-batch dB/dC one partial

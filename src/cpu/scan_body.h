@@ -349,7 +349,7 @@ static void FN(fwd_level2)(const scan_job *j, int64_t task) {
 }
 
 // Level 3 (the only level when S = 1): each range from its start state,
-// chunk by chunk, block by block, state by state.
+// block by block, chunk by chunk, state by state.
 GK_INLINE void BODY(fwd_task)(void *ctx, int64_t task) {
   const scan_job *j = ctx;
   task_range tr = range_of(j, task);
@@ -489,7 +489,7 @@ static void FN(bwd_level2)(const scan_job *j, int64_t task) {
 }
 
 // Level 3 (the only level when S = 1): each range backwards from its carry,
-// chunk by chunk (last first), block by block, state by state, each state's
+// block by block, chunk by chunk (last first), state by state, each state's
 // steps recomputed from the saved chunk state.
 GK_INLINE void BODY(bwd_task)(void *ctx, int64_t task) {
   const scan_job *j = ctx;
