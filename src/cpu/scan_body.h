@@ -1,6 +1,8 @@
 // The selective scan CPU kernels for one type REAL (dtype REAL_DT) with
-// suffix SFX, exp EXP, softplus SOFTPLUS and its derivative DSOFTPLUS, SILU
-// and DSILU; included by scan.c (see there for the work grid and the levels).
+// suffix SFX: decays EXP2(dt A EXP_SCALE) (EXP2_WIDE where |dt A EXP_SCALE|
+// may pass EXP_SAFE), softplus SOFTPLUS and its
+// derivative DSOFTPLUS, SILU and DSILU; included by scan.c (see there for
+// the lanes, the work grid and the levels).
 
 // ---------------------------------------------------------------- access
 
@@ -45,384 +47,461 @@ static void FN(vcommit)(const gk_tensor *t, int64_t off, int64_t stride, int64_t
   if (p == buf) FN(vstore)(t, off, stride, n, buf);
 }
 
-// One value of a 1-D tensor.
-static REAL FN(vget)(const gk_tensor *t, int64_t i) {
-  REAL v;
-  FN(vload)(t, i * t->strides[0], 1, 1, &v);
-  return v;
+// ---------------------------------------------------------------- lanes
+
+// A row of W lanes: tiles are LANES[step], per-state values one LANES. Every
+// loop over the lanes is a plain loop of W iterations, vectorised by the
+// compiler in each instruction-set copy (one AVX-512 register of f32, two
+// AVX2 ones).
+typedef REAL FN(lanes)[W];
+#define LANES FN(lanes)
+#define FOR_LANES(l) for (int l = 0; l < W; l++)
+
+// Lanes l < nd from t at element offsets off + l stride, zero above.
+static void FN(lanes_in)(const gk_tensor *t, int64_t off, int64_t stride, int64_t nd, REAL *out) {
+  FOR_LANES(l) out[l] = 0;
+  FN(vload)(t, off, stride, nd, out);
 }
 
-// dt over steps [t0, t0 + tn) of (b, d), and raw = delta + delta_bias before
-// the softplus.
-GK_SCAN_INLINE static void FN(load_dt)(const scan_job *j, int64_t b, int64_t d, int64_t t0, int64_t tn, REAL *raw, REAL *dt) {
-  const gk_tensor *x = j->a[GK_ARG_DELTA];
-  FN(vload)(x, at3(x, b, d, t0), x->strides[2], tn, raw);
-  if (j->a[GK_ARG_DELTA_BIAS]) {
-    REAL bias = FN(vget)(j->a[GK_ARG_DELTA_BIAS], d);
-    for (int64_t t = 0; t < tn; t++) raw[t] += bias;
+// The lanes of a (D, N) tensor (A, shared B or C) at state n.
+static void FN(dn_lanes)(const gk_tensor *t, int64_t d0, int64_t nd, int64_t n, REAL *out) {
+  FN(lanes_in)(t, at2(t, d0, n), t->strides[0], nd, out);
+}
+
+// The lanes of a 1-D (D) tensor (D, delta_bias) from channel d0.
+static void FN(d_lanes)(const gk_tensor *t, int64_t d0, int64_t nd, REAL *out) {
+  FN(lanes_in)(t, d0 * t->strides[0], t->strides[0], nd, out);
+}
+
+// out[l stride] += v[l] for lanes l < nd.
+static void FN(lanes_add)(REAL *out, int64_t stride, int64_t nd, const REAL *v) {
+  for (int64_t l = 0; l < nd; l++) out[l * stride] += v[l];
+}
+
+// The transposes below go through W x W blocks: rows copied into blk,
+// then out[t][l] = blk[l][t] as plain loops (vectorised into shuffles).
+
+// tile[t][l] = x[b, d0 + l, t0 + t] for t < tn, l < nd, zero for l >= nd
+// (rows up to tn rounded up to W written).
+GK_INLINE void FN(load_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t nd, int64_t t0, int64_t tn,
+                             LANES *tile) {
+  static const REAL zeros[TMAX];
+  REAL bufs[W][TMAX], blk[W][W];
+  const REAL *rows[W];
+  for (int64_t l = 0; l < W; l++)
+    rows[l] = l < nd ? FN(vin)(x, at3(x, b, d0 + l, t0), x->strides[2], tn, bufs[l]) : zeros;
+  for (int64_t t1 = 0; t1 < tn; t1 += W) {
+    if (t1 + W <= tn)
+      FOR_LANES(l) for (int i = 0; i < W; i++) blk[l][i] = rows[l][t1 + i];
+    else
+      FOR_LANES(l) for (int i = 0; i < W; i++) blk[l][i] = t1 + i < tn ? rows[l][t1 + i] : 0;
+    for (int i = 0; i < W; i++) FOR_LANES(l) tile[t1 + i][l] = blk[l][i];
   }
-  if (j->plan->desc.scan.delta_softplus)  // (loops of their own, so they vectorize)
-    for (int64_t t = 0; t < tn; t++) dt[t] = SOFTPLUS(raw[t]);
-  else
-    for (int64_t t = 0; t < tn; t++) dt[t] = raw[t];
 }
 
-// Steps [t0, t0 + tn) of (b, d) of a (B, D, L) tensor.
-static const REAL *FN(load_row)(const gk_tensor *x, int64_t b, int64_t d, int64_t t0, int64_t tn, REAL *buf) {
-  return FN(vin)(x, at3(x, b, d, t0), x->strides[2], tn, buf);
+// x[b, d0 + l, t0 + t] = tile[t][l] for t < tn, l < nd.
+GK_INLINE void FN(store_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t nd, int64_t t0, int64_t tn,
+                              const LANES *tile) {
+  REAL bufs[W][TMAX], blk[W][W];
+  REAL *rows[W];
+  for (int64_t l = 0; l < nd; l++) rows[l] = FN(vout)(x, at3(x, b, d0 + l, t0), x->strides[2], bufs[l]);
+  for (int64_t t1 = 0; t1 < tn; t1 += W) {
+    for (int i = 0; i < W; i++) FOR_LANES(l) blk[l][i] = tile[t1 + i][l];
+    if (t1 + W <= tn)  // (a fixed count: a vector copy, not a call)
+      for (int64_t l = 0; l < nd; l++)
+        for (int i = 0; i < W; i++) rows[l][t1 + i] = blk[l][i];
+    else
+      for (int64_t l = 0; l < nd; l++)
+        for (int64_t i = 0; t1 + i < tn; i++) rows[l][t1 + i] = blk[l][i];
+  }
+  for (int64_t l = 0; l < nd; l++)
+    FN(vcommit)(x, at3(x, b, d0 + l, t0), x->strides[2], tn, rows[l], bufs[l]);
 }
 
-// dy' = dy silu(z) (dy without z) over the chunk; dy to dyb, z to zb.
-static void FN(load_dyp)(const scan_job *j, int64_t b, int64_t d, int64_t t0, int64_t tn, REAL *dyb, REAL *zb,
-                         REAL *dyp) {
-  const gk_tensor *dy = j->a[GK_ARG_DY], *z = j->a[GK_ARG_Z];
-  FN(vload)(dy, at3(dy, b, d, t0), dy->strides[2], tn, dyb);
-  if (z) {
-    FN(vload)(z, at3(z, b, d, t0), z->strides[2], tn, zb);
-    for (int64_t t = 0; t < tn; t++) dyp[t] = dyb[t] * SILU(zb[t]);
-  } else {
-    for (int64_t t = 0; t < tn; t++) dyp[t] = dyb[t];
+// out[t] += the sum of v[t]'s lanes (added in lane order), t < tn: W steps
+// at a time, transposed as in store_tile, then summed down the lanes.
+GK_INLINE void FN(add_lane_sums)(const LANES *v, int64_t tn, REAL *out) {
+  REAL blk[W][W];
+  for (int64_t t1 = 0; t1 < tn; t1 += W) {
+    for (int i = 0; i < W; i++) FOR_LANES(l) blk[l][i] = v[t1 + i][l];
+    for (int l = 1; l < W; l++)
+      for (int i = 0; i < W; i++) blk[0][i] += blk[l][i];
+    if (t1 + W <= tn)
+      for (int i = 0; i < W; i++) out[t1 + i] += blk[0][i];
+    else
+      for (int64_t i = 0; t1 + i < tn; i++) out[t1 + i] += blk[0][i];
   }
 }
 
-// B or C of (b, d) for states [n0, n0 + nb) and steps [t0, t0 + tn) as
-// tile[t NB + n], zero for n >= nb. Returns the step stride: NB, or 0 when
-// shared (one row).
-static int64_t FN(load_bc)(const scan_job *j, const gk_tensor *v, bool var, int64_t G, int64_t b, int64_t d,
-                           int64_t n0, int64_t nb, int64_t t0, int64_t tn, REAL *tile) {
-  if (!var) {
-    FN(vload)(v, at2(v, d, n0), v->strides[1], nb, tile);
-    for (int64_t n = nb; n < NB; n++) tile[n] = 0;
-    return 0;
+// Prefetches what load_tile / store_tile (write) will touch (x may be NULL).
+static void FN(prefetch_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t nd, int64_t t0, int64_t tn,
+                              bool write) {
+  if (!x) return;
+  int64_t es = (int64_t)gk_dtype_size(x->dtype), span = (tn - 1) * x->strides[2] * es;
+  for (int64_t l = 0; l < nd; l++) {
+    const char *p = (const char *)x->data + at3(x, b, d0 + l, t0) * es;
+    for (int64_t o = 0; o <= span; o += 64) {
+      if (write) __builtin_prefetch(p + o, 1, 3);
+      else __builtin_prefetch(p + o, 0, 3);
+    }
   }
-  int64_t g = d / (j->s.D / G), off = at3(v, b, g, n0) + t0 * v->strides[3];
-  REAL buf[TMAX];
-  for (int64_t n = 0; n < nb; n++) {
-    const REAL *p = FN(vin)(v, off + n * v->strides[2], v->strides[3], tn, buf);
-    for (int64_t t = 0; t < tn; t++) tile[t * NB + n] = p[t];
-  }
-  for (int64_t t = 0; t < tn; t++)
-    for (int64_t n = nb; n < NB; n++) tile[t * NB + n] = 0;
-  return NB;
 }
 
-// A[d, n0 .. n0 + nb) into Ab, zero for n >= nb (a zero A with zero B and C
-// keeps the padding states at zero).
-static void FN(load_A)(const gk_tensor *A, int64_t d, int64_t n0, int64_t nb, REAL *Ab) {
-  FN(vload)(A, at2(A, d, n0), A->strides[1], nb, Ab);
-  for (int64_t n = nb; n < NB; n++) Ab[n] = 0;
-}
-
-// States [n0, n0 + n) of (b, d) of a (B, D, N) state tensor (zeros without one).
-static void FN(load_state)(const gk_tensor *t, int64_t b, int64_t d, int64_t n0, int64_t n, REAL *h) {
-  if (!t) {
-    for (int64_t i = 0; i < n; i++) h[i] = 0;
-    return;
-  }
-  FN(vload)(t, at3(t, b, d, n0), t->strides[2], n, h);
-}
-
-static REAL *FN(run_of)(const scan_job *j, void *base, int64_t bd, int64_t r) {
-  return (REAL *)base + (bd * j->S + r) * j->s.N;
-}
-
-// The B (or C) tile of (b, d) for state block k and chunk steps [t0,
-// t0 + tn): from the task's cache when it holds one (per-batch B/C with
-// N <= NCACHE NB: the same for every channel of the task), else loaded into
-// buf. *stride gets the step stride.
-static const REAL *FN(tile)(const scan_job *j, const gk_tensor *v, bool var, int64_t G, bool cached,
-                            const REAL *cache, int64_t b, int64_t d, int64_t k, int64_t t0, int64_t tn, REAL *buf,
-                            int64_t *stride) {
-  if (cached) {
-    *stride = NB;
-    return cache + k * TMAX * NB;
-  }
-  *stride = FN(load_bc)(j, v, var, G, b, d, k * NB, gk_min64(NB, j->s.N - k * NB), t0, tn, buf);
-  return buf;
-}
-
-// Fills the task's cache for per-batch B or C at (b, chunk) when it fits.
-static bool FN(fill_cache)(const scan_job *j, const gk_tensor *v, bool var, int64_t G, int64_t b, int64_t d,
-                           int64_t t0, int64_t tn, REAL *cache) {
-  int64_t N = j->s.N;
-  if (!var || N > NCACHE * NB) return false;
-  for (int64_t k = 0; k * NB < N; k++)
-    FN(load_bc)(j, v, var, G, b, d, k * NB, gk_min64(NB, N - k * NB), t0, tn, cache + k * TMAX * NB);
-  return true;
+// The state buffer (run or prod) of block k of part p, batch b, range r: [N][W].
+static LANES *FN(states)(const scan_job *j, void *base, int64_t b, int64_t r, int64_t p, int64_t k) {
+  return (LANES *)base + (((b * j->S + r) * j->Pc + p) * j->MB + k) * j->s.N;
 }
 
 // ---------------------------------------------------------------- math
 
-// p[0] + ... + p[NB-1] as a fixed pairwise tree (NB = 16).
-GK_SCAN_INLINE static REAL FN(sum_nb)(const REAL *p) {
-  REAL s8[8], s4[4];
-  for (int i = 0; i < 8; i++) s8[i] = p[i] + p[i + 8];
-  for (int i = 0; i < 4; i++) s4[i] = s8[i] + s8[i + 4];
-  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+// One block's dt over steps [t0, t0 + tn): raw = delta + delta_bias, dt =
+// softplus(raw) (raw without delta_softplus); dtu = dt u. Returns the
+// largest |dt| (NaNs left out).
+GK_INLINE REAL FN(load_dt)(const scan_job *j, int64_t b, int64_t d0, int64_t nd, int64_t t0, int64_t tn,
+                           const LANES *u, LANES *raw, LANES *dt, LANES *dtu) {
+  FN(load_tile)(j->a[GK_ARG_DELTA], b, d0, nd, t0, tn, raw);
+  if (j->a[GK_ARG_DELTA_BIAS]) {
+    REAL bias[W];
+    FN(d_lanes)(j->a[GK_ARG_DELTA_BIAS], d0, nd, bias);
+    for (int64_t t = 0; t < tn; t++) FOR_LANES(l) raw[t][l] += bias[l];
+  }
+  if (j->plan->desc.scan.delta_softplus)  // (loops of their own, so they vectorise)
+    for (int64_t t = 0; t < tn; t++) FOR_LANES(l) dt[t][l] = SOFTPLUS(raw[t][l]);
+  else
+    memcpy(dt, raw, (size_t)tn * sizeof *dt);
+  REAL m[W] = {0}, mx = 0;
+  for (int64_t t = 0; t < tn; t++)
+    FOR_LANES(l) {
+      dtu[t][l] = dt[t][l] * u[t][l];
+      REAL v = fabs(dt[t][l]);
+      m[l] = v > m[l] ? v : m[l];
+    }
+  FOR_LANES(l) mx = m[l] > mx ? m[l] : mx;
+  return mx;
 }
 
-// One block of nb <= NB states h over tn steps, computed NB wide (A, B, C
-// padded with zeros):
-//   a_t = exp(dt_t A);  h = a_t h + (dt_t u_t) B_t
-// then, when given: y[t] += C_t . h;  hs[(t+1) NB + n] = h_t (hs[n] must
-// hold the start state);  as[t NB + n] = a_t;  prod[n] *= a_t.
-GK_SCAN_INLINE static void FN(chunk_fwd)(REAL *h, int64_t nb, const REAL *A, const REAL *Bt, int64_t bs, const REAL *Ct,
-                          int64_t cs, const REAL *dt, const REAL *u, int64_t tn, REAL *y, REAL *hs, REAL *as,
-                          REAL *prod) {
-  REAL hl[NB], at[NB], pl[NB], pr[NB];
-  for (int64_t n = 0; n < NB; n++) {
-    hl[n] = n < nb ? h[n] : 0;
-    pl[n] = prod && n < nb ? prod[n] : 1;
+// Whether a block's decays at state n need EXP2_WIDE: whether |dt A2| may
+// pass EXP_SAFE, for dtmax = the largest |dt| (not for NaNs: EXP2 keeps them).
+GK_INLINE bool FN(wide)(REAL dtmax, const REAL *A2) {
+  REAL mx = 0;
+  FOR_LANES(l) mx = fabs(A2[l]) > mx ? fabs(A2[l]) : mx;
+  return !(dtmax * mx <= EXP_SAFE);
+}
+
+// B or C of state n for a block and steps [t0, t0 + tn): per-batch, the
+// group's row (*row: one value per step, the same on every lane); shared,
+// the lanes' own values (lanes; *row then points at zeros). buf holds a
+// converted row.
+GK_INLINE void FN(bc_of)(const scan_job *j, const gk_tensor *v, bool var, int64_t G, int64_t b, int64_t d0,
+                         int64_t nd, int64_t n, int64_t t0, int64_t tn, REAL *buf, const REAL **row, REAL *lanes) {
+  if (!var) {
+    FN(dn_lanes)(v, d0, nd, n, lanes);
+    for (int64_t t = 0; t < tn; t++) buf[t] = 0;
+    *row = buf;
+    return;
+  }
+  FOR_LANES(l) lanes[l] = 0;
+  int64_t g = d0 / (j->s.D / G);
+  *row = FN(vin)(v, at3(v, b, g, n) + t0 * v->strides[3], v->strides[3], tn, buf);
+}
+
+// The step loops below take var_b, var_c (per-batch B, C: the row's value
+// at step t on every lane, else the lanes' own) and wide (EXP2_WIDE) as
+// arguments; CHUNK_CASES calls them with constants in the common case
+// (per-batch B and C, no wide decays), so that copy has no test in its loops.
+#define BC(var, row, lanes, t, l) ((var) ? (row)[t] : (lanes)[l])
+#define DECAY(wide, x) ((wide) ? EXP2_WIDE(x) : EXP2(x))
+#define CHUNK_CASES(f, var_b, var_c, wide, ...)                       \
+  do {                                                                \
+    if ((var_b) && (var_c) && !(wide)) f(true, true, false, __VA_ARGS__); \
+    else f(var_b, var_c, wide, __VA_ARGS__);                          \
+  } while (0)
+
+// State n of a block over steps [0, tn), from h (left as the last state):
+//   a_t = e^(dt_t A) = DECAY(dt_t A2) (A2 = A EXP_SCALE);  h = a_t h + dtu_t B_t
+// and, when given: y[t] += C_t h;  hs[t + 1] = h, as[t] = a_t;  prod *= a_t.
+GK_INLINE void FN(chunk_fwd)(bool var_b, bool var_c, bool wide, REAL *h, const REAL *A2, const REAL *Br,
+                             const REAL *Bl, const REAL *Cr, const REAL *Cl, const LANES *dt, const LANES *dtu,
+                             int64_t tn, LANES *y, LANES *hs, LANES *as, REAL *prod) {
+  REAL hl[W], pl[W];
+  FOR_LANES(l) {
+    hl[l] = h[l];
+    pl[l] = prod ? prod[l] : 1;
   }
   for (int64_t t = 0; t < tn; t++) {
-    REAL dtt = dt[t], dtu = dtt * u[t];
-    const REAL *b = Bt + t * bs;
-    for (int n = 0; n < NB; n++) at[n] = EXP(dtt * A[n]);
-    for (int n = 0; n < NB; n++) hl[n] = at[n] * hl[n] + dtu * b[n];
-    if (y) {
-      const REAL *c = Ct + t * cs;
-      for (int n = 0; n < NB; n++) pr[n] = c[n] * hl[n];
-      y[t] += FN(sum_nb)(pr);
+    REAL a[W];
+    FOR_LANES(l) {
+      a[l] = DECAY(wide, dt[t][l] * A2[l]);
+      hl[l] = a[l] * hl[l] + dtu[t][l] * BC(var_b, Br, Bl, t, l);
     }
-    if (hs)
-      for (int n = 0; n < NB; n++) {
-        hs[(t + 1) * NB + n] = hl[n];
-        as[t * NB + n] = at[n];
-      }
-    if (prod)
-      for (int n = 0; n < NB; n++) pl[n] *= at[n];
+    if (y) FOR_LANES(l) y[t][l] += BC(var_c, Cr, Cl, t, l) * hl[l];
+    if (hs) FOR_LANES(l) {
+      hs[t + 1][l] = hl[l];
+      as[t][l] = a[l];
+    }
+    if (prod) FOR_LANES(l) pl[l] *= a[l];
   }
-  for (int64_t n = 0; n < nb; n++) {
-    h[n] = hl[n];
-    if (prod) prod[n] = pl[n];
+  FOR_LANES(l) {
+    h[l] = hl[l];
+    if (prod) prod[l] = pl[l];
   }
 }
+#define CHUNK_FWD(vb, vc, wd, ...) FN(chunk_fwd)(vb, vc, wd, __VA_ARGS__)
 
-// One block of states backwards over tn steps, NB wide, from the state
-// gradient `carry` (nb values) flowing in from step tn (left as the one
-// flowing out of step 0):
-//   g = carry + C_t dy'_t;  carry = a_t g
-//   dB_t += g dt_t u_t;  dC_t += dy'_t h_t;  dA += g dt_t a_t h_{t-1}
-//   du[t] += dt_t sum_n g B_t;  ddt[t] += sum_n g (A a_t h_{t-1} + B_t u_t)
-// dB, dC (NB wide) advance by dbs, dcs per step (0: sums over the steps);
-// dA gets nb values. hs, as as chunk_fwd left them.
-GK_SCAN_INLINE static void FN(chunk_bwd)(REAL *carry, int64_t nb, const REAL *A, const REAL *Bt, int64_t bs, const REAL *Ct,
-                          int64_t cs, const REAL *dt, const REAL *u, const REAL *dyp, int64_t tn, const REAL *hs,
-                          const REAL *as, REAL *du, REAL *ddt, REAL *dA, REAL *dB, int64_t dbs, REAL *dC,
-                          int64_t dcs) {
-  REAL cl[NB], dAl[NB], s1[NB], s2[NB];
-  for (int64_t n = 0; n < NB; n++) {
-    cl[n] = n < nb ? carry[n] : 0;
-    dAl[n] = 0;
+// State n of a block backwards over steps [0, tn), from the state gradient
+// carry flowing in from step tn (left as the one flowing out of step 0);
+// hs, as as chunk_fwd left them. Per step:
+//   g = carry + C_t dy'_t;  carry = a_t g;  q = g a_t h_{t-1}
+//   dB_t = g dtu_t, dC_t = dy'_t h_t: per step into dBt[t], dCt[t]
+//     (per-batch B, C), or summed into dBt[0], dCt[0] (shared)
+//   dA += q dt_t;  S1[t] += g B_t;  S2[t] += A q
+// (so du_t = D dy'_t + dt_t S1[t], ddt_t = S2[t] + u_t S1[t] once every n is in).
+GK_INLINE void FN(chunk_bwd)(bool var_b, bool var_c, bool wide, REAL *carry, const REAL *A, const REAL *Br,
+                             const REAL *Bl, const REAL *Cr, const REAL *Cl, const LANES *dt, const LANES *dtu,
+                             const LANES *dyp, int64_t tn, const LANES *hs, const LANES *as, REAL *dA, LANES *dBt,
+                             LANES *dCt, LANES *S1, LANES *S2) {
+  (void)wide;
+  REAL cl[W], dAl[W], dBl[W], dCl[W];
+  FOR_LANES(l) {
+    cl[l] = carry[l];
+    dAl[l] = dBl[l] = dCl[l] = 0;
   }
-  for (int64_t t = tn - 1; t >= 0; t--) {
-    const REAL *b = Bt + t * bs, *c = Ct + t * cs, *hp = hs + t * NB, *hc = hp + NB, *at = as + t * NB;
-    REAL dtt = dt[t], ut = u[t], dtu = dtt * ut, dy = dyp[t];
-    REAL *db = dB + t * dbs, *dc = dC + t * dcs;
-    for (int n = 0; n < NB; n++) {
-      REAL g = cl[n] + c[n] * dy, ah = at[n] * hp[n];
-      db[n] += g * dtu;
-      dc[n] += dy * hc[n];
-      dAl[n] += g * ah * dtt;
-      s1[n] = g * b[n];
-      s2[n] = g * (A[n] * ah + b[n] * ut);
-      cl[n] = at[n] * g;
+  for (int64_t t = tn - 1; t >= 0; t--)
+    FOR_LANES(l) {
+      REAL g = cl[l] + BC(var_c, Cr, Cl, t, l) * dyp[t][l], q = g * as[t][l] * hs[t][l];
+      REAL gb = g * dtu[t][l], hc = dyp[t][l] * hs[t + 1][l];
+      if (var_b) dBt[t][l] = gb;
+      else dBl[l] += gb;
+      if (var_c) dCt[t][l] = hc;
+      else dCl[l] += hc;
+      dAl[l] += q * dt[t][l];
+      S1[t][l] += g * BC(var_b, Br, Bl, t, l);
+      S2[t][l] += A[l] * q;
+      cl[l] = as[t][l] * g;
     }
-    du[t] += dtt * FN(sum_nb)(s1);
-    ddt[t] += FN(sum_nb)(s2);
-  }
-  for (int64_t n = 0; n < nb; n++) {
-    carry[n] = cl[n];
-    dA[n] += dAl[n];
+  FOR_LANES(l) {
+    carry[l] = cl[l];
+    dA[l] += dAl[l];
+    if (!var_b) dBt[0][l] += dBl[l];
+    if (!var_c) dCt[0][l] += dCl[l];
   }
 }
+#define CHUNK_BWD(vb, vc, wd, ...) FN(chunk_bwd)(vb, vc, wd, __VA_ARGS__)
 
 // ---------------------------------------------------------------- forward
 
 // Level 1: each range but the last from a zero state: end state to run,
 // product of the decays to prod.
-GK_SCAN_CLONES static void FN(fwd_level1)(const scan_job *j, int64_t task) {
+GK_INLINE void BODY(fwd_level1)(void *ctx, int64_t task) {
+  const scan_job *j = ctx;
   task_range tr = range_of(j, task);
   if (tr.r == j->S - 1) return;
   const gk_tensor *const *a = j->a;
   const gk_scan_dims *s = &j->s;
   int64_t N = s->N;
-  REAL raw[TMAX], dt[TMAX], ub[TMAX], Ab[NB], Bt[TMAX * NB];
+  LANES raw[TMAX], dt[TMAX], u[TMAX], dtu[TMAX];
+  REAL Bbuf[TMAX];
   for (int64_t b = tr.b0; b < tr.b1; b++)
-    for (int64_t d = tr.d0; d < tr.d1; d++) {
-      REAL *e = FN(run_of)(j, j->run, b * s->D + d, tr.r), *pr = FN(run_of)(j, j->prod, b * s->D + d, tr.r);
-      for (int64_t n = 0; n < N; n++) {
-        e[n] = 0;
-        pr[n] = 1;
-      }
-      for (int64_t c = tr.c0; c < tr.c1; c++) {
-        int64_t t0 = c * s->T, tn = gk_min64(s->T, s->L - t0);
-        FN(load_dt)(j, b, d, t0, tn, raw, dt);
-        const REAL *u = FN(load_row)(a[GK_ARG_U], b, d, t0, tn, ub);
-        for (int64_t n0 = 0; n0 < N; n0 += NB) {
-          int64_t nb = gk_min64(NB, N - n0);
-          FN(load_A)(a[GK_ARG_A], d, n0, nb, Ab);
-          int64_t bs = FN(load_bc)(j, &j->Bv, s->var_b, s->Gb, b, d, n0, nb, t0, tn, Bt);
-          FN(chunk_fwd)(e + n0, nb, Ab, Bt, bs, NULL, 0, dt, u, tn, NULL, NULL, NULL, pr + n0);
+    for (int64_t c = tr.c0; c < tr.c1; c++) {
+      int64_t t0 = c * s->T, tn = gk_min64(s->T, s->L - t0);
+      for (int64_t k = 0, d0 = tr.d0; d0 < tr.d1; k++, d0 += W) {
+        int64_t nd = gk_min64(W, tr.d1 - d0);
+        LANES *e = FN(states)(j, j->run, b, tr.r, tr.p, k), *pr = FN(states)(j, j->prod, b, tr.r, tr.p, k);
+        if (c == tr.c0)
+          for (int64_t n = 0; n < N; n++) FOR_LANES(l) {
+              e[n][l] = 0;
+              pr[n][l] = 1;
+            }
+        FN(load_tile)(a[GK_ARG_U], b, d0, nd, t0, tn, u);
+        REAL dtmax = FN(load_dt)(j, b, d0, nd, t0, tn, u, raw, dt, dtu);
+        for (int64_t n = 0; n < N; n++) {
+          const REAL *Br;
+          REAL Bl[W], A2[W];
+          FN(bc_of)(j, &j->Bv, s->var_b, s->Gb, b, d0, nd, n, t0, tn, Bbuf, &Br, Bl);
+          FN(dn_lanes)(a[GK_ARG_A], d0, nd, n, A2);
+          FOR_LANES(l) A2[l] *= EXP_SCALE;
+          CHUNK_CASES(CHUNK_FWD, s->var_b, true, FN(wide)(dtmax, A2), e[n], A2, Br, Bl, Br, Bl, dt, dtu, tn,
+                      NULL, NULL, NULL, pr[n]);
         }
       }
     }
 }
 
-// Level 2, task = ROWS_PER_TASK (b, d): start_0 = h0, start_{r+1} = P_r
-// start_r + E_r, the starts replacing the end states in run.
+// Level 2, task = (batch, part): start_0 = h0, start_{r+1} = P_r start_r +
+// E_r, the starts replacing the end states in run.
 static void FN(fwd_level2)(const scan_job *j, int64_t task) {
-  int64_t N = j->s.N, end = gk_min64(j->s.B * j->s.D, (task + 1) * ROWS_PER_TASK);
-  for (int64_t bd = task * ROWS_PER_TASK; bd < end; bd++) {
-    REAL *h = FN(run_of)(j, j->run, bd, 0);  // start_0 is loaded in place, then carried
-    REAL e0[NB];
-    for (int64_t n0 = 0; n0 < N; n0 += NB) {
-      int64_t nb = gk_min64(NB, N - n0);
-      for (int64_t n = 0; n < nb; n++) e0[n] = h[n0 + n];
-      FN(load_state)(j->a[GK_ARG_INITIAL_STATE], bd / j->s.D, bd % j->s.D, n0, nb, h + n0);
-      for (int64_t n = 0; n < nb; n++) {
-        REAL H = h[n0 + n], E = e0[n];
-        for (int64_t r = 0; r + 1 < j->S; r++) {
-          REAL *next = FN(run_of)(j, j->run, bd, r + 1) + n0 + n;
-          REAL P = FN(run_of)(j, j->prod, bd, r)[n0 + n];
-          H = P * H + E;
-          if (r + 2 < j->S) E = *next;
-          *next = H;
+  int64_t b = task / j->Pc, p = task % j->Pc, N = j->s.N, d0, d1;
+  part_channels(j, p, &d0, &d1);
+  const gk_tensor *H0 = j->a[GK_ARG_INITIAL_STATE];
+  for (int64_t k = 0; k * W < d1 - d0; k++)
+    for (int64_t n = 0; n < N; n++) {
+      REAL h[W] = {0};
+      if (H0) FN(vload)(H0, at3(H0, b, d0 + k * W, n), H0->strides[1], gk_min64(W, d1 - d0 - k * W), h);
+      for (int64_t r = 0; r < j->S; r++) {
+        REAL *run = FN(states)(j, j->run, b, r, p, k)[n], *P = FN(states)(j, j->prod, b, r, p, k)[n];
+        FOR_LANES(l) {
+          REAL E = r + 1 < j->S ? run[l] : 0;
+          run[l] = h[l];
+          if (r + 1 < j->S) h[l] = P[l] * h[l] + E;
         }
       }
     }
-  }
 }
 
 // Level 3 (the only level when S = 1): each range from its start state,
-// chunk by chunk, each chunk for all the task's channels.
-GK_SCAN_CLONES static void FN(fwd_task)(const scan_job *j, int64_t task) {
+// block by block, chunk by chunk, state by state.
+GK_INLINE void BODY(fwd_task)(void *ctx, int64_t task) {
+  const scan_job *j = ctx;
   task_range tr = range_of(j, task);
   const gk_tensor *const *a = j->a;
   const gk_scan_dims *s = &j->s;
-  const gk_tensor *Y = a[GK_ARG_Y], *CS = a[GK_ARG_CHUNK_STATES], *FS = a[GK_ARG_FINAL_STATE];
+  const gk_tensor *CS = a[GK_ARG_CHUNK_STATES], *FS = a[GK_ARG_FINAL_STATE], *H0 = a[GK_ARG_INITIAL_STATE];
   int64_t N = s->N;
-  REAL raw[TMAX], dt[TMAX], ub[TMAX], zb[TMAX], y[TMAX], yb[TMAX], Ab[NB];
-  REAL Bc[NCACHE * TMAX * NB], Cc[NCACHE * TMAX * NB];
+  LANES raw[TMAX], dt[TMAX], u[TMAX], dtu[TMAX], z[TMAX], y[TMAX];
+  REAL Bbuf[TMAX], Cbuf[TMAX];
   for (int64_t b = tr.b0; b < tr.b1; b++) {
-    if (j->S == 1)
-      for (int64_t d = tr.d0; d < tr.d1; d++)
-        FN(load_state)(a[GK_ARG_INITIAL_STATE], b, d, 0, N, FN(run_of)(j, j->run, b * s->D + d, 0));
-    for (int64_t c = tr.c0; c < tr.c1; c++) {
-      int64_t t0 = c * s->T, tn = gk_min64(s->T, s->L - t0);
-      bool cb = FN(fill_cache)(j, &j->Bv, s->var_b, s->Gb, b, tr.d0, t0, tn, Bc);
-      bool cc = FN(fill_cache)(j, &j->Cv, s->var_c, s->Gc, b, tr.d0, t0, tn, Cc);
-      for (int64_t d = tr.d0; d < tr.d1; d++) {
-        REAL *h = FN(run_of)(j, j->run, b * s->D + d, tr.r);
-        REAL Dd = a[GK_ARG_D] ? FN(vget)(a[GK_ARG_D], d) : 0;
-        FN(load_dt)(j, b, d, t0, tn, raw, dt);
-        const REAL *u = FN(load_row)(a[GK_ARG_U], b, d, t0, tn, ub);
-        for (int64_t t = 0; t < tn; t++) y[t] = 0;
-        FN(vstore)(CS, at3(CS, b, d, c), CS->strides[3], N, h);
-        for (int64_t k = 0; k * NB < N; k++) {
-          int64_t nb = gk_min64(NB, N - k * NB), bs, cst;
-          FN(load_A)(a[GK_ARG_A], d, k * NB, nb, Ab);
-          const REAL *Bt = FN(tile)(j, &j->Bv, s->var_b, s->Gb, cb, Bc, b, d, k, t0, tn, Bc, &bs);
-          const REAL *Ct = FN(tile)(j, &j->Cv, s->var_c, s->Gc, cc, Cc, b, d, k, t0, tn, Cc, &cst);
-          FN(chunk_fwd)(h + k * NB, nb, Ab, Bt, bs, Ct, cst, dt, u, tn, y, NULL, NULL, NULL);
-        }
-        const REAL *z = a[GK_ARG_Z] ? FN(load_row)(a[GK_ARG_Z], b, d, t0, tn, zb) : NULL;
-        int64_t yo = at3(Y, b, d, t0);
-        REAL *yp = FN(vout)(Y, yo, Y->strides[2], yb);
-        for (int64_t t = 0; t < tn; t++) yp[t] = y[t] + Dd * u[t];
-        if (z)
-          for (int64_t t = 0; t < tn; t++) yp[t] *= SILU(z[t]);
-        FN(vcommit)(Y, yo, Y->strides[2], tn, yp, yb);
-      }
+    for (int64_t k = 0, d0 = tr.d0; j->S == 1 && d0 < tr.d1; k++, d0 += W) {
+      LANES *h = FN(states)(j, j->run, b, 0, tr.p, k);
+      memset(h, 0, (size_t)N * sizeof *h);
+      for (int64_t n = 0; H0 && n < N; n++)
+        FN(vload)(H0, at3(H0, b, d0, n), H0->strides[1], gk_min64(W, tr.d1 - d0), h[n]);
     }
+    for (int64_t k = 0, d0 = tr.d0; d0 < tr.d1; k++, d0 += W)
+      for (int64_t c = tr.c0; c < tr.c1; c++) {
+        int64_t t0 = c * s->T, tn = gk_min64(s->T, s->L - t0), nd = gk_min64(W, tr.d1 - d0);
+        LANES *st = FN(states)(j, j->run, b, tr.r, tr.p, k);
+        if (c + 1 < tr.c1) {  // the block's next chunk
+          int64_t t1 = t0 + s->T, tn1 = gk_min64(s->T, s->L - t1);
+          const gk_arg_kind ins[3] = {GK_ARG_U, GK_ARG_DELTA, GK_ARG_Z};
+          for (int i = 0; i < 3; i++) FN(prefetch_tile)(a[ins[i]], b, d0, nd, t1, tn1, false);
+          FN(prefetch_tile)(a[GK_ARG_Y], b, d0, nd, t1, tn1, true);
+        }
+        FN(load_tile)(a[GK_ARG_U], b, d0, nd, t0, tn, u);
+        REAL dtmax = FN(load_dt)(j, b, d0, nd, t0, tn, u, raw, dt, dtu);
+        memset(y, 0, (size_t)tn * sizeof *y);
+        for (int64_t n = 0; n < N; n++) {
+          const REAL *Br, *Cr;
+          REAL Bl[W], Cl[W], A2[W];
+          FN(vstore)(CS, at3(CS, b, d0, c) + n * CS->strides[3], CS->strides[1], nd, st[n]);
+          FN(bc_of)(j, &j->Bv, s->var_b, s->Gb, b, d0, nd, n, t0, tn, Bbuf, &Br, Bl);
+          FN(bc_of)(j, &j->Cv, s->var_c, s->Gc, b, d0, nd, n, t0, tn, Cbuf, &Cr, Cl);
+          FN(dn_lanes)(a[GK_ARG_A], d0, nd, n, A2);
+          FOR_LANES(l) A2[l] *= EXP_SCALE;
+          CHUNK_CASES(CHUNK_FWD, s->var_b, s->var_c, FN(wide)(dtmax, A2), st[n], A2, Br, Bl, Cr, Cl, dt, dtu,
+                      tn, y, NULL, NULL, NULL);
+        }
+        // y = (y' + D u) silu(z)
+        if (a[GK_ARG_D]) {
+          REAL Dd[W];
+          FN(d_lanes)(a[GK_ARG_D], d0, nd, Dd);
+          for (int64_t t = 0; t < tn; t++) FOR_LANES(l) y[t][l] += Dd[l] * u[t][l];
+        }
+        if (a[GK_ARG_Z]) {
+          FN(load_tile)(a[GK_ARG_Z], b, d0, nd, t0, tn, z);
+          for (int64_t t = 0; t < tn; t++) FOR_LANES(l) y[t][l] *= SILU(z[t][l]);
+        }
+        FN(store_tile)(a[GK_ARG_Y], b, d0, nd, t0, tn, y);
+      }
     if (tr.r == j->S - 1 && FS)
-      for (int64_t d = tr.d0; d < tr.d1; d++)
-        FN(vstore)(FS, at2(FS, b, d), FS->strides[2], N, FN(run_of)(j, j->run, b * s->D + d, tr.r));
+      for (int64_t k = 0, d0 = tr.d0; d0 < tr.d1; k++, d0 += W)
+        for (int64_t n = 0; n < N; n++)
+          FN(vstore)(FS, at3(FS, b, d0, n), FS->strides[1], gk_min64(W, tr.d1 - d0),
+                     FN(states)(j, j->run, b, tr.r, tr.p, k)[n]);
   }
 }
 
 // ---------------------------------------------------------------- backward
 
+// dy' = dy silu(z) (dy without z) over a block's chunk; dy and z tiles kept.
+GK_INLINE void FN(load_dyp)(const scan_job *j, int64_t b, int64_t d0, int64_t nd, int64_t t0, int64_t tn,
+                            LANES *dy, LANES *z, LANES *dyp) {
+  FN(load_tile)(j->a[GK_ARG_DY], b, d0, nd, t0, tn, dy);
+  if (j->a[GK_ARG_Z]) {
+    FN(load_tile)(j->a[GK_ARG_Z], b, d0, nd, t0, tn, z);
+    for (int64_t t = 0; t < tn; t++) FOR_LANES(l) dyp[t][l] = dy[t][l] * SILU(z[t][l]);
+  } else {
+    memcpy(dyp, dy, (size_t)tn * sizeof *dy);
+  }
+}
+
 // Level 1: each range but the first backwards from a zero state gradient:
-// the gradient flowing out of its first step to run, the decay product to prod.
-GK_SCAN_CLONES static void FN(bwd_level1)(const scan_job *j, int64_t task) {
+// R = a_t (R + C_t dy'_t) to run, the decay product to prod.
+GK_INLINE void BODY(bwd_level1)(void *ctx, int64_t task) {
+  const scan_job *j = ctx;
   task_range tr = range_of(j, task);
   if (tr.r == 0) return;
   const gk_tensor *const *a = j->a;
   const gk_scan_dims *s = &j->s;
   int64_t N = s->N;
-  REAL raw[TMAX], dt[TMAX], dyb[TMAX], zb[TMAX], dyp[TMAX], Ab[NB], Ct[TMAX * NB];
+  LANES raw[TMAX], dt[TMAX], u[TMAX], dtu[TMAX], dy[TMAX], z[TMAX], dyp[TMAX];
+  REAL Cbuf[TMAX];
   for (int64_t b = tr.b0; b < tr.b1; b++)
-    for (int64_t d = tr.d0; d < tr.d1; d++) {
-      REAL *R = FN(run_of)(j, j->run, b * s->D + d, tr.r), *P = FN(run_of)(j, j->prod, b * s->D + d, tr.r);
-      for (int64_t n = 0; n < N; n++) {
-        R[n] = 0;
-        P[n] = 1;
-      }
-      for (int64_t c = tr.c1 - 1; c >= tr.c0; c--) {
-        int64_t t0 = c * s->T, tn = gk_min64(s->T, s->L - t0);
-        FN(load_dt)(j, b, d, t0, tn, raw, dt);
-        FN(load_dyp)(j, b, d, t0, tn, dyb, zb, dyp);
-        for (int64_t n0 = 0; n0 < N; n0 += NB) {
-          int64_t nb = gk_min64(NB, N - n0);
-          FN(load_A)(a[GK_ARG_A], d, n0, nb, Ab);
-          int64_t cs = FN(load_bc)(j, &j->Cv, s->var_c, s->Gc, b, d, n0, nb, t0, tn, Ct);
-          REAL Rl[NB], Pl[NB], at[NB];
-          for (int64_t n = 0; n < NB; n++) {
-            Rl[n] = n < nb ? R[n0 + n] : 0;
-            Pl[n] = n < nb ? P[n0 + n] : 1;
-          }
-          for (int64_t t = tn - 1; t >= 0; t--) {
-            const REAL *cr = Ct + t * cs;
-            for (int n = 0; n < NB; n++) at[n] = EXP(dt[t] * Ab[n]);
-            for (int n = 0; n < NB; n++) {
-              Rl[n] = at[n] * (Rl[n] + cr[n] * dyp[t]);
-              Pl[n] *= at[n];
+    for (int64_t c = tr.c1 - 1; c >= tr.c0; c--) {
+      int64_t t0 = c * s->T, tn = gk_min64(s->T, s->L - t0);
+      for (int64_t k = 0, d0 = tr.d0; d0 < tr.d1; k++, d0 += W) {
+        int64_t nd = gk_min64(W, tr.d1 - d0);
+        LANES *R = FN(states)(j, j->run, b, tr.r, tr.p, k), *P = FN(states)(j, j->prod, b, tr.r, tr.p, k);
+        if (c == tr.c1 - 1)
+          for (int64_t n = 0; n < N; n++) FOR_LANES(l) {
+              R[n][l] = 0;
+              P[n][l] = 1;
             }
-          }
-          for (int64_t n = 0; n < nb; n++) {
-            R[n0 + n] = Rl[n];
-            P[n0 + n] = Pl[n];
-          }
+        FN(load_tile)(a[GK_ARG_U], b, d0, nd, t0, tn, u);
+        REAL dtmax = FN(load_dt)(j, b, d0, nd, t0, tn, u, raw, dt, dtu);
+        FN(load_dyp)(j, b, d0, nd, t0, tn, dy, z, dyp);
+        for (int64_t n = 0; n < N; n++) {
+          const REAL *Cr;
+          REAL Cl[W], A2[W];
+          FN(bc_of)(j, &j->Cv, s->var_c, s->Gc, b, d0, nd, n, t0, tn, Cbuf, &Cr, Cl);
+          FN(dn_lanes)(a[GK_ARG_A], d0, nd, n, A2);
+          FOR_LANES(l) A2[l] *= EXP_SCALE;
+          bool wide = FN(wide)(dtmax, A2), var_c = s->var_c;
+          for (int64_t t = tn - 1; t >= 0; t--)
+            FOR_LANES(l) {
+              REAL at = DECAY(wide, dt[t][l] * A2[l]);
+              R[n][l] = at * (R[n][l] + BC(var_c, Cr, Cl, t, l) * dyp[t][l]);
+              P[n][l] *= at;
+            }
         }
       }
     }
 }
 
-// Level 2, task = ROWS_PER_TASK (b, d): carry_{S-1} = dfinal_state or 0,
+// Level 2, task = (batch, part): carry_{S-1} = dfinal_state or 0,
 // carry_{r-1} = P_r carry_r + R_r, the carries replacing R in run.
 static void FN(bwd_level2)(const scan_job *j, int64_t task) {
-  int64_t N = j->s.N, end = gk_min64(j->s.B * j->s.D, (task + 1) * ROWS_PER_TASK);
-  REAL fin[NB];
-  for (int64_t bd = task * ROWS_PER_TASK; bd < end; bd++)
-    for (int64_t n0 = 0; n0 < N; n0 += NB) {
-      int64_t nb = gk_min64(NB, N - n0);
-      FN(load_state)(j->a[GK_ARG_DFINAL_STATE], bd / j->s.D, bd % j->s.D, n0, nb, fin);
-      for (int64_t n = 0; n < nb; n++) {
-        REAL carry = fin[n];
-        for (int64_t r = j->S - 1; r >= 0; r--) {
-          REAL *slot = FN(run_of)(j, j->run, bd, r) + n0 + n;
-          REAL R = r > 0 ? *slot : 0;
-          *slot = carry;
-          if (r > 0) carry = FN(run_of)(j, j->prod, bd, r)[n0 + n] * carry + R;
+  int64_t b = task / j->Pc, p = task % j->Pc, N = j->s.N, d0, d1;
+  part_channels(j, p, &d0, &d1);
+  const gk_tensor *DF = j->a[GK_ARG_DFINAL_STATE];
+  for (int64_t k = 0; k * W < d1 - d0; k++)
+    for (int64_t n = 0; n < N; n++) {
+      REAL carry[W] = {0};
+      if (DF) FN(vload)(DF, at3(DF, b, d0 + k * W, n), DF->strides[1], gk_min64(W, d1 - d0 - k * W), carry);
+      for (int64_t r = j->S - 1; r >= 0; r--) {
+        REAL *run = FN(states)(j, j->run, b, r, p, k)[n], *P = FN(states)(j, j->prod, b, r, p, k)[n];
+        FOR_LANES(l) {
+          REAL R = r > 0 ? run[l] : 0;
+          run[l] = carry[l];
+          if (r > 0) carry[l] = P[l] * carry[l] + R;
         }
       }
     }
 }
 
 // Level 3 (the only level when S = 1): each range backwards from its carry,
-// chunk by chunk (last first), each chunk for all the task's channels, its
-// states recomputed from the saved chunk state.
-GK_SCAN_CLONES static void FN(bwd_task)(const scan_job *j, int64_t task) {
+// block by block, chunk by chunk (last first), state by state, each state's
+// steps recomputed from the saved chunk state.
+GK_INLINE void BODY(bwd_task)(void *ctx, int64_t task) {
+  const scan_job *j = ctx;
   task_range tr = range_of(j, task);
   const gk_tensor *const *a = j->a;
-  const gk_tensor *CS = a[GK_ARG_CHUNK_STATES], *DI = a[GK_ARG_DINITIAL_STATE];
+  const gk_tensor *CS = a[GK_ARG_CHUNK_STATES], *DI = a[GK_ARG_DINITIAL_STATE], *DF = a[GK_ARG_DFINAL_STATE];
   const gk_scan_dims *s = &j->s;
-  int64_t N = s->N, L = s->L, K = j->K;
+  int64_t N = s->N, L = s->L, K = j->K, D = s->D;
   int64_t ts = tr.c0 * s->T, te = gk_min64(L, tr.c1 * s->T);  // the range's steps
-  bool var_b = s->var_b, var_c = s->var_c;
-  for (int64_t d = tr.d0; d < tr.d1; d++)
-    for (int64_t k = 0; k < K; k++) ((REAL *)j->params)[(tr.slot * s->D + d) * K + k] = 0;
+  bool var_b = s->var_b, var_c = s->var_c, has_z = a[GK_ARG_Z] != NULL;
+  REAL *slot = (REAL *)j->params + tr.slot * D * K;
+  for (int64_t i = tr.d0 * K; i < tr.d1 * K; i++) slot[i] = 0;
   REAL *parts[2] = {var_b ? (REAL *)j->varB : NULL, var_c ? (REAL *)j->varC : NULL};
   for (int i = 0; i < 2; i++)
     for (int64_t b = tr.b0; parts[i] && b < tr.b1; b++)
@@ -430,78 +509,104 @@ GK_SCAN_CLONES static void FN(bwd_task)(const scan_job *j, int64_t task) {
         REAL *p = parts[i] + ((tr.p * s->B + b) * N + n) * L;
         for (int64_t t = ts; t < te; t++) p[t] = 0;
       }
-  REAL raw[TMAX], dt[TMAX], ub[TMAX], dyb[TMAX], zb[TMAX], dyp[TMAX], yp[TMAX], du[TMAX], ddt[TMAX], ob[TMAX];
-  REAL Ab[NB], hs[(TMAX + 1) * NB], as[TMAX * NB], dBt[TMAX * NB], dCt[TMAX * NB];
-  REAL Bc[NCACHE * TMAX * NB], Cc[NCACHE * TMAX * NB];
+  LANES raw[TMAX], dt[TMAX], u[TMAX], dtu[TMAX], dy[TMAX], z[TMAX], dyp[TMAX], yp[TMAX], S1[TMAX], S2[TMAX];
+  LANES hs[TMAX + 1], as[TMAX], dBt[TMAX], dCt[TMAX];
+  REAL Bbuf[TMAX], Cbuf[TMAX];
   for (int64_t b = tr.b0; b < tr.b1; b++) {
-    if (j->S == 1)
-      for (int64_t d = tr.d0; d < tr.d1; d++)
-        FN(load_state)(a[GK_ARG_DFINAL_STATE], b, d, 0, N, FN(run_of)(j, j->run, b * s->D + d, 0));
-    for (int64_t c = tr.c1 - 1; c >= tr.c0; c--) {
-      int64_t t0 = c * s->T, tn = gk_min64(s->T, L - t0);
-      bool cb = FN(fill_cache)(j, &j->Bv, var_b, s->Gb, b, tr.d0, t0, tn, Bc);
-      bool cc = FN(fill_cache)(j, &j->Cv, var_c, s->Gc, b, tr.d0, t0, tn, Cc);
-      for (int64_t d = tr.d0; d < tr.d1; d++) {
-        REAL *carry = FN(run_of)(j, j->run, b * s->D + d, tr.r), *slot = (REAL *)j->params + (tr.slot * s->D + d) * K;
-        REAL Dd = a[GK_ARG_D] ? FN(vget)(a[GK_ARG_D], d) : 0, dD = 0, ddb = 0;
-        FN(load_dt)(j, b, d, t0, tn, raw, dt);
-        const REAL *u = FN(load_row)(a[GK_ARG_U], b, d, t0, tn, ub);
-        FN(load_dyp)(j, b, d, t0, tn, dyb, zb, dyp);
-        for (int64_t t = 0; t < tn; t++) du[t] = ddt[t] = yp[t] = 0;
-        for (int64_t k = 0; k * NB < N; k++) {
-          int64_t n0 = k * NB, nb = gk_min64(NB, N - n0), bs, cst;
-          FN(load_A)(a[GK_ARG_A], d, n0, nb, Ab);
-          const REAL *Bt = FN(tile)(j, &j->Bv, var_b, s->Gb, cb, Bc, b, d, k, t0, tn, Bc, &bs);
-          const REAL *Ct = FN(tile)(j, &j->Cv, var_c, s->Gc, cc, Cc, b, d, k, t0, tn, Cc, &cst);
-          FN(vload)(CS, at3(CS, b, d, c) + n0 * CS->strides[3], CS->strides[3], nb, hs);
-          for (int64_t n = nb; n < NB; n++) hs[n] = 0;
-          REAL h[NB];
-          for (int64_t n = 0; n < nb; n++) h[n] = hs[n];
-          FN(chunk_fwd)(h, nb, Ab, Bt, bs, Ct, cst, dt, u, tn, a[GK_ARG_Z] ? yp : NULL, hs, as, NULL);
-          int64_t ntile = (var_b || var_c) ? tn * NB : NB;
-          for (int64_t i = 0; i < ntile; i++) dBt[i] = dCt[i] = 0;
-          FN(chunk_bwd)(carry + n0, nb, Ab, Bt, bs, Ct, cst, dt, u, dyp, tn, hs, as, du, ddt, slot + n0, dBt,
-                        var_b ? NB : 0, dCt, var_c ? NB : 0);
-          const REAL *tiles[2] = {dBt, dCt};
-          for (int i = 0; i < 2; i++)
-            for (int64_t n = 0; parts[i] && n < nb; n++) {
-              REAL *p = parts[i] + ((tr.p * s->B + b) * N + n0 + n) * L + t0;
-              for (int64_t t = 0; t < tn; t++) p[t] += tiles[i][t * NB + n];
-            }
-          for (int64_t n = 0; n < nb; n++) {  // shared dB/dC: the chunk's sums into the slot
-            if (!var_b) slot[j->off_dB + n0 + n] += dBt[n];
-            if (!var_c) slot[j->off_dC + n0 + n] += dCt[n];
-          }
-        }
-        // The chunk's du, ddelta, dz rows, and its dD, ddelta_bias terms.
-        if (j->plan->desc.scan.delta_softplus)
-          for (int64_t t = 0; t < tn; t++) ddt[t] *= DSOFTPLUS(raw[t]);
-        for (int64_t t = 0; t < tn; t++) {
-          du[t] += Dd * dyp[t];
-          dD += dyp[t] * u[t];
-          ddb += ddt[t];
-        }
-        if (a[GK_ARG_Z])
-          for (int64_t t = 0; t < tn; t++) yp[t] = dyb[t] * (yp[t] + Dd * u[t]) * DSILU(zb[t]);
-        slot[j->off_dD] += dD;
-        slot[j->off_ddb] += ddb;
-        const REAL *srcs[3] = {du, ddt, yp};
-        const gk_arg_kind outs[3] = {GK_ARG_DU, GK_ARG_DDELTA, GK_ARG_DZ};
-        for (int i = 0; i < 3; i++) {
-          const gk_tensor *o = a[outs[i]];
-          if (!o) continue;
-          int64_t off = at3(o, b, d, t0);
-          REAL *p = FN(vout)(o, off, o->strides[2], ob);
-          for (int64_t t = 0; t < tn; t++) p[t] = srcs[i][t];
-          FN(vcommit)(o, off, o->strides[2], tn, p, ob);
-        }
-      }
+    for (int64_t k = 0, d0 = tr.d0; j->S == 1 && d0 < tr.d1; k++, d0 += W) {
+      LANES *g = FN(states)(j, j->run, b, 0, tr.p, k);
+      memset(g, 0, (size_t)N * sizeof *g);
+      for (int64_t n = 0; DF && n < N; n++)
+        FN(vload)(DF, at3(DF, b, d0, n), DF->strides[1], gk_min64(W, tr.d1 - d0), g[n]);
     }
+    for (int64_t k = 0, d0 = tr.d0; d0 < tr.d1; k++, d0 += W)
+      for (int64_t c = tr.c1 - 1; c >= tr.c0; c--) {
+        int64_t t0 = c * s->T, tn = gk_min64(s->T, L - t0), nd = gk_min64(W, tr.d1 - d0);
+        LANES *carry = FN(states)(j, j->run, b, tr.r, tr.p, k);
+        if (c > tr.c0) {  // the block's next chunk (backwards)
+          int64_t t1 = t0 - s->T;
+          const gk_arg_kind ins[4] = {GK_ARG_U, GK_ARG_DELTA, GK_ARG_DY, GK_ARG_Z};
+          const gk_arg_kind outs[3] = {GK_ARG_DU, GK_ARG_DDELTA, GK_ARG_DZ};
+          for (int i = 0; i < 4; i++) FN(prefetch_tile)(a[ins[i]], b, d0, nd, t1, s->T, false);
+          for (int i = 0; i < 3; i++) FN(prefetch_tile)(a[outs[i]], b, d0, nd, t1, s->T, true);
+        }
+        REAL *sl = slot + d0 * K;
+        FN(load_tile)(a[GK_ARG_U], b, d0, nd, t0, tn, u);
+        REAL dtmax = FN(load_dt)(j, b, d0, nd, t0, tn, u, raw, dt, dtu);
+        FN(load_dyp)(j, b, d0, nd, t0, tn, dy, z, dyp);
+        memset(S1, 0, (size_t)tn * sizeof *S1);
+        memset(S2, 0, (size_t)tn * sizeof *S2);
+        memset(yp, 0, (size_t)tn * sizeof *yp);
+        for (int64_t n = 0; n < N; n++) {
+          const REAL *Br, *Cr;
+          REAL Bl[W], Cl[W], A[W], A2[W], dA[W] = {0};
+          FN(bc_of)(j, &j->Bv, var_b, s->Gb, b, d0, nd, n, t0, tn, Bbuf, &Br, Bl);
+          FN(bc_of)(j, &j->Cv, var_c, s->Gc, b, d0, nd, n, t0, tn, Cbuf, &Cr, Cl);
+          FN(dn_lanes)(a[GK_ARG_A], d0, nd, n, A);
+          FOR_LANES(l) A2[l] = A[l] * EXP_SCALE;
+          FN(vload)(CS, at3(CS, b, d0, c) + n * CS->strides[3], CS->strides[1], nd, hs[0]);
+          for (int64_t l = nd; l < W; l++) hs[0][l] = 0;
+          REAL h[W];
+          FOR_LANES(l) h[l] = hs[0][l];
+          bool wide = FN(wide)(dtmax, A2);
+          CHUNK_CASES(CHUNK_FWD, var_b, var_c, wide, h, A2, Br, Bl, Cr, Cl, dt, dtu, tn, has_z ? yp : NULL, hs,
+                      as, NULL);
+          FOR_LANES(l) dBt[0][l] = dCt[0][l] = 0;  // the shared sums
+          CHUNK_CASES(CHUNK_BWD, var_b, var_c, wide, carry[n], A, Br, Bl, Cr, Cl, dt, dtu, dyp, tn, hs, as, dA,
+                      dBt, dCt, S1, S2);
+          FN(lanes_add)(sl + n, K, nd, dA);
+          if (var_b) FN(add_lane_sums)(dBt, tn, parts[0] + ((tr.p * s->B + b) * N + n) * L + t0);
+          else FN(lanes_add)(sl + j->off_dB + n, K, nd, dBt[0]);
+          if (var_c) FN(add_lane_sums)(dCt, tn, parts[1] + ((tr.p * s->B + b) * N + n) * L + t0);
+          else FN(lanes_add)(sl + j->off_dC + n, K, nd, dCt[0]);
+        }
+        // du = D dy' + dt S1;  ddt = (S2 + u S1) softplus'(raw);
+        // dz = dy (y' + D u) silu'(z);  dD += dy' u;  ddelta_bias += ddt.
+        REAL Dd[W] = {0}, dD[W] = {0}, ddb[W] = {0};
+        bool sp = j->plan->desc.scan.delta_softplus;
+        if (a[GK_ARG_D]) FN(d_lanes)(a[GK_ARG_D], d0, nd, Dd);
+        for (int64_t t = 0; t < tn; t++)
+          FOR_LANES(l) {
+            S2[t][l] += u[t][l] * S1[t][l];
+            S1[t][l] = Dd[l] * dyp[t][l] + dt[t][l] * S1[t][l];
+          }
+        if (sp)
+          for (int64_t t = 0; t < tn; t++) FOR_LANES(l) S2[t][l] *= DSOFTPLUS(raw[t][l]);
+        for (int64_t t = 0; t < tn; t++)
+          FOR_LANES(l) {
+            dD[l] += dyp[t][l] * u[t][l];
+            ddb[l] += S2[t][l];
+          }
+        FN(lanes_add)(sl + j->off_dD, K, nd, dD);
+        FN(lanes_add)(sl + j->off_ddb, K, nd, ddb);
+        if (has_z)
+          for (int64_t t = 0; t < tn; t++)
+            FOR_LANES(l) yp[t][l] = dy[t][l] * (yp[t][l] + Dd[l] * u[t][l]) * DSILU(z[t][l]);
+        const LANES *srcs[3] = {S1, S2, yp};
+        const gk_arg_kind outs[3] = {GK_ARG_DU, GK_ARG_DDELTA, GK_ARG_DZ};
+        for (int i = 0; i < 3; i++)
+          if (a[outs[i]]) FN(store_tile)(a[outs[i]], b, d0, nd, t0, tn, srcs[i]);
+      }
     if (tr.r == 0 && DI)
-      for (int64_t d = tr.d0; d < tr.d1; d++)
-        FN(vstore)(DI, at2(DI, b, d), DI->strides[2], N, FN(run_of)(j, j->run, b * s->D + d, tr.r));
+      for (int64_t k = 0, d0 = tr.d0; d0 < tr.d1; k++, d0 += W)
+        for (int64_t n = 0; n < N; n++)
+          FN(vstore)(DI, at3(DI, b, d0, n), DI->strides[1], gk_min64(W, tr.d1 - d0),
+                     FN(states)(j, j->run, b, tr.r, tr.p, k)[n]);
   }
 }
+
+ISA_VARIANTS(FN(fwd_level1), (void *ctx, int64_t task), (ctx, task))
+ISA_VARIANTS(FN(fwd_task), (void *ctx, int64_t task), (ctx, task))
+ISA_VARIANTS(FN(bwd_level1), (void *ctx, int64_t task), (ctx, task))
+ISA_VARIANTS(FN(bwd_task), (void *ctx, int64_t task), (ctx, task))
+
+#undef LANES
+#undef FOR_LANES
+#undef BC
+#undef DECAY
+#undef CHUNK_CASES
+#undef CHUNK_FWD
+#undef CHUNK_BWD
 
 // ---------------------------------------------------------------- reductions
 
@@ -516,10 +621,10 @@ static void FN(reduce_params)(const scan_job *j, int64_t task) {
   const gk_scan_dims *s = &j->s;
   int64_t K = j->K, slots = j->Pb * j->S, end = gk_min64(s->D, (task + 1) * ROWS_PER_TASK);
   bool acc = j->plan->desc.accumulate;
-  REAL sum[NB];
+  REAL sum[W];
   for (int64_t d = task * ROWS_PER_TASK; d < end; d++)
-    for (int64_t k0 = 0; k0 < K; k0 += NB) {
-      int64_t m = gk_min64(NB, K - k0);
+    for (int64_t k0 = 0; k0 < K; k0 += W) {
+      int64_t m = gk_min64(W, K - k0);
       for (int64_t i = 0; i < m; i++) sum[i] = 0;
       for (int64_t sl = 0; sl < slots; sl++) {
         const REAL *p = (const REAL *)j->params + (sl * s->D + d) * K + k0;
