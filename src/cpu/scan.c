@@ -16,8 +16,9 @@
 // channel run on zeros (A = 0, dt = 0: a = 1, h stays 0) and are never stored.
 // The exponential is 2^(dt_t A log2 e) by a polynomial (see exp2_f32); f64
 // uses libm's exp lane by lane. The hot task functions are compiled per
-// instruction set (GK_ISA_VARIANTS), with FMA contraction on (pragma below):
-// each level gives its own bits, the same for every thread count.
+// instruction set (GK_ISA_VARIANTS), with FMA contraction on (src/cpu is
+// built with -ffp-contract=fast): each level gives its own bits, the same
+// for every thread count.
 //
 // Work grid. Tasks are (b-part, channel part, range): a b-part is PER_B
 // consecutive batches, a channel part PER_D consecutive channels of one
@@ -48,7 +49,6 @@
 // dB/dC get one partial per (b-part, range) slot, per-batch dB/dC one partial
 // per channel part (the lanes of a block summed in a fixed pairwise order,
 // blocks in order); both are then added slot by slot (part by part) in order.
-#pragma GCC optimize("fp-contract=fast")
 #include "../core/act_math.h"
 #include "../ops/scan.h"
 
