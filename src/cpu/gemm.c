@@ -13,6 +13,8 @@
 // one KC block and is packed again for each block of each tile instead.
 #include "gemm.h"
 
+#include "../core/convert.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -87,12 +89,6 @@ gk_mat gk_mat_t(gk_mat m) {
   return m;
 }
 
-// Stride of the innermost dim of an index (0 when it has none).
-static int64_t inner_stride(const gk_index *ix) {
-  int64_t s = ix->n ? ix->stride[ix->n - 1] : 0;
-  return s < 0 ? -s : s;
-}
-
 // ---------------------------------------------------------------- microkernels
 
 // c (MR x NR) = (load ? c : 0) + sum_k a[k] (x) b[k]: one multiply-add chain
@@ -145,52 +141,64 @@ const gk_ukernels *gk_ukernels_get(void) {
 
 // ---------------------------------------------------------------- packing
 
-static inline float to_f32(gk_dtype dt, const char *base, int64_t off) {
-  switch (dt) {
-  case GK_F32: return ((const float *)base)[off];
-  case GK_F16: return gk_f16_to_f32(((const uint16_t *)base)[off]);
-  case GK_BF16: return gk_bf16_to_f32(((const uint16_t *)base)[off]);
-  case GK_F64: return (float)((const double *)base)[off];
-  default: return 0;
+// Whether consecutive indices of ix have consecutive offsets.
+static bool contiguous(const gk_index *ix) {
+  int64_t s = 1;
+  for (int d = ix->n - 1; d >= 0; d--) {
+    if (ix->shape[d] == 1) continue;
+    if (ix->stride[d] != s) return false;
+    s *= ix->shape[d];
   }
+  return true;
 }
 
-static inline double to_f64(gk_dtype dt, const char *base, int64_t off) {
-  return dt == GK_F64 ? ((const double *)base)[off] : (double)to_f32(dt, base, off);
-}
-
-// Copy a block of `rows` x `cols` elements, element (r, c) from
-// src + roff[r] + coff[c] (dtype dt) to dst[r * drs + c * dcs]. Walks the
-// source along its smaller stride (`by_cols`: c innermost).
-#define GK_DEFINE_COPY_BLOCK(T, S)                                                                  \
-  static void copy_block_##S(gk_dtype dt, const char *src, const int64_t *roff, int64_t rows,      \
-                             const int64_t *coff, int64_t cols, T *dst, int64_t drs, int64_t dcs,  \
-                             bool by_cols) {                                                        \
-    if (dt == (sizeof(T) == 4 ? GK_F32 : GK_F64)) {                                                 \
-      const T *s = (const T *)src;                                                                  \
-      if (by_cols)                                                                                  \
-        for (int64_t r = 0; r < rows; r++)                                                          \
-          for (int64_t c = 0; c < cols; c++) dst[r * drs + c * dcs] = s[roff[r] + coff[c]];         \
-      else                                                                                          \
-        for (int64_t c = 0; c < cols; c++)                                                          \
-          for (int64_t r = 0; r < rows; r++) dst[r * drs + c * dcs] = s[roff[r] + coff[c]];         \
-      return;                                                                                       \
-    }                                                                                               \
-    if (by_cols)                                                                                    \
-      for (int64_t r = 0; r < rows; r++)                                                            \
-        for (int64_t c = 0; c < cols; c++) dst[r * drs + c * dcs] = (T)to_##S(dt, src, roff[r] + coff[c]); \
+// One run of copy_runs below: elements i < nin from the source's
+// s + io[i] (s + io[0] + i when `unit`), converted by CVT.
+#define GK_COPY_RUN(SRC_T, CVT)                                                                    \
+  do {                                                                                              \
+    const SRC_T *s = (const SRC_T *)src + oo[o];                                                    \
+    if (unit)                                                                                       \
+      for (int64_t i = 0; i < nin; i++) d[i] = CVT(s[io[0] + i]);                                   \
     else                                                                                            \
-      for (int64_t c = 0; c < cols; c++)                                                            \
-        for (int64_t r = 0; r < rows; r++) dst[r * drs + c * dcs] = (T)to_##S(dt, src, roff[r] + coff[c]); \
-  }
+      for (int64_t i = 0; i < nin; i++) d[i] = CVT(s[io[i]]);                                       \
+  } while (0)
 
+// The packing copy: nout runs of `width` elements, run o at dst + o width:
+// element i < nin from src + oo[o] + io[i] (dtype dt, converted to T), the
+// rest 0. A run is a row of a sliver (width mr or nr, at most 32), so when
+// the source is not contiguous along it (`unit` false: a transposed
+// operand) its elements come from nin source rows read side by side, which
+// keeps that many streams in flight. Compiled per ISA level (f16 through
+// F16C on AVX2 and up).
+#define GK_DEFINE_COPY_RUNS(T, S)                                                                   \
+  GK_INLINE void copy_runs_##S##_body(gk_dtype dt, const char *src, const int64_t *oo, int64_t nout, \
+                                      const int64_t *io, int64_t nin, bool unit, T *dst, int64_t width) { \
+    for (int64_t o = 0; o < nout; o++) {                                                            \
+      T *d = dst + o * width;                                                                       \
+      switch (dt) {                                                                                 \
+      case GK_F32: GK_COPY_RUN(float, (T)); break;                                                  \
+      case GK_F64: GK_COPY_RUN(double, (T)); break;                                                 \
+      case GK_F16: GK_COPY_RUN(uint16_t, (T)gk_f16_to_f32_inline); break;                           \
+      case GK_BF16: GK_COPY_RUN(uint16_t, (T)gk_bf16_to_f32_inline); break;                         \
+      default: break;                                                                               \
+      }                                                                                             \
+      for (int64_t i = nin; i < width; i++) d[i] = 0;                                               \
+    }                                                                                               \
+  }                                                                                                 \
+  GK_ISA_VARIANTS(copy_runs_##S,                                                                    \
+                  (gk_dtype dt, const char *src, const int64_t *oo, int64_t nout, const int64_t *io, \
+                   int64_t nin, bool unit, T *dst, int64_t width),                                  \
+                  (dt, src, oo, nout, io, nin, unit, dst, width))
+
+// A sliver row is a run: pack_a's runs go along A's rows (one per column k),
+// pack_b's along B's columns (one per row k).
 #define GK_DEFINE_PACK(T, S, MRF, NRF)                                                              \
-  GK_DEFINE_COPY_BLOCK(T, S)                                                                        \
+  GK_DEFINE_COPY_RUNS(T, S)                                                                         \
   void gk_pack_a_##S(const gk_mat *a, int64_t b, int64_t i0, int64_t m, int64_t k0, int64_t kc, T *dst) { \
     const int mr = gk_ukernels_get()->MRF;                                                          \
     const char *base = a->data + gk_index_offset(&a->batch, b) * (int64_t)gk_dtype_size(a->dtype);  \
-    bool by_cols = inner_stride(&a->col) <= inner_stride(&a->row);                                  \
-    int64_t roff[16], coff[OFFS];                                                                   \
+    bool unit = contiguous(&a->row);                                                                \
+    int64_t roff[32], coff[OFFS];                                                                   \
     for (int64_t s = 0; s * mr < m; s++) {                                                          \
       int64_t rows = gk_min64(mr, m - s * mr);                                                      \
       T *d = dst + s * kc * mr;                                                                     \
@@ -198,9 +206,7 @@ static inline double to_f64(gk_dtype dt, const char *base, int64_t off) {
       for (int64_t c0 = 0; c0 < kc; c0 += OFFS) {                                                   \
         int64_t cols = gk_min64(OFFS, kc - c0);                                                     \
         gk_index_offsets(&a->col, k0 + c0, cols, coff);                                             \
-        copy_block_##S(a->dtype, base, roff, rows, coff, cols, d + c0 * mr, 1, mr, by_cols);        \
-        for (int64_t r = rows; r < mr; r++)                                                         \
-          for (int64_t c = 0; c < cols; c++) d[(c0 + c) * mr + r] = 0;                              \
+        copy_runs_##S(a->dtype, base, coff, cols, roff, rows, unit, d + c0 * mr, mr);               \
       }                                                                                             \
     }                                                                                               \
   }                                                                                                 \
@@ -208,7 +214,7 @@ static inline double to_f64(gk_dtype dt, const char *base, int64_t off) {
                      int64_t sliver_stride) {                                                       \
     const int nr = gk_ukernels_get()->NRF;                                                          \
     const char *base = bm->data + gk_index_offset(&bm->batch, b) * (int64_t)gk_dtype_size(bm->dtype); \
-    bool by_cols = inner_stride(&bm->col) <= inner_stride(&bm->row);                                \
+    bool unit = contiguous(&bm->col);                                                               \
     int64_t roff[OFFS], coff[32];                                                                   \
     for (int64_t s = 0; s * nr < n; s++) {                                                          \
       int64_t cols = gk_min64(nr, n - s * nr);                                                      \
@@ -217,9 +223,7 @@ static inline double to_f64(gk_dtype dt, const char *base, int64_t off) {
       for (int64_t r0 = 0; r0 < kc; r0 += OFFS) {                                                   \
         int64_t rows = gk_min64(OFFS, kc - r0);                                                     \
         gk_index_offsets(&bm->row, k0 + r0, rows, roff);                                            \
-        copy_block_##S(bm->dtype, base, roff, rows, coff, cols, d + r0 * nr, nr, 1, by_cols);       \
-        for (int64_t r = 0; r < rows; r++)                                                          \
-          for (int64_t c = cols; c < nr; c++) d[(r0 + r) * nr + c] = 0;                             \
+        copy_runs_##S(bm->dtype, base, roff, rows, coff, cols, unit, d + r0 * nr, nr);              \
       }                                                                                             \
     }                                                                                               \
   }                                                                                                 \
