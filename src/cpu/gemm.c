@@ -1,16 +1,23 @@
 // Packed, cache-blocked matrix products (see gemm.h).
 //
 // gk_gemm_run cuts C into tiles of MC x NC (per batch); a tile is computed by
-// one task from start to end: for each block of KC columns of A, the task
-// packs A's block (MC x KC, in L2) and runs the microkernel over the tile
-// from the packed B panel (K x NC, the K x NR sliver of each microkernel call
-// in L1), accumulating in an f32 (f64) tile buffer; then it stores the tile
-// once, adding the bias and C's old values, rounding to C's dtype. Tasks are
-// one per workspace slot (as many as threads when the plan was made); each
-// pulls tiles (batch, column block, row block) from a shared counter and
-// keeps its packed B panel while the column block stays the same. When K is
-// so long that even an NR-wide panel would pass PANEL_BYTES, the panel holds
-// one KC block and is packed again for each block of each tile instead.
+// one task from start to end, block of KC columns of A after block, by the
+// microkernel from packed panels (the KC x NR sliver of B of each call in
+// L1, A's MC x KC block in L2), accumulating in an f32 (f64) tile buffer;
+// then the task stores the tile once, adding the bias and C's old values,
+// rounding to C's dtype. Tasks run one per workspace slot (as many as
+// threads when the plan was made), pulling work from a shared counter.
+//   Panels mode (A's MC x K rows and a K x NC block of B fit A_PANEL_BYTES
+//   and B_GROUP_BYTES): B is packed once, for groups of column blocks (all
+//   K, up to B_GROUP_BYTES, shared by the slots) by a parallel pass before
+//   the group's tasks; a task is a run of tiles of one row block, for which
+//   it packs A's rows once for all K. So A is read once per group (or per
+//   run) instead of once per tile, and B once instead of once per slot.
+//   Blocks mode (longer K): a task is one tile and packs A's and B's KC
+//   blocks for it as it goes.
+// Packing walks the rows of the slivers it writes; a transposed operand
+// (the k index contiguous in memory) is read from mr (nr) source rows side
+// by side, as long runs.
 #include "gemm.h"
 
 #include "../core/convert.h"
