@@ -1,17 +1,26 @@
 // Packed, cache-blocked matrix products (see gemm.h).
 //
 // gk_gemm_run cuts C into tiles of MC x NC (per batch); a tile is computed by
-// one task from start to end: for each block of KC columns of A, the task
-// packs A's block (MC x KC, in L2) and runs the microkernel over the tile
-// from the packed B panel (K x NC, the K x NR sliver of each microkernel call
-// in L1), accumulating in an f32 (f64) tile buffer; then it stores the tile
-// once, adding the bias and C's old values, rounding to C's dtype. Tasks are
-// one per workspace slot (as many as threads when the plan was made); each
-// pulls tiles (batch, column block, row block) from a shared counter and
-// keeps its packed B panel while the column block stays the same. When K is
-// so long that even an NR-wide panel would pass PANEL_BYTES, the panel holds
-// one KC block and is packed again for each block of each tile instead.
+// one task from start to end, block of KC columns of A after block, by the
+// microkernel from packed panels (the KC x NR sliver of B of each call in
+// L1, A's MC x KC block in L2), accumulating in an f32 (f64) tile buffer;
+// then the task stores the tile once, adding the bias and C's old values,
+// rounding to C's dtype. Tasks run one per workspace slot (as many as
+// threads when the plan was made), pulling work from a shared counter.
+//   Panels mode (A's MC x K rows and a K x NC block of B fit A_PANEL_BYTES
+//   and B_GROUP_BYTES): B is packed once, for groups of column blocks (all
+//   K, up to B_GROUP_BYTES, shared by the slots) by a parallel pass before
+//   the group's tasks; a task is a run of tiles of one row block, for which
+//   it packs A's rows once for all K. So A is read once per group (or per
+//   run) instead of once per tile, and B once instead of once per slot.
+//   Blocks mode (longer K): a task is one tile and packs A's and B's KC
+//   blocks for it as it goes.
+// Packing walks the rows of the slivers it writes; a transposed operand
+// (the k index contiguous in memory) is read from mr (nr) source rows side
+// by side, as long runs.
 #include "gemm.h"
+
+#include "../core/convert.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -20,8 +29,9 @@
 #include <string.h>
 
 enum { MC = 192, KC = 256, NC = 512, OFFS = 256 };
-// Largest packed B panel per slot, bytes; wider N is cut into column blocks.
-static const int64_t PANEL_BYTES = 8 << 20;
+// Largest A panel (mc x K) per slot and B group (shared), bytes: a longer K
+// runs in blocks mode, more columns in more groups.
+static const int64_t A_PANEL_BYTES = 8 << 20, B_GROUP_BYTES = 32 << 20;
 
 // ---------------------------------------------------------------- indices
 
@@ -87,12 +97,6 @@ gk_mat gk_mat_t(gk_mat m) {
   return m;
 }
 
-// Stride of the innermost dim of an index (0 when it has none).
-static int64_t inner_stride(const gk_index *ix) {
-  int64_t s = ix->n ? ix->stride[ix->n - 1] : 0;
-  return s < 0 ? -s : s;
-}
-
 // ---------------------------------------------------------------- microkernels
 
 // c (MR x NR) = (load ? c : 0) + sum_k a[k] (x) b[k]: one multiply-add chain
@@ -145,70 +149,94 @@ const gk_ukernels *gk_ukernels_get(void) {
 
 // ---------------------------------------------------------------- packing
 
-static inline float to_f32(gk_dtype dt, const char *base, int64_t off) {
-  switch (dt) {
-  case GK_F32: return ((const float *)base)[off];
-  case GK_F16: return gk_f16_to_f32(((const uint16_t *)base)[off]);
-  case GK_BF16: return gk_bf16_to_f32(((const uint16_t *)base)[off]);
-  case GK_F64: return (float)((const double *)base)[off];
-  default: return 0;
+static int64_t round_up(int64_t a, int64_t b) { return gk_ceil_div(a, b) * b; }
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// Whether consecutive indices of ix have consecutive offsets.
+static bool contiguous(const gk_index *ix) {
+  int64_t s = 1;
+  for (int d = ix->n - 1; d >= 0; d--) {
+    if (ix->shape[d] == 1) continue;
+    if (ix->stride[d] != s) return false;
+    s *= ix->shape[d];
   }
+  return true;
 }
 
-static inline double to_f64(gk_dtype dt, const char *base, int64_t off) {
-  return dt == GK_F64 ? ((const double *)base)[off] : (double)to_f32(dt, base, off);
-}
-
-// Copy a block of `rows` x `cols` elements, element (r, c) from
-// src + roff[r] + coff[c] (dtype dt) to dst[r * drs + c * dcs]. Walks the
-// source along its smaller stride (`by_cols`: c innermost).
-#define GK_DEFINE_COPY_BLOCK(T, S)                                                                  \
-  static void copy_block_##S(gk_dtype dt, const char *src, const int64_t *roff, int64_t rows,      \
-                             const int64_t *coff, int64_t cols, T *dst, int64_t drs, int64_t dcs,  \
-                             bool by_cols) {                                                        \
-    if (dt == (sizeof(T) == 4 ? GK_F32 : GK_F64)) {                                                 \
-      const T *s = (const T *)src;                                                                  \
-      if (by_cols)                                                                                  \
-        for (int64_t r = 0; r < rows; r++)                                                          \
-          for (int64_t c = 0; c < cols; c++) dst[r * drs + c * dcs] = s[roff[r] + coff[c]];         \
-      else                                                                                          \
-        for (int64_t c = 0; c < cols; c++)                                                          \
-          for (int64_t r = 0; r < rows; r++) dst[r * drs + c * dcs] = s[roff[r] + coff[c]];         \
-      return;                                                                                       \
-    }                                                                                               \
-    if (by_cols)                                                                                    \
-      for (int64_t r = 0; r < rows; r++)                                                            \
-        for (int64_t c = 0; c < cols; c++) dst[r * drs + c * dcs] = (T)to_##S(dt, src, roff[r] + coff[c]); \
+// One run of copy_runs below: elements i < nin from the source's
+// s + io[i] (s + io[0] + i when `unit`), converted by CVT.
+#define GK_COPY_RUN(SRC_T, CVT)                                                                    \
+  do {                                                                                              \
+    const SRC_T *s = (const SRC_T *)src + oo[o];                                                    \
+    if (unit)                                                                                       \
+      for (int64_t i = 0; i < nin; i++) d[i] = CVT(s[io[0] + i]);                                   \
     else                                                                                            \
-      for (int64_t c = 0; c < cols; c++)                                                            \
-        for (int64_t r = 0; r < rows; r++) dst[r * drs + c * dcs] = (T)to_##S(dt, src, roff[r] + coff[c]); \
-  }
+      for (int64_t i = 0; i < nin; i++) d[i] = CVT(s[io[i]]);                                       \
+  } while (0)
 
+// The packing copy: nout runs of `width` elements, run o at dst + o width:
+// element i < nin from src + oo[o] + io[i] (dtype dt, converted to T), the
+// rest 0. A run is a row of a sliver (width mr or nr, at most 32), so when
+// the source is not contiguous along it (`unit` false: a transposed
+// operand) its elements come from nin source rows read side by side, which
+// keeps that many streams in flight. Compiled per ISA level (f16 through
+// F16C on AVX2 and up).
+#define GK_DEFINE_COPY_RUNS(T, S)                                                                   \
+  GK_INLINE void copy_runs_##S##_body(gk_dtype dt, const char *src, const int64_t *oo, int64_t nout, \
+                                      const int64_t *io, int64_t nin, bool unit, T *dst, int64_t width) { \
+    for (int64_t o = 0; o < nout; o++) {                                                            \
+      T *d = dst + o * width;                                                                       \
+      switch (dt) {                                                                                 \
+      case GK_F32: GK_COPY_RUN(float, (T)); break;                                                  \
+      case GK_F64: GK_COPY_RUN(double, (T)); break;                                                 \
+      case GK_F16: GK_COPY_RUN(uint16_t, (T)gk_f16_to_f32_inline); break;                           \
+      case GK_BF16: GK_COPY_RUN(uint16_t, (T)gk_bf16_to_f32_inline); break;                         \
+      default: break;                                                                               \
+      }                                                                                             \
+      for (int64_t i = nin; i < width; i++) d[i] = 0;                                               \
+    }                                                                                               \
+  }                                                                                                 \
+  GK_ISA_VARIANTS(copy_runs_##S,                                                                    \
+                  (gk_dtype dt, const char *src, const int64_t *oo, int64_t nout, const int64_t *io, \
+                   int64_t nin, bool unit, T *dst, int64_t width),                                  \
+                  (dt, src, oo, nout, io, nin, unit, dst, width))
+
+// A sliver row is a run: pack_a's runs go along A's rows (one per column k),
+// pack_b's along B's columns (one per row k).
 #define GK_DEFINE_PACK(T, S, MRF, NRF)                                                              \
-  GK_DEFINE_COPY_BLOCK(T, S)                                                                        \
-  void gk_pack_a_##S(const gk_mat *a, int64_t b, int64_t i0, int64_t m, int64_t k0, int64_t kc, T *dst) { \
+  GK_DEFINE_COPY_RUNS(T, S)                                                                         \
+  /* A's columns in blocks of blk (the last one shorter): block q0 at          \
+     dst + q0 mp (mp: m rounded up to mr), its sliver s at s w mr (w: the      \
+     block's width). A transposed A (not `unit`) is packed sliver by sliver    \
+     over all kc columns, its mr rows read side by side as long runs; else    \
+     OFFS columns at a time for every sliver (those columns of the m rows      \
+     stay in cache meanwhile). */                                              \
+  static void pack_a_blocks_##S(const gk_mat *a, int64_t b, int64_t i0, int64_t m, int64_t k0, int64_t kc, \
+                                int64_t blk, T *dst) {                                              \
     const int mr = gk_ukernels_get()->MRF;                                                          \
     const char *base = a->data + gk_index_offset(&a->batch, b) * (int64_t)gk_dtype_size(a->dtype);  \
-    bool by_cols = inner_stride(&a->col) <= inner_stride(&a->row);                                  \
-    int64_t roff[16], coff[OFFS];                                                                   \
-    for (int64_t s = 0; s * mr < m; s++) {                                                          \
-      int64_t rows = gk_min64(mr, m - s * mr);                                                      \
-      T *d = dst + s * kc * mr;                                                                     \
-      gk_index_offsets(&a->row, i0 + s * mr, rows, roff);                                           \
-      for (int64_t c0 = 0; c0 < kc; c0 += OFFS) {                                                   \
-        int64_t cols = gk_min64(OFFS, kc - c0);                                                     \
-        gk_index_offsets(&a->col, k0 + c0, cols, coff);                                             \
-        copy_block_##S(a->dtype, base, roff, rows, coff, cols, d + c0 * mr, 1, mr, by_cols);        \
-        for (int64_t r = rows; r < mr; r++)                                                         \
-          for (int64_t c = 0; c < cols; c++) d[(c0 + c) * mr + r] = 0;                              \
+    bool unit = contiguous(&a->row);                                                                \
+    int64_t roff[32], coff[OFFS], mp = round_up(m, mr), chunk = unit ? OFFS : kc;                   \
+    for (int64_t c1 = 0; c1 < kc; c1 += chunk)                                                      \
+      for (int64_t s = 0; s * mr < m; s++) {                                                        \
+        int64_t rows = gk_min64(mr, m - s * mr), c2 = gk_min64(c1 + chunk, kc);                     \
+        gk_index_offsets(&a->row, i0 + s * mr, rows, roff);                                         \
+        for (int64_t c0 = c1, cols; c0 < c2; c0 += cols) {                                          \
+          int64_t q0 = c0 / blk * blk, w = gk_min64(blk, kc - q0);                                  \
+          cols = gk_min64(gk_min64(OFFS, q0 + w - c0), c2 - c0);                                    \
+          gk_index_offsets(&a->col, k0 + c0, cols, coff);                                           \
+          copy_runs_##S(a->dtype, base, coff, cols, roff, rows, unit, dst + q0 * mp + (s * w + c0 - q0) * mr, mr); \
+        }                                                                                           \
       }                                                                                             \
-    }                                                                                               \
+  }                                                                                                 \
+  void gk_pack_a_##S(const gk_mat *a, int64_t b, int64_t i0, int64_t m, int64_t k0, int64_t kc, T *dst) { \
+    pack_a_blocks_##S(a, b, i0, m, k0, kc, kc > 0 ? kc : 1, dst);                                   \
   }                                                                                                 \
   void gk_pack_b_##S(const gk_mat *bm, int64_t b, int64_t k0, int64_t kc, int64_t j0, int64_t n, T *dst,  \
                      int64_t sliver_stride) {                                                       \
     const int nr = gk_ukernels_get()->NRF;                                                          \
     const char *base = bm->data + gk_index_offset(&bm->batch, b) * (int64_t)gk_dtype_size(bm->dtype); \
-    bool by_cols = inner_stride(&bm->col) <= inner_stride(&bm->row);                                \
+    bool unit = contiguous(&bm->col);                                                               \
     int64_t roff[OFFS], coff[32];                                                                   \
     for (int64_t s = 0; s * nr < n; s++) {                                                          \
       int64_t cols = gk_min64(nr, n - s * nr);                                                      \
@@ -217,9 +245,7 @@ static inline double to_f64(gk_dtype dt, const char *base, int64_t off) {
       for (int64_t r0 = 0; r0 < kc; r0 += OFFS) {                                                   \
         int64_t rows = gk_min64(OFFS, kc - r0);                                                     \
         gk_index_offsets(&bm->row, k0 + r0, rows, roff);                                            \
-        copy_block_##S(bm->dtype, base, roff, rows, coff, cols, d + r0 * nr, nr, 1, by_cols);       \
-        for (int64_t r = 0; r < rows; r++)                                                          \
-          for (int64_t c = cols; c < nr; c++) d[(r0 + r) * nr + c] = 0;                             \
+        copy_runs_##S(bm->dtype, base, roff, rows, coff, cols, unit, d + r0 * nr, nr);              \
       }                                                                                             \
     }                                                                                               \
   }                                                                                                 \
@@ -237,17 +263,23 @@ GK_DEFINE_PACK(double, f64, mr64, nr64)
 
 // ---------------------------------------------------------------- threaded driver
 
-// How a product is cut: tiles of mc x nc (multiples of mr, nr), slots of
-// slot_bytes: the tile accumulator (mc x nc), A's block (mc x KC) and B's
-// panel (K x nc), each 64-byte aligned.
+// How a product is cut: tiles of C of mc x nc (multiples of mr, nr), and
+// workspace slots of slot_bytes (one per task running at once) after the
+// shared B group of group_bytes (panels mode).
+//   panels mode (mc x K and K x nc fit A_PANEL_BYTES and B_GROUP_BYTES): B
+//     is packed for a group of column blocks (unit_bytes each: K x nc),
+//     all K, by a parallel pass shared by the tasks that follow it; a task
+//     is a run of tiles of one row block, for which it packs A's rows once
+//     for all K (mc x K) and keeps them.
+//   blocks mode (longer K): a task is one tile, for which it packs A's and
+//     B's blocks (mc x KC, KC x nc) one KC block after another.
+// A slot holds the tile accumulator (mc x nc) and A's panel or block (and
+// B's block), each 64-byte aligned.
 typedef struct tiling {
-  int64_t mc, nc, tiles_m, tiles_n, ntiles;
-  bool full_panel;  // B's panel holds all K rows (else one KC block)
-  size_t es, acc_bytes, a_bytes, b_bytes, slot_bytes;
+  bool panels;
+  int64_t mc, nc, tiles_m, tiles_n, tiles;
+  size_t es, acc_bytes, a_bytes, b_bytes, unit_bytes, group_bytes, slot_bytes;
 } tiling;
-
-static int64_t round_up(int64_t a, int64_t b) { return gk_ceil_div(a, b) * b; }
-static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
 static tiling tiling_of(bool f64, int64_t batch, int64_t m, int64_t n, int64_t k) {
   const gk_ukernels *uk = gk_ukernels_get();
@@ -255,10 +287,8 @@ static tiling tiling_of(bool f64, int64_t batch, int64_t m, int64_t n, int64_t k
   tiling t;
   t.es = f64 ? sizeof(double) : sizeof(float);
   int64_t kk = k > 0 ? k : 1;
-  t.full_panel = kk * nr * (int64_t)t.es <= PANEL_BYTES;
-  int64_t nc_max = t.full_panel ? gk_min64(NC, (PANEL_BYTES / (int64_t)t.es / kk) / nr * nr) : NC;
   t.mc = gk_min64(MC, round_up(m > 0 ? m : 1, mr));
-  t.nc = gk_min64(nc_max, round_up(n > 0 ? n : 1, nr));
+  t.nc = gk_min64(NC, round_up(n > 0 ? n : 1, nr));
   // Smaller tiles when there are too few to share among threads.
   for (;;) {
     int64_t tiles = batch * gk_ceil_div(m, t.mc) * gk_ceil_div(n, t.nc);
@@ -269,24 +299,35 @@ static tiling tiling_of(bool f64, int64_t batch, int64_t m, int64_t n, int64_t k
   }
   t.tiles_m = gk_ceil_div(m, t.mc);
   t.tiles_n = gk_ceil_div(n, t.nc);
-  t.ntiles = batch * t.tiles_m * t.tiles_n;
+  t.tiles = batch * t.tiles_m * t.tiles_n;
+  t.unit_bytes = (size_t)(kk * t.nc) * t.es;
+  t.panels = t.mc * kk * (int64_t)t.es <= A_PANEL_BYTES && (int64_t)t.unit_bytes <= B_GROUP_BYTES;
   t.acc_bytes = align64((size_t)(t.mc * t.nc) * t.es);
-  t.a_bytes = align64((size_t)(t.mc * gk_min64(KC, kk)) * t.es);
-  t.b_bytes = align64((size_t)((t.full_panel ? kk : gk_min64(KC, kk)) * t.nc) * t.es);
+  t.a_bytes = align64((size_t)(t.mc * (t.panels ? kk : gk_min64(KC, kk))) * t.es);
+  t.b_bytes = t.panels ? 0 : align64((size_t)(gk_min64(KC, kk) * t.nc) * t.es);
+  int64_t units = gk_min64(B_GROUP_BYTES / (int64_t)t.unit_bytes, t.tiles);
+  t.group_bytes = t.panels ? align64((size_t)units * t.unit_bytes) : 0;
   t.slot_bytes = t.acc_bytes + t.a_bytes + t.b_bytes;
   return t;
 }
 
 size_t gk_gemm_workspace(gk_dtype dtype, int64_t batch, int64_t m, int64_t n, int64_t k) {
   tiling t = tiling_of(dtype == GK_F64, batch, m, n, k);
-  int64_t slots = gk_min64(gk_min64(t.ntiles, gk_get_num_threads()), 64);
-  return slots > 0 ? (size_t)slots * t.slot_bytes : 0;
+  int64_t slots = gk_min64(gk_min64(t.tiles, gk_get_num_threads()), 64);
+  return slots > 0 ? t.group_bytes + (size_t)slots * t.slot_bytes : 0;
 }
 
+// A run of the product. In panels mode, the current group: column blocks
+// [t0, t1) of B's batches [b0, b1) (all of B's batches' blocks when t0 = 0
+// and t1 = tiles_n), packed at ws, batch bi - b0 at (bi - b0) gstride and
+// in it KC block p0 at p0 gcols, sliver s of that block at s kc nr; its
+// tasks take `per_task` column blocks of one row block of one batch of C.
 typedef struct gemm_job {
   const gk_gemm *g;
   tiling t;
-  char *ws;
+  char *ws, *slots;
+  bool shared;  // B has no batch dims: the group serves every batch of C
+  int64_t b0, b1, t0, t1, gcols, gstride, per_task, runs, tasks;
   atomic_int_fast64_t next;
 } gemm_job;
 
@@ -343,39 +384,68 @@ typedef struct gemm_job {
         }                                                                                           \
       }                                                                                             \
     }                                                                                               \
+  }
+// Panels mode: pack_group packs sliver `task` of the current group (slivers
+// counted over its batches, then its columns) for all K; panel_slot runs the
+// group's tasks (batch c of C, run r of column blocks, row block ti), each
+// packing A's rows for all K once. Blocks mode: block_slot runs tiles.
+#define GK_DEFINE_TASKS(T, S, MRF, NRF)                                                            \
+  static void pack_group_##S(gemm_job *j, int64_t task) {                                          \
+    const gk_gemm *g = j->g;                                                                        \
+    int64_t nr = gk_ukernels_get()->NRF, per_batch = j->gcols / nr;                                 \
+    int64_t bi = task / per_batch, s = task % per_batch, j0 = j->t0 * j->t.nc + s * nr;             \
+    T *grp = (T *)j->ws + bi * j->gstride;                                                          \
+    for (int64_t p0 = 0; p0 < g->k; p0 += KC) {                                                     \
+      int64_t kc = gk_min64(KC, g->k - p0);                                                         \
+      gk_pack_b_##S(&g->b, j->b0 + bi, p0, kc, j0, gk_min64(nr, g->n - j0), grp + p0 * j->gcols + s * kc * nr, \
+                    kc * nr);                                                                       \
+    }                                                                                               \
   }                                                                                                 \
-  static void gemm_slot_##S(gemm_job *j, int64_t slot) {                                            \
+  static void panel_slot_##S(gemm_job *j, int64_t slot) {                                          \
     const gk_gemm *g = j->g;                                                                        \
     const tiling *t = &j->t;                                                                        \
-    char *mem = j->ws + (size_t)slot * t->slot_bytes;                                               \
+    int64_t mr = gk_ukernels_get()->MRF, nr = gk_ukernels_get()->NRF, per_c = j->runs * t->tiles_m; \
+    char *mem = j->slots + (size_t)slot * t->slot_bytes;                                            \
+    T *acc = (T *)mem, *ap = (T *)(mem + t->acc_bytes);                                             \
+    for (;;) {                                                                                      \
+      int64_t task = atomic_fetch_add(&j->next, 1);                                                 \
+      if (task >= j->tasks) break;                                                                  \
+      int64_t c = task / per_c, r = task % per_c / t->tiles_m, ti = task % t->tiles_m;              \
+      int64_t b = j->shared ? c : j->b0 + c;                                                        \
+      const T *grp = (const T *)j->ws + (j->shared ? 0 : c) * j->gstride;                           \
+      int64_t i0 = ti * t->mc, m = gk_min64(t->mc, g->m - i0), mp = round_up(m, mr);                \
+      pack_a_blocks_##S(&g->a, g->a.batch.n ? b : 0, i0, m, 0, g->k, KC, ap);                       \
+      int64_t tj1 = gk_min64(j->t0 + (r + 1) * j->per_task, j->t1);                                 \
+      for (int64_t tj = j->t0 + r * j->per_task; tj < tj1; tj++) {                                  \
+        int64_t j0 = tj * t->nc, n = gk_min64(t->nc, g->n - j0), s0 = (j0 - j->t0 * t->nc) / nr;    \
+        if (g->k == 0) memset(acc, 0, (size_t)(mp * t->nc) * sizeof(T));                            \
+        for (int64_t p0 = 0; p0 < g->k; p0 += KC) {                                                 \
+          int64_t kc = gk_min64(KC, g->k - p0);                                                     \
+          gk_gemm_packed_##S(mp, round_up(n, nr), kc, ap + p0 * mp, grp + p0 * j->gcols + s0 * kc * nr, kc * nr, \
+                             acc, t->nc, p0 > 0);                                                   \
+        }                                                                                           \
+        store_tile_##S(g, b, i0, m, j0, n, acc, t->nc);                                             \
+      }                                                                                             \
+    }                                                                                               \
+  }                                                                                                 \
+  static void block_slot_##S(gemm_job *j, int64_t slot) {                                          \
+    const gk_gemm *g = j->g;                                                                        \
+    const tiling *t = &j->t;                                                                        \
+    int64_t mr = gk_ukernels_get()->MRF, nr = gk_ukernels_get()->NRF;                               \
+    char *mem = j->slots + (size_t)slot * t->slot_bytes;                                            \
     T *acc = (T *)mem, *ap = (T *)(mem + t->acc_bytes), *bp = (T *)(mem + t->acc_bytes + t->a_bytes); \
-    int64_t panel = -1;                                                                             \
     for (;;) {                                                                                      \
       int64_t tile = atomic_fetch_add(&j->next, 1);                                                 \
-      if (tile >= t->ntiles) break;                                                                 \
+      if (tile >= t->tiles) break;                                                                  \
       int64_t ti = tile % t->tiles_m, rest = tile / t->tiles_m;                                     \
       int64_t tj = rest % t->tiles_n, b = rest / t->tiles_n;                                        \
       int64_t i0 = ti * t->mc, m = gk_min64(t->mc, g->m - i0);                                      \
       int64_t j0 = tj * t->nc, n = gk_min64(t->nc, g->n - j0);                                      \
-      const gk_ukernels *uk = gk_ukernels_get();                                                    \
-      int64_t mp = round_up(m, sizeof(T) == 4 ? uk->mr32 : uk->mr64);                               \
-      int64_t np = round_up(n, sizeof(T) == 4 ? uk->nr32 : uk->nr64);                               \
-      int64_t nr = sizeof(T) == 4 ? uk->nr32 : uk->nr64;                                            \
-      int64_t bb = g->b.batch.n ? b : 0;                                                            \
-      if (t->full_panel && rest != panel) {                                                         \
-        gk_pack_b_##S(&g->b, bb, 0, g->k, j0, n, bp, g->k * nr);                                    \
-        panel = rest;                                                                               \
-      }                                                                                             \
-      if (g->k == 0) memset(acc, 0, (size_t)(mp * t->nc) * sizeof(T));                              \
       for (int64_t p0 = 0; p0 < g->k; p0 += KC) {                                                   \
         int64_t kc = gk_min64(KC, g->k - p0);                                                       \
         gk_pack_a_##S(&g->a, g->a.batch.n ? b : 0, i0, m, p0, kc, ap);                              \
-        if (t->full_panel)                                                                          \
-          gk_gemm_packed_##S(mp, np, kc, ap, bp + p0 * nr, g->k * nr, acc, t->nc, p0 > 0);          \
-        else {                                                                                      \
-          gk_pack_b_##S(&g->b, bb, p0, kc, j0, n, bp, kc * nr);                                     \
-          gk_gemm_packed_##S(mp, np, kc, ap, bp, kc * nr, acc, t->nc, p0 > 0);                      \
-        }                                                                                           \
+        gk_pack_b_##S(&g->b, g->b.batch.n ? b : 0, p0, kc, j0, n, bp, kc * nr);                     \
+        gk_gemm_packed_##S(round_up(m, mr), round_up(n, nr), kc, ap, bp, kc * nr, acc, t->nc, p0 > 0); \
       }                                                                                             \
       store_tile_##S(g, b, i0, m, j0, n, acc, t->nc);                                               \
     }                                                                                               \
@@ -383,20 +453,63 @@ typedef struct gemm_job {
 
 GK_DEFINE_STORE(float, f32)
 GK_DEFINE_STORE(double, f64)
+GK_DEFINE_TASKS(float, f32, mr32, nr32)
+GK_DEFINE_TASKS(double, f64, mr64, nr64)
 
-static void gemm_task(void *ctx, int64_t slot) {
+static void group_task(void *ctx, int64_t task) {
   gemm_job *j = ctx;
-  if (j->g->c.dtype == GK_F64) gemm_slot_f64(j, slot);
-  else gemm_slot_f32(j, slot);
+  if (j->g->c.dtype == GK_F64) pack_group_f64(j, task);
+  else pack_group_f32(j, task);
+}
+
+static void panel_task(void *ctx, int64_t slot) {
+  gemm_job *j = ctx;
+  if (j->g->c.dtype == GK_F64) panel_slot_f64(j, slot);
+  else panel_slot_f32(j, slot);
+}
+
+static void block_task(void *ctx, int64_t slot) {
+  gemm_job *j = ctx;
+  if (j->g->c.dtype == GK_F64) block_slot_f64(j, slot);
+  else block_slot_f32(j, slot);
 }
 
 void gk_gemm_run(const gk_gemm *g, void *ws, size_t ws_bytes) {
   if (g->batch == 0 || g->m == 0 || g->n == 0) return;
   gemm_job j;
+  memset(&j, 0, sizeof j);
   j.g = g;
   j.t = tiling_of(g->c.dtype == GK_F64, g->batch, g->m, g->n, g->k);
+  const tiling *t = &j.t;
   j.ws = ws;
+  j.slots = (char *)ws + t->group_bytes;
+  int64_t slots = (int64_t)((ws_bytes - t->group_bytes) / t->slot_bytes);
+  if (!t->panels) {
+    atomic_init(&j.next, 0);
+    gk_parallel_for(gk_min64(slots, t->tiles), block_task, &j);
+    return;
+  }
+  // Groups: all column blocks of as many of B's batches as fit, else runs
+  // of column blocks of one batch.
+  int64_t nr = g->c.dtype == GK_F64 ? gk_ukernels_get()->nr64 : gk_ukernels_get()->nr32;
+  int64_t units = (int64_t)(t->group_bytes / t->unit_bytes), nb = g->b.batch.n ? g->batch : 1;
+  int64_t batches = units >= t->tiles_n ? units / t->tiles_n : 1;
+  int64_t blocks = gk_ceil_div(t->tiles_n, gk_ceil_div(t->tiles_n, units));
+  j.shared = g->b.batch.n == 0;
   atomic_init(&j.next, 0);
-  int64_t slots = gk_min64(j.t.ntiles, (int64_t)(ws_bytes / j.t.slot_bytes));
-  gk_parallel_for(slots, gemm_task, &j);
+  for (j.b0 = 0; j.b0 < nb; j.b0 += batches)
+    for (j.t0 = 0; j.t0 < t->tiles_n; j.t0 += blocks) {
+      j.b1 = gk_min64(j.b0 + batches, nb);
+      j.t1 = gk_min64(j.t0 + blocks, t->tiles_n);
+      j.gcols = round_up(gk_min64(j.t1 * t->nc, g->n) - j.t0 * t->nc, nr);
+      j.gstride = g->k * j.gcols;
+      gk_parallel_for((j.b1 - j.b0) * (j.gcols / nr), group_task, &j);
+      // Runs of column blocks as long as leaves some 8 tasks per slot.
+      int64_t served = j.shared ? g->batch : j.b1 - j.b0, nblocks = j.t1 - j.t0;
+      j.per_task = gk_ceil_div(nblocks, gk_min64(nblocks, gk_ceil_div(8 * slots, served * t->tiles_m)));
+      j.runs = gk_ceil_div(nblocks, j.per_task);
+      j.tasks = served * j.runs * t->tiles_m;
+      atomic_store(&j.next, 0);
+      gk_parallel_for(gk_min64(slots, j.tasks), panel_task, &j);
+    }
 }

@@ -1,9 +1,10 @@
 // Packed, cache-blocked matrix products for the CPU kernels (linear, matmul,
 // attention), in the BLIS style: operands are packed into panels (f16/bf16
 // converted to f32 on the way), and a register-tiled MR x NR microkernel,
-// plain C that the compiler vectorizes, runs over them. The microkernel is
-// compiled for AVX-512, AVX2+FMA and the baseline ISA and picked once from
-// cpuid, or the level GK_ISA forces (core/isa.h).
+// plain C that the compiler vectorizes, runs over them. The microkernel and
+// the packing copy are compiled for AVX-512, AVX2+FMA(+F16C) and the
+// baseline ISA and picked once from cpuid, or the level GK_ISA forces
+// (core/isa.h).
 //
 // Every element of C is one chain c = fma(a_k, b_k, c) over k = 0 .. K-1 in
 // order (mul then add on the baseline ISA), whatever the blocking, tile sizes
