@@ -80,9 +80,10 @@ static inline int64_t row_limit(int64_t kn, int64_t diag, bool causal, int64_t r
         for (int64_t i = 0; i < nr; i++) {                                                          \
           int64_t q = s0 + i;                                                                       \
           bool ok = q < rn && (!causal || c <= diag + q);                                           \
-          T v = ok ? row[i] * scale : -(T)INFINITY;                                                 \
+          /* blends, not ?:, so the loop vectorises */                                              \
+          T v = gk_select_##S(GK_MASK_##S(ok), row[i] * scale, -(T)INFINITY);                       \
           row[i] = v;                                                                               \
-          cm[i] = v > cm[i] ? v : cm[i];                                                            \
+          cm[i] = gk_select_##S(GK_MASK_##S(v > cm[i]), v, cm[i]);                                  \
         }                                                                                           \
       }                                                                                             \
     }                                                                                               \
@@ -118,7 +119,7 @@ static inline int64_t row_limit(int64_t kn, int64_t diag, bool causal, int64_t r
         for (int64_t i = 0; i < nr; i++) {                                                          \
           bool ok = s0 + i < rn && (!causal || c <= diag + s0 + i);                                 \
           T pv = EXP(sr[i] * scale - lq[i]);                                                        \
-          dr[i] = ok ? scale * pv * (dr[i] - dq[i]) : 0;                                            \
+          dr[i] = gk_select_##S(GK_MASK_##S(ok), scale * pv * (dr[i] - dq[i]), 0);                  \
         }                                                                                           \
       }                                                                                             \
     }                                                                                               \
@@ -138,11 +139,13 @@ static inline int64_t row_limit(int64_t kn, int64_t diag, bool causal, int64_t r
   }
 
 static inline double exp_f64(double x) { return exp(x); }
-GK_DEFINE_TILES(float, f32, generic, , gk_exp_f32)
+// Every exponent is a score less its row's running max or log-sum-exp (<= 0
+// but for rounding; masked entries are blended away): gk_exp_nonpos_f32.
+GK_DEFINE_TILES(float, f32, generic, , gk_exp_nonpos_f32)
 GK_DEFINE_TILES(double, f64, generic, , exp_f64)
 #if GK_X86
-GK_DEFINE_TILES(float, f32, avx2, GK_TARGET_AVX2, gk_exp_f32)
-GK_DEFINE_TILES(float, f32, avx512, GK_TARGET_AVX512, gk_exp_f32)
+GK_DEFINE_TILES(float, f32, avx2, GK_TARGET_AVX2, gk_exp_nonpos_f32)
+GK_DEFINE_TILES(float, f32, avx512, GK_TARGET_AVX512, gk_exp_nonpos_f32)
 #endif
 
 typedef struct attn_job {
