@@ -152,7 +152,7 @@ typedef struct attn_job {
   int64_t B, H, Hkv, G, L, Dh, Dp, Dm;  // L: T; Dh rounded up to the microkernel's NR (Dp), MR (Dm)
   int64_t mr, nr, bc, kb;           // bc: keys per tile (a multiple of MR and NR), kb = GROUP bc
   double scale;
-  bool causal;
+  bool causal, f64;
   gk_mat q, qt, k, kt, v, vt, dout, doutt; // (B H or B Hkv) batches of (T x Dh) matrices; *t transposed
   const gk_tensor *y, *dy, *lse, *dq, *dk, *dv;
   fwd_tile_f32_fn fwd_tile_f32;
@@ -192,6 +192,7 @@ static attn_job job_of(const gk_plan *plan) {
   j.kb = GROUP * j.bc;
   j.scale = d->attn.scale;
   j.causal = d->attn.causal != 0;
+  j.f64 = f64;
   j.fwd_tile_f32 = fwd_tile_f32_generic;
   j.grad_tile_f32 = grad_tile_f32_generic;
   j.fwd_tile_f64 = fwd_tile_f64_generic;
@@ -320,7 +321,7 @@ static size_t cpu_attention_bwd_workspace(const gk_plan *plan) {
   }                                                                                                 \
   GK_DEFINE_SLOT_LOOP(fwd_slot_##S, T, fwd_item_##S)                                                \
   /* D_i = dO_i . o_i for a run of rows */                                                          \
-  static void d_task_##S(void *ctx, int64_t task) {                                                 \
+  GK_INLINE void d_task_##S(void *ctx, int64_t task) {                                              \
     attn_job *j = ctx;                                                                              \
     T a[256], bb[256], *dd = j->d;                                                                  \
     int64_t rows = j->B * j->H * j->L, per = gk_ceil_div(8192, j->Dh);                              \
@@ -452,6 +453,12 @@ static size_t cpu_attention_bwd_workspace(const gk_plan *plan) {
 GK_DEFINE_ATTENTION(float, f32)
 GK_DEFINE_ATTENTION(double, f64)
 
+GK_INLINE void d_task_body(void *ctx, int64_t task) {
+  if (((const attn_job *)ctx)->f64) d_task_f64(ctx, task);
+  else d_task_f32(ctx, task);
+}
+GK_ISA_VARIANTS(d_task, (void *ctx, int64_t task), (ctx, task))
+
 static void prepare(attn_job *j, const gk_kernel_args a, void *ws) {
   j->q = gk_mat_of(a[GK_ARG_Q], 2, 1);
   j->qt = gk_mat_t(j->q);
@@ -495,7 +502,7 @@ static gk_status cpu_attention_bwd(const gk_plan *plan, const gk_kernel_args a, 
   size_t dbytes = d_bytes(plan, &j);
   prepare(&j, a, (char *)ws + dbytes);
   j.d = ws;
-  gk_parallel_for(gk_ceil_div(j.B * j.H * j.L, gk_ceil_div(8192, j.Dh)), f64 ? d_task_f64 : d_task_f32, &j);
+  gk_parallel_for(gk_ceil_div(j.B * j.H * j.L, gk_ceil_div(8192, j.Dh)), d_task, &j);
   j.slot_bytes = (size_t)bwd_slot_elems(&j) * elem_size(plan);
   size_t avail = plan->workspace_bytes - dbytes;
   run_items(&j, j.B * j.Hkv * gk_ceil_div(j.L, j.kb), avail, f64 ? bwd_kv_slot_f64 : bwd_kv_slot_f32);

@@ -60,7 +60,7 @@ typedef struct db_job {
 } db_job;
 
 #define GK_DEFINE_DB(T, S)                                                               \
-  static void db_task_##S(const db_job *j, int64_t task) {                               \
+  GK_INLINE void db_task_##S(const db_job *j, int64_t task) {                            \
     int64_t j0 = task * DB_COLS, n = gk_min64(DB_COLS, j->n - j0);                        \
     T acc[DB_COLS], buf[DB_COLS];                                                        \
     if (j->accumulate) gk_load_##S(j->db, j0, n, acc);                                   \
@@ -79,11 +79,12 @@ typedef struct db_job {
 GK_DEFINE_DB(float, f32)
 GK_DEFINE_DB(double, f64)
 
-static void db_task(void *ctx, int64_t task) {
+GK_INLINE void db_task_body(void *ctx, int64_t task) {
   const db_job *j = ctx;
   if (j->db->dtype == GK_F64) db_task_f64(j, task);
   else db_task_f32(j, task);
 }
+GK_ISA_VARIANTS(db_task, (void *ctx, int64_t task), (ctx, task))
 
 static void linear_bwd_gemms(const gk_plan *plan, const gk_kernel_args a, gk_gemm g[2]) {
   const gk_op_desc *d = &plan->desc;
