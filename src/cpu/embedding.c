@@ -14,59 +14,16 @@
 // once, so every thread count gives the same bits.
 #include "../ops/transformer.h"
 
-#include <string.h>
-#if GK_X86
-#include <emmintrin.h>
-#endif
+#include "stream_store.h"
 
 enum { CHUNK = 512, TASK_ELEMS = 32768 };
-// Outputs of at least this many bytes are written by non-temporal stores
-// (put_bytes): they would not stay in cache, and plain stores read every line
-// before writing it.
-#define STREAM_BYTES ((size_t)16 << 20)
-
-// dst[0 .. bytes) = src, or zeros when src is NULL. With `stream` (x86-64),
-// the 16-byte aligned middle goes by SSE2 non-temporal stores, which write
-// whole lines without reading them first; a task that streams ends with
-// stream_fence().
-GK_INLINE void put_plain(char *dst, const char *src, size_t bytes) {
-  if (src) memcpy(dst, src, bytes);
-  else memset(dst, 0, bytes);
-}
-
-GK_INLINE void put_bytes(char *dst, const char *src, size_t bytes, bool stream) {
-#if GK_X86
-  if (stream) {
-    size_t head = (size_t)(-(uintptr_t)dst & 15);
-    head = head < bytes ? head : bytes;
-    size_t end = head + ((bytes - head) & ~(size_t)15);
-    put_plain(dst, src, head);
-    if (src)
-      for (size_t i = head; i < end; i += 16)
-        _mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
-    else
-      for (size_t i = head; i < end; i += 16) _mm_stream_si128((__m128i *)(dst + i), _mm_setzero_si128());
-    put_plain(dst + end, src ? src + end : NULL, bytes - end);
-    return;
-  }
-#endif
-  put_plain(dst, src, bytes);
-}
-
-GK_INLINE void stream_fence(bool stream) {
-#if GK_X86
-  if (stream) _mm_sfence();
-#else
-  (void)stream;
-#endif
-}
 
 typedef struct emb_job {
   const gk_plan *plan;
   const gk_tensor *const *a;
   int64_t n, V, D, per_task;
   bool rows_flat;             // forward: weight and y contiguous
-  bool stream;                // the output (y or dweight) goes by put_bytes' non-temporal stores
+  bool stream;                // the output (y or dweight) goes by non-temporal stores
   void *dy_flat, *dw_flat;    // backward: the data when contiguous in the accumulator type, else NULL
   bool dw_contiguous;
   const int64_t *off, *pos;   // backward: rows of index v are pos[off[v-1] .. off[v])
@@ -81,7 +38,7 @@ typedef struct emb_job {
     for (int64_t p = task * j->per_task; p < end; p++) {                                       \
       int64_t v = gk_get_index(j->a[GK_ARG_INDEX], p);                                         \
       if (j->rows_flat) {                                                                      \
-        put_bytes((char *)y->data + p * row_bytes, (const char *)w->data + v * row_bytes, row_bytes, j->stream); \
+        gk_put_bytes((char *)y->data + p * row_bytes, (const char *)w->data + v * row_bytes, row_bytes, j->stream); \
         continue;                                                                              \
       }                                                                                        \
       gk_tensor wr = gk_tensor_row(w, 1, v), yr = gk_tensor_row(y, 1, p);                      \
@@ -93,7 +50,7 @@ typedef struct emb_job {
         gk_chunk_commit_##S(&yr, c, len, o, obuf);                                             \
       }                                                                                        \
     }                                                                                          \
-    stream_fence(j->stream);                                                                   \
+    gk_stream_fence(j->stream);                                                                   \
   }                                                                                            \
   /* dweight rows [v0, v1), none reached: zeros (with =) */                                    \
   GK_INLINE void emb_zero_rows_##S(const emb_job *j, int64_t v0, int64_t v1) {                 \
@@ -101,7 +58,7 @@ typedef struct emb_job {
     if (v1 <= v0 || j->plan->desc.accumulate) return;                                          \
     if (j->dw_contiguous) {                                                                    \
       size_t row_bytes = (size_t)j->D * gk_elem_size(dw->dtype);                               \
-      put_bytes((char *)dw->data + v0 * row_bytes, NULL, (size_t)(v1 - v0) * row_bytes, j->stream); \
+      gk_put_bytes((char *)dw->data + v0 * row_bytes, NULL, (size_t)(v1 - v0) * row_bytes, j->stream); \
       return;                                                                                  \
     }                                                                                          \
     T zeros[CHUNK] = {0};                                                                      \
@@ -134,7 +91,7 @@ typedef struct emb_job {
       if (accumulate)                                                                          \
         for (int64_t i = 0; i < len; i++) acc[i] += old[i];                                    \
       if (j->dw_flat)                                                                          \
-        put_bytes((char *)((T *)j->dw_flat + v * j->D + c), (const char *)acc, (size_t)len * sizeof(T), j->stream); \
+        gk_put_bytes((T *)j->dw_flat + v * j->D + c, acc, (size_t)len * sizeof(T), j->stream); \
       else                                                                                     \
         gk_store_##S(&row, c, len, acc);                                                       \
     }                                                                                          \
@@ -149,7 +106,7 @@ typedef struct emb_job {
       zero_from = v + 1;                                                                       \
     }                                                                                          \
     emb_zero_rows_##S(j, zero_from, end);                                                      \
-    stream_fence(j->stream);                                                                   \
+    gk_stream_fence(j->stream);                                                                   \
   }
 
 GK_DEFINE_EMB(float, f32)
@@ -189,7 +146,7 @@ static gk_status cpu_embedding_fwd(const gk_plan *plan, const gk_kernel_args a, 
   gk_status st = gk_check_indices("embedding", "index", a[GK_ARG_INDEX], j.V, false, 0, &used);
   if (st != GK_SUCCESS) return st;
   j.rows_flat = gk_tensor_is_contiguous(a[GK_ARG_WEIGHT]) && gk_tensor_is_contiguous(a[GK_ARG_Y]);
-  j.stream = (size_t)(j.n * j.D) * gk_elem_size(plan->desc.dtype) >= STREAM_BYTES;
+  j.stream = gk_stream_output((size_t)(j.n * j.D) * gk_elem_size(plan->desc.dtype));
   gk_parallel_for(gk_ceil_div(j.n, j.per_task), fwd_task, &j);
   return GK_SUCCESS;
 }
@@ -202,7 +159,7 @@ static gk_status cpu_embedding_bwd(const gk_plan *plan, const gk_kernel_args a, 
   j.dy_flat = flat_of(a[GK_ARG_DY]);
   j.dw_flat = flat_of(a[GK_ARG_DWEIGHT]);
   j.dw_contiguous = gk_tensor_is_contiguous(a[GK_ARG_DWEIGHT]);
-  j.stream = (size_t)(j.V * j.D) * gk_elem_size(plan->desc.dtype) >= STREAM_BYTES;
+  j.stream = gk_stream_output((size_t)(j.V * j.D) * gk_elem_size(plan->desc.dtype));
   int64_t *off = ws, *pos = off + j.V + 1;
   for (int64_t v = 0; v <= j.V; v++) off[v] = 0;
   for (int64_t p = 0; p < j.n; p++) off[gk_get_index(a[GK_ARG_INDEX], p) + 1]++;
