@@ -7,11 +7,12 @@
 // Backward: a counting sort of the positions by index (workspace: V + 1
 // offsets and N positions, positions of each index in increasing order), then
 // tasks of runs of vocabulary rows. Rows that no position reaches (and the
-// padding row) are zeroed, a run of them per memset when dweight is
-// contiguous (left alone with accumulate); the others sum their positions' dy
-// rows in order of position in chunks of CHUNK columns (f32, f64 for f64),
-// straight in dweight's memory when it is contiguous in that type, and store
-// once, so every thread count gives the same bits.
+// padding row) are zeroed, a run of them at once when dweight is contiguous
+// (left alone with accumulate); the others sum their positions' dy rows in
+// order of position in chunks of CHUNK columns (f32, f64 for f64) and store
+// each chunk once, so every thread count gives the same bits.
+// Outputs of 16 MiB or more (y, dweight) are written by non-temporal stores
+// (stream_store.h).
 #include "../ops/transformer.h"
 
 #include "stream_store.h"
