@@ -7,8 +7,9 @@
 // without one) into the workspace as REAL.
 //   forward:  tasks of consecutive units; y = act(bias + sum_k w[k] xpad[t+k])
 //             straight into y, taps in register blocks of KB.
-//   backward: one pass. Task = (channel or lane block, group of (b, tile)
-//             items); per tile, g = dy act'(pre) over a window of the tile
+//   backward: one pass. Task = (group of (b, tile) items, block of
+//             channels: a few runs, or one lane block), in memory order;
+//             per tile, g = dy act'(pre) over a window of the tile
 //             plus its W-1 successors (pre recomputed from x), then dx (and,
 //             on a first tile, dinitial_state) = sum_k w[k] g[t+W-1-k] and
 //             the dweight/dbias sums of the tile, added into the group's
@@ -36,8 +37,8 @@ enum {
   KG = 16,                  // backward: taps per g window
   GW = TILE + KG,           // runs: longest g window
   LANES = 16,               // partial sums of a dot product
-  TASK_ELEMS = 4096,        // forward: elements per task (at least one unit)
-  GROUPS = 64,              // backward: at most, each ~GROUP_STEPS steps (runs: TILE)
+  TASK_ELEMS = 4096,        // elements per task: forward units, backward runs blocks
+  GROUPS = 64,              // backward: at most, of about TILE (runs) or LANES_GROUP_STEPS steps
   LANES_GROUP_STEPS = 16 * NT,
   REDUCE_ROWS = 64,
 };
@@ -102,7 +103,7 @@ static conv_job job_of(const gk_plan *plan, const gk_tensor *const *a, void *ws)
   j.per_group = gk_ceil_div(B * j.ntiles, j.groups);
   // forward: units of one block and tile; backward: tasks of one group and block
   int64_t unit = gk_min64(j.cl ? DB : 1, D) * steps;
-  j.units_per_task = unit < TASK_ELEMS ? TASK_ELEMS / unit : 1;
+  j.units_per_task = unit > 0 && unit < TASK_ELEMS ? TASK_ELEMS / unit : 1;
   j.block = j.cl ? DB : gk_min64(d->direction == GK_BACKWARD ? gk_ceil_div(TASK_ELEMS, j.per_group * steps) : 1, D);
   j.nblocks = D > 0 ? gk_ceil_div(D, j.block) : 0;
   j.units = B * j.nblocks * j.ntiles;
