@@ -9,19 +9,21 @@
 // Then tasks of runs of rows (b, t, h) rotate their pairs in vectors of LANES
 // (gcc's vector extension), each vector read whole before it is written, so
 // y may be x: rows of tensors contiguous in the accumulator type in place,
-// others through chunks of PAIRS pairs.
+// other contiguous tensors (f16, bf16) in blocks of rows converted by one
+// chunk of BLOCK elements, others row by row through chunks of PAIRS pairs.
 #include "../ops/transformer.h"
 
 #include <math.h>
 #include <string.h>
 
-enum { PAIRS = 256, TASK_ELEMS = 32768, TABLE_ELEMS = 4096 };
+enum { PAIRS = 256, BLOCK = 2048, TASK_ELEMS = 32768, TABLE_ELEMS = 4096 };
 
 typedef struct rope_job {
   const gk_op_desc *d;
   const gk_tensor *in, *out;
   void *in_flat, *out_flat;  // the data when contiguous in the accumulator type, else NULL
   int64_t T, h, Dh, rows, rows_per_task, t_per_task;
+  int64_t block_rows;        // rows per chunk of BLOCK elements: x and y contiguous; 0 when not
   bool half;
   double sign;
   const double *inv_freq;    // [h]
@@ -89,16 +91,15 @@ typedef struct rope_job {
       y[k + 1] = b * c[k + 1] + a * s[k + 1];                                                   \
     }                                                                                           \
   }                                                                                             \
+  /* one row whose x and y are arrays (y may be x) */                                          \
+  GK_INLINE void rope_rot_##S(const rope_job *j, T_ *y, const T_ *x, const T_ *c, const T_ *s) { \
+    if (j->half) rot_half_##S(y, y + j->h, x, x + j->h, c, s, j->h);                            \
+    else rot_pairs_##S(y, x, c, s, j->Dh);                                                      \
+  }                                                                                             \
+  /* one row of any other tensors, through chunks of PAIRS pairs */                             \
   GK_INLINE void rope_row_##S(const rope_job *j, int64_t r, const T_ *c, const T_ *s) {          \
-    int64_t h = j->h;                                                                           \
-    if (j->in_flat && j->out_flat) {                                                            \
-      const T_ *x = (const T_ *)j->in_flat + r * j->Dh;                                         \
-      T_ *y = (T_ *)j->out_flat + r * j->Dh;                                                    \
-      if (j->half) rot_half_##S(y, y + h, x, x + h, c, s, h);                                   \
-      else rot_pairs_##S(y, x, c, s, j->Dh);                                                    \
-      return;                                                                                   \
-    }                                                                                           \
     T_ ab[PAIRS * 2], bb[PAIRS], oa[PAIRS * 2], ob[PAIRS];                                      \
+    int64_t h = j->h;                                                                           \
     gk_tensor x = gk_tensor_row(j->in, 1, r), y = gk_tensor_row(j->out, 1, r);                  \
     for (int64_t i0 = 0; i0 < h; i0 += PAIRS) {                                                 \
       int64_t n = gk_min64(PAIRS, h - i0);                                                      \
@@ -117,17 +118,34 @@ typedef struct rope_job {
     }                                                                                           \
   }                                                                                             \
   GK_INLINE void rope_task_##S(const rope_job *j, int64_t task) {                               \
+    T_ xbuf[BLOCK], ybuf[BLOCK];                                                                \
     int64_t r0 = task * j->rows_per_task, end = gk_min64(j->rows, r0 + j->rows_per_task);       \
-    int64_t tw = j->half ? j->h : j->Dh;  /* table row width */                                 \
+    int64_t tw = j->half ? j->h : j->Dh, Dh = j->Dh;  /* table row width */                     \
     /* t of row r, advanced row by row: rows (B, T, H) keep their t for H rows */               \
     int64_t per_t = j->d->rope.layout == GK_ROPE_BTHD ? j->d->shape[2] : 1;                     \
     int64_t t = gk_rope_position(j->d, r0) - j->d->rope.offset, left = per_t - r0 % per_t;      \
-    for (int64_t r = r0; r < end; r++) {                                                        \
-      rope_row_##S(j, r, (const T_ *)j->cs + t * tw, (const T_ *)j->sn + t * tw);               \
-      if (--left == 0) {                                                                        \
-        left = per_t;                                                                           \
-        t = t + 1 == j->T ? 0 : t + 1;                                                          \
+    for (int64_t r = r0; r < end;) {                                                            \
+      /* a block of rows: one chunk of contiguous x and y, or single rows */                   \
+      int64_t nb = j->block_rows ? gk_min64(j->block_rows, end - r) : 1, rb = r;                \
+      const T_ *x = NULL;                                                                       \
+      T_ *y = NULL;                                                                             \
+      if (j->in_flat && j->out_flat) {                                                          \
+        x = (const T_ *)j->in_flat + r * Dh;                                                    \
+        y = (T_ *)j->out_flat + r * Dh;                                                         \
+      } else if (j->block_rows) {                                                               \
+        x = gk_chunk_in_##S(j->in, r * Dh, nb * Dh, xbuf);                                      \
+        y = gk_chunk_out_##S(j->out, r * Dh, ybuf);                                             \
       }                                                                                         \
+      for (int64_t q = 0; q < nb; q++, r++) {                                                   \
+        const T_ *c = (const T_ *)j->cs + t * tw, *s = (const T_ *)j->sn + t * tw;              \
+        if (x) rope_rot_##S(j, y + q * Dh, x + q * Dh, c, s);                                   \
+        else rope_row_##S(j, r, c, s);                                                          \
+        if (--left == 0) {                                                                      \
+          left = per_t;                                                                         \
+          t = t + 1 == j->T ? 0 : t + 1;                                                        \
+        }                                                                                       \
+      }                                                                                         \
+      if (x && !(j->in_flat && j->out_flat)) gk_chunk_commit_##S(j->out, rb * Dh, nb * Dh, y, ybuf); \
     }                                                                                           \
   }
 
@@ -169,7 +187,7 @@ static void *flat_of(const gk_tensor *t) {
 static gk_status cpu_rope(const gk_plan *plan, const gk_tensor *in, const gk_tensor *out, double sign, void *ws) {
   const gk_op_desc *d = &plan->desc;
   rope_job j = {d, in, out, flat_of(in), flat_of(out), seq_len(d), d->shape[3] / 2, d->shape[3],
-                d->shape[0] * d->shape[1] * d->shape[2], 0, 0, d->rope.pairing == GK_ROPE_HALF, sign, ws, NULL,
+                d->shape[0] * d->shape[1] * d->shape[2], 0, 0, 0, d->rope.pairing == GK_ROPE_HALF, sign, ws, NULL,
                 NULL};
   if (j.h == 0 || j.rows == 0) return GK_SUCCESS;
   double *inv_freq = ws;
@@ -177,6 +195,7 @@ static gk_status cpu_rope(const gk_plan *plan, const gk_tensor *in, const gk_ten
   j.cs = inv_freq + j.h;
   j.sn = (char *)j.cs + table_bytes(d);
   j.rows_per_task = gk_ceil_div(TASK_ELEMS, j.Dh);
+  if (j.Dh <= BLOCK && gk_tensor_is_contiguous(in) && gk_tensor_is_contiguous(out)) j.block_rows = BLOCK / j.Dh;
   j.t_per_task = gk_ceil_div(TABLE_ELEMS, j.h);
   gk_parallel_for(gk_ceil_div(j.T, j.t_per_task), table_task, &j);
   gk_parallel_for(gk_ceil_div(j.rows, j.rows_per_task), rope_task, &j);
