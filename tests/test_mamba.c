@@ -395,6 +395,10 @@ int main(void) {
     // conv1d: several tiles and width blocks (L > 1024, W > 64), L = 1, L = 0.
     test_config(conv_opts(conv_desc(dt, 2, 3, 2100, 4, 0), 15), CONTIGUOUS, true);
     test_config(conv_opts(conv_desc(dt, 1, 2, 1500, 70, 1), 15), STRIDED, false);
+    test_config(conv_opts(conv_desc(dt, 2, 3, 2100, 40, 0), 15), STRIDED, true);
+    test_config(conv_opts(conv_desc(dt, 1, 2, 30, 70, 0), 15), CONTIGUOUS, false);
+    test_config(conv_opts(conv_desc(dt, 2, 200, 20, 33, 1), 7), CONTIGUOUS, true);
+    test_config(conv_opts(conv_desc(dt, 2, 5, 1030, 17, 0), 6), TRANSPOSED, false);
     test_config(conv_opts(conv_desc(dt, 3, 4, 1, 3, 0), 15), TRANSPOSED, false);
     test_config(conv_opts(conv_desc(dt, 2, 2, 0, 3, 1), 15), CONTIGUOUS, false);
 
@@ -461,6 +465,8 @@ int main(void) {
     gk_dtype dt = dtypes[ti];
     test_threads(conv_opts(conv_desc(dt, 2, 40, 2100, 4, 0), 15));
     test_threads(conv_opts(conv_desc(dt, 3, 70, 30, 3, 1), 7));
+    test_threads(conv_opts(conv_desc(dt, 2, 300, 70, 20, 1), 15));
+    test_threads(conv_opts(conv_desc(dt, 2, 30, 3000, 20, 0), 15));
     test_threads(scan_desc(dt, 1, 3, 700, 20, GK_SCAN_BATCH, GK_SCAN_BATCH, 1, 63, 16));
     test_threads(scan_desc(dt, 2, 3, 500, 4, GK_SCAN_SHARED, GK_SCAN_SHARED, 1, 63, 8));
     test_threads(scan_desc(dt, 3, 96, 40, 17, GK_SCAN_GROUPED, GK_SCAN_GROUPED, 4, 63, 16));

@@ -491,7 +491,7 @@ static void test_embedding(void) {
 
 static void test_rope(void) {
   static const struct { int64_t shape[4]; } shapes[] = {
-      {{2, 5, 3, 8}}, {{1, 1, 1, 2}}, {{1, 3, 2, 6}}, {{2, 17, 2, 64}}, {{1, 2, 2, 0}}, {{1, 1, 4, 600}}};
+      {{2, 5, 3, 8}}, {{1, 1, 1, 2}}, {{1, 3, 2, 6}}, {{2, 17, 2, 64}}, {{1, 2, 2, 0}}, {{1, 1, 4, 600}}, {{2, 1000, 7, 4}}, {{3, 7, 999, 6}}};
   for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++)
     for (int v = 0; v < 4; v++) {
       gk_op_desc d = make(GK_OP_ROPE, 4, shapes[c].shape);

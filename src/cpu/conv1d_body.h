@@ -1,12 +1,126 @@
-// The conv1d CPU kernels for one accumulator type REAL with suffix SFX; included
-// by conv1d.c (see there for the task structure).
+// The conv1d CPU kernels for one accumulator type REAL with suffix SFX;
+// included by conv1d.c (see there for the tiles, tasks and workspace).
+// Everything here is GK_INLINE, so each ISA copy of a task compiles it for
+// its level.
+//
+// Two kinds of loops, one per layout, each over the unit-stride dimension:
+//   runs  (B, D, L): i walks the steps of one channel; weights are scalars,
+//         the taps are the run shifted by k.
+//   lanes (B, L, D): i walks the channels of one step; weights are rows of
+//         the transposed weights wt (W, D), the taps are the rows p .. p+k.
+// Taps come in register blocks of KB; sums over k and over t are in a fixed
+// order (k increasing; runs: LANES partial sums per k, then the lanes in
+// order), so results depend on the problem size only.
 
-// xpad[p0 .. p0+m) of row `row` (= b D + d) as REAL: x's own memory when it can
-// be, else buf (at least m elements).
-static const REAL *FN(xpad_seg)(const conv_job *j, int64_t row, int64_t p0, int64_t m, REAL *buf) {
+// ---------------------------------------------------------------- runs
+
+// acc[i] = (first ? bias : acc[i]) + sum_{k<kb} w[k] xp[i+k], i < n.
+GK_INLINE void FN(taps_run_k)(REAL *restrict acc, bool first, REAL bias, const REAL *xp, const REAL *w, const int kb,
+                              int64_t n) {
+  REAL wk[KB];
+  for (int k = 0; k < kb; k++) wk[k] = w[k];
+  if (first)
+    for (int64_t i = 0; i < n; i++) {
+      REAL s = bias;
+      for (int k = 0; k < kb; k++) s += wk[k] * xp[i + k];
+      acc[i] = s;
+    }
+  else
+    for (int64_t i = 0; i < n; i++) {
+      REAL s = acc[i];
+      for (int k = 0; k < kb; k++) s += wk[k] * xp[i + k];
+      acc[i] = s;
+    }
+}
+
+// taps_run_k with kb (1 .. KB) a constant, so its loop over k unrolls.
+GK_INLINE void FN(taps_run)(REAL *restrict acc, bool first, REAL bias, const REAL *xp, const REAL *w, int64_t kb,
+                            int64_t n) {
+  switch (kb) {
+  case 1: FN(taps_run_k)(acc, first, bias, xp, w, 1, n); break;
+  case 2: FN(taps_run_k)(acc, first, bias, xp, w, 2, n); break;
+  case 3: FN(taps_run_k)(acc, first, bias, xp, w, 3, n); break;
+  default: FN(taps_run_k)(acc, first, bias, xp, w, KB, n); break;
+  }
+}
+
+// LANES partial sums in one vector (gcc's vector extension: one register
+// at AVX-512 for f32, several at lower levels, the same lanes at every level).
+typedef REAL FN(lanes) __attribute__((vector_size(LANES * sizeof(REAL))));
+
+// (Vectors pass by pointer: by value they would change the ABI per level.)
+GK_INLINE REAL FN(lanes_sum)(const FN(lanes) *v) {
+  REAL s = 0;
+  for (int l = 0; l < LANES; l++) s += (*v)[l];
+  return s;
+}
+
+// sums[k] += sum_{i<n} g[i] xp[i+k], k < kb: lane l sums the i = l mod LANES,
+// then the lanes are added in order.
+GK_INLINE void FN(dots_run_k)(REAL *sums, const REAL *g, const REAL *xp, const int kb, int64_t n) {
+  FN(lanes) acc[KB];
+  for (int k = 0; k < kb; k++) acc[k] = (FN(lanes)){0};
+  int64_t i = 0;
+  for (; i + LANES <= n; i += LANES) {
+    FN(lanes) gv, xv;
+    LANES_AT(gv, g + i);
+    for (int k = 0; k < kb; k++) {
+      LANES_AT(xv, xp + i + k);
+      acc[k] += gv * xv;
+    }
+  }
+  for (int l = 0; i + l < n; l++)
+    for (int k = 0; k < kb; k++) acc[k][l] += g[i + l] * xp[i + l + k];
+  for (int k = 0; k < kb; k++) sums[k] += FN(lanes_sum)(&acc[k]);
+}
+
+GK_INLINE void FN(dots_run)(REAL *sums, const REAL *g, const REAL *xp, int64_t kb, int64_t n) {
+  switch (kb) {
+  case 1: FN(dots_run_k)(sums, g, xp, 1, n); break;
+  case 2: FN(dots_run_k)(sums, g, xp, 2, n); break;
+  case 3: FN(dots_run_k)(sums, g, xp, 3, n); break;
+  default: FN(dots_run_k)(sums, g, xp, KB, n); break;
+  }
+}
+
+// sum_{i<n} g[i], lane by lane as dots_run_k.
+GK_INLINE REAL FN(sum_run)(const REAL *g, int64_t n) {
+  FN(lanes) acc = {0}, gv;
+  int64_t i = 0;
+  for (; i + LANES <= n; i += LANES) {
+    LANES_AT(gv, g + i);
+    acc += gv;
+  }
+  for (int l = 0; i + l < n; l++) acc[l] += g[i + l];
+  return FN(lanes_sum)(&acc);
+}
+
+// Elements [start, start + n) of row r of t (a row: the L steps of a channel
+// for runs, the D channels of a step for lanes) as REAL: in place when t is
+// flat, else in buf; outputs are written through row_out's pointer, then
+// row_commit stores buf.
+GK_INLINE const REAL *FN(row_in)(const conv_job *j, const conv_rows *t, int64_t r, int64_t start, int64_t n,
+                                 REAL *buf) {
+  if (t->flat) return (const REAL *)t->flat + r * j->row_len + start;
+  gk_tensor v = gk_tensor_row(t->t, 1, r);
+  return GK_CAT(gk_chunk_in, SFX)(&v, start, n, buf);
+}
+
+GK_INLINE REAL *FN(row_out)(const conv_job *j, const conv_rows *t, int64_t r, int64_t start, REAL *buf) {
+  return t->flat ? (REAL *)t->flat + r * j->row_len + start : buf;
+}
+
+GK_INLINE void FN(row_commit)(const conv_rows *t, int64_t r, int64_t start, int64_t n, const REAL *buf) {
+  if (t->flat) return;
+  gk_tensor v = gk_tensor_row(t->t, 1, r);
+  GK_CAT(gk_store, SFX)(&v, start, n, buf);
+}
+
+// xpad[p0 .. p0+m) of row `row` (= b D + d) as REAL: x's own memory when it
+// can be, else buf (at least m elements).
+GK_INLINE const REAL *FN(xpad_run)(const conv_job *j, int64_t row, int64_t p0, int64_t m, REAL *buf) {
   int64_t W1 = j->s.W - 1;
-  gk_tensor xr = gk_tensor_row(&j->x, 1, row);
-  if (p0 >= W1) return GK_CAT(gk_chunk_in, SFX)(&xr, p0 - W1, m, buf);
+  if (p0 >= W1) return FN(row_in)(j, &j->x, row, p0 - W1, m, buf);
   int64_t ni = gk_min64(W1 - p0, m);  // from the initial state
   if (j->a[GK_ARG_INITIAL_STATE]) {
     gk_tensor ir = gk_tensor_row(j->a[GK_ARG_INITIAL_STATE], 1, row);
@@ -14,161 +128,313 @@ static const REAL *FN(xpad_seg)(const conv_job *j, int64_t row, int64_t p0, int6
   } else {
     for (int64_t i = 0; i < ni; i++) buf[i] = 0;
   }
-  if (m > ni) GK_CAT(gk_load, SFX)(&xr, 0, m - ni, buf + ni);
+  if (m > ni) {
+    const REAL *x = FN(row_in)(j, &j->x, row, 0, m - ni, buf + ni);
+    if (x != buf + ni) memcpy(buf + ni, x, (size_t)(m - ni) * sizeof(REAL));
+  }
   return buf;
 }
 
-// acc[i] = bias + sum_k w[k] xpad[t0 + i + k], i < n <= TILE.
-static void FN(pre_tile)(const conv_job *j, int64_t row, int64_t t0, int64_t n, REAL *acc) {
-  int64_t d = row % j->s.D, W = j->s.W;
-  REAL seg[TILE + KB], wb[KB];
-  REAL bias = j->a[GK_ARG_BIAS] ? (REAL)gk_get(j->a[GK_ARG_BIAS], d) : 0;
-  for (int64_t i = 0; i < n; i++) acc[i] = bias;
-  gk_tensor wr = gk_tensor_row(j->a[GK_ARG_WEIGHT], 1, d);
+// Steps [t0, t0 + h) of a run whose taps k0 .. still reach into the initial
+// state (they read a filled buffer; the others read x in place).
+GK_INLINE int64_t FN(head_len)(const conv_job *j, int64_t t0, int64_t k0, int64_t n) {
+  int64_t h = j->s.W - 1 - t0 - k0;
+  return h < 0 ? 0 : gk_min64(h, n);
+}
+
+// acc[i] = bias[d] + sum_k w[d,k] xpad[t0+i+k], i < n <= GW.
+GK_INLINE void FN(pre_run)(const conv_job *j, int64_t row, int64_t t0, int64_t n, REAL *acc) {
+  int64_t W = j->s.W, D = j->s.D, d = row % D;
+  const REAL *wt = j->wt;
+  REAL w[KB], seg[GW + KB], bias = ((const REAL *)j->bias)[d];
+  for (int64_t k0 = 0; k0 < W; k0 += KB) {
+    int64_t kb = gk_min64(KB, W - k0), h = FN(head_len)(j, t0, k0, n);
+    for (int64_t k = 0; k < kb; k++) w[k] = wt[(k0 + k) * D + d];
+    if (h > 0) FN(taps_run)(acc, k0 == 0, bias, FN(xpad_run)(j, row, t0 + k0, h + kb - 1, seg), w, kb, h);
+    if (n > h)
+      FN(taps_run)(acc + h, k0 == 0, bias, FN(xpad_run)(j, row, t0 + k0 + h, n - h + kb - 1, seg), w, kb, n - h);
+  }
+}
+
+// g[s .. s+m) of row into g, m <= GW: dy silu'(pre), or dy; 0 outside [0, L).
+GK_INLINE void FN(g_run)(const conv_job *j, int64_t row, int64_t s, int64_t m, REAL *g) {
+  int64_t a = s > 0 ? s : 0, e = gk_min64(s + m, j->s.L);
+  for (int64_t i = 0; i < m; i++)
+    if (s + i < a || s + i >= e) g[i] = 0;
+  if (e <= a) return;
+  REAL dyb[GW], *ga = g + (a - s);
+  const REAL *dy = FN(row_in)(j, &j->dy, row, a, e - a, dyb);
+  if (j->silu) {
+    FN(pre_run)(j, row, a, e - a, ga);
+    for (int64_t i = 0; i < e - a; i++) ga[i] = dy[i] * GK_CAT(gk_dsilu, SFX)(ga[i]);
+  } else {
+    for (int64_t i = 0; i < e - a; i++) ga[i] = dy[i];
+  }
+}
+
+// out[i] = dxpad[p0 + i], i < n <= TILE: sum_k w[k] g[p0+i-k] (+ dfinal_state
+// for p >= L), over windows of KG taps (each window's g computed once).
+// With part (stride D: part[k D] for dweight[k], part[W D] for dbias), also
+// adds the sums of the steps t = p0 - (W-1) + i, the dx steps of out.
+GK_INLINE void FN(dxpad_run)(const conv_job *j, int64_t row, int64_t p0, int64_t n, REAL *out, REAL *part) {
+  int64_t W = j->s.W, D = j->s.D, L = j->s.L, d = row % D;
+  const REAL *wt = j->wt;
+  REAL g[GW], wr[KG], seg[GW + KB];
+  for (int64_t kw0 = 0; kw0 < W; kw0 += KG) {
+    // window of taps [kw0, kw0 + kg): g[s + i + q] pairs with w[kw0 + kg-1 - q]
+    int64_t kg = gk_min64(KG, W - kw0), s = p0 - kw0 - kg + 1;
+    FN(g_run)(j, row, s, n + kg - 1, g);
+    for (int64_t q = 0; q < kg; q++) wr[q] = wt[(kw0 + kg - 1 - q) * D + d];
+    for (int64_t q0 = 0; q0 < kg; q0 += KB)
+      FN(taps_run)(out, kw0 == 0 && q0 == 0, 0, g + q0, wr + q0, gk_min64(KB, kg - q0), n);
+    if (!part || kw0 + kg < W) continue;
+    // the last window starts at s = p0 - (W-1): g of the dx steps
+    for (int64_t k0 = 0; k0 < W; k0 += KB) {
+      int64_t kb = gk_min64(KB, W - k0), h = FN(head_len)(j, s, k0, n);
+      REAL sums[KB] = {0};
+      if (h > 0) FN(dots_run)(sums, g, FN(xpad_run)(j, row, s + k0, h + kb - 1, seg), kb, h);
+      if (n > h) FN(dots_run)(sums, g + h, FN(xpad_run)(j, row, s + k0 + h, n - h + kb - 1, seg), kb, n - h);
+      for (int64_t k = 0; k < kb; k++) part[(k0 + k) * D] += sums[k];
+    }
+    part[W * D] += FN(sum_run)(g, n);
+  }
+  int64_t pf = p0 > L ? p0 : L;  // dxpad[p] for p >= L gets dfinal_state[p - L]
+  if (j->a[GK_ARG_DFINAL_STATE] && p0 + n > pf) {
+    gk_tensor fr = gk_tensor_row(j->a[GK_ARG_DFINAL_STATE], 1, row);
+    const REAL *df = GK_CAT(gk_chunk_in, SFX)(&fr, pf - L, p0 + n - pf, seg);
+    for (int64_t p = pf; p < p0 + n; p++) out[p - p0] += df[p - pf];
+  }
+}
+
+// Forward, runs: y over steps [t0, t0 + n) of a row; the last tile of a row
+// also writes its final state xpad[L ..].
+GK_INLINE void FN(fwd_run)(const conv_job *j, int64_t row, int64_t t0, int64_t n) {
+  REAL yb[TILE], seg[TILE];
+  REAL *y = FN(row_out)(j, &j->y, row, t0, yb);
+  FN(pre_run)(j, row, t0, n, y);
+  if (j->silu)
+    for (int64_t i = 0; i < n; i++) y[i] = GK_CAT(gk_silu, SFX)(y[i]);
+  FN(row_commit)(&j->y, row, t0, n, yb);
+  const gk_tensor *fs = j->a[GK_ARG_FINAL_STATE];
+  if (fs && t0 + n == j->s.L) {
+    gk_tensor fr = gk_tensor_row(fs, 1, row);
+    for (int64_t q = 0; q < j->s.W - 1; q += TILE) {
+      int64_t m = gk_min64(TILE, j->s.W - 1 - q);
+      GK_CAT(gk_store, SFX)(&fr, q, m, FN(xpad_run)(j, row, j->s.L + q, m, seg));
+    }
+  }
+}
+
+// Backward, runs: dx over steps [t0, t0 + n) of a row (dxpad[t0+W-1 ..]) and
+// its dweight/dbias sums into part; the first tile of a row also writes
+// dinitial_state = dxpad[0 .. W-1).
+GK_INLINE void FN(bwd_run)(const conv_job *j, int64_t row, int64_t t0, int64_t n, REAL *part) {
+  REAL ob[TILE];
+  REAL *dx = FN(row_out)(j, &j->dx, row, t0, ob);
+  FN(dxpad_run)(j, row, t0 + j->s.W - 1, n, dx, part);
+  FN(row_commit)(&j->dx, row, t0, n, ob);
+  const gk_tensor *dis = j->a[GK_ARG_DINITIAL_STATE];
+  if (dis && t0 == 0) {
+    gk_tensor ir = gk_tensor_row(dis, 1, row);
+    for (int64_t q = 0; q < j->s.W - 1; q += TILE) {
+      int64_t m = gk_min64(TILE, j->s.W - 1 - q);
+      REAL *o = GK_CAT(gk_chunk_out, SFX)(&ir, q, ob);
+      FN(dxpad_run)(j, row, q, m, o, NULL);
+      GK_CAT(gk_chunk_commit, SFX)(&ir, q, m, o, ob);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- lanes
+
+// acc[i] = (first ? bias[i] : acc[i]) + sum_{k<kb} w[k ws + i] xr[k][i], i < n.
+GK_INLINE void FN(taps_lanes_k)(REAL *restrict acc, bool first, const REAL *bias, const REAL *const *xr,
+                                const REAL *w, int64_t ws, const int kb, int64_t n) {
+  const REAL *x[KB], *wk[KB];
+  for (int k = 0; k < kb; k++) {
+    x[k] = xr[k];
+    wk[k] = w + k * ws;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    REAL s = first ? bias[i] : acc[i];
+    for (int k = 0; k < kb; k++) s += wk[k][i] * x[k][i];
+    acc[i] = s;
+  }
+}
+
+GK_INLINE void FN(taps_lanes)(REAL *restrict acc, bool first, const REAL *bias, const REAL *const *xr,
+                              const REAL *w, int64_t ws, int64_t kb, int64_t n) {
+  switch (kb) {
+  case 1: FN(taps_lanes_k)(acc, first, bias, xr, w, ws, 1, n); break;
+  case 2: FN(taps_lanes_k)(acc, first, bias, xr, w, ws, 2, n); break;
+  case 3: FN(taps_lanes_k)(acc, first, bias, xr, w, ws, 3, n); break;
+  default: FN(taps_lanes_k)(acc, first, bias, xr, w, ws, KB, n); break;
+  }
+}
+
+// xpad[b, p, d0 .. d0+nd) as REAL: x's own memory when it can be, else buf.
+GK_INLINE const REAL *FN(xpad_line)(const conv_job *j, int64_t b, int64_t p, int64_t d0, int64_t nd, REAL *buf) {
+  int64_t W1 = j->s.W - 1;
+  if (p >= W1) return FN(row_in)(j, &j->x, b * j->s.L + p - W1, d0, nd, buf);
+  if (j->a[GK_ARG_INITIAL_STATE]) {
+    gk_tensor l = state_line(j->a[GK_ARG_INITIAL_STATE], b, p);
+    return GK_CAT(gk_chunk_in, SFX)(&l, d0, nd, buf);
+  }
+  for (int64_t i = 0; i < nd; i++) buf[i] = 0;
+  return buf;
+}
+
+// acc[i] = bias + sum_k wt[k] xpad[t0+i+k] for the rows i < n <= NT + KG - 1
+// of a lane block (row stride DB).
+GK_INLINE void FN(pre_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n, int64_t d0, int64_t nd,
+                             REAL *acc) {
+  int64_t W = j->s.W, D = j->s.D;
+  const REAL *wt = j->wt, *bias = (const REAL *)j->bias + d0;
+  REAL xbuf[(NT + KG + KB) * DB];
+  const REAL *xr[NT + KG + KB];
   for (int64_t k0 = 0; k0 < W; k0 += KB) {
     int64_t kb = gk_min64(KB, W - k0);
-    const REAL *w = GK_CAT(gk_chunk_in, SFX)(&wr, k0, kb, wb);
-    const REAL *xp = FN(xpad_seg)(j, row, t0 + k0, n + kb - 1, seg);
-    for (int64_t k = 0; k < kb; k++) {
-      REAL wk = w[k];
-      for (int64_t i = 0; i < n; i++) acc[i] += wk * xp[i + k];
-    }
+    for (int64_t r = 0; r < n + kb - 1; r++) xr[r] = FN(xpad_line)(j, b, t0 + k0 + r, d0, nd, xbuf + r * DB);
+    for (int64_t i = 0; i < n; i++) FN(taps_lanes)(acc + i * DB, k0 == 0, bias, xr + i, wt + k0 * D + d0, D, kb, nd);
   }
 }
 
-// Task -> rows [*r0, *r1) and tile [*t0, *t0 + *n).
-static void FN(task_range)(const conv_job *j, int64_t task, int64_t *r0, int64_t *r1, int64_t *t0, int64_t *n) {
-  int64_t rb = task / j->ntiles, ti = task % j->ntiles;
-  *r0 = rb * j->rows_per_task;
-  *r1 = gk_min64(j->s.B * j->s.D, *r0 + j->rows_per_task);
-  *t0 = ti * TILE;
-  *n = gk_min64(TILE, j->s.L - *t0);
+// g rows [s, s+m) of a lane block into g (row stride DB), m <= NT + KG - 1:
+// dy silu'(pre), or dy; 0 outside [0, L).
+GK_INLINE void FN(g_lanes)(const conv_job *j, int64_t b, int64_t s, int64_t m, int64_t d0, int64_t nd, REAL *g) {
+  int64_t a = s > 0 ? s : 0, e = gk_min64(s + m, j->s.L);
+  for (int64_t r = 0; r < m; r++)
+    if (s + r < a || s + r >= e)
+      for (int64_t c = 0; c < nd; c++) g[r * DB + c] = 0;
+  if (e <= a) return;
+  if (j->silu) FN(pre_lanes)(j, b, a, e - a, d0, nd, g + (a - s) * DB);
+  REAL dyb[DB];
+  for (int64_t t = a; t < e; t++) {
+    REAL *gr = g + (t - s) * DB;
+    const REAL *dy = FN(row_in)(j, &j->dy, b * j->s.L + t, d0, nd, dyb);
+    if (j->silu)
+      for (int64_t c = 0; c < nd; c++) gr[c] = dy[c] * GK_CAT(gk_dsilu, SFX)(gr[c]);
+    else
+      for (int64_t c = 0; c < nd; c++) gr[c] = dy[c];
+  }
 }
 
-static void FN(conv_fwd_task)(const conv_job *j, int64_t task) {
-  int64_t r0, r1, t0, n;
-  FN(task_range)(j, task, &r0, &r1, &t0, &n);
-  bool silu = j->plan->desc.conv.silu;
-  const gk_tensor *fs = j->a[GK_ARG_FINAL_STATE];
-  REAL acc[TILE], yb[TILE], seg[TILE];
-  for (int64_t row = r0; row < r1; row++) {
-    FN(pre_tile)(j, row, t0, n, acc);
-    gk_tensor yr = gk_tensor_row(&j->y, 1, row);
-    REAL *yp = GK_CAT(gk_chunk_out, SFX)(&yr, t0, yb);
-    for (int64_t i = 0; i < n; i++) yp[i] = silu ? GK_CAT(gk_silu, SFX)(acc[i]) : acc[i];
-    GK_CAT(gk_chunk_commit, SFX)(&yr, t0, n, yp, yb);
-    if (fs && t0 + n == j->s.L) {  // the last tile writes the final state xpad[L ..]
-      gk_tensor fr = gk_tensor_row(fs, 1, row);
-      for (int64_t q = 0; q < j->s.W - 1; q += TILE) {
-        int64_t m = gk_min64(TILE, j->s.W - 1 - q);
-        GK_CAT(gk_store, SFX)(&fr, q, m, FN(xpad_seg)(j, row, j->s.L + q, m, seg));
+// out[i][c] = dxpad[b, p0 + i, d0 + c], i < n <= NT: as dxpad_run, per lane.
+// With part (part[k D + c] for dweight[k], part[W D + c] for dbias of
+// channel d0 + c), also adds the sums of the dx steps t = p0 - (W-1) + i.
+GK_INLINE void FN(dxpad_lanes)(const conv_job *j, int64_t b, int64_t p0, int64_t n, int64_t d0, int64_t nd,
+                               REAL *const *out, REAL *part) {
+  int64_t W = j->s.W, D = j->s.D, L = j->s.L;
+  const REAL *wt = j->wt;
+  REAL g[(NT + KG - 1) * DB], xbuf[(NT + KB - 1) * DB], zero[DB] = {0};
+  const REAL *gr[NT + KG - 1], *xr[NT + KB - 1];
+  for (int64_t kw0 = 0; kw0 < W; kw0 += KG) {
+    int64_t kg = gk_min64(KG, W - kw0), s = p0 - kw0 - kg + 1;
+    FN(g_lanes)(j, b, s, n + kg - 1, d0, nd, g);
+    for (int64_t r = 0; r < n + kg - 1; r++) gr[r] = g + r * DB;
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t q0 = 0; q0 < kg; q0 += KB)  // g row s + i + q pairs with w[kw0 + kg-1 - q]
+        FN(taps_lanes)(out[i], kw0 == 0 && q0 == 0, zero, gr + i + q0, wt + (kw0 + kg - 1 - q0) * D + d0, -D,
+                       gk_min64(KB, kg - q0), nd);
+    if (!part || kw0 + kg < W) continue;
+    // the last window starts at s = p0 - (W-1): g of the dx steps
+    for (int64_t k0 = 0; k0 < W; k0 += KB) {
+      int64_t kb = gk_min64(KB, W - k0);
+      for (int64_t r = 0; r < n + kb - 1; r++) xr[r] = FN(xpad_line)(j, b, s + k0 + r, d0, nd, xbuf + r * DB);
+      for (int64_t k = 0; k < kb; k++) {
+        REAL *pk = part + (k0 + k) * D;
+        for (int64_t i = 0; i < n; i++)
+          for (int64_t c = 0; c < nd; c++) pk[c] += g[i * DB + c] * xr[i + k][c];
       }
     }
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t c = 0; c < nd; c++) part[W * D + c] += g[i * DB + c];
+  }
+  const gk_tensor *dfs = j->a[GK_ARG_DFINAL_STATE];
+  for (int64_t p = p0 > L ? p0 : L; dfs && p < p0 + n; p++) {
+    gk_tensor l = state_line(dfs, b, p - L);
+    const REAL *df = GK_CAT(gk_chunk_in, SFX)(&l, d0, nd, xbuf);
+    for (int64_t c = 0; c < nd; c++) out[p - p0][c] += df[c];
   }
 }
 
-// Pass 1: g = dy * act'(pre) into the workspace.
-static void FN(conv_g_task)(const conv_job *j, int64_t task) {
-  int64_t r0, r1, t0, n;
-  FN(task_range)(j, task, &r0, &r1, &t0, &n);
-  bool silu = j->plan->desc.conv.silu;
-  REAL acc[TILE];
-  for (int64_t row = r0; row < r1; row++) {
-    REAL *g = (REAL *)j->g + row * j->s.L + t0;
-    gk_tensor dyr = gk_tensor_row(&j->dy, 1, row);
-    GK_CAT(gk_load, SFX)(&dyr, t0, n, g);
-    if (!silu) continue;
-    FN(pre_tile)(j, row, t0, n, acc);
-    for (int64_t i = 0; i < n; i++) g[i] *= GK_CAT(gk_dsilu, SFX)(acc[i]);
+// Forward, lanes: y over rows [t0, t0 + n) (n <= NT) of channels
+// [d0, d0 + nd); the last tile also writes the final state xpad[L ..].
+GK_INLINE void FN(fwd_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n, int64_t d0, int64_t nd) {
+  REAL yb[NT * DB], acc[NT * DB];
+  FN(pre_lanes)(j, b, t0, n, d0, nd, acc);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t r = b * j->s.L + t0 + i;
+    REAL *y = FN(row_out)(j, &j->y, r, d0, yb + i * DB);
+    const REAL *a = acc + i * DB;
+    if (j->silu)
+      for (int64_t c = 0; c < nd; c++) y[c] = GK_CAT(gk_silu, SFX)(a[c]);
+    else
+      for (int64_t c = 0; c < nd; c++) y[c] = a[c];
+    FN(row_commit)(&j->y, r, d0, nd, yb + i * DB);
+  }
+  const gk_tensor *fs = j->a[GK_ARG_FINAL_STATE];
+  if (fs && t0 + n == j->s.L)
+    for (int64_t q = 0; q < j->s.W - 1; q++) {
+      gk_tensor l = state_line(fs, b, q);
+      GK_CAT(gk_store, SFX)(&l, d0, nd, FN(xpad_line)(j, b, j->s.L + q, d0, nd, yb));
+    }
+}
+
+// Backward, lanes: dx over rows [t0, t0 + n) of channels [d0, d0 + nd) and
+// their dweight/dbias sums into part; the first tile also writes
+// dinitial_state = dxpad[0 .. W-1).
+GK_INLINE void FN(bwd_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n, int64_t d0, int64_t nd,
+                             REAL *part) {
+  REAL ob[NT * DB], *out[NT];
+  for (int64_t i = 0; i < n; i++) out[i] = FN(row_out)(j, &j->dx, b * j->s.L + t0 + i, d0, ob + i * DB);
+  FN(dxpad_lanes)(j, b, t0 + j->s.W - 1, n, d0, nd, out, part);
+  for (int64_t i = 0; i < n; i++) FN(row_commit)(&j->dx, b * j->s.L + t0 + i, d0, nd, ob + i * DB);
+  const gk_tensor *dis = j->a[GK_ARG_DINITIAL_STATE];
+  if (!dis || t0 != 0) return;
+  for (int64_t q0 = 0; q0 < j->s.W - 1; q0 += NT) {
+    int64_t m = gk_min64(NT, j->s.W - 1 - q0);
+    for (int64_t i = 0; i < m; i++) out[i] = ob + i * DB;
+    FN(dxpad_lanes)(j, b, q0, m, d0, nd, out, NULL);
+    for (int64_t i = 0; i < m; i++) {
+      gk_tensor l = state_line(dis, b, q0 + i);
+      GK_CAT(gk_store, SFX)(&l, d0, nd, out[i]);
+    }
   }
 }
 
-// sum_i a[i] b[i] over LANES partial sums.
-static REAL FN(lane_dot)(const REAL *a, const REAL *b, int64_t n) {
-  REAL acc[LANES] = {0};
-  int64_t i = 0;
-  for (; i + LANES <= n; i += LANES)
-    for (int l = 0; l < LANES; l++) acc[l] += a[i + l] * b[i + l];
-  for (; i < n; i++) acc[0] += a[i] * b[i];
-  REAL s = 0;
-  for (int l = 0; l < LANES; l++) s += acc[l];
-  return s;
+// ---------------------------------------------------------------- tasks
+
+// Forward task: units [task u_per, (task+1) u_per) of (row, tile) (runs) or
+// (b, tile, lane block) (lanes).
+GK_INLINE void FN(conv_fwd_task)(const conv_job *j, int64_t task) {
+  int64_t end = gk_min64(j->units, (task + 1) * j->units_per_task);
+  for (int64_t u = task * j->units_per_task; u < end; u++) {
+    if (j->cl) {
+      int64_t cb = u % j->nblocks, ti = u / j->nblocks % j->ntiles, b = u / j->nblocks / j->ntiles;
+      int64_t t0 = ti * NT, d0 = cb * DB;
+      FN(fwd_lanes)(j, b, t0, gk_min64(NT, j->s.L - t0), d0, gk_min64(DB, j->s.D - d0));
+    } else {
+      int64_t ti = u % j->ntiles, t0 = ti * TILE;
+      FN(fwd_run)(j, u / j->ntiles, t0, gk_min64(TILE, j->s.L - t0));
+    }
+  }
 }
 
-// Pass 2: task = (channel d, group): for the group's (b, tile) items, dx and
-// dinitial_state, and the group's dweight | dbias partial sums.
-static void FN(conv_bwd_task)(const conv_job *j, int64_t task) {
-  int64_t d = task / j->groups, grp = task % j->groups, W = j->s.W, L = j->s.L;
-  const gk_tensor *dfs = j->a[GK_ARG_DFINAL_STATE], *dis = j->a[GK_ARG_DINITIAL_STATE];
-  REAL *part = (REAL *)j->partials + (grp * j->s.D + d) * (W + 1);
-  for (int64_t k = 0; k <= W; k++) part[k] = 0;
-  gk_tensor wr = gk_tensor_row(j->a[GK_ARG_WEIGHT], 1, d);
-  REAL acc[TILE], dxb[TILE], seg[TILE + KB], wb[KB];
+// Backward task = (group, block): the group's (b, tile) items in order, each
+// over the block's channels (runs: one run per channel), adding to the
+// group's dweight | dbias partial sums part[group][k][d] (k = W: dbias).
+GK_INLINE void FN(conv_bwd_task)(const conv_job *j, int64_t task) {
+  int64_t grp = task / j->nblocks, W = j->s.W, D = j->s.D, L = j->s.L, tl = j->cl ? NT : TILE;
+  int64_t d0 = task % j->nblocks * j->block, nd = gk_min64(j->block, D - d0);
+  REAL *part = (REAL *)j->partials + grp * (W + 1) * D + d0;
+  for (int64_t k = 0; k <= W; k++)
+    for (int64_t c = 0; c < nd; c++) part[k * D + c] = 0;
   int64_t end = gk_min64(j->s.B * j->ntiles, (grp + 1) * j->per_group);
   for (int64_t it = grp * j->per_group; it < end; it++) {
-    int64_t b = it / j->ntiles, row = b * j->s.D + d, t0 = (it % j->ntiles) * TILE, n = gk_min64(TILE, L - t0);
-    const REAL *g = (const REAL *)j->g + row * L;
-    // dx[t] = sum_k w[k] g[t + W-1-k] (for t + W-1-k < L) + dfinal_state[t + W-1 - L]
-    for (int64_t i = 0; i < n; i++) acc[i] = 0;
-    if (dfs) {
-      gk_tensor dfr = gk_tensor_row(dfs, 1, row);
-      for (int64_t t = gk_min64(t0 + n, L - W + 1 > t0 ? L - W + 1 : t0); t < t0 + n; t++)
-        acc[t - t0] = (REAL)gk_get(&dfr, t + W - 1 - L);
-    }
-    for (int64_t k0 = 0; k0 < W; k0 += KB) {
-      int64_t kb = gk_min64(KB, W - k0);
-      const REAL *w = GK_CAT(gk_chunk_in, SFX)(&wr, k0, kb, wb);
-      for (int64_t k = k0; k < k0 + kb; k++) {
-        int64_t hi = gk_min64(n, L - W + 1 + k - t0);  // i < hi: g index in range
-        const REAL *gk = g + t0 + W - 1 - k;
-        for (int64_t i = 0; i < hi; i++) acc[i] += w[k - k0] * gk[i];
-      }
-    }
-    gk_tensor dxr = gk_tensor_row(&j->dx, 1, row);
-    REAL *dxp = GK_CAT(gk_chunk_out, SFX)(&dxr, t0, dxb);
-    for (int64_t i = 0; i < n; i++) dxp[i] = acc[i];
-    GK_CAT(gk_chunk_commit, SFX)(&dxr, t0, n, dxp, dxb);
-    // dinitial_state[q] = sum_k w[k] g[q-k] (0 <= q-k < L) + dfinal_state[q - L]
-    if (dis && t0 == 0) {
-      gk_tensor dir = gk_tensor_row(dis, 1, row), dfr = {0};
-      if (dfs) dfr = gk_tensor_row(dfs, 1, row);
-      for (int64_t q = 0; q < W - 1; q++) {
-        REAL v = dfs && q >= L ? (REAL)gk_get(&dfr, q - L) : 0;
-        for (int64_t k = q - L + 1 > 0 ? q - L + 1 : 0; k <= q; k++) v += (REAL)gk_get(&wr, k) * g[q - k];
-        gk_set(&dir, q, v);
-      }
-    }
-    // dweight[k] += sum_t g[t] xpad[t + k];  dbias += sum_t g[t]
-    for (int64_t k0 = 0; k0 < W; k0 += KB) {
-      int64_t kb = gk_min64(KB, W - k0);
-      const REAL *xp = FN(xpad_seg)(j, row, t0 + k0, n + kb - 1, seg);
-      for (int64_t k = 0; k < kb; k++) part[k0 + k] += FN(lane_dot)(g + t0, xp + k, n);
-    }
-    REAL sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += g[t0 + i];
-    part[W] += sum;
+    int64_t b = it / j->ntiles, t0 = it % j->ntiles * tl, n = gk_min64(tl, L - t0);
+    if (j->cl) FN(bwd_lanes)(j, b, t0, n, d0, nd, part);
+    else
+      for (int64_t c = 0; c < nd; c++) FN(bwd_run)(j, b * D + d0 + c, t0, n, part + c);
   }
-}
-
-// Pass 3: task = REDUCE_ROWS channels: dweight, dbias = sum of the group
-// partials in group order (+ the old values with accumulate).
-static void FN(conv_reduce_task)(const conv_job *j, int64_t task) {
-  int64_t W = j->s.W, d1 = gk_min64(j->s.D, (task + 1) * REDUCE_ROWS);
-  const gk_tensor *dw = j->a[GK_ARG_DWEIGHT], *db = j->a[GK_ARG_DBIAS];
-  bool accumulate = j->plan->desc.accumulate;
-  for (int64_t d = task * REDUCE_ROWS; d < d1; d++)
-    for (int64_t k0 = 0; k0 <= W; k0 += KB) {
-      int64_t m = gk_min64(KB, W + 1 - k0);
-      REAL sum[KB];
-      for (int64_t i = 0; i < m; i++) sum[i] = 0;
-      for (int64_t grp = 0; grp < j->groups; grp++) {
-        const REAL *p = (const REAL *)j->partials + (grp * j->s.D + d) * (W + 1) + k0;
-        for (int64_t i = 0; i < m; i++) sum[i] += p[i];
-      }
-      for (int64_t i = 0; i < m; i++) {
-        int64_t k = k0 + i;
-        if (k < W) gk_set(dw, d * W + k, sum[i] + (accumulate ? (REAL)gk_get(dw, d * W + k) : 0));
-        else if (db) gk_set(db, d, sum[i] + (accumulate ? (REAL)gk_get(db, d) : 0));
-      }
-    }
 }
