@@ -82,7 +82,7 @@ typedef struct rope_job {
       LOAD(v, x + k);                                                                           \
       LOAD(cv, c + k);                                                                          \
       LOAD(sv, s + k);                                                                          \
-      vec_##S r = v * cv + __builtin_shuffle(v, SWAP) * sv;                                     \
+      vec_##S r = v * cv + __builtin_shufflevector(v, v, SWAP) * sv;                            \
       STORE(y + k, r);                                                                          \
     }                                                                                           \
     for (; k < m; k += 2) {                                                                     \
@@ -149,8 +149,9 @@ typedef struct rope_job {
     }                                                                                           \
   }
 
-#define SWAP_f32 ((__attribute__((vector_size(64))) int32_t){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14})
-#define SWAP_f64 ((__attribute__((vector_size(64))) int64_t){1, 0, 3, 2, 5, 4, 7, 6})
+// __builtin_shufflevector (gcc >= 12, clang) with the lane indices.
+#define SWAP_f32 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14
+#define SWAP_f64 1, 0, 3, 2, 5, 4, 7, 6
 GK_DEFINE_ROPE(float, f32, 16, SWAP_f32)
 GK_DEFINE_ROPE(double, f64, 8, SWAP_f64)
 

@@ -75,8 +75,8 @@ GK_INLINE double gk_chunk_max_f64(const double *p, int64_t n) {
     for (; i < n; i++) a[i % LANES] += p[i];                                                \
     for (int l = 0; l < LANES; l++) acc[l] = a[l];                                          \
   }                                                                                         \
-  /* the same for the products p[i] q[i] */                                                \
-  GK_INLINE void gk_lane_dot_##S(const T *p, const T *q, int64_t n, T *acc) {               \
+  /* the same for the products p[i] q[i] (softmax backward; unused by cross-entropy) */    \
+  __attribute__((unused)) GK_INLINE void gk_lane_dot_##S(const T *p, const T *q, int64_t n, T *acc) { \
     T a[LANES];                                                                             \
     for (int l = 0; l < LANES; l++) a[l] = acc[l];                                          \
     int64_t i = 0;                                                                          \
