@@ -65,10 +65,8 @@ GK_INLINE float gk_bits_f32(uint32_t u) {
   union { uint32_t u; float f; } v = {u};
   return v.f;
 }
-GK_INLINE float gk_exp_f32(float x) {
-  uint32_t xb = gk_f32_bits(x);
-  uint32_t lo = -(uint32_t)(x < -104.0f), hi = -(uint32_t)(x > 88.72283f), nan = -(uint32_t)(x != x);
-  float xc = gk_bits_f32((xb & ~(lo | hi | nan)) | (gk_f32_bits(-104.0f) & lo) | (gk_f32_bits(88.72283f) & hi));
+// e^xc for xc in [-104, 88.72283] (already clamped; NaN passes through).
+GK_INLINE float gk_exp_core_f32(float xc) {
   float kf = xc * 1.44269504088896341f + 12582912.0f;  // 1.5 2^23: rounds to an integer
   uint32_t kbits = gk_f32_bits(kf);
   kf -= 12582912.0f;
@@ -83,12 +81,15 @@ GK_INLINE float gk_exp_f32(float x) {
   // u = k + 256 in 105 .. 385, u1 = k1 + 128: exponent fields k1 + 127 = u1 - 1
   // and k2 + 127 = u - u1 - 1, both in 51 .. 192.
   uint32_t u = kbits - 0x4b400000u + 256u, u1 = u >> 1;
-  float v = p * gk_bits_f32((u1 - 1u) << 23) * gk_bits_f32((u - u1 - 1u) << 23);
+  return p * gk_bits_f32((u1 - 1u) << 23) * gk_bits_f32((u - u1 - 1u) << 23);
+}
+GK_INLINE float gk_exp_f32(float x) {
+  uint32_t xb = gk_f32_bits(x);
+  uint32_t lo = -(uint32_t)(x < -104.0f), hi = -(uint32_t)(x > 88.72283f), nan = -(uint32_t)(x != x);
+  float xc = gk_bits_f32((xb & ~(lo | hi | nan)) | (gk_f32_bits(-104.0f) & lo) | (gk_f32_bits(88.72283f) & hi));
+  float v = gk_exp_core_f32(xc);
   return gk_bits_f32((gk_f32_bits(v) & ~(lo | hi | nan)) | (0x7f800000u & hi) | (xb & nan));
 }
-
-GK_INLINE double gk_exp_f64(double x) { return exp(x); }
-GK_INLINE double gk_exp_nonpos_f64(double x) { return exp(x); }
 
 // e^x for x <= 0 (or NaN; correct up to 88.7, where e^x would overflow),
 // cheaper than gk_exp_f32 for exponents that are never (much) positive:
@@ -97,21 +98,12 @@ GK_INLINE double gk_exp_nonpos_f64(double x) { return exp(x); }
 // passes the clamp and the polynomial).
 GK_INLINE float gk_exp_nonpos_f32(float x) {
   uint32_t lo = -(uint32_t)(x < -104.0f);
-  float xc = gk_bits_f32((gk_f32_bits(x) & ~lo) | (gk_f32_bits(-104.0f) & lo));
-  float kf = xc * 1.44269504088896341f + 12582912.0f;
-  uint32_t kbits = gk_f32_bits(kf);
-  kf -= 12582912.0f;
-  float r = xc - kf * 0.693359375f - kf * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  uint32_t u = kbits - 0x4b400000u + 256u, u1 = u >> 1;  // as in gk_exp_f32
-  return p * gk_bits_f32((u1 - 1u) << 23) * gk_bits_f32((u - u1 - 1u) << 23);
+  return gk_exp_core_f32(gk_bits_f32((gk_f32_bits(x) & ~lo) | (gk_f32_bits(-104.0f) & lo)));
 }
+
+GK_INLINE double gk_exp_f64(double x) { return exp(x); }
+GK_INLINE double gk_exp_nonpos_f64(double x) { return exp(x); }
+
 // Blend with a mask of all ones or zeros (a comparison's result): loops
 // over it vectorise where ?: on floats would stay a branch.
 GK_INLINE float gk_select_f32(uint32_t mask, float a, float b) {

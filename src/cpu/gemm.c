@@ -124,18 +124,17 @@ GK_UKERNEL(uk_f64_avx2, double, 6, 8, GK_TARGET_AVX2, fma)
 GK_UKERNEL(uk_f32_generic, float, 4, 8, , MADD_PLAIN)
 GK_UKERNEL(uk_f64_generic, double, 4, 4, , MADD_PLAIN)
 
-static gk_ukernels ukernels = {"scalar (c11 vectorized)", GK_ISA_SCALAR, 4, 8, 4, 4, uk_f32_generic,
-                               uk_f64_generic};
+static gk_ukernels ukernels = {GK_ISA_SCALAR, 4, 8, 4, 4, uk_f32_generic, uk_f64_generic};
 static pthread_once_t ukernels_once = PTHREAD_ONCE_INIT;
 
 static void select_ukernels(void) {
 #if GK_X86
   switch (gk_isa_level()) {
   case GK_ISA_AVX512:
-    ukernels = (gk_ukernels){"avx512 (c11 vectorized)", GK_ISA_AVX512, 12, 32, 12, 16, uk_f32_avx512, uk_f64_avx512};
+    ukernels = (gk_ukernels){GK_ISA_AVX512, 12, 32, 12, 16, uk_f32_avx512, uk_f64_avx512};
     break;
   case GK_ISA_AVX2:
-    ukernels = (gk_ukernels){"avx2 (c11 vectorized)", GK_ISA_AVX2, 6, 16, 6, 8, uk_f32_avx2, uk_f64_avx2};
+    ukernels = (gk_ukernels){GK_ISA_AVX2, 6, 16, 6, 8, uk_f32_avx2, uk_f64_avx2};
     break;
   default: break;
   }

@@ -46,7 +46,6 @@ gk_mat gk_mat_t(gk_mat m);
 typedef void (*gk_ukernel_f32)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int load);
 typedef void (*gk_ukernel_f64)(int64_t kc, const double *a, const double *b, double *c, int64_t ldc, int load);
 typedef struct gk_ukernels {
-  const char *isa;
   gk_isa level;
   int mr32, nr32, mr64, nr64;
   gk_ukernel_f32 f32;
