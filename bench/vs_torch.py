@@ -299,6 +299,9 @@ def main():
         return
     print("torch %s, %d threads, OPENBLAS_CORETYPE=%s; %s" % (torch.__version__, torch.get_num_threads(),
                                                               os.environ["OPENBLAS_CORETYPE"], limits_line))
+    limits = {r["limit_name"]: r["limit_value"] for r in gk_rows if r.get("limit_name") and r.get("limit_value")}
+    if limits:
+        print("limits measured in gradkern's run: " + ", ".join("%s %.1f" % kv for kv in sorted(limits.items())))
     print()
     print("| op | dir | dtype | shape | gradkern ms | torch ms | speedup | of limit | note |")
     print("|---|---|---|---|---:|---:|---:|---:|---|")
