@@ -1,10 +1,11 @@
 // Threaded CPU kernels for softmax and log_softmax (math as in
 // src/ref/softmax.c). The dim is moved last in a view; tasks are runs of
 // whole rows (cut by size only). A row is walked in chunks of CHUNK elements
-// (loaded as f32, f64 for f64). Forward, y contiguous in the compute dtype:
+// (loaded as f32, f64 for f64). Forward, y contiguous in the compute dtype
+// (or a row of up to ROW_MAX elements, kept in a buffer and stored once):
 // the row max m, then y = exp(x - m) while s = sum y accumulates, then
 // y *= 1 / s (one exponential per element; the row stays in cache after its
-// first read). Otherwise (log_softmax, other output dtypes or layouts) it
+// first read). Otherwise (log_softmax, other long rows) it
 // keeps a running max m and sum s, rescaling s when m grows
 // (s = s exp(m_old - m_new) + sum exp(x - m_new)), then writes y in a second
 // pass. Backward sums dy y (or dy), then writes dx.
@@ -15,7 +16,7 @@
 
 #include <string.h>
 
-enum { CHUNK = 1024, LANES = 16, TASK_ELEMS = 16384 };
+enum { CHUNK = 1024, LANES = 16, TASK_ELEMS = 16384, ROW_MAX = 2048 };
 
 typedef struct sm_job {
   gk_tensor x, y, dy, dx;      // views with the dim last
@@ -28,13 +29,16 @@ GK_DEFINE_ROW_LSE(double, f64)
 
 #define GK_DEFINE_SOFTMAX(T, S)                                                          \
   GK_INLINE void sm_fwd_task_##S(const sm_job *j, int64_t task) {                            \
-    T buf[CHUNK], obuf[CHUNK];                                                              \
+    T buf[CHUNK], obuf[CHUNK], rowbuf[ROW_MAX];                                             \
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                         \
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                               \
       gk_tensor x = gk_tensor_row(&j->x, 1, r), y = gk_tensor_row(&j->y, 1, r);             \
-      if (!j->log_form && y.dtype == (sizeof(T) == 4 ? GK_F32 : GK_F64) && gk_tensor_is_contiguous(&y)) { \
-        /* one exponential per element: max, e = exp(x - m) into y, y *= 1 / sum e */       \
-        T m = gk_row_max_##S(&x, j->n, buf), acc[LANES] = {0}, s = 0, *e = (T *)y.data;     \
+      bool direct = y.dtype == (sizeof(T) == 4 ? GK_F32 : GK_F64) && gk_tensor_is_contiguous(&y); \
+      if (!j->log_form && (direct || j->n <= ROW_MAX)) {                                    \
+        /* one exponential per element: max, e = exp(x - m) into y (or a row */             \
+        /* buffer, stored once at the end), e *= 1 / sum e */                              \
+        T m = gk_row_max_##S(&x, j->n, buf), acc[LANES] = {0}, s = 0;                       \
+        T *e = direct ? (T *)y.data : rowbuf;                                               \
         for (int64_t c = 0; c < j->n; c += CHUNK) {                                         \
           int64_t len = gk_min64(CHUNK, j->n - c);                                          \
           const T *p = gk_chunk_in_##S(&x, c, len, buf);                                    \
@@ -44,6 +48,7 @@ GK_DEFINE_ROW_LSE(double, f64)
         for (int l = 0; l < LANES; l++) s += acc[l];                                        \
         T inv = (T)1 / s;                                                                   \
         for (int64_t i = 0; i < j->n; i++) e[i] *= inv;                                     \
+        if (!direct) gk_store_##S(&y, 0, j->n, e);                                          \
         continue;                                                                           \
       }                                                                                     \
       T m, s;                                                                               \
