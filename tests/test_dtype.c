@@ -2,6 +2,46 @@
 // checked against the neighbouring representable values.
 #include "harness.h"
 
+// The kernels' bulk conversions (src/core/tensor.c; per ISA level, F16C for
+// f16 where the level has it): contiguous runs of a tensor to and from f32.
+void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out);
+void gk_store_f32(const gk_tensor *t, int64_t start, int64_t n, const float *in);
+
+static bool same_value(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, 4) == 0; }
+
+// Every f16/bf16 value through gk_load_f32, and f32 values (every f16/bf16
+// value, the midpoints between neighbours and their f32 neighbours, random
+// bits) through gk_store_f32, against the scalar conversions.
+static void check_bulk(gk_dtype dt, float (*to_f32)(uint16_t), uint16_t (*from_f32)(float)) {
+  enum { N = 65536 };
+  static uint16_t h[N], back[4 * N];
+  static float f[4 * N];
+  int64_t shape[1] = {N};
+  gk_tensor t;
+  for (uint32_t i = 0; i < N; i++) h[i] = (uint16_t)i;
+  gk_tensor_init(&t, h, dt, 1, shape);
+  gk_load_f32(&t, 0, N, f);
+  int bad = 0;
+  for (uint32_t i = 0; i < N; i++) bad += !same_value(f[i], to_f32((uint16_t)i));
+  check(bad == 0, "%s bulk load: %d of %d values differ from the scalar conversion", gk_dtype_name(dt), bad, N);
+  for (uint32_t i = 0; i < N; i++) {  // midpoints (ties), and one f32 ulp either side
+    float a = to_f32((uint16_t)i), b = to_f32((uint16_t)(i + 1 < N ? i + 1 : i)), mid = a / 2 + b / 2;
+    f[N + i] = mid;
+    f[2 * N + i] = nextafterf(mid, INFINITY);
+    uint32_t u = (uint32_t)rng_next();
+    memcpy(&f[3 * N + i], &u, 4);
+  }
+  shape[0] = 4 * N;
+  gk_tensor_init(&t, back, dt, 1, shape);
+  gk_store_f32(&t, 0, 4 * N, f);
+  bad = 0;
+  for (uint32_t i = 0; i < 4 * N; i++) {
+    float got = to_f32(back[i]), want = to_f32(from_f32(f[i]));
+    bad += !same_value(got, want);
+  }
+  check(bad == 0, "%s bulk store: %d of %d values differ from the scalar conversion", gk_dtype_name(dt), bad, 4 * N);
+}
+
 static float f16_val(uint16_t h) { return gk_f16_to_f32(h); }
 static float bf16_val(uint16_t h) { return gk_bf16_to_f32(h); }
 
@@ -61,5 +101,7 @@ int main(void) {
   check(isnan(gk_bf16_to_f32(gk_f32_to_bf16(NAN))), "bf16 NaN stays NaN");
   check(gk_f32_to_bf16(3.4028235e38f) == 0x7f80, "bf16 f32 max rounds to inf");
   check(gk_f32_to_bf16(-0.0f) == 0x8000 && gk_f32_to_f16(-0.0f) == 0x8000, "negative zero");
+  check_bulk(GK_F16, gk_f16_to_f32, gk_f32_to_f16);
+  check_bulk(GK_BF16, gk_bf16_to_f32, gk_f32_to_bf16);
   return finish("test_dtype");
 }

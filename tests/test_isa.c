@@ -4,11 +4,17 @@
 // settings, shows that each run really used the level it asked for.
 #include "harness.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
 // The best level this CPU runs, found independently of the library.
 static const char *cpu_best(void) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
-  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+  unsigned a, b, c, d;
+  bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c &&
               __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
   bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");

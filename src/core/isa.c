@@ -2,6 +2,9 @@
 #include "isa.h"
 
 #include <pthread.h>
+#if GK_X86
+#include <cpuid.h>
+#endif
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +21,9 @@ const char *gk_isa_name(gk_isa l) { return l >= GK_ISA_SCALAR && l <= GK_ISA_AVX
 static gk_isa cpu_level(void) {
 #if GK_X86
   __builtin_cpu_init();
-  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+  unsigned a, b, c, d;  // F16C: cpuid leaf 1, ecx bit 29 (clang 14's __builtin_cpu_supports lacks it)
+  bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c &&
               __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
   bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");

@@ -1,7 +1,7 @@
 // Instruction-set levels of the CPU kernels.
 //
 // Every hot loop of the CPU backend is compiled three times: for AVX-512
-// (F, BW, DQ, VL, with FMA), for AVX2 + FMA, and for the
+// (F, BW, DQ, VL, with FMA and F16C), for AVX2 + FMA + F16C, and for the
 // baseline of the target (SSE2 on x86-64; the plain C path, named "scalar").
 // The level is picked once, from cpuid, the first time a kernel runs;
 // GK_ISA=avx512|avx2|scalar in the environment forces one (a level above what
@@ -30,8 +30,8 @@ const char *gk_isa_name(gk_isa level);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define GK_X86 1
-#define GK_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi,bmi2")))
-#define GK_TARGET_AVX2 __attribute__((target("avx2,fma,bmi,bmi2")))
+#define GK_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi,bmi2")))
+#define GK_TARGET_AVX2 __attribute__((target("avx2,fma,f16c,bmi,bmi2")))
 #define GK_ISA_VARIANTS(name, params, args)                                                 \
   GK_TARGET_AVX512 static void name##_avx512 params { name##_body args; }                   \
   GK_TARGET_AVX2 static void name##_avx2 params { name##_body args; }                       \

@@ -3,6 +3,10 @@
 #include "convert.h"
 #include "internal.h"
 
+#if GK_X86
+#include <immintrin.h>
+#endif
+
 #include <string.h>
 
 gk_status gk_tensor_init(gk_tensor *t, void *data, gk_dtype dtype, int rank,
@@ -216,18 +220,70 @@ void gk_set(const gk_tensor *t, int64_t i, double v) {
     }                                                                                \
   } while (0)
 
-// Contiguous runs of f16/bf16 <-> f32, compiled per instruction-set level
-// (the branch-free conversions of convert.h vectorise; F16C is not used, so
-// every level rounds the same way).
+// Contiguous runs of f16/bf16 <-> f32, compiled per instruction-set level:
+// bf16 by the shifts and rounding of convert.h (which vectorise); f16 by the
+// conversion instructions where the level has them (AVX-512 level: 16 lanes
+// at a time; AVX2 level: F16C, 8 lanes), else convert.h's forms. Both round
+// to nearest even and give the same bits, but for NaNs: the instructions keep
+// a NaN's payload and return signaling NaNs quiet.
 #define GK_DEFINE_CVT(NAME, FROM, TO, CVT)                                             \
   GK_INLINE void NAME##_body(const FROM *src, int64_t n, TO *dst) {                   \
     for (int64_t i = 0; i < n; i++) dst[i] = CVT(src[i]);                              \
-  }                                                                                    \
-  GK_ISA_VARIANTS(NAME, (const FROM *src, int64_t n, TO *dst), (src, n, dst))
+  }
 GK_DEFINE_CVT(bf16_to_f32, uint16_t, float, gk_bf16_to_f32_inline)
-GK_DEFINE_CVT(f16_to_f32, uint16_t, float, gk_f16_to_f32_inline)
+GK_ISA_VARIANTS(bf16_to_f32, (const uint16_t *src, int64_t n, float *dst), (src, n, dst))
 GK_DEFINE_CVT(f32_to_bf16, float, uint16_t, gk_f32_to_bf16_inline)
+GK_ISA_VARIANTS(f32_to_bf16, (const float *src, int64_t n, uint16_t *dst), (src, n, dst))
+GK_DEFINE_CVT(f16_to_f32, uint16_t, float, gk_f16_to_f32_inline)
 GK_DEFINE_CVT(f32_to_f16, float, uint16_t, gk_f32_to_f16_inline)
+
+#if GK_X86
+GK_TARGET_AVX512 static void f16_to_f32_avx512(const uint16_t *src, int64_t n, float *dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+  f16_to_f32_body(src + i, n - i, dst + i);
+}
+GK_TARGET_AVX2 static void f16_to_f32_avx2(const uint16_t *src, int64_t n, float *dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+  f16_to_f32_body(src + i, n - i, dst + i);
+}
+GK_TARGET_AVX512 static void f32_to_f16_avx512(const float *src, int64_t n, uint16_t *dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  f32_to_f16_body(src + i, n - i, dst + i);
+}
+GK_TARGET_AVX2 static void f32_to_f16_avx2(const float *src, int64_t n, uint16_t *dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  f32_to_f16_body(src + i, n - i, dst + i);
+}
+#endif
+
+static void f16_to_f32(const uint16_t *src, int64_t n, float *dst) {
+#if GK_X86
+  switch (gk_isa_level()) {
+  case GK_ISA_AVX512: f16_to_f32_avx512(src, n, dst); return;
+  case GK_ISA_AVX2: f16_to_f32_avx2(src, n, dst); return;
+  default: break;
+  }
+#endif
+  f16_to_f32_body(src, n, dst);
+}
+
+static void f32_to_f16(const float *src, int64_t n, uint16_t *dst) {
+#if GK_X86
+  switch (gk_isa_level()) {
+  case GK_ISA_AVX512: f32_to_f16_avx512(src, n, dst); return;
+  case GK_ISA_AVX2: f32_to_f16_avx2(src, n, dst); return;
+  default: break;
+  }
+#endif
+  f32_to_f16_body(src, n, dst);
+}
 
 void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out) {
   if ((t->dtype == GK_BF16 || t->dtype == GK_F16) && gk_tensor_is_contiguous(t)) {
