@@ -49,7 +49,7 @@ typedef struct conv_rows {
   const gk_tensor *t;
   void *flat;                    // t's data when contiguous in the accumulator type, else NULL
   const char *mem;               // t's data when contiguous (any dtype; for prefetches), else NULL
-  int64_t es;                    // bytes per element
+  int64_t es, numel;             // bytes per element, elements
 } conv_rows;
 
 typedef struct conv_job {
@@ -74,10 +74,11 @@ static size_t bias_bytes(const conv_job *j) { return align64((size_t)j->s.D * ac
 
 // t as rows; flat when it is contiguous f32 or f64 (its plan's accumulator type).
 static conv_rows rows_of(const gk_tensor *t) {
-  conv_rows r = {t, NULL, NULL, 0};
+  conv_rows r = {t, NULL, NULL, 0, 0};
   if (!t || !gk_tensor_is_contiguous(t)) return r;
   r.mem = t->data;
   r.es = (int64_t)gk_elem_size(t->dtype);
+  r.numel = gk_tensor_numel(t);
   if (t->dtype == GK_F32 || t->dtype == GK_F64) r.flat = t->data;
   return r;
 }

@@ -95,12 +95,18 @@ GK_INLINE REAL FN(sum_run)(const REAL *g, int64_t n) {
   return FN(lanes_sum)(&acc);
 }
 
-// Starts loading element t of row r of each of the nts tensors ts that are
-// contiguous (the last one for writing); a step of PF elements, at most a
-// cache line, is then soon read or written.
+// Starts loading element t of row r (t may run past the row: rows follow
+// each other) of each of the nts tensors ts that are contiguous (the last
+// one for writing) and have it; PF elements from there are read or written
+// soon.
 GK_INLINE void FN(prefetch_runs)(const conv_job *j, const conv_rows *const *ts, int nts, int64_t r, int64_t t) {
-  for (int q = 0; q < nts; q++)
-    if (ts[q]->mem) __builtin_prefetch(ts[q]->mem + (r * j->row_len + t) * ts[q]->es, q == nts - 1);
+  for (int q = 0; q < nts; q++) {
+    int64_t e = r * j->row_len + t;
+    if (!ts[q]->mem || e >= ts[q]->numel) continue;
+    const char *p = ts[q]->mem + e * ts[q]->es;
+    if (q == nts - 1) __builtin_prefetch(p, 1);
+    else __builtin_prefetch(p, 0);
+  }
 }
 
 // v[i] = silu(v[i]) (dy NULL) or dy[i] silu'(v[i]), i < n.
