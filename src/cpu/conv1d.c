@@ -17,6 +17,9 @@
 //             (KG taps each) so every buffer is bounded. A last pass adds the
 //             partials group by group in order, so every thread count gives
 //             the same bits.
+// Runs prefetch the next unit's rows (those that follow in memory) while
+// they apply SiLU / SiLU': rows of one 4 KiB page each (f32, L = 1024)
+// would otherwise restart the hardware prefetcher at every row.
 #include "../core/act_math.h"
 #include "../ops/conv1d.h"
 
