@@ -17,6 +17,9 @@
 //             (KG taps each) so every buffer is bounded. A last pass adds the
 //             partials group by group in order, so every thread count gives
 //             the same bits.
+// Runs prefetch the next unit's rows (those that follow in memory) while
+// they apply SiLU / SiLU': rows of one 4 KiB page each (f32, L = 1024)
+// would otherwise restart the hardware prefetcher at every row.
 #include "../core/act_math.h"
 #include "../ops/conv1d.h"
 
@@ -34,6 +37,7 @@ enum {
   TILE = 1024,              // runs: steps per unit
   NT = 16, DB = 128,        // lanes: steps x channels per unit
   KB = 4,                   // taps per register block
+  PF = 16,                  // runs: steps per prefetch of the next unit's rows
   KG = 16,                  // backward: taps per g window
   GW = TILE + KG,           // runs: longest g window
   LANES = 16,               // partial sums of a dot product
@@ -47,6 +51,8 @@ enum {
 typedef struct conv_rows {
   const gk_tensor *t;
   void *flat;                    // t's data when contiguous in the accumulator type, else NULL
+  const char *mem;               // t's data when contiguous (any dtype; for prefetches), else NULL
+  int64_t es, numel;             // bytes per element, elements
 } conv_rows;
 
 typedef struct conv_job {
@@ -71,8 +77,12 @@ static size_t bias_bytes(const conv_job *j) { return align64((size_t)j->s.D * ac
 
 // t as rows; flat when it is contiguous f32 or f64 (its plan's accumulator type).
 static conv_rows rows_of(const gk_tensor *t) {
-  conv_rows r = {t, NULL};
-  if (t && (t->dtype == GK_F32 || t->dtype == GK_F64) && gk_tensor_is_contiguous(t)) r.flat = t->data;
+  conv_rows r = {t, NULL, NULL, 0, 0};
+  if (!t || !gk_tensor_is_contiguous(t)) return r;
+  r.mem = t->data;
+  r.es = (int64_t)gk_elem_size(t->dtype);
+  r.numel = gk_tensor_numel(t);
+  if (t->dtype == GK_F32 || t->dtype == GK_F64) r.flat = t->data;
   return r;
 }
 

@@ -95,6 +95,42 @@ GK_INLINE REAL FN(sum_run)(const REAL *g, int64_t n) {
   return FN(lanes_sum)(&acc);
 }
 
+// Starts loading element t of row r (t may run past the row: rows follow
+// each other) of each of the nts tensors ts that are contiguous (the last
+// one for writing) and have it; PF elements from there are read or written
+// soon.
+GK_INLINE void FN(prefetch_runs)(const conv_job *j, const conv_rows *const *ts, int nts, int64_t r, int64_t t) {
+  for (int q = 0; q < nts; q++) {
+    int64_t e = r * j->row_len + t;
+    if (!ts[q]->mem || e >= ts[q]->numel) continue;
+    const char *p = ts[q]->mem + e * ts[q]->es;
+    if (q == nts - 1) __builtin_prefetch(p, 1);
+    else __builtin_prefetch(p, 0);
+  }
+}
+
+// v[i] = silu(v[i]) (dy NULL) or dy[i] silu'(v[i]), i < n.
+GK_INLINE void FN(act_k)(REAL *v, const REAL *dy, int64_t n) {
+  if (dy)
+    for (int64_t i = 0; i < n; i++) v[i] = dy[i] * GK_CAT(gk_dsilu, SFX)(v[i]);
+  else
+    for (int64_t i = 0; i < n; i++) v[i] = GK_CAT(gk_silu, SFX)(v[i]);
+}
+
+// Runs: act_k over steps [t0, t0 + n) of row `row`, PF steps at a time, each
+// time prefetching PF steps of the tensors ts that come n steps later in
+// memory: the next unit's rows, which the hardware prefetcher would start
+// late (rows of f32 L = 1024 are one 4 KiB page each).
+GK_INLINE void FN(act_run)(const conv_job *j, REAL *v, const REAL *dy, int64_t n, const conv_rows *const *ts,
+                           int nts, int64_t row, int64_t t0) {
+  int64_t i = 0;
+  for (; i + PF <= n; i += PF) {
+    FN(prefetch_runs)(j, ts, nts, row, t0 + n + i);
+    FN(act_k)(v + i, dy ? dy + i : NULL, PF);
+  }
+  FN(act_k)(v + i, dy ? dy + i : NULL, n - i);
+}
+
 // Elements [start, start + n) of row r of t (a row: the L steps of a channel
 // for runs, the D channels of a step for lanes) as REAL: in place when t is
 // flat, else in buf; outputs are written through row_out's pointer, then
@@ -159,14 +195,16 @@ GK_INLINE void FN(pre_run)(const conv_job *j, int64_t row, int64_t t0, int64_t n
 // g[s .. s+m) of row into g, m <= GW: dy silu'(pre), or dy; 0 outside [0, L).
 GK_INLINE void FN(g_run)(const conv_job *j, int64_t row, int64_t s, int64_t m, REAL *g) {
   int64_t a = s > 0 ? s : 0, e = gk_min64(s + m, j->s.L);
-  for (int64_t i = 0; i < m; i++)
-    if (s + i < a || s + i >= e) g[i] = 0;
-  if (e <= a) return;
+  if (e < a) e = a;
+  for (int64_t i = 0; i < gk_min64(a - s, m); i++) g[i] = 0;
+  for (int64_t i = e - s; i < m; i++) g[i] = 0;
+  if (e == a) return;
   REAL dyb[GW], *ga = g + (a - s);
   const REAL *dy = FN(row_in)(j, &j->dy, row, a, e - a, dyb);
   if (j->silu) {
     FN(pre_run)(j, row, a, e - a, ga);
-    for (int64_t i = 0; i < e - a; i++) ga[i] = dy[i] * GK_CAT(gk_dsilu, SFX)(ga[i]);
+    const conv_rows *next[] = {&j->x, &j->dy, &j->dx};
+    FN(act_run)(j, ga, dy, e - a, next, 3, row, a);
   } else {
     for (int64_t i = 0; i < e - a; i++) ga[i] = dy[i];
   }
@@ -212,8 +250,8 @@ GK_INLINE void FN(fwd_run)(const conv_job *j, int64_t row, int64_t t0, int64_t n
   REAL yb[TILE], seg[TILE];
   REAL *y = FN(row_out)(j, &j->y, row, t0, yb);
   FN(pre_run)(j, row, t0, n, y);
-  if (j->silu)
-    for (int64_t i = 0; i < n; i++) y[i] = GK_CAT(gk_silu, SFX)(y[i]);
+  const conv_rows *next[] = {&j->x, &j->y};
+  if (j->silu) FN(act_run)(j, y, NULL, n, next, 2, row, t0);
   FN(row_commit)(&j->y, row, t0, n, yb);
   const gk_tensor *fs = j->a[GK_ARG_FINAL_STATE];
   if (fs && t0 + n == j->s.L) {
