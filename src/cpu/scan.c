@@ -233,17 +233,6 @@ GK_INLINE float exp2_wide_f32(float y) {
 #define SILU gk_silu_f32
 #define DSILU gk_dsilu_f32
 #include "scan_body.h"
-#undef REAL
-#undef REAL_DT
-#undef SFX
-#undef EXP_SCALE
-#undef EXP2
-#undef EXP2_WIDE
-#undef EXP_SAFE
-#undef SOFTPLUS
-#undef DSOFTPLUS
-#undef SILU
-#undef DSILU
 #define REAL double
 #define REAL_DT GK_F64
 #define SFX f64
@@ -256,17 +245,6 @@ GK_INLINE float exp2_wide_f32(float y) {
 #define SILU gk_silu_f64
 #define DSILU gk_dsilu_f64
 #include "scan_body.h"
-#undef REAL
-#undef REAL_DT
-#undef SFX
-#undef EXP_SCALE
-#undef EXP2
-#undef EXP2_WIDE
-#undef EXP_SAFE
-#undef SOFTPLUS
-#undef DSOFTPLUS
-#undef SILU
-#undef DSILU
 
 static bool is_f64(const scan_job *j) { return j->plan->desc.dtype == GK_F64; }
 

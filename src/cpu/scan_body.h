@@ -665,3 +665,16 @@ static void FN(reduce_var)(const scan_job *j, int64_t task) {
     }
   }
 }
+
+// The includer's parameters, undefined for its next instantiation.
+#undef REAL
+#undef REAL_DT
+#undef SFX
+#undef EXP_SCALE
+#undef EXP2
+#undef EXP2_WIDE
+#undef EXP_SAFE
+#undef SOFTPLUS
+#undef DSOFTPLUS
+#undef SILU
+#undef DSILU
