@@ -35,7 +35,7 @@ test: test-deps build
 	@cmake --build $(BUILD)-clang -j $(JOBS)
 	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E python_parity
 
-# Speed (issue 6): every op against the triad bandwidth and OpenBLAS's sgemm
+# Speed: every op against the triad bandwidth and OpenBLAS's sgemm
 # measured in the same run; bench-torch adds PyTorch side by side.
 # BENCH_ARGS adds options (--quick, --op NAME, --json).
 bench: bench-deps build

@@ -154,10 +154,10 @@ typedef enum gk_op {
 
   // Gated activations y = a * act(b) (act: GLU sigmoid, ReGLU relu, SwiGLU
   // silu, GeGLU gelu with act.approximate).
-  //  GK_GATED_SPLIT (seed 002, torch.nn.functional.glu): X of shape S is split
+  //  GK_GATED_SPLIT (torch.nn.functional.glu): X of shape S is split
   //    along gated.dim into halves a = first half, b = second half;
   //    Y has S with S[dim] halved. Backward: (DY, X) -> DX (shape S: da | db).
-  //  GK_GATED_TWO_TENSOR (seed 000): a = X, b = GATE, same shape S;
+  //  GK_GATED_TWO_TENSOR (two tensors): a = X, b = GATE, same shape S;
   //    Y has shape S. Backward: (DY, X, GATE) -> DX, DGATE.
   // No output may overlap an input.
   GK_OP_GLU = 5,
@@ -629,6 +629,28 @@ gk_status gk_clip_grad_norm(int n, const gk_tensor *grads, double max_norm, doub
 size_t gk_struct_size(const char *name);
 
 // ---------------------------------------------------------------- threads
+
+// Thread safety. Every function may be called from any thread, and from
+// several threads at once:
+// - A plan is immutable once created: any number of threads may call
+//   gk_plan_check, gk_plan_workspace_size, gk_plan_get_info and gk_plan_run
+//   on one plan at the same time, each with its own outputs and workspace
+//   (tensors written by one call must not be read or written by another).
+//   gk_plan_destroy must not overlap any other use of that plan.
+// - The CPU kernels share one process-wide pool of worker threads. One run
+//   at a time uses it; a run that starts while the pool is busy (another
+//   thread's run, or a call made from inside a kernel) runs its tasks on its
+//   own calling thread. Results are the same bits either way.
+// - gk_set_num_threads changes a process-wide count that each parallel
+//   section of a run reads when it starts: runs in flight finish correctly
+//   (a section already started keeps its threads) and results do not depend
+//   on it. A plan's workspace size is fixed when the plan is created (it may
+//   grow with the thread count at that moment); a plan run with more threads
+//   than it was sized for uses as many as its workspace has room for.
+// - gk_last_error() is per thread: it describes the calling thread's last
+//   failed call.
+// - Optimizer steps and gk_clip_grad_norm follow the same rules: calls on
+//   disjoint tensors may run at once.
 
 /// Threads used by CPU kernels. Default: GK_NUM_THREADS from the environment,
 /// else the number of online processors. n >= 1.

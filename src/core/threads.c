@@ -1,25 +1,37 @@
 // A persistent thread pool. gk_parallel_for hands out task indices through
 // an atomic counter; the calling thread works too. Kernels split work by
 // problem size only, so results never depend on which thread ran a task.
+//
+// One job at a time owns the pool (pool_owner); a caller that finds it busy
+// runs its tasks on its own thread. A job is published under pool.lock by
+// bumping `generation`; each worker takes part in every generation after the
+// one it was created in exactly once (it copies the job under the lock and
+// reports back through `active`), and the caller returns only when every
+// worker has reported, so no task runs after gk_parallel_for returns.
 #include "internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+typedef struct gk_job {
+  gk_task_fn fn;
+  void *ctx;
+  int64_t ntasks;
+} gk_job;
+
 typedef struct gk_pool {
-  pthread_mutex_t lock;          // guards everything below but `next`/`done`
+  pthread_mutex_t lock;          // guards everything below but `next`
   pthread_cond_t work_ready, work_done;
   pthread_t *workers;
   int nworkers;                  // threads besides the caller
   uint64_t generation;           // bumped per job
   bool stopping;
-  gk_task_fn fn;
-  void *ctx;
-  int64_t ntasks;
-  atomic_int_fast64_t next;
-  int active;                    // workers still in the current job
+  gk_job job;                    // the current job, read by workers under the lock
+  atomic_int_fast64_t next;      // the next task index of the current job
+  int active;                    // workers that have not yet reported the current job
 } gk_pool;
 
 static gk_pool pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -58,26 +70,28 @@ int gk_get_num_threads(void) {
   return n;
 }
 
-static void run_tasks(void) {
+static void run_tasks(gk_job job) {
   inside_task = true;
   for (;;) {
     int64_t t = atomic_fetch_add(&pool.next, 1);
-    if (t >= pool.ntasks) break;
-    pool.fn(pool.ctx, t);
+    if (t >= job.ntasks) break;
+    job.fn(job.ctx, t);
   }
   inside_task = false;
 }
 
+// A worker's argument is the generation current when it was created (read
+// under pool_owner, with no job in flight): it waits for the next one.
 static void *worker_main(void *arg) {
-  (void)arg;
-  uint64_t seen = 0;
+  uint64_t seen = (uint64_t)(uintptr_t)arg;
   pthread_mutex_lock(&pool.lock);
   for (;;) {
     while (!pool.stopping && pool.generation == seen) pthread_cond_wait(&pool.work_ready, &pool.lock);
     if (pool.stopping) break;
     seen = pool.generation;
+    gk_job job = pool.job;
     pthread_mutex_unlock(&pool.lock);
-    run_tasks();
+    run_tasks(job);
     pthread_mutex_lock(&pool.lock);
     if (--pool.active == 0) pthread_cond_signal(&pool.work_done);
   }
@@ -94,18 +108,24 @@ static void stop_workers(void) {
   free(pool.workers);
   pool.workers = NULL;
   pool.nworkers = 0;
+  pthread_mutex_lock(&pool.lock);
   pool.stopping = false;
+  pthread_mutex_unlock(&pool.lock);
 }
 
-// Called with pool_owner held. Returns the number of workers running.
+// Called with pool_owner held and no job in flight. Returns the number of
+// workers running (fewer than wanted if a thread could not be created).
 static int ensure_workers(int wanted) {
   if (pool.nworkers == wanted) return wanted;
   if (pool.nworkers) stop_workers();
   if (wanted == 0) return 0;
   pool.workers = malloc(sizeof(pthread_t) * (size_t)wanted);
   if (!pool.workers) return 0;
+  pthread_mutex_lock(&pool.lock);
+  void *start = (void *)(uintptr_t)pool.generation;
+  pthread_mutex_unlock(&pool.lock);
   for (int i = 0; i < wanted; i++) {
-    if (pthread_create(&pool.workers[i], NULL, worker_main, NULL) != 0) break;
+    if (pthread_create(&pool.workers[i], NULL, worker_main, start) != 0) break;
     pool.nworkers++;
   }
   return pool.nworkers;
@@ -125,22 +145,21 @@ void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx) {
     for (int64_t t = 0; t < ntasks; t++) fn(ctx, t);
     return;
   }
-  static bool exit_hook;
+  static bool exit_hook; // guarded by pool_owner
   if (!exit_hook) {
     atexit(shutdown_pool);
     exit_hook = true;
   }
   int workers = ensure_workers(threads - 1);
+  gk_job job = {fn, ctx, ntasks};
   pthread_mutex_lock(&pool.lock);
-  pool.fn = fn;
-  pool.ctx = ctx;
-  pool.ntasks = ntasks;
+  pool.job = job;
   atomic_store(&pool.next, 0);
   pool.active = workers;
   pool.generation++;
   pthread_cond_broadcast(&pool.work_ready);
   pthread_mutex_unlock(&pool.lock);
-  run_tasks();
+  run_tasks(job);
   pthread_mutex_lock(&pool.lock);
   while (pool.active > 0) pthread_cond_wait(&pool.work_done, &pool.lock);
   pthread_mutex_unlock(&pool.lock);
