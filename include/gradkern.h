@@ -338,8 +338,24 @@ typedef enum gk_backend {
   GK_BACKEND_CUDA = 3, ///< CUDA GPU kernels (not built yet: GK_ERR_UNSUPPORTED)
 } gk_backend;
 
-/// "auto", "ref", "cpu", "cuda" or "?".
+/// "auto", a registered backend's name ("cpu", "ref"), "cuda" or "?".
 const char *gk_backend_name(gk_backend backend);
+
+/// One registered backend. Which backends exist is decided when the library
+/// is built; a backend whose device is absent here is still listed, with
+/// available = 0 and the reason, and selects no kernel.
+typedef struct gk_backend_info {
+  gk_backend id;
+  const char *name;          ///< "cpu", "ref"
+  gk_device_type device;     ///< where its tensors live
+  int available;             ///< 1: it can run in this process
+  const char *reason;        ///< why not, when available = 0 ("" otherwise)
+} gk_backend_info;
+
+/// The number of registered backends; gk_backend_get(i) for i in
+/// 0 .. count-1 gives them in the order GK_BACKEND_AUTO tries them.
+int gk_backend_count(void);
+gk_status gk_backend_get(int index, gk_backend_info *info);
 
 typedef enum gk_gelu_approx {
   GK_GELU_ERF = 0,    ///< exact: x * 0.5 * (1 + erf(x / sqrt 2))
@@ -535,12 +551,14 @@ typedef struct gk_plan gk_plan;
 /// What a plan's kernel is and what it promises.
 typedef struct gk_plan_info {
   const char *kernel;        ///< e.g. "rmsnorm_bwd__cpu_threads"
-  gk_backend backend;        ///< GK_BACKEND_REF or GK_BACKEND_CPU
+  gk_backend backend;        ///< the backend of the kernel (GK_BACKEND_CPU, GK_BACKEND_REF, ...)
   const char *isa;           ///< instruction set it runs: "avx512", "avx2" or "scalar" (CPU kernels: the
                              ///< best the CPU has, or the one GK_ISA=avx512|avx2|scalar forces; ref: "scalar")
   const char *math;          ///< how it computes, e.g. "f32 math, round-to-nearest-even store"
   gk_dtype accumulator;      ///< dtype of sums inside the kernel
   int deterministic;         ///< 1: bit-identical for any run and thread count
+  const char *declined;      ///< kernels tried first that declined the description,
+                             ///< "backend/kernel: reason; ..." ("" when none)
 } gk_plan_info;
 
 /// Check the description and select a kernel. On success *plan owns a copy

@@ -22,31 +22,101 @@ typedef struct gk_arg_spec {
   int rank;
   int64_t shape[GK_MAX_RANK];
   uint64_t alias_ok;         // bit k: this output may be exactly the view of arg k
+  // Index tensors (i32/i64): index_limit > 0 means every element must lie
+  // in 0 .. index_limit-1, or equal `ignore` when has_ignore. gk_plan_run
+  // checks the values before any kernel runs.
+  int64_t index_limit;
+  bool has_ignore;
+  int64_t ignore;
 } gk_arg_spec;
 
 typedef struct gk_kernel gk_kernel;
 
+typedef struct gk_backend_table gk_backend_table;
+
 struct gk_plan {
   gk_op_desc desc;                     // normalised by the op's describe()
   gk_arg_spec args[GK_ARG_COUNT_];
+  const gk_backend_table *backend;     // the backend of the selected kernel
   const gk_kernel *kernel;
+  void *state;                         // the kernel's per-plan state (its init), or NULL
   char kernel_name[64];                // "<op>_<fwd|bwd>__<kernel>"
+  char declined[512];                  // "backend/kernel: reason; ..." of kernels passed over
   size_t workspace_bytes;
 };
 
 // Tensors handed to a kernel, indexed by gk_arg_kind (NULL when absent).
 typedef const gk_tensor *gk_kernel_args[GK_ARG_COUNT_];
 
+// One implementation of one op in one direction. Its lifecycle in a plan:
+// decline (may refuse the checked description) -> init (per-plan state) ->
+// workspace -> run (any number of times, from any threads) -> fini.
 struct gk_kernel {
   const char *name;                    // implementation: "ref", "cpu_threads"
   gk_backend backend;
   const char *isa;                     // NULL: the level gk_isa_level() picked
-  // NULL: supports every description of its op and direction.
-  bool (*supports)(const gk_op_desc *desc);
+  // NULL, or the reason this kernel does not take the plan's description
+  // (then selection moves on). NULL function: takes every description.
+  const char *(*decline)(const gk_plan *plan);
   // NULL: needs no workspace.
   size_t (*workspace)(const gk_plan *plan);
   gk_status (*run)(const gk_plan *plan, const gk_kernel_args args, void *workspace);
+  // Per-plan state (a GPU backend's compiled pipelines): init sets
+  // plan->state or fails with a status and message (selection then moves
+  // on, the message kept as the reason); fini frees it. NULL: none.
+  gk_status (*init)(gk_plan *plan);
+  void (*fini)(gk_plan *plan);
 };
+
+// ---------------------------------------------------------------- backends
+// A backend: its kernels per (op, direction), fastest first, and how it
+// reports what a plan of it computes. See README "Adding a backend".
+struct gk_backend_table {
+  const char *name;                    // "cpu", "ref"
+  gk_backend id;
+  gk_device_type device;               // where its tensors live
+  // NULL when the backend can run in this process; else why not (no device,
+  // no driver). Asked once, at registration.
+  const char *(*unavailable)(void);
+  // Precision and determinism of a plan whose kernel is this backend's:
+  // sets info->math, info->accumulator and info->deterministic.
+  void (*precision)(const gk_plan *plan, gk_plan_info *info);
+  // kernels[op][direction]: a NULL-terminated list, in order of preference
+  // (NULL: none for that op and direction).
+  const gk_kernel *const *kernels[GK_OP_COUNT_][GK_BACKWARD + 1];
+};
+
+// The kernel table of a backend with one kernel per op family and
+// direction, named <prefix>_<family>_fwd and <prefix>_<family>_bwd (as the
+// cpu and ref backends are).
+#define GK_FAMILY_KERNELS_(prefix, family)                         \
+  {(const gk_kernel *const[]){&prefix##_##family##_fwd, NULL},     \
+   (const gk_kernel *const[]){&prefix##_##family##_bwd, NULL}}
+#define GK_KERNELS_PER_FAMILY(prefix)                                                                   \
+  {[GK_OP_RELU] = GK_FAMILY_KERNELS_(prefix, activation), [GK_OP_GELU] = GK_FAMILY_KERNELS_(prefix, activation), \
+   [GK_OP_SILU] = GK_FAMILY_KERNELS_(prefix, activation), [GK_OP_SIGMOID] = GK_FAMILY_KERNELS_(prefix, activation), \
+   [GK_OP_SOFTPLUS] = GK_FAMILY_KERNELS_(prefix, activation), [GK_OP_GLU] = GK_FAMILY_KERNELS_(prefix, gated),     \
+   [GK_OP_REGLU] = GK_FAMILY_KERNELS_(prefix, gated), [GK_OP_SWIGLU] = GK_FAMILY_KERNELS_(prefix, gated),         \
+   [GK_OP_GEGLU] = GK_FAMILY_KERNELS_(prefix, gated), [GK_OP_RMSNORM] = GK_FAMILY_KERNELS_(prefix, norm),         \
+   [GK_OP_LAYERNORM] = GK_FAMILY_KERNELS_(prefix, norm), [GK_OP_LINEAR] = GK_FAMILY_KERNELS_(prefix, linear),     \
+   [GK_OP_MATMUL] = GK_FAMILY_KERNELS_(prefix, matmul), [GK_OP_SOFTMAX] = GK_FAMILY_KERNELS_(prefix, softmax),    \
+   [GK_OP_LOG_SOFTMAX] = GK_FAMILY_KERNELS_(prefix, softmax),                                                     \
+   [GK_OP_CROSS_ENTROPY] = GK_FAMILY_KERNELS_(prefix, cross_entropy),                                             \
+   [GK_OP_EMBEDDING] = GK_FAMILY_KERNELS_(prefix, embedding), [GK_OP_ROPE] = GK_FAMILY_KERNELS_(prefix, rope),    \
+   [GK_OP_ATTENTION] = GK_FAMILY_KERNELS_(prefix, attention), [GK_OP_ADD] = GK_FAMILY_KERNELS_(prefix, binary),   \
+   [GK_OP_MUL] = GK_FAMILY_KERNELS_(prefix, binary), [GK_OP_CONV1D] = GK_FAMILY_KERNELS_(prefix, conv1d),         \
+   [GK_OP_SELECTIVE_SCAN] = GK_FAMILY_KERNELS_(prefix, scan)}
+
+// Add a backend after those built in (which are registered first, in
+// preference order: cpu, ref). Its id must be new. Returns GK_SUCCESS, or
+// a status with a message; an unavailable backend is registered, listed
+// with its reason, and selects no kernel.
+gk_status gk_backend_register(const gk_backend_table *backend);
+// The registered backends, in preference order (the array stays valid).
+int gk_backends(const gk_backend_table *const **list);
+const gk_backend_table *gk_backend_find(gk_backend id);
+// The reason a registered backend cannot run (NULL when it can).
+const char *gk_backend_unavailable_reason(const gk_backend_table *backend);
 
 // An op family: checks the description (normalising it in place) and fills
 // the plan's argument specs. Defined in src/ops/<family>.c.
@@ -69,6 +139,9 @@ gk_status gk_describe_scan(gk_plan *plan);
 void gk_spec_set(gk_plan *plan, gk_arg_kind kind, bool is_output, gk_dtype dtype,
                  int rank, const int64_t *shape);
 void gk_spec_allow_alias(gk_plan *plan, gk_arg_kind output, gk_arg_kind input);
+// Index argument `kind` holds values in 0 .. limit-1 (or `ignore`, when
+// has_ignore), checked by gk_plan_run for every backend.
+void gk_spec_indices(gk_plan *plan, gk_arg_kind kind, int64_t limit, bool has_ignore, int64_t ignore);
 // An op of one tensor to one of the same shape: forward X -> Y (Y may be X);
 // backward DY, `saved` (X or Y) -> DX (DX may be DY or `saved`).
 void gk_spec_unary(gk_plan *plan, gk_arg_kind saved);
@@ -77,26 +150,6 @@ void gk_spec_unary(gk_plan *plan, gk_arg_kind saved);
 // their gradients da, db (of dx; dx and dgate). vda, vdb may be NULL.
 void gk_gated_views(const gk_plan *plan, const gk_kernel_args a, gk_tensor *va, gk_tensor *vb,
                     gk_tensor *vda, gk_tensor *vdb);
-
-// Kernel tables, in order of preference (fastest first), per op and direction.
-// Each family defines its own, see src/ref and src/cpu.
-extern const gk_kernel gk_ref_activation_fwd, gk_ref_activation_bwd;
-extern const gk_kernel gk_ref_gated_fwd, gk_ref_gated_bwd;
-extern const gk_kernel gk_ref_norm_fwd, gk_ref_norm_bwd;
-extern const gk_kernel gk_cpu_activation_fwd, gk_cpu_activation_bwd;
-extern const gk_kernel gk_cpu_gated_fwd, gk_cpu_gated_bwd;
-extern const gk_kernel gk_cpu_norm_fwd, gk_cpu_norm_bwd;
-extern const gk_kernel gk_ref_linear_fwd, gk_ref_linear_bwd, gk_cpu_linear_fwd, gk_cpu_linear_bwd;
-extern const gk_kernel gk_ref_matmul_fwd, gk_ref_matmul_bwd, gk_cpu_matmul_fwd, gk_cpu_matmul_bwd;
-extern const gk_kernel gk_ref_softmax_fwd, gk_ref_softmax_bwd, gk_cpu_softmax_fwd, gk_cpu_softmax_bwd;
-extern const gk_kernel gk_ref_cross_entropy_fwd, gk_ref_cross_entropy_bwd;
-extern const gk_kernel gk_cpu_cross_entropy_fwd, gk_cpu_cross_entropy_bwd;
-extern const gk_kernel gk_ref_embedding_fwd, gk_ref_embedding_bwd, gk_cpu_embedding_fwd, gk_cpu_embedding_bwd;
-extern const gk_kernel gk_ref_rope_fwd, gk_ref_rope_bwd, gk_cpu_rope_fwd, gk_cpu_rope_bwd;
-extern const gk_kernel gk_ref_attention_fwd, gk_ref_attention_bwd, gk_cpu_attention_fwd, gk_cpu_attention_bwd;
-extern const gk_kernel gk_ref_binary_fwd, gk_ref_binary_bwd, gk_cpu_binary_fwd, gk_cpu_binary_bwd;
-extern const gk_kernel gk_ref_conv1d_fwd, gk_ref_conv1d_bwd, gk_cpu_conv1d_fwd, gk_cpu_conv1d_bwd;
-extern const gk_kernel gk_ref_scan_fwd, gk_ref_scan_bwd, gk_cpu_scan_fwd, gk_cpu_scan_bwd;
 
 // Checks of plan.c for entry points outside the plan API (optimizers): the
 // byte range [*lo, *hi) a tensor can touch (empty when it has no elements),
@@ -132,6 +185,12 @@ void gk_chunk_commit_f32(const gk_tensor *t, int64_t start, int64_t n, float *p,
 const double *gk_chunk_in_f64(const gk_tensor *t, int64_t start, int64_t n, double *buf);
 double *gk_chunk_out_f64(const gk_tensor *t, int64_t start, double *buf);
 void gk_chunk_commit_f64(const gk_tensor *t, int64_t start, int64_t n, double *p, const double *buf);
+
+// Element i (row-major flat index) of an i32 or i64 tensor.
+static inline int64_t gk_get_index(const gk_tensor *t, int64_t i) {
+  const char *p = (const char *)t->data + gk_tensor_offset(t, i) * (int64_t)gk_dtype_size(t->dtype);
+  return t->dtype == GK_I32 ? (int64_t) * (const int32_t *)p : *(const int64_t *)p;
+}
 
 // One element as double (reference kernels).
 double gk_get(const gk_tensor *t, int64_t i);

@@ -27,79 +27,33 @@ const char *gk_arg_name(gk_arg_kind kind) {
   return (unsigned)kind < GK_ARG_COUNT_ ? arg_names[kind] : "?";
 }
 
-const char *gk_backend_name(gk_backend backend) {
-  switch (backend) {
-  case GK_BACKEND_AUTO: return "auto";
-  case GK_BACKEND_REF: return "ref";
-  case GK_BACKEND_CPU: return "cpu";
-  case GK_BACKEND_CUDA: return "cuda";
-  }
-  return "?";
-}
-
 size_t gk_struct_size(const char *name) {
   static const struct { const char *name; size_t size; } sizes[] = {
       {"gk_tensor", sizeof(gk_tensor)},       {"gk_arg", sizeof(gk_arg)},
       {"gk_op_desc", sizeof(gk_op_desc)},     {"gk_plan_info", sizeof(gk_plan_info)},
-      {"gk_dlpack_tensor", sizeof(gk_dlpack_tensor)}};
+      {"gk_dlpack_tensor", sizeof(gk_dlpack_tensor)}, {"gk_backend_info", sizeof(gk_backend_info)}};
   for (size_t i = 0; name && i < sizeof sizes / sizeof *sizes; i++)
     if (!strcmp(name, sizes[i].name)) return sizes[i].size;
   return 0;
 }
 
-// ---------------------------------------------------------------- registry
+// ---------------------------------------------------------------- ops
 
-typedef struct gk_op_entry {
-  gk_describe_fn describe;
-  const gk_kernel *kernels[GK_BACKWARD + 1][2];  // per direction, fastest first
-} gk_op_entry;
-
-#define ACTIVATION {gk_describe_activation, {{&gk_cpu_activation_fwd, &gk_ref_activation_fwd}, \
-                                             {&gk_cpu_activation_bwd, &gk_ref_activation_bwd}}}
-#define GATED {gk_describe_gated, {{&gk_cpu_gated_fwd, &gk_ref_gated_fwd}, \
-                                   {&gk_cpu_gated_bwd, &gk_ref_gated_bwd}}}
-
-#define NORM {gk_describe_norm, {{&gk_cpu_norm_fwd, &gk_ref_norm_fwd}, {&gk_cpu_norm_bwd, &gk_ref_norm_bwd}}}
-#define CONV1D {gk_describe_conv1d, {{&gk_cpu_conv1d_fwd, &gk_ref_conv1d_fwd}, \
-                                     {&gk_cpu_conv1d_bwd, &gk_ref_conv1d_bwd}}}
-#define SCAN {gk_describe_scan, {{&gk_cpu_scan_fwd, &gk_ref_scan_fwd}, {&gk_cpu_scan_bwd, &gk_ref_scan_bwd}}}
-
-#define LINEAR {gk_describe_linear, {{&gk_cpu_linear_fwd, &gk_ref_linear_fwd}, {&gk_cpu_linear_bwd, &gk_ref_linear_bwd}}}
-#define MATMUL {gk_describe_matmul, {{&gk_cpu_matmul_fwd, &gk_ref_matmul_fwd}, {&gk_cpu_matmul_bwd, &gk_ref_matmul_bwd}}}
-#define SOFTMAX {gk_describe_softmax, {{&gk_cpu_softmax_fwd, &gk_ref_softmax_fwd}, {&gk_cpu_softmax_bwd, &gk_ref_softmax_bwd}}}
-#define CROSS_ENTROPY {gk_describe_cross_entropy, {{&gk_cpu_cross_entropy_fwd, &gk_ref_cross_entropy_fwd}, \
-                                                   {&gk_cpu_cross_entropy_bwd, &gk_ref_cross_entropy_bwd}}}
-#define EMBEDDING {gk_describe_embedding, {{&gk_cpu_embedding_fwd, &gk_ref_embedding_fwd}, \
-                                           {&gk_cpu_embedding_bwd, &gk_ref_embedding_bwd}}}
-#define ROPE {gk_describe_rope, {{&gk_cpu_rope_fwd, &gk_ref_rope_fwd}, {&gk_cpu_rope_bwd, &gk_ref_rope_bwd}}}
-#define ATTENTION {gk_describe_attention, {{&gk_cpu_attention_fwd, &gk_ref_attention_fwd}, \
-                                           {&gk_cpu_attention_bwd, &gk_ref_attention_bwd}}}
-#define BINARY {gk_describe_binary, {{&gk_cpu_binary_fwd, &gk_ref_binary_fwd}, {&gk_cpu_binary_bwd, &gk_ref_binary_bwd}}}
-
-static const gk_op_entry op_table[GK_OP_COUNT_] = {
-    [GK_OP_RELU] = ACTIVATION,
-    [GK_OP_GELU] = ACTIVATION,
-    [GK_OP_SILU] = ACTIVATION,
-    [GK_OP_SIGMOID] = ACTIVATION,
-    [GK_OP_SOFTPLUS] = ACTIVATION,
-    [GK_OP_GLU] = GATED,
-    [GK_OP_REGLU] = GATED,
-    [GK_OP_SWIGLU] = GATED,
-    [GK_OP_GEGLU] = GATED,
-    [GK_OP_RMSNORM] = NORM,
-    [GK_OP_LAYERNORM] = NORM,
-    [GK_OP_LINEAR] = LINEAR,
-    [GK_OP_MATMUL] = MATMUL,
-    [GK_OP_SOFTMAX] = SOFTMAX,
-    [GK_OP_LOG_SOFTMAX] = SOFTMAX,
-    [GK_OP_CROSS_ENTROPY] = CROSS_ENTROPY,
-    [GK_OP_EMBEDDING] = EMBEDDING,
-    [GK_OP_ROPE] = ROPE,
-    [GK_OP_ATTENTION] = ATTENTION,
-    [GK_OP_ADD] = BINARY,
-    [GK_OP_MUL] = BINARY,
-    [GK_OP_CONV1D] = CONV1D,
-    [GK_OP_SELECTIVE_SCAN] = SCAN,
+// Each op's description: option checks and the argument specs (the op's
+// semantics, the same for every backend). Kernels come from the backends.
+static const gk_describe_fn describe_op[GK_OP_COUNT_] = {
+    [GK_OP_RELU] = gk_describe_activation,       [GK_OP_GELU] = gk_describe_activation,
+    [GK_OP_SILU] = gk_describe_activation,       [GK_OP_SIGMOID] = gk_describe_activation,
+    [GK_OP_SOFTPLUS] = gk_describe_activation,   [GK_OP_GLU] = gk_describe_gated,
+    [GK_OP_REGLU] = gk_describe_gated,           [GK_OP_SWIGLU] = gk_describe_gated,
+    [GK_OP_GEGLU] = gk_describe_gated,           [GK_OP_RMSNORM] = gk_describe_norm,
+    [GK_OP_LAYERNORM] = gk_describe_norm,        [GK_OP_LINEAR] = gk_describe_linear,
+    [GK_OP_MATMUL] = gk_describe_matmul,         [GK_OP_SOFTMAX] = gk_describe_softmax,
+    [GK_OP_LOG_SOFTMAX] = gk_describe_softmax,   [GK_OP_CROSS_ENTROPY] = gk_describe_cross_entropy,
+    [GK_OP_EMBEDDING] = gk_describe_embedding,   [GK_OP_ROPE] = gk_describe_rope,
+    [GK_OP_ATTENTION] = gk_describe_attention,   [GK_OP_ADD] = gk_describe_binary,
+    [GK_OP_MUL] = gk_describe_binary,            [GK_OP_CONV1D] = gk_describe_conv1d,
+    [GK_OP_SELECTIVE_SCAN] = gk_describe_scan,
 };
 
 // ---------------------------------------------------------------- descriptions
@@ -182,6 +136,13 @@ void gk_spec_allow_alias(gk_plan *plan, gk_arg_kind output, gk_arg_kind input) {
   plan->args[output].alias_ok |= (uint64_t)1 << input;
 }
 
+void gk_spec_indices(gk_plan *plan, gk_arg_kind kind, int64_t limit, bool has_ignore, int64_t ignore) {
+  gk_arg_spec *s = &plan->args[kind];
+  s->index_limit = limit;
+  s->has_ignore = has_ignore;
+  s->ignore = ignore;
+}
+
 // Checks common to every op: enums, rank, dims, element count.
 static gk_status check_desc_common(const gk_op_desc *d) {
   if ((unsigned)d->op >= GK_OP_COUNT_)
@@ -192,8 +153,11 @@ static gk_status check_desc_common(const gk_op_desc *d) {
   if (d->dtype != GK_F32 && d->dtype != GK_F64 && d->dtype != GK_F16 && d->dtype != GK_BF16)
     return gk_fail(GK_ERR_BAD_DTYPE, "desc.dtype = %s (%d) is not a floating dtype (f32, f64, f16, bf16) for op %s",
                    gk_dtype_name(d->dtype), (int)d->dtype, gk_op_name(d->op));
-  if ((unsigned)d->backend > GK_BACKEND_CUDA)
-    return gk_fail(GK_ERR_INVALID_VALUE, "desc.backend = %d is not a gk_backend", (int)d->backend);
+  if (d->backend == GK_BACKEND_CUDA && !gk_backend_find(d->backend))
+    return gk_fail(GK_ERR_UNSUPPORTED, "desc.backend = cuda: this build of gradkern has no CUDA kernels");
+  if (d->backend != GK_BACKEND_AUTO && !gk_backend_find(d->backend))
+    return gk_fail(GK_ERR_INVALID_VALUE, "desc.backend = %d is not a registered backend (gradkern info lists them)",
+                   (int)d->backend);
   if (d->rank < 0 || d->rank > GK_MAX_RANK)
     return gk_fail(GK_ERR_BAD_RANK, "desc.rank = %d is outside 0..%d", d->rank, GK_MAX_RANK);
   int64_t numel = 1;
@@ -206,6 +170,45 @@ static gk_status check_desc_common(const gk_op_desc *d) {
   return GK_SUCCESS;
 }
 
+// Record why a kernel (or a whole backend, kernel NULL) passed over the plan.
+static void note_declined(gk_plan *plan, const gk_backend_table *b, const gk_kernel *k, const char *why) {
+  size_t used = strlen(plan->declined);
+  snprintf(plan->declined + used, sizeof plan->declined - used, "%s%s%s%s: %s", used ? "; " : "", b->name,
+           k ? "/" : "", k ? k->name : "", why);
+}
+
+// The first kernel, in backend order then each backend's order, that takes
+// the plan (desc.backend, when set, names the only backend to try).
+static bool select_kernel(gk_plan *plan) {
+  const gk_op_desc *d = &plan->desc;
+  const gk_backend_table *const *list;
+  int n = gk_backends(&list);
+  for (int i = 0; i < n; i++) {
+    const gk_backend_table *b = list[i];
+    if (d->backend != GK_BACKEND_AUTO && b->id != d->backend) continue;
+    const char *why = gk_backend_unavailable_reason(b);
+    const gk_kernel *const *kernels = b->kernels[d->op][d->direction];
+    if (why || !kernels) {
+      note_declined(plan, b, NULL, why ? why : "has no kernel for this op and direction");
+      continue;
+    }
+    for (const gk_kernel *const *k = kernels; *k; k++) {
+      why = (*k)->decline ? (*k)->decline(plan) : NULL;
+      if (why) {
+        note_declined(plan, b, *k, why);
+        continue;
+      }
+      plan->backend = b;
+      plan->kernel = *k;
+      if (!(*k)->init || (*k)->init(plan) == GK_SUCCESS) return true;
+      note_declined(plan, b, *k, gk_last_error());
+      plan->kernel = NULL;
+      plan->state = NULL;
+    }
+  }
+  return false;
+}
+
 gk_status gk_plan_create(const gk_op_desc *desc, gk_plan **out) {
   if (!out) return gk_fail(GK_ERR_NULL_POINTER, "gk_plan_create: argument 'plan' is NULL");
   *out = NULL;
@@ -215,27 +218,17 @@ gk_status gk_plan_create(const gk_op_desc *desc, gk_plan **out) {
   gk_plan *plan = calloc(1, sizeof *plan);
   if (!plan) return gk_fail(GK_ERR_OUT_OF_MEMORY, "gk_plan_create: could not allocate %zu bytes", sizeof *plan);
   plan->desc = *desc;
-  const gk_op_entry *entry = &op_table[desc->op];
-  s = entry->describe(plan);
+  s = describe_op[desc->op](plan);
   if (s != GK_SUCCESS) {
     free(plan);
     return s;
   }
-  if (desc->backend == GK_BACKEND_CUDA) {
+  if (!select_kernel(plan)) {
+    gk_fail(GK_ERR_UNSUPPORTED, "no %s kernel implements %s %s in %s: %s", gk_backend_name(desc->backend),
+            gk_op_name(desc->op), desc->direction == GK_FORWARD ? "forward" : "backward",
+            gk_dtype_name(desc->dtype), plan->declined[0] ? plan->declined : "no backend is registered");
     free(plan);
-    return gk_fail(GK_ERR_UNSUPPORTED, "desc.backend = cuda: this build of gradkern has no CUDA kernels");
-  }
-  for (int i = 0; i < 2 && !plan->kernel; i++) {
-    const gk_kernel *k = entry->kernels[desc->direction][i];
-    if (desc->backend != GK_BACKEND_AUTO && k->backend != desc->backend) continue;
-    if (k->supports && !k->supports(&plan->desc)) continue;
-    plan->kernel = k;
-  }
-  if (!plan->kernel) {
-    free(plan);
-    return gk_fail(GK_ERR_UNSUPPORTED, "no %s kernel implements %s %s in %s", gk_backend_name(desc->backend),
-                   gk_op_name(desc->op), desc->direction == GK_FORWARD ? "forward" : "backward",
-                   gk_dtype_name(desc->dtype));
+    return GK_ERR_UNSUPPORTED;
   }
   snprintf(plan->kernel_name, sizeof plan->kernel_name, "%s_%s__%s", gk_op_name(desc->op),
            desc->direction == GK_FORWARD ? "fwd" : "bwd", plan->kernel->name);
@@ -245,26 +238,21 @@ gk_status gk_plan_create(const gk_op_desc *desc, gk_plan **out) {
   return GK_SUCCESS;
 }
 
-void gk_plan_destroy(gk_plan *plan) { free(plan); }
+void gk_plan_destroy(gk_plan *plan) {
+  if (plan && plan->kernel->fini) plan->kernel->fini(plan);
+  free(plan);
+}
 
 gk_status gk_plan_get_info(const gk_plan *plan, gk_plan_info *info) {
   if (!plan || !info)
     return gk_fail(GK_ERR_NULL_POINTER, "gk_plan_get_info: argument '%s' is NULL", !plan ? "plan" : "info");
   const gk_kernel *k = plan->kernel;
-  bool f64 = plan->desc.dtype == GK_F64;
   memset(info, 0, sizeof *info);
   info->kernel = plan->kernel_name;
   info->backend = k->backend;
   info->isa = k->isa ? k->isa : gk_isa_name(gk_isa_level());
-  if (k->backend == GK_BACKEND_REF) {
-    info->math = f64 ? "f64 math" : "f64 math, rounded to nearest even on store";
-    info->accumulator = GK_F64;
-  } else {
-    info->math = f64 ? "f64 math" : plan->desc.dtype == GK_F32 ? "f32 math"
-                                                                : "f32 math, rounded to nearest even on store";
-    info->accumulator = f64 ? GK_F64 : GK_F32;
-  }
-  info->deterministic = 1;
+  plan->backend->precision(plan, info);
+  info->declined = plan->declined;
   gk_clear_error();
   return GK_SUCCESS;
 }
@@ -420,9 +408,9 @@ static gk_status check_tensor(const gk_plan *plan, gk_arg_kind kind, const gk_te
   if (t->dtype != s->dtype)
     return gk_fail(GK_ERR_BAD_DTYPE, "%s: argument '%s' has dtype %s (%d), the plan needs %s", op, name,
                    gk_dtype_name(t->dtype), (int)t->dtype, gk_dtype_name(s->dtype));
-  if (t->device != GK_DEVICE_CPU)
-    return gk_fail(GK_ERR_BAD_DEVICE, "%s: argument '%s' is on device %d, the %s kernel runs on the CPU", op, name,
-                   (int)t->device, plan->kernel->name);
+  if (t->device != plan->backend->device)
+    return gk_fail(GK_ERR_BAD_DEVICE, "%s: argument '%s' is on device %d, the plan's backend '%s' runs on device %d",
+                   op, name, (int)t->device, plan->backend->name, (int)plan->backend->device);
   if (t->rank != s->rank)
     return gk_fail(GK_ERR_BAD_RANK, "%s: argument '%s' has rank %d, the plan needs %d (shape %s)", op, name,
                    t->rank, s->rank, gk_format_shape(want, sizeof want, s->rank, s->shape));
@@ -492,6 +480,27 @@ static gk_status collect_args(const gk_plan *plan, const gk_arg *args, int nargs
   return GK_SUCCESS;
 }
 
+// Every index argument's values in range (found before anything is written).
+static gk_status check_index_values(const gk_plan *plan, const gk_kernel_args by_kind) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    const gk_arg_spec *s = &plan->args[k];
+    if (!s->used || s->index_limit <= 0) continue;
+    const gk_tensor *t = by_kind[k];
+    int64_t n = gk_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+      int64_t v = gk_get_index(t, i);
+      if ((s->has_ignore && v == s->ignore) || (v >= 0 && v < s->index_limit)) continue;
+      const char *op = gk_op_name(plan->desc.op), *name = gk_arg_name((gk_arg_kind)k);
+      if (s->has_ignore)
+        return gk_fail(GK_ERR_INVALID_VALUE, "%s: %s[%lld] = %lld is outside 0..%lld and is not ignore_index (%lld)",
+                       op, name, (long long)i, (long long)v, (long long)(s->index_limit - 1), (long long)s->ignore);
+      return gk_fail(GK_ERR_INVALID_VALUE, "%s: %s[%lld] = %lld is outside 0..%lld", op, name, (long long)i,
+                     (long long)v, (long long)(s->index_limit - 1));
+    }
+  }
+  return GK_SUCCESS;
+}
+
 gk_status gk_plan_check(const gk_plan *plan, const gk_arg *args, int nargs) {
   if (!plan) return gk_fail(GK_ERR_NULL_POINTER, "gk_plan_check: argument 'plan' is NULL");
   gk_kernel_args by_kind;
@@ -520,6 +529,8 @@ gk_status gk_plan_run(const gk_plan *plan, const gk_arg *args, int nargs, void *
     if (by_kind[k] && ranges_overlap(wr, tensor_range(by_kind[k])))
       return gk_fail(GK_ERR_ALIASING, "%s: workspace overlaps argument '%s'", gk_op_name(plan->desc.op),
                      gk_arg_name((gk_arg_kind)k));
+  s = check_index_values(plan, by_kind);
+  if (s != GK_SUCCESS) return s;
   s = plan->kernel->run(plan, by_kind, workspace);
   if (s == GK_SUCCESS) gk_clear_error();
   return s;

@@ -131,9 +131,7 @@ static gk_status cpu_gated_bwd(const gk_plan *plan, const gk_kernel_args a, void
   return ew_run(&j);
 }
 
-const gk_kernel gk_cpu_activation_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL,
-                                         cpu_activation_fwd};
-const gk_kernel gk_cpu_activation_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL,
-                                         cpu_activation_bwd};
-const gk_kernel gk_cpu_gated_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_gated_fwd};
-const gk_kernel gk_cpu_gated_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_gated_bwd};
+const gk_kernel gk_cpu_activation_fwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .run = cpu_activation_fwd};
+const gk_kernel gk_cpu_activation_bwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .run = cpu_activation_bwd};
+const gk_kernel gk_cpu_gated_fwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .run = cpu_gated_fwd};
+const gk_kernel gk_cpu_gated_bwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .run = cpu_gated_bwd};

@@ -510,7 +510,7 @@ static gk_status cpu_attention_bwd(const gk_plan *plan, const gk_kernel_args a, 
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_cpu_attention_fwd = {"cpu_flash", GK_BACKEND_CPU, NULL, NULL, cpu_attention_fwd_workspace,
-                                        cpu_attention_fwd};
-const gk_kernel gk_cpu_attention_bwd = {"cpu_flash", GK_BACKEND_CPU, NULL, NULL, cpu_attention_bwd_workspace,
-                                        cpu_attention_bwd};
+const gk_kernel gk_cpu_attention_fwd = {.name = "cpu_flash", .backend = GK_BACKEND_CPU, .workspace = cpu_attention_fwd_workspace,
+                                        .run = cpu_attention_fwd};
+const gk_kernel gk_cpu_attention_bwd = {.name = "cpu_flash", .backend = GK_BACKEND_CPU, .workspace = cpu_attention_bwd_workspace,
+                                        .run = cpu_attention_bwd};

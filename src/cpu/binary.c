@@ -196,5 +196,5 @@ static gk_status cpu_binary_bwd(const gk_plan *plan, const gk_kernel_args a, voi
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_cpu_binary_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_binary_fwd};
-const gk_kernel gk_cpu_binary_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_binary_bwd};
+const gk_kernel gk_cpu_binary_fwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .run = cpu_binary_fwd};
+const gk_kernel gk_cpu_binary_bwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .run = cpu_binary_bwd};

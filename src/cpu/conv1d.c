@@ -226,7 +226,7 @@ static gk_status cpu_conv1d_bwd(const gk_plan *plan, const gk_kernel_args a, voi
 static size_t cpu_conv1d_fwd_workspace(const gk_plan *plan) { return workspace_of(plan, false); }
 static size_t cpu_conv1d_bwd_workspace(const gk_plan *plan) { return workspace_of(plan, true); }
 
-const gk_kernel gk_cpu_conv1d_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, cpu_conv1d_fwd_workspace,
-                                     cpu_conv1d_fwd};
-const gk_kernel gk_cpu_conv1d_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, cpu_conv1d_bwd_workspace,
-                                     cpu_conv1d_bwd};
+const gk_kernel gk_cpu_conv1d_fwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .workspace = cpu_conv1d_fwd_workspace,
+                                     .run = cpu_conv1d_fwd};
+const gk_kernel gk_cpu_conv1d_bwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .workspace = cpu_conv1d_bwd_workspace,
+                                     .run = cpu_conv1d_bwd};

@@ -118,10 +118,10 @@ static gk_status cpu_linear_bwd(const gk_plan *plan, const gk_kernel_args a, voi
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_cpu_linear_fwd = {"cpu_gemm", GK_BACKEND_CPU, NULL, NULL,
-                                     cpu_linear_fwd_workspace, cpu_linear_fwd};
-const gk_kernel gk_cpu_linear_bwd = {"cpu_gemm", GK_BACKEND_CPU, NULL, NULL,
-                                     cpu_linear_bwd_workspace, cpu_linear_bwd};
+const gk_kernel gk_cpu_linear_fwd = {.name = "cpu_gemm", .backend = GK_BACKEND_CPU, .workspace = cpu_linear_fwd_workspace,
+                                     .run = cpu_linear_fwd};
+const gk_kernel gk_cpu_linear_bwd = {.name = "cpu_gemm", .backend = GK_BACKEND_CPU, .workspace = cpu_linear_bwd_workspace,
+                                     .run = cpu_linear_bwd};
 
 // ---------------------------------------------------------------- matmul
 
@@ -190,7 +190,7 @@ static gk_status cpu_matmul_bwd(const gk_plan *plan, const gk_kernel_args a, voi
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_cpu_matmul_fwd = {"cpu_gemm", GK_BACKEND_CPU, NULL, NULL,
-                                     cpu_matmul_fwd_workspace, cpu_matmul_fwd};
-const gk_kernel gk_cpu_matmul_bwd = {"cpu_gemm", GK_BACKEND_CPU, NULL, NULL,
-                                     cpu_matmul_bwd_workspace, cpu_matmul_bwd};
+const gk_kernel gk_cpu_matmul_fwd = {.name = "cpu_gemm", .backend = GK_BACKEND_CPU, .workspace = cpu_matmul_fwd_workspace,
+                                     .run = cpu_matmul_fwd};
+const gk_kernel gk_cpu_matmul_bwd = {.name = "cpu_gemm", .backend = GK_BACKEND_CPU, .workspace = cpu_matmul_bwd_workspace,
+                                     .run = cpu_matmul_bwd};

@@ -331,5 +331,6 @@ static size_t cpu_norm_bwd_workspace(const gk_plan *plan) {
   return (size_t)(backward_groups(j.rows) * j.nparams * j.C) * acc;
 }
 
-const gk_kernel gk_cpu_norm_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_norm_fwd};
-const gk_kernel gk_cpu_norm_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, cpu_norm_bwd_workspace, cpu_norm_bwd};
+const gk_kernel gk_cpu_norm_fwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .run = cpu_norm_fwd};
+const gk_kernel gk_cpu_norm_bwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .workspace = cpu_norm_bwd_workspace,
+                                   .run = cpu_norm_bwd};

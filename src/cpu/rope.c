@@ -211,5 +211,7 @@ static gk_status cpu_rope_bwd(const gk_plan *plan, const gk_kernel_args a, void 
   return cpu_rope(plan, a[GK_ARG_DY], a[GK_ARG_DX], -1.0, ws);
 }
 
-const gk_kernel gk_cpu_rope_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, cpu_rope_workspace, cpu_rope_fwd};
-const gk_kernel gk_cpu_rope_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, cpu_rope_workspace, cpu_rope_bwd};
+const gk_kernel gk_cpu_rope_fwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .workspace = cpu_rope_workspace,
+                                   .run = cpu_rope_fwd};
+const gk_kernel gk_cpu_rope_bwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .workspace = cpu_rope_workspace,
+                                   .run = cpu_rope_bwd};

@@ -295,5 +295,7 @@ static gk_status cpu_scan_bwd(const gk_plan *plan, const gk_kernel_args a, void 
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_cpu_scan_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, cpu_scan_workspace, cpu_scan_fwd};
-const gk_kernel gk_cpu_scan_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, cpu_scan_workspace, cpu_scan_bwd};
+const gk_kernel gk_cpu_scan_fwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .workspace = cpu_scan_workspace,
+                                   .run = cpu_scan_fwd};
+const gk_kernel gk_cpu_scan_bwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .workspace = cpu_scan_workspace,
+                                   .run = cpu_scan_bwd};

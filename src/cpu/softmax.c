@@ -143,5 +143,5 @@ static gk_status cpu_softmax_bwd(const gk_plan *plan, const gk_kernel_args a, vo
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_cpu_softmax_fwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_softmax_fwd};
-const gk_kernel gk_cpu_softmax_bwd = {"cpu_threads", GK_BACKEND_CPU, NULL, NULL, NULL, cpu_softmax_bwd};
+const gk_kernel gk_cpu_softmax_fwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .run = cpu_softmax_fwd};
+const gk_kernel gk_cpu_softmax_bwd = {.name = "cpu_threads", .backend = GK_BACKEND_CPU, .run = cpu_softmax_bwd};

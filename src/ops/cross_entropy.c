@@ -11,23 +11,10 @@ gk_status gk_check_index_dtype(const gk_op_desc *d) {
   return GK_SUCCESS;
 }
 
-gk_status gk_check_indices(const char *op, const char *name, const gk_tensor *t, int64_t limit, bool has_ignore,
-                           int64_t ignore, int64_t *used) {
+int64_t gk_count_not_ignored(const gk_tensor *t, int64_t ignore) {
   int64_t n = gk_tensor_numel(t), count = 0;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t v = gk_get_index(t, i);
-    if (has_ignore && v == ignore) continue;
-    if (v < 0 || v >= limit) {
-      if (has_ignore)
-        return gk_fail(GK_ERR_INVALID_VALUE, "%s: %s[%lld] = %lld is outside 0..%lld and is not ignore_index (%lld)",
-                       op, name, (long long)i, (long long)v, (long long)(limit - 1), (long long)ignore);
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s: %s[%lld] = %lld is outside 0..%lld", op, name, (long long)i,
-                     (long long)v, (long long)(limit - 1));
-    }
-    count++;
-  }
-  *used = count;
-  return GK_SUCCESS;
+  for (int64_t i = 0; i < n; i++) count += gk_get_index(t, i) != ignore;
+  return count;
 }
 
 // LOGITS (..., V), TARGET (...), LOSS and DLOSS scalars.
@@ -54,6 +41,7 @@ gk_status gk_describe_cross_entropy(gk_plan *plan) {
   gk_dtype stat = d->dtype == GK_F64 ? GK_F64 : GK_F32;
   gk_spec_set(plan, GK_ARG_LOGITS, false, d->dtype, d->rank, d->shape);
   gk_spec_set(plan, GK_ARG_TARGET, false, d->index_dtype, d->rank - 1, d->shape);
+  gk_spec_indices(plan, GK_ARG_TARGET, d->shape[d->rank - 1], true, d->ce.ignore_index);
   bool grad = d->direction == GK_BACKWARD || d->ce.fused_grad;
   if (d->direction == GK_FORWARD) gk_spec_set(plan, GK_ARG_LOSS, true, stat, 0, NULL);
   else gk_spec_set(plan, GK_ARG_DLOSS, false, stat, 0, NULL);

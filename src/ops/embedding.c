@@ -27,6 +27,7 @@ gk_status gk_describe_embedding(gk_plan *plan) {
   if (__builtin_mul_overflow(V, D, &n) || n > (INT64_MAX >> 4))
     return gk_fail(GK_ERR_BAD_SHAPE, "embedding: the element count of weight overflows");
   gk_spec_set(plan, GK_ARG_INDEX, false, d->index_dtype, d->rank, d->shape);
+  gk_spec_indices(plan, GK_ARG_INDEX, d->embedding.num_embeddings, false, 0);
   if (d->direction == GK_FORWARD) {
     gk_spec_set(plan, GK_ARG_WEIGHT, false, d->dtype, 2, w);
     gk_spec_set(plan, GK_ARG_Y, true, d->dtype, d->rank + 1, y);

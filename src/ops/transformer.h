@@ -8,17 +8,9 @@
 // A view of t with dimension `dim` moved to the end (others keep their order).
 gk_tensor gk_tensor_move_dim_last(const gk_tensor *t, int dim);
 
-// Element i (row-major flat index) of an i32 or i64 tensor.
-static inline int64_t gk_get_index(const gk_tensor *t, int64_t i) {
-  const char *p = (const char *)t->data + gk_tensor_offset(t, i) * (int64_t)gk_dtype_size(t->dtype);
-  return t->dtype == GK_I32 ? (int64_t) * (const int32_t *)p : *(const int64_t *)p;
-}
-
-// Check that every element of index tensor t (argument `name` of op `op`) is
-// in 0 .. limit-1, or equals `ignore` when has_ignore. *used counts those
-// that are not ignored. GK_ERR_INVALID_VALUE names the first bad element.
-gk_status gk_check_indices(const char *op, const char *name, const gk_tensor *t, int64_t limit, bool has_ignore,
-                           int64_t ignore, int64_t *used);
+// The number of elements of target tensor t that are not `ignore` (the rows
+// a mean cross-entropy divides by; the values were checked by gk_plan_run).
+int64_t gk_count_not_ignored(const gk_tensor *t, int64_t ignore);
 // RoPE: the position of row r of x seen as (rows, Dh), and the angle of
 // pair i at position p (f64).
 int64_t gk_rope_position(const gk_op_desc *d, int64_t r);

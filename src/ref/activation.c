@@ -22,10 +22,10 @@ static gk_status ref_activation_bwd(const gk_plan *plan, const gk_kernel_args a,
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_ref_activation_fwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL,
-                                         ref_activation_fwd};
-const gk_kernel gk_ref_activation_bwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL,
-                                         ref_activation_bwd};
+const gk_kernel gk_ref_activation_fwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar",
+                                         .run = ref_activation_fwd};
+const gk_kernel gk_ref_activation_bwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar",
+                                         .run = ref_activation_bwd};
 
 // a, b -> y = a * act(b)
 static gk_status ref_gated_fwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
@@ -53,5 +53,5 @@ static gk_status ref_gated_bwd(const gk_plan *plan, const gk_kernel_args a, void
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_ref_gated_fwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_gated_fwd};
-const gk_kernel gk_ref_gated_bwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_gated_bwd};
+const gk_kernel gk_ref_gated_fwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar", .run = ref_gated_fwd};
+const gk_kernel gk_ref_gated_bwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar", .run = ref_gated_bwd};

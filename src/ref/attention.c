@@ -108,5 +108,7 @@ static size_t ref_bwd_workspace(const gk_plan *plan) {
   return (size_t)(4 * r.nq + 4 * r.nkv + r.B * r.H * r.T) * sizeof(double);
 }
 
-const gk_kernel gk_ref_attention_fwd = {"ref", GK_BACKEND_REF, "scalar", NULL, ref_fwd_workspace, ref_attention_fwd};
-const gk_kernel gk_ref_attention_bwd = {"ref", GK_BACKEND_REF, "scalar", NULL, ref_bwd_workspace, ref_attention_bwd};
+const gk_kernel gk_ref_attention_fwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar", .workspace = ref_fwd_workspace,
+                                        .run = ref_attention_fwd};
+const gk_kernel gk_ref_attention_bwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar", .workspace = ref_bwd_workspace,
+                                        .run = ref_attention_bwd};

@@ -57,5 +57,7 @@ static size_t ref_binary_bwd_workspace(const gk_plan *plan) {
   return (size_t)(n + m) * sizeof(double);
 }
 
-const gk_kernel gk_ref_binary_fwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_binary_fwd};
-const gk_kernel gk_ref_binary_bwd = {"ref", GK_BACKEND_REF, "scalar", NULL, ref_binary_bwd_workspace, ref_binary_bwd};
+const gk_kernel gk_ref_binary_fwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar",
+                                     .run = ref_binary_fwd};
+const gk_kernel gk_ref_binary_bwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar", .workspace = ref_binary_bwd_workspace,
+                                     .run = ref_binary_bwd};

@@ -97,5 +97,7 @@ static size_t ref_conv1d_bwd_workspace(const gk_plan *plan) {
   return (size_t)(s.L + s.W) * sizeof(double);
 }
 
-const gk_kernel gk_ref_conv1d_fwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_conv1d_fwd};
-const gk_kernel gk_ref_conv1d_bwd = {"ref", GK_BACKEND_REF, "scalar", NULL, ref_conv1d_bwd_workspace, ref_conv1d_bwd};
+const gk_kernel gk_ref_conv1d_fwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar",
+                                     .run = ref_conv1d_fwd};
+const gk_kernel gk_ref_conv1d_bwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar", .workspace = ref_conv1d_bwd_workspace,
+                                     .run = ref_conv1d_bwd};

@@ -12,11 +12,11 @@
 
 typedef struct ce_rows { int64_t rows, V, used; } ce_rows;
 
-static gk_status ce_prepare(const gk_plan *plan, const gk_kernel_args a, ce_rows *c) {
+static ce_rows ce_rows_of(const gk_plan *plan, const gk_kernel_args a) {
   const gk_op_desc *d = &plan->desc;
-  c->V = d->shape[d->rank - 1];
-  c->rows = gk_tensor_numel(a[GK_ARG_LOGITS]) / c->V;
-  return gk_check_indices("cross_entropy", "target", a[GK_ARG_TARGET], c->V, true, d->ce.ignore_index, &c->used);
+  ce_rows c = {0, d->shape[d->rank - 1], gk_count_not_ignored(a[GK_ARG_TARGET], d->ce.ignore_index)};
+  c.rows = gk_tensor_numel(a[GK_ARG_LOGITS]) / c.V;
+  return c;
 }
 
 // The gradient of one row into dlogits (which may be the logits themselves).
@@ -40,9 +40,7 @@ static double row_lse(const gk_tensor *x, int64_t V) {
 
 static gk_status ref_ce_run(const gk_plan *plan, const gk_kernel_args a, double dloss) {
   const gk_op_desc *d = &plan->desc;
-  ce_rows c;
-  gk_status st = ce_prepare(plan, a, &c);
-  if (st != GK_SUCCESS) return st;
+  ce_rows c = ce_rows_of(plan, a);
   bool mean = d->ce.reduction == GK_REDUCTION_MEAN;
   double eps = d->ce.label_smoothing, g = mean ? (c.used ? dloss / (double)c.used : 0.0) : dloss, total = 0;
   const gk_tensor *dl = a[GK_ARG_DLOGITS];
@@ -73,5 +71,7 @@ static gk_status ref_cross_entropy_bwd(const gk_plan *plan, const gk_kernel_args
   return ref_ce_run(plan, a, gk_get(a[GK_ARG_DLOSS], 0));
 }
 
-const gk_kernel gk_ref_cross_entropy_fwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_cross_entropy_fwd};
-const gk_kernel gk_ref_cross_entropy_bwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_cross_entropy_bwd};
+const gk_kernel gk_ref_cross_entropy_fwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar",
+                                            .run = ref_cross_entropy_fwd};
+const gk_kernel gk_ref_cross_entropy_bwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar",
+                                            .run = ref_cross_entropy_bwd};

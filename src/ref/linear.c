@@ -58,8 +58,10 @@ static gk_status ref_linear_bwd(const gk_plan *plan, const gk_kernel_args a, voi
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_ref_linear_fwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_linear_fwd};
-const gk_kernel gk_ref_linear_bwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_linear_bwd};
+const gk_kernel gk_ref_linear_fwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar",
+                                     .run = ref_linear_fwd};
+const gk_kernel gk_ref_linear_bwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar",
+                                     .run = ref_linear_bwd};
 
 typedef struct mm_shape {
   int64_t batch, M, K, N;
@@ -123,5 +125,7 @@ static gk_status ref_matmul_bwd(const gk_plan *plan, const gk_kernel_args a, voi
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_ref_matmul_fwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_matmul_fwd};
-const gk_kernel gk_ref_matmul_bwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_matmul_bwd};
+const gk_kernel gk_ref_matmul_fwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar",
+                                     .run = ref_matmul_fwd};
+const gk_kernel gk_ref_matmul_bwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar",
+                                     .run = ref_matmul_bwd};

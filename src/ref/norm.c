@@ -99,5 +99,6 @@ static size_t ref_norm_bwd_workspace(const gk_plan *plan) {
   return (size_t)(nparams * shape_of(plan).C) * sizeof(double);
 }
 
-const gk_kernel gk_ref_norm_fwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_norm_fwd};
-const gk_kernel gk_ref_norm_bwd = {"ref", GK_BACKEND_REF, "scalar", NULL, ref_norm_bwd_workspace, ref_norm_bwd};
+const gk_kernel gk_ref_norm_fwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar", .run = ref_norm_fwd};
+const gk_kernel gk_ref_norm_bwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar", .workspace = ref_norm_bwd_workspace,
+                                   .run = ref_norm_bwd};

@@ -34,5 +34,5 @@ static gk_status ref_rope_bwd(const gk_plan *plan, const gk_kernel_args a, void 
   return ref_rope(plan, a[GK_ARG_DY], a[GK_ARG_DX], -1.0);
 }
 
-const gk_kernel gk_ref_rope_fwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_rope_fwd};
-const gk_kernel gk_ref_rope_bwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_rope_bwd};
+const gk_kernel gk_ref_rope_fwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar", .run = ref_rope_fwd};
+const gk_kernel gk_ref_rope_bwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar", .run = ref_rope_bwd};

@@ -182,5 +182,7 @@ static size_t ref_scan_bwd_workspace(const gk_plan *plan) {
   return (size_t)n * sizeof(double);
 }
 
-const gk_kernel gk_ref_scan_fwd = {"ref", GK_BACKEND_REF, "scalar", NULL, ref_scan_fwd_workspace, ref_scan_fwd};
-const gk_kernel gk_ref_scan_bwd = {"ref", GK_BACKEND_REF, "scalar", NULL, ref_scan_bwd_workspace, ref_scan_bwd};
+const gk_kernel gk_ref_scan_fwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar", .workspace = ref_scan_fwd_workspace,
+                                   .run = ref_scan_fwd};
+const gk_kernel gk_ref_scan_bwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar", .workspace = ref_scan_bwd_workspace,
+                                   .run = ref_scan_bwd};

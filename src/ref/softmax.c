@@ -50,5 +50,7 @@ static gk_status ref_softmax_bwd(const gk_plan *plan, const gk_kernel_args a, vo
   return GK_SUCCESS;
 }
 
-const gk_kernel gk_ref_softmax_fwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_softmax_fwd};
-const gk_kernel gk_ref_softmax_bwd = {"ref", GK_BACKEND_REF, "scalar", NULL, NULL, ref_softmax_bwd};
+const gk_kernel gk_ref_softmax_fwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar",
+                                      .run = ref_softmax_fwd};
+const gk_kernel gk_ref_softmax_bwd = {.name = "ref", .backend = GK_BACKEND_REF, .isa = "scalar",
+                                      .run = ref_softmax_bwd};
