@@ -51,6 +51,11 @@ typedef struct bench {
   limits lim;
   int first_row;
   int failures;
+  // The naming pass (before anything is measured): every benchmark only
+  // adds its name to `names` ("rmsnorm, linear, ...") and notes whether
+  // --op matches it.
+  int naming, matched;
+  char names[512];
 } bench;
 
 // ---------------------------------------------------------------- limits
@@ -229,7 +234,18 @@ static void emit(bench *bn, const row *r) {
   }
 }
 
-static int wanted(const bench *bn, const char *op) { return !bn->opt.only || !strcmp(bn->opt.only, op); }
+// Whether to measure the benchmark `op`; in the naming pass, never (its name is noted).
+static int wanted(bench *bn, const char *op) {
+  int match = !bn->opt.only || !strcmp(bn->opt.only, op);
+  if (!bn->naming) return match;
+  bn->matched |= match;
+  size_t len = strlen(bn->names), n = strlen(op);
+  int listed = 0;
+  for (const char *p = bn->names; (p = strstr(p, op)) != NULL; p += n)
+    listed |= (p == bn->names || p[-1] == ' ') && (p[n] == ',' || !p[n]);
+  if (!listed) snprintf(bn->names + len, sizeof bn->names - len, "%s%s", len ? ", " : "", op);
+  return 0;
+}
 
 // Runs fn(ctx) once to warm up, then up to opt.repeat times (fewer when a
 // run is slow); the median in ms, or -1 when a run fails.
@@ -629,7 +645,7 @@ int gk_cmd_bench(int argc, char **argv) {
     else if (!strcmp(argv[i], "--quick")) bn.opt.quick = 1;
     else if (!strcmp(argv[i], "--op") || !strcmp(argv[i], "--repeat")) {
       if (i + 1 >= argc) {
-        fprintf(stderr, "gradkern bench: %s needs a value\n%s", argv[i], bench_usage);
+        fprintf(stderr, "gradkern bench: %s needs a value (see gradkern bench --help)\n", argv[i]);
         return 2;
       }
       if (argv[i][2] == 'o') bn.opt.only = argv[++i];
@@ -646,11 +662,22 @@ int gk_cmd_bench(int argc, char **argv) {
       fputs(bench_usage, stdout);
       return 0;
     } else {
-      fprintf(stderr, "gradkern bench: unknown option '%s'\n%s", argv[i], bench_usage);
+      fprintf(stderr, "gradkern bench: unknown option '%s' (see gradkern bench --help)\n", argv[i]);
       return 2;
     }
   }
   bn.opt.repeat = repeat ? repeat : bn.opt.quick ? 3 : 10;
+  // Check --op against the benchmarks' names before measuring anything.
+  bn.naming = 1;
+  bench_ops(&bn);
+  bench_adamw(&bn);
+  bench_train(&bn, GK_ARCH_MAMBA);
+  bench_train(&bn, GK_ARCH_LLAMA);
+  bn.naming = 0;
+  if (!bn.matched) {
+    fprintf(stderr, "gradkern bench: --op '%s' matches no benchmark; the names are: %s\n", bn.opt.only, bn.names);
+    return 2;
+  }
   const char *gemm_ops[] = {"linear", "matmul", "attention"};
   int need_gemm = !bn.opt.only;
   for (size_t i = 0; i < 3; i++) need_gemm |= bn.opt.only && !strcmp(bn.opt.only, gemm_ops[i]);
@@ -677,9 +704,5 @@ int gk_cmd_bench(int argc, char **argv) {
   bench_train(&bn, GK_ARCH_MAMBA);
   bench_train(&bn, GK_ARCH_LLAMA);
   if (bn.opt.json) printf("\n]\n");
-  if (bn.first_row) {
-    fprintf(stderr, "gradkern bench: --op '%s' matches no benchmark\n", bn.opt.only ? bn.opt.only : "");
-    return 2;
-  }
   return bn.failures ? 1 : 0;
 }
