@@ -24,6 +24,9 @@ static const char *bench_usage =
     "               rows slower than a few seconds run fewer\n"
     "  --quick      fewer repeats and a smaller time budget per row\n";
 
+// "s" after a count other than 1: "%d thread%s".
+static const char *plural(long long n) { return n == 1 ? "" : "s"; }
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -139,8 +142,8 @@ static void measure_sgemm(limits *l, int quick) {
   void (*set_threads)(int) = (void (*)(int))(size_t)dlsym(h, "openblas_set_num_threads");
   char *(*core)(void) = (char *(*)(void))(size_t)dlsym(h, "openblas_get_corename");
   if (set_threads) set_threads(gk_get_num_threads());
-  snprintf(l->blas, sizeof l->blas, "OpenBLAS sgemm, core %s, %d threads (OPENBLAS_CORETYPE=%s)",
-           core ? core() : "?", gk_get_num_threads(), getenv("OPENBLAS_CORETYPE"));
+  snprintf(l->blas, sizeof l->blas, "OpenBLAS sgemm, core %s, %d thread%s (OPENBLAS_CORETYPE=%s)",
+           core ? core() : "?", gk_get_num_threads(), plural(gk_get_num_threads()), getenv("OPENBLAS_CORETYPE"));
   const int M = 4096, K = 2048, N = 5632, reps = quick ? 1 : 3;
   float *x = aligned_alloc(64, (size_t)M * K * 4), *w = aligned_alloc(64, (size_t)N * K * 4),
         *y = aligned_alloc(64, (size_t)M * N * 4);
@@ -689,8 +692,8 @@ int gk_cmd_bench(int argc, char **argv) {
     fprintf(stderr, "gradkern bench: triad %.1f GB/s; matrix products: %s\n", bn.lim.triad_gb_s, bn.lim.blas);
     printf("[\n");
   } else {
-    printf("gradkern bench: %d threads, median of up to %d runs after a warm-up\n", gk_get_num_threads(),
-           bn.opt.repeat);
+    printf("gradkern bench: %d thread%s, median of up to %d run%s after a warm-up\n", gk_get_num_threads(),
+           plural(gk_get_num_threads()), bn.opt.repeat, plural(bn.opt.repeat));
     printf("limits: triad (a = b + s c, 3 x 64 MiB f32, 2 threads) %.1f GB/s; ", bn.lim.triad_gb_s);
     if (bn.lim.sgemm_fwd > 0)
       printf("%s: %.1f GFLOP/s at 4096x2048 @ 2048x5632, %.1f for its two backward products\n", bn.lim.blas,

@@ -106,6 +106,9 @@ static gk_status load_text_model(const char *path, gk_model *m, int *seq_len) {
   return s;
 }
 
+// "s" after a count other than 1: "%zu byte%s".
+static const char *plural(size_t n) { return n == 1 ? "" : "s"; }
+
 static int fail(const char *what) {
   fprintf(stderr, "gradkern sample: %s: %s\n", what, gk_last_error());
   return 1;
@@ -164,8 +167,8 @@ int gk_cmd_sample(int argc, char **argv) {
   if (a.threads > 0 && gk_set_num_threads(a.threads) != GK_SUCCESS) return fail("--threads");
   size_t prompt_len = strlen(a.prompt);
   if (prompt_len > (size_t)(INT_MAX - a.tokens)) {
-    fprintf(stderr, "gradkern sample: --prompt of %zu bytes and --tokens %d make too long a sequence\n", prompt_len,
-            a.tokens);
+    fprintf(stderr, "gradkern sample: --prompt of %zu byte%s and --tokens %d make too long a sequence\n", prompt_len,
+            plural(prompt_len), a.tokens);
     return 2;
   }
   gk_model m;
@@ -182,13 +185,14 @@ int gk_cmd_sample(int argc, char **argv) {
   int rc = 0;
   int32_t *prompt = malloc(sizeof *prompt * prompt_len);
   if (!prompt) {
-    fprintf(stderr, "gradkern sample: no memory for a prompt of %zu bytes\n", prompt_len);
+    fprintf(stderr, "gradkern sample: no memory for a prompt of %zu byte%s\n", prompt_len, plural(prompt_len));
     rc = 1;
   }
   for (size_t i = 0; rc == 0 && i < prompt_len; i++) prompt[i] = (unsigned char)a.prompt[i];
   if (rc == 0 && gk_gen_create(&m, seq_len, &g) != GK_SUCCESS) rc = fail("setup");
   progress pr = {isatty(fileno(stderr)) && !isatty(fileno(stdout)), gk_now(), -1};
-  if (rc == 0 && pr.on) fprintf(stderr, "gradkern sample: reading the prompt (%zu bytes)\033[K", prompt_len);
+  if (rc == 0 && pr.on)
+    fprintf(stderr, "gradkern sample: reading the prompt (%zu byte%s)\033[K", prompt_len, plural(prompt_len));
   gk_rng rng;
   gk_rng_seed(&rng, a.seed);
   const float *logits = NULL;

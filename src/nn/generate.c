@@ -222,7 +222,7 @@ static gk_status mamba_create(gk_gen *g) {
   int64_t E = (int64_t)c->expand * c->d_model, N = c->d_state, W = c->d_conv;
   gk_status s;
   g->ml = calloc((size_t)c->n_layers, sizeof *g->ml);
-  if (!g->ml) return gk_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for %d layers", c->n_layers);
+  if (!g->ml) return gk_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for the state of the layers");
   for (int l = 0; l < c->n_layers; l++) {
     mamba_layer *L = &g->ml[l];
     for (int k = 0; k < 2; k++)
@@ -245,7 +245,7 @@ static gk_status llama_create(gk_gen *g) {
     return s;
   g->window = window;
   g->ll = calloc((size_t)c->n_layers, sizeof *g->ll);
-  if (!g->ll) return gk_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for %d layers", c->n_layers);
+  if (!g->ll) return gk_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for the state of the layers");
   for (int l = 0; l < c->n_layers; l++) {
     int64_t n = G * g->max_len * Dh;
     if ((s = fresh(&g->mem, n, &g->ll[l].k)) || (s = fresh(&g->mem, n, &g->ll[l].v))) return s;
@@ -557,14 +557,14 @@ static gk_status check_tokens(const gk_gen *g, const int32_t *tokens, int n, con
       return gk_fail(GK_ERR_INVALID_VALUE, "%s: token %d (at %d) is outside the vocabulary 0..%lld", fn, (int)tokens[i],
                      i, (long long)V - 1);
   if (n > INT_MAX - g->fed)
-    return gk_fail(GK_ERR_INVALID_VALUE, "%s: %d tokens after %d make more than %d", fn, n, g->fed, INT_MAX);
+    return gk_fail(GK_ERR_INVALID_VALUE, "%s: feeding %d after %d would pass %d tokens", fn, n, g->fed, INT_MAX);
   return GK_SUCCESS;
 }
 
 gk_status gk_gen_prompt(gk_gen *g, const int32_t *tokens, int n, const float **logits) {
   if (!g || !tokens || !logits) return gk_fail(GK_ERR_NULL_POINTER, "gk_gen_prompt: state, tokens or logits is NULL");
   *logits = NULL;
-  if (n < 1) return gk_fail(GK_ERR_INVALID_VALUE, "gk_gen_prompt: n = %d tokens; must be >= 1", n);
+  if (n < 1) return gk_fail(GK_ERR_INVALID_VALUE, "gk_gen_prompt: n = %d; a prompt has at least 1 token", n);
   gk_status s = check_tokens(g, tokens, n, "gk_gen_prompt");
   if (s != GK_SUCCESS) return s;
   if (g->m->cfg.arch == GK_ARCH_MAMBA) {

@@ -1,6 +1,7 @@
 """The gradkern command's own options and messages: --version is the
 library's version; info --help; an unknown command or option gets one hint;
-bench checks --op against its benchmarks' names before measuring anything.
+bench checks --op against its benchmarks' names before measuring anything,
+and counts one thread and one run in the singular.
 
 Run through ctest (GRADKERN_BIN is the gradkern command it built)."""
 import os
@@ -45,3 +46,10 @@ def test_bench_op_checked_first():
     assert "--op 'rmsnorn' matches no benchmark" in err
     for name in ("rmsnorm", "linear", "adamw", "train_mamba", "train_llama", "selective_scan"):
         assert name in err
+
+
+def test_bench_counts_are_grammatical():
+    r = subprocess.run([BIN, "bench", "--quick", "--op", "rmsnorm", "--repeat", "1"], capture_output=True,
+                       timeout=300, env=dict(os.environ, GK_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"gradkern bench: 1 thread, median of up to 1 run after a warm-up" in r.stdout, r.stdout

@@ -155,5 +155,6 @@ def test_progress_on_a_terminal_only(checkpoint):
         os.close(master)
     assert r.returncode == 0 and len(r.stdout) == 50
     assert b"50/50 bytes" in seen and b"bytes/s" in seen, seen
+    assert b"reading the prompt (1 byte)" in seen, seen  # the default prompt, a newline
     plain = run("sample", "--checkpoint", str(checkpoint), "--tokens", "50", "--temperature", "0")
     assert plain.stdout == r.stdout and not plain.stderr
