@@ -39,8 +39,8 @@ typedef struct pass {
   gk_plan *in, *conv, *xproj, *dtproj, *scan, *out;   // Mamba
   gk_plan *qkv, *o, *ug, *swiglu, *down;              // LLaMA
   float *h, *hn, *rstd, *o_out;                       // (n, D), (n, D), (n), (n, D)
-  // Mamba: (n, 2E), (n, E), (n, R + 2N), (n, E), (n, E) zeros (the delta of
-  // the model without selection), (n, E), (1, E, nchunks, N).
+  // Mamba: (n, 2E), (n, E), (n, R + 2N) and (n, E) with selection, (n, E)
+  // zeros (the delta without selection), (n, E), (1, E, nchunks, N).
   float *xz, *xc, *dbl, *dt, *zeros, *y, *chunk;
   // LLaMA: (n, Q3), (n, H Dh) after RoPE, (n, H Dh), (1, H, n), (n, 2F), (n, F).
   float *qkvb, *q, *att, *lse, *ugb, *act;
@@ -158,11 +158,14 @@ static gk_status mamba_pass_create(const gk_model_config *c, pass *ps) {
   if ((s = gk_plan_create(&d, &ps->scan)) != GK_SUCCESS) return s;
   d = gk_desc_linear(GK_FORWARD, n, E, D);
   if ((s = gk_plan_create(&d, &ps->out)) != GK_SUCCESS) return s;
-  if ((s = fresh(b, n * 2 * E, &ps->xz)) || (s = fresh(b, n * E, &ps->xc)) ||
-      (s = fresh(b, n * (R + 2 * N), &ps->dbl)) || (s = fresh(b, n * E, &ps->dt)) ||
-      (s = fresh(b, n * E, &ps->zeros)) || (s = fresh(b, n * E, &ps->y)) ||
+  if ((s = fresh(b, n * 2 * E, &ps->xz)) || (s = fresh(b, n * E, &ps->xc)) || (s = fresh(b, n * E, &ps->y)) ||
       (s = fresh(b, E * nchunks(n) * N, &ps->chunk)))
     return s;
+  if (c->selection) {
+    if ((s = fresh(b, n * (R + 2 * N), &ps->dbl)) || (s = fresh(b, n * E, &ps->dt))) return s;
+  } else if ((s = fresh(b, n * E, &ps->zeros)) != GK_SUCCESS) {
+    return s;
+  }
   return GK_SUCCESS;
 }
 
