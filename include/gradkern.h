@@ -38,9 +38,20 @@
 extern "C" {
 #endif
 
+// The version, kept here only: CMakeLists.txt reads these three lines for
+// project(VERSION), and gk_version() returns GK_VERSION_STRING.
 #define GK_VERSION_MAJOR 0
 #define GK_VERSION_MINOR 1
 #define GK_VERSION_PATCH 0
+#define GK_VERSION_STR_(x) #x
+#define GK_VERSION_STR(x) GK_VERSION_STR_(x)
+/// "MAJOR.MINOR.PATCH", e.g. "0.1.0".
+#define GK_VERSION_STRING \
+  GK_VERSION_STR(GK_VERSION_MAJOR) "." GK_VERSION_STR(GK_VERSION_MINOR) "." GK_VERSION_STR(GK_VERSION_PATCH)
+
+/// The library's version, GK_VERSION_STRING of the header it was built
+/// with (compare with the macro to catch a header of another version).
+const char *gk_version(void);
 
 /// Largest tensor rank.
 #define GK_MAX_RANK 8

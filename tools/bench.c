@@ -24,6 +24,9 @@ static const char *bench_usage =
     "               rows slower than a few seconds run fewer\n"
     "  --quick      fewer repeats and a smaller time budget per row\n";
 
+// "s" after a count other than 1: "%d thread%s".
+static const char *plural(long long n) { return n == 1 ? "" : "s"; }
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -51,6 +54,11 @@ typedef struct bench {
   limits lim;
   int first_row;
   int failures;
+  // The naming pass (before anything is measured): every benchmark only
+  // adds its name to `names` ("rmsnorm, linear, ...") and notes whether
+  // --op matches it.
+  int naming, matched;
+  char names[512];
 } bench;
 
 // ---------------------------------------------------------------- limits
@@ -134,8 +142,8 @@ static void measure_sgemm(limits *l, int quick) {
   void (*set_threads)(int) = (void (*)(int))(size_t)dlsym(h, "openblas_set_num_threads");
   char *(*core)(void) = (char *(*)(void))(size_t)dlsym(h, "openblas_get_corename");
   if (set_threads) set_threads(gk_get_num_threads());
-  snprintf(l->blas, sizeof l->blas, "OpenBLAS sgemm, core %s, %d threads (OPENBLAS_CORETYPE=%s)",
-           core ? core() : "?", gk_get_num_threads(), getenv("OPENBLAS_CORETYPE"));
+  snprintf(l->blas, sizeof l->blas, "OpenBLAS sgemm, core %s, %d thread%s (OPENBLAS_CORETYPE=%s)",
+           core ? core() : "?", gk_get_num_threads(), plural(gk_get_num_threads()), getenv("OPENBLAS_CORETYPE"));
   const int M = 4096, K = 2048, N = 5632, reps = quick ? 1 : 3;
   float *x = aligned_alloc(64, (size_t)M * K * 4), *w = aligned_alloc(64, (size_t)N * K * 4),
         *y = aligned_alloc(64, (size_t)M * N * 4);
@@ -229,7 +237,18 @@ static void emit(bench *bn, const row *r) {
   }
 }
 
-static int wanted(const bench *bn, const char *op) { return !bn->opt.only || !strcmp(bn->opt.only, op); }
+// Whether to measure the benchmark `op`; in the naming pass, never (its name is noted).
+static int wanted(bench *bn, const char *op) {
+  int match = !bn->opt.only || !strcmp(bn->opt.only, op);
+  if (!bn->naming) return match;
+  bn->matched |= match;
+  size_t len = strlen(bn->names), n = strlen(op);
+  int listed = 0;
+  for (const char *p = bn->names; (p = strstr(p, op)) != NULL; p += n)
+    listed |= (p == bn->names || p[-1] == ' ') && (p[n] == ',' || !p[n]);
+  if (!listed) snprintf(bn->names + len, sizeof bn->names - len, "%s%s", len ? ", " : "", op);
+  return 0;
+}
 
 // Runs fn(ctx) once to warm up, then up to opt.repeat times (fewer when a
 // run is slow); the median in ms, or -1 when a run fails.
@@ -629,7 +648,7 @@ int gk_cmd_bench(int argc, char **argv) {
     else if (!strcmp(argv[i], "--quick")) bn.opt.quick = 1;
     else if (!strcmp(argv[i], "--op") || !strcmp(argv[i], "--repeat")) {
       if (i + 1 >= argc) {
-        fprintf(stderr, "gradkern bench: %s needs a value\n%s", argv[i], bench_usage);
+        fprintf(stderr, "gradkern bench: %s needs a value (see gradkern bench --help)\n", argv[i]);
         return 2;
       }
       if (argv[i][2] == 'o') bn.opt.only = argv[++i];
@@ -646,11 +665,22 @@ int gk_cmd_bench(int argc, char **argv) {
       fputs(bench_usage, stdout);
       return 0;
     } else {
-      fprintf(stderr, "gradkern bench: unknown option '%s'\n%s", argv[i], bench_usage);
+      fprintf(stderr, "gradkern bench: unknown option '%s' (see gradkern bench --help)\n", argv[i]);
       return 2;
     }
   }
   bn.opt.repeat = repeat ? repeat : bn.opt.quick ? 3 : 10;
+  // Check --op against the benchmarks' names before measuring anything.
+  bn.naming = 1;
+  bench_ops(&bn);
+  bench_adamw(&bn);
+  bench_train(&bn, GK_ARCH_MAMBA);
+  bench_train(&bn, GK_ARCH_LLAMA);
+  bn.naming = 0;
+  if (!bn.matched) {
+    fprintf(stderr, "gradkern bench: --op '%s' matches no benchmark; the names are: %s\n", bn.opt.only, bn.names);
+    return 2;
+  }
   const char *gemm_ops[] = {"linear", "matmul", "attention"};
   int need_gemm = !bn.opt.only;
   for (size_t i = 0; i < 3; i++) need_gemm |= bn.opt.only && !strcmp(bn.opt.only, gemm_ops[i]);
@@ -662,8 +692,8 @@ int gk_cmd_bench(int argc, char **argv) {
     fprintf(stderr, "gradkern bench: triad %.1f GB/s; matrix products: %s\n", bn.lim.triad_gb_s, bn.lim.blas);
     printf("[\n");
   } else {
-    printf("gradkern bench: %d threads, median of up to %d runs after a warm-up\n", gk_get_num_threads(),
-           bn.opt.repeat);
+    printf("gradkern bench: %d thread%s, median of up to %d run%s after a warm-up\n", gk_get_num_threads(),
+           plural(gk_get_num_threads()), bn.opt.repeat, plural(bn.opt.repeat));
     printf("limits: triad (a = b + s c, 3 x 64 MiB f32, 2 threads) %.1f GB/s; ", bn.lim.triad_gb_s);
     if (bn.lim.sgemm_fwd > 0)
       printf("%s: %.1f GFLOP/s at 4096x2048 @ 2048x5632, %.1f for its two backward products\n", bn.lim.blas,
@@ -677,9 +707,5 @@ int gk_cmd_bench(int argc, char **argv) {
   bench_train(&bn, GK_ARCH_MAMBA);
   bench_train(&bn, GK_ARCH_LLAMA);
   if (bn.opt.json) printf("\n]\n");
-  if (bn.first_row) {
-    fprintf(stderr, "gradkern bench: --op '%s' matches no benchmark\n", bn.opt.only ? bn.opt.only : "");
-    return 2;
-  }
   return bn.failures ? 1 : 0;
 }

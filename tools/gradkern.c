@@ -4,6 +4,7 @@
 //   gradkern bench ...       op timings against the machine's limits (tools/bench.c)
 //   gradkern info [--json]   every op x direction x dtype x backend: the
 //                            kernel selected and its precision guarantee
+//   gradkern --version       the library's version
 #include "bench.h"
 #include "gradkern.h"
 #include "train.h"
@@ -26,7 +27,18 @@ static const char *usage =
     "                  measured in the same run (gradkern bench --help)\n"
     "  info [--json]   list every op x direction x dtype x backend with the kernel\n"
     "                  it selects and its precision guarantee (table, or JSON)\n"
-    "  help            show this message\n";
+    "  help            show this message (also --help, -h)\n"
+    "  --version       print the version\n";
+
+static const char *info_usage =
+    "usage: gradkern info [--json]\n"
+    "\n"
+    "Lists every op x direction x dtype x backend with the kernel the plan\n"
+    "selects on this machine, its instruction set, its math and accumulator,\n"
+    "and whether it is deterministic; combinations without a kernel say why.\n"
+    "\n"
+    "  --json       one JSON array of rows instead of the table\n"
+    "  --help, -h   show this message\n";
 
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
 static const gk_backend backends[] = {GK_BACKEND_AUTO, GK_BACKEND_CPU, GK_BACKEND_REF};
@@ -110,6 +122,10 @@ int main(int argc, char **argv) {
     fputs(usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  if (!strcmp(argv[1], "--version")) {
+    printf("gradkern %s\n", gk_version());
+    return 0;
+  }
   if (!strcmp(argv[1], "train")) return gk_cmd_train(argc - 2, argv + 2);
   if (!strcmp(argv[1], "bench")) return gk_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(argv[1], "sample")) return gk_cmd_sample(argc - 2, argv + 2);
@@ -117,13 +133,16 @@ int main(int argc, char **argv) {
     int json = 0;
     for (int i = 2; i < argc; i++) {
       if (!strcmp(argv[i], "--json")) json = 1;
-      else {
-        fprintf(stderr, "gradkern info: unknown option '%s'\n%s", argv[i], usage);
+      else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        fputs(info_usage, stdout);
+        return 0;
+      } else {
+        fprintf(stderr, "gradkern info: unknown option '%s' (see gradkern info --help)\n", argv[i]);
         return 2;
       }
     }
     return info(json);
   }
-  fprintf(stderr, "gradkern: unknown command '%s'\n%s", argv[1], usage);
+  fprintf(stderr, "gradkern: unknown command '%s' (see gradkern --help)\n", argv[1]);
   return 2;
 }

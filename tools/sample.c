@@ -1,12 +1,14 @@
 // `gradkern sample`: continue a prompt with a byte-level text model saved by
 // `gradkern train --task text`. The checkpoint's "config" metadata gives the
-// architecture; the weights are read by parameter name. The prompt goes
-// through the model one byte at a time (Mamba's recurrent step, LLaMA's
-// key/value cache: src/nn/generate.h), then each sampled byte is written to
-// stdout and fed back.
+// architecture and the trained sequence length; the weights are read by
+// parameter name. The prompt goes through the model in one pass, then each
+// sampled byte is written to stdout and fed back one at a time (Mamba's
+// recurrent step, LLaMA's key/value cache over a window of the trained
+// length: src/nn/generate.h).
 #include "train.h"
 
 #include "nn/generate.h"
+#include "nn/progress.h"
 #include "nn/safetensors.h"
 
 #include <errno.h>
@@ -14,6 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+// The largest --tokens: the option table of tools/train_args.c refuses more,
+// --help states it, and tests/python/test_sample_cli.py checks both.
+#define MAX_TOKENS 16777216
 
 // The value of `key` in the config string ("key=value key=value ..."),
 // copied into buf; NULL when the key is absent or its value does not fit.
@@ -48,8 +55,9 @@ static gk_status config_int(const char *path, const char *config, const char *ke
   return GK_SUCCESS;
 }
 
-// The model of the text checkpoint at `path`, weights loaded.
-static gk_status load_text_model(const char *path, gk_model *m) {
+// The model of the text checkpoint at `path`, weights loaded, and the
+// sequence length it was trained on.
+static gk_status load_text_model(const char *path, gk_model *m, int *seq_len) {
   gk_st_file *f;
   gk_status s = gk_st_load(path, &f);
   if (s != GK_SUCCESS) return s;
@@ -69,6 +77,7 @@ static gk_status load_text_model(const char *path, gk_model *m) {
   } else {
     c.arch = strcmp(arch, "mamba") ? GK_ARCH_LLAMA : GK_ARCH_MAMBA;
     s = config_int(path, config, "vocab", 256, 256, &c.vocab);
+    if (s == GK_SUCCESS) s = config_int(path, config, "seq_len", 1, 1 << 24, seq_len);
     if (s == GK_SUCCESS) s = config_int(path, config, "d_model", 1, 1 << 16, &c.d_model);
     if (s == GK_SUCCESS) s = config_int(path, config, "n_layers", 1, 1 << 12, &c.n_layers);
     if (c.arch == GK_ARCH_MAMBA) {
@@ -97,43 +106,98 @@ static gk_status load_text_model(const char *path, gk_model *m) {
   return s;
 }
 
+// "s" after a count other than 1: "%zu byte%s".
+static const char *plural(size_t n) { return n == 1 ? "" : "s"; }
+
 static int fail(const char *what) {
   fprintf(stderr, "gradkern sample: %s: %s\n", what, gk_last_error());
   return 1;
+}
+
+// A progress line on stderr, redrawn in place at most 10 times a second
+// (and at the end), when stderr is a terminal and stdout is not: on a
+// terminal the text itself shows the progress, and in a log it is noise.
+typedef struct progress {
+  int on;
+  double t0, last;
+} progress;
+
+static void progress_draw(progress *p, int done, int total) {
+  double now = gk_now();
+  if (!p->on || (now - p->last < 0.1 && done < total)) return;
+  p->last = now;
+  char eta[32] = "-";
+  if (done > 0) gk_format_duration((double)(total - done) * (now - p->t0) / done, eta, sizeof eta);
+  fprintf(stderr, "\rgradkern sample: %d/%d bytes  %.0f bytes/s  ETA %s\033[K", done, total,
+          now > p->t0 ? done / (now - p->t0) : 0.0, eta);
+  fflush(stderr);
 }
 
 int gk_cmd_sample(int argc, char **argv) {
   gk_sample_args a = gk_sample_defaults;
   int help = 0;
   if (gk_sample_args_parse(argc, argv, &a, &help) != GK_SUCCESS) {
-    fprintf(stderr, "gradkern sample: %s\n(see gradkern sample --help)\n", gk_last_error());
+    // One hint: the parser's message may carry it already.
+    const char *msg = gk_last_error();
+    fprintf(stderr, "gradkern sample: %s%s\n", msg, strstr(msg, "--help") ? "" : " (see gradkern sample --help)");
     return 2;
   }
   if (help) {
     gk_sample_usage(stdout, NULL);
+    // After the options: what the options' lines leave out.
+    printf("\n"
+           "The prompt goes through the model in one pass; then each byte is sampled,\n"
+           "written to stdout and fed back. --tokens is at most %d.\n"
+           "--temperature is 0 (always the most likely byte) or a number from 1e-300\n"
+           "to 100; small ones approach 0.\n"
+           "\n"
+           "Past the trained context: a LLaMA model sees at most the sequence length N\n"
+           "it was trained on (gradkern train --seq-len). A longer prompt keeps its last\n"
+           "N bytes (a note on stderr says so); when the window is full it restarts\n"
+           "from its last N/2 bytes, read again in one pass, so every byte is predicted\n"
+           "from between N/2 + 1 and N bytes at positions the model was trained on.\n"
+           "A Mamba model has no limit: its state carries the whole text (how well it\n"
+           "does past N is up to the model).\n"
+           "\n"
+           "When stderr is a terminal and stdout is not, a progress line is drawn on\n"
+           "stderr; stdout gets the generated text only.\n",
+           MAX_TOKENS);
     return 0;
   }
   if (a.threads > 0 && gk_set_num_threads(a.threads) != GK_SUCCESS) return fail("--threads");
   size_t prompt_len = strlen(a.prompt);
   if (prompt_len > (size_t)(INT_MAX - a.tokens)) {
-    fprintf(stderr, "gradkern sample: --prompt of %zu bytes and --tokens %d make too long a sequence\n", prompt_len,
-            a.tokens);
+    fprintf(stderr, "gradkern sample: --prompt of %zu byte%s and --tokens %d make too long a sequence\n", prompt_len,
+            plural(prompt_len), a.tokens);
     return 2;
   }
   gk_model m;
   memset(&m, 0, sizeof m);
-  if (load_text_model(a.checkpoint, &m) != GK_SUCCESS) {
+  int seq_len = 0;
+  if (load_text_model(a.checkpoint, &m, &seq_len) != GK_SUCCESS) {
     gk_model_free(&m);
     return fail("loading the model");
   }
+  if (m.cfg.arch == GK_ARCH_LLAMA && prompt_len > (size_t)seq_len)
+    fprintf(stderr, "gradkern sample: note: the prompt of %zu bytes is longer than the %d the model was trained on; "
+            "it reads the last %d\n", prompt_len, seq_len, seq_len);
   gk_gen *g = NULL;
   int rc = 0;
-  if (gk_gen_create(&m, (int)prompt_len + a.tokens, &g) != GK_SUCCESS) rc = fail("setup");
+  int32_t *prompt = malloc(sizeof *prompt * prompt_len);
+  if (!prompt) {
+    fprintf(stderr, "gradkern sample: no memory for a prompt of %zu byte%s\n", prompt_len, plural(prompt_len));
+    rc = 1;
+  }
+  for (size_t i = 0; rc == 0 && i < prompt_len; i++) prompt[i] = (unsigned char)a.prompt[i];
+  if (rc == 0 && gk_gen_create(&m, seq_len, &g) != GK_SUCCESS) rc = fail("setup");
+  progress pr = {isatty(fileno(stderr)) && !isatty(fileno(stdout)), gk_now(), -1};
+  if (rc == 0 && pr.on)
+    fprintf(stderr, "gradkern sample: reading the prompt (%zu byte%s)\033[K", prompt_len, plural(prompt_len));
   gk_rng rng;
   gk_rng_seed(&rng, a.seed);
   const float *logits = NULL;
-  for (size_t i = 0; rc == 0 && i < prompt_len; i++)
-    if (gk_gen_step(g, (unsigned char)a.prompt[i], &logits) != GK_SUCCESS) rc = fail("reading the prompt");
+  if (rc == 0 && gk_gen_prompt(g, prompt, (int)prompt_len, &logits) != GK_SUCCESS) rc = fail("reading the prompt");
+  pr.t0 = gk_now();
   for (int i = 0; rc == 0 && i < a.tokens; i++) {
     int32_t next;
     if (gk_sample_token(logits, m.cfg.vocab, a.temperature, a.top_k, &rng, &next) != GK_SUCCESS) {
@@ -142,12 +206,15 @@ int gk_cmd_sample(int argc, char **argv) {
     }
     putchar(next);
     if (i + 1 < a.tokens && gk_gen_step(g, next, &logits) != GK_SUCCESS) rc = fail("generating");
+    progress_draw(&pr, i + 1, a.tokens);
   }
+  if (pr.on) fputs("\r\033[K", stderr);
   if (fflush(stdout) != 0 || ferror(stdout)) {
     fprintf(stderr, "gradkern sample: writing to stdout: %s\n", strerror(errno));
     rc = 1;
   }
   gk_gen_free(g);
   gk_model_free(&m);
+  free(prompt);
   return rc;
 }

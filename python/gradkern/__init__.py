@@ -34,6 +34,12 @@ Training: gradkern.optim.AdamW and gradkern.optim.SGD (torch.optim.Optimizer
 subclasses, f32 state and f32 master weights for f16/bf16 parameters) and
 gradkern.clip_grad_norm_(parameters, max_norm), as torch.nn.utils's.
 
+Backward passes are once-differentiable: the gradients have no graph of their
+own, so a second derivative (create_graph=True through a gradkern op) raises a
+RuntimeError naming the op.
+
+gradkern.__version__ and gradkern.version() give the library's version.
+
 Errors from the library raise gradkern.Error (a RuntimeError) with .status,
 .status_name and .message (gk_last_error(): names the bad argument).
 """
@@ -50,6 +56,7 @@ from ._core import (
     set_backend,
     set_num_threads,
     use_backend,
+    version,
 )
 from .functional import (
     gelu,
@@ -80,7 +87,7 @@ from .mamba import causal_conv1d, selective_scan
 from . import optim
 from .optim import clip_grad_norm_
 
-__version__ = "0.1.0"
+__version__ = version()  # the loaded library's: include/gradkern.h defines it
 
 _OP_OF = {
     "relu": "relu", "gelu": "gelu", "silu": "silu", "sigmoid": "sigmoid", "softplus": "softplus",
@@ -109,7 +116,7 @@ def plan_info(op, x, direction="forward", backend=None, dtype=None, **options):
 __all__ = [
     "Error", "Plan", "get_plan", "plan_info", "clear_plan_cache", "plan_cache_size",
     "set_backend", "get_backend", "use_backend", "set_num_threads", "get_num_threads",
-    "library_path",
+    "library_path", "version",
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
     "rms_norm", "layer_norm",
     "linear", "matmul", "softmax", "log_softmax", "cross_entropy", "embedding", "rope",

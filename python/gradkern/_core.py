@@ -2,6 +2,7 @@
 import collections
 import contextlib
 import ctypes
+import functools
 import threading
 import weakref
 
@@ -34,6 +35,31 @@ class Error(RuntimeError):
 
 def _str(b):
     return b.decode("utf-8", "replace") if b is not None else ""
+
+
+def version():
+    """The library's version string, "MAJOR.MINOR.PATCH" (gk_version())."""
+    return _str(lib.gk_version())
+
+
+def once_differentiable(name=None):
+    """Decorator for the backward of a gradkern autograd Function.
+
+    The kernels compute the gradient without recording a graph of it, so the
+    gradient cannot be differentiated again. Under create_graph=True (grad
+    mode is on while backward runs) the backward raises a RuntimeError naming
+    the op (`name`, or ctx.gk_name set by the forward) instead of returning a
+    gradient without a graph; otherwise it runs as is (grad mode is off)."""
+    def wrap(backward):
+        @functools.wraps(backward)
+        def run(ctx, *grads):
+            if torch.is_grad_enabled():
+                raise RuntimeError(
+                    "gradkern.%s: the backward pass is once-differentiable; a second derivative "
+                    "(create_graph=True) is not supported" % (name or ctx.gk_name))
+            return backward(ctx, *grads)
+        return run
+    return wrap
 
 
 def check(status, call):

@@ -183,6 +183,7 @@ def _declare(lib):
     c_int, c_size_t, c_void_p, c_char_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p
     P = ctypes.POINTER
     sigs = {
+        "gk_version": (c_char_p, []),
         "gk_status_string": (c_char_p, [c_int]),
         "gk_last_error": (c_char_p, []),
         "gk_dtype_name": (c_char_p, [c_int]),

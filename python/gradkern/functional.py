@@ -3,8 +3,10 @@
 Each function is a torch.autograd.Function over CPU tensors of dtype float32,
 float64, float16 or bfloat16, contiguous or not (inputs are passed to the
 library as they are: transposed, sliced and broadcast views included; outputs
-are fresh contiguous tensors). Backward is once-differentiable: a second
-derivative through these functions raises.
+are fresh contiguous tensors). Backward is once-differentiable: the gradient
+has no graph of its own, so asking for a second derivative (backward or
+torch.autograd.grad with create_graph=True through one of these functions)
+raises a RuntimeError naming the function.
 
 Every function takes a keyword-only ``backend=None``: None uses the current
 default (gradkern.set_backend / gradkern.use_backend, initially 'auto'),
@@ -12,9 +14,8 @@ default (gradkern.set_backend / gradkern.use_backend, initially 'auto'),
 backend chosen at forward time is used for the backward too.
 """
 import torch
-from torch.autograd.function import once_differentiable
 
-from ._core import get_plan, new_output, resolve_backend, stat_dtype
+from ._core import get_plan, new_output, once_differentiable, resolve_backend, stat_dtype
 
 __all__ = [
     "relu", "gelu", "silu", "sigmoid", "softplus",
@@ -41,10 +42,11 @@ class UnaryFunction(torch.autograd.Function):
         plan.run({"x": x, "y": y})
         ctx.save_for_backward(x)
         ctx.gk = (op, opts, backend)
+        ctx.gk_name = op
         return y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable()
     def backward(ctx, dy):
         (x,) = ctx.saved_tensors
         op, opts, backend = ctx.gk
@@ -97,10 +99,11 @@ class GatedTwoTensorFunction(torch.autograd.Function):
         plan.run({"x": x, "gate": gate, "y": y})
         ctx.save_for_backward(x, gate)
         ctx.gk = (op, opts, backend)
+        ctx.gk_name = op
         return y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable()
     def backward(ctx, dy):
         x, gate = ctx.saved_tensors
         op, opts, backend = ctx.gk
@@ -181,10 +184,11 @@ class NormFunction(torch.autograd.Function):
         plan.run({"x": x, "weight": weight, "bias": bias, "y": y, "rstd": rstd, "mean": mean})
         ctx.save_for_backward(x, weight, rstd, mean)
         ctx.gk = (op, opts, backend, bias is not None)
+        ctx.gk_name = "rms_norm" if op == "rmsnorm" else "layer_norm"
         return y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable()
     def backward(ctx, dy):
         x, weight, rstd, mean = ctx.saved_tensors
         op, opts, backend, has_bias = ctx.gk

@@ -17,9 +17,8 @@ can be processed in pieces; gradients flow through those states too.
 Keyword-only ``backend=None`` as everywhere in gradkern.
 """
 import torch
-from torch.autograd.function import once_differentiable
 
-from ._core import get_plan, new_output, resolve_backend, stat_dtype
+from ._core import get_plan, new_output, once_differentiable, resolve_backend, stat_dtype
 
 __all__ = ["causal_conv1d", "selective_scan"]
 
@@ -51,7 +50,7 @@ class CausalConv1dFunction(torch.autograd.Function):
         return (y, final) if return_final else y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable("causal_conv1d")
     def backward(ctx, dy, dfinal=None):
         x, weight, bias, init = ctx.saved_tensors
         opts, channel_last, return_final, backend = ctx.gk
@@ -118,7 +117,7 @@ class SelectiveScanFunction(torch.autograd.Function):
         return (y, last) if return_last else y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable("selective_scan")
     def backward(ctx, dy, dlast=None):
         u, delta, A, B, C, D, z, delta_bias, init, chunks = ctx.saved_tensors
         opts, return_last, backend = ctx.gk

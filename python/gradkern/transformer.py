@@ -16,16 +16,16 @@ torch.autograd.Function whose forward and backward run gradkern:
 CPU tensors of float32, float64, float16 and bfloat16 (indices int32 or
 int64), passed to the library as they are: transposed, sliced and broadcast
 (stride 0) views included, no copies. Outputs and gradients are fresh
-tensors. Backward is once-differentiable. Every function takes a keyword-only
+tensors. Backward is once-differentiable (a second derivative raises, naming
+the function). Every function takes a keyword-only
 ``backend=None`` (see gradkern.functional). Errors from the library raise
 gradkern.Error naming the argument.
 """
 import math
 
 import torch
-from torch.autograd.function import once_differentiable
 
-from ._core import get_plan, new_output, resolve_backend, stat_dtype
+from ._core import get_plan, new_output, once_differentiable, resolve_backend, stat_dtype
 
 __all__ = [
     "linear", "matmul", "softmax", "log_softmax", "cross_entropy", "embedding", "rope",
@@ -61,7 +61,7 @@ class LinearFunction(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable("linear")
     def backward(ctx, dy):
         x, weight = ctx.saved_tensors
         opts, backend, has_bias = ctx.gk
@@ -135,7 +135,7 @@ class MatmulFunction(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable("matmul")
     def backward(ctx, dy):
         if not any(ctx.needs_input_grad[:2]):
             return None, None, None
@@ -175,7 +175,7 @@ class BroadcastMatmulFunction(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable("matmul")
     def backward(ctx, dy):
         a, b = ctx.saved_tensors
         backend, batch = ctx.gk
@@ -241,10 +241,11 @@ class SoftmaxFunction(torch.autograd.Function):
         plan.run({"x": x, "y": y})
         ctx.save_for_backward(y)
         ctx.gk = (op, opts, backend)
+        ctx.gk_name = op
         return y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable()
     def backward(ctx, dy):
         (y,) = ctx.saved_tensors
         op, opts, backend = ctx.gk
@@ -262,15 +263,25 @@ def _softmax_dim(name, dim):
     return int(dim)
 
 
+def _softmax(op, x, dim, backend):
+    dim = _softmax_dim(op, dim)
+    backend = resolve_backend(backend)
+    if x.dim() == 0:
+        # As torch: a 0-d tensor is one element along dim 0 (or -1).
+        if dim not in (0, -1):
+            raise IndexError("gradkern.%s: dim %d is out of range for a 0-d tensor (expected -1 or 0)" % (op, dim))
+        return SoftmaxFunction.apply(x.reshape(1), op, _opts(dim=0), backend).reshape(())
+    return SoftmaxFunction.apply(x, op, _opts(dim=dim), backend)
+
+
 def softmax(x, dim, *, backend=None):
-    """As torch.nn.functional.softmax(x, dim), computed stably."""
-    return SoftmaxFunction.apply(x, "softmax", _opts(dim=_softmax_dim("softmax", dim)), resolve_backend(backend))
+    """As torch.nn.functional.softmax(x, dim), computed stably (a 0-d x gives 1)."""
+    return _softmax("softmax", x, dim, backend)
 
 
 def log_softmax(x, dim, *, backend=None):
-    """As torch.nn.functional.log_softmax(x, dim), computed stably."""
-    return SoftmaxFunction.apply(x, "log_softmax", _opts(dim=_softmax_dim("log_softmax", dim)),
-                                 resolve_backend(backend))
+    """As torch.nn.functional.log_softmax(x, dim), computed stably (a 0-d x gives 0)."""
+    return _softmax("log_softmax", x, dim, backend)
 
 
 # ---------------------------------------------------------------- cross-entropy
@@ -300,7 +311,7 @@ class CrossEntropyFunction(torch.autograd.Function):
         return loss.to(logits.dtype)
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable("cross_entropy")
     def backward(ctx, dloss):
         opts, backend, fused = ctx.gk
         if not ctx.needs_input_grad[0]:
@@ -356,7 +367,7 @@ class EmbeddingFunction(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable("embedding")
     def backward(ctx, dy):
         (idx,) = ctx.saved_tensors
         opts, backend, dtype = ctx.gk
@@ -402,7 +413,7 @@ class RopeFunction(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable("rope")
     def backward(ctx, dy):
         opts, backend, dtype, shape = ctx.gk
         dx = None
@@ -441,7 +452,7 @@ class AttentionFunction(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable("scaled_dot_product_attention")
     def backward(ctx, dy):
         q, k, v, y, lse = ctx.saved_tensors
         opts, backend = ctx.gk
@@ -486,10 +497,11 @@ class BinaryFunction(torch.autograd.Function):
         if op == "mul":
             ctx.save_for_backward(a, b)
         ctx.gk = (op, opts, backend, a.dtype, tuple(a.shape), tuple(b.shape))
+        ctx.gk_name = op
         return y
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable()
     def backward(ctx, dy):
         op, opts, backend, dtype, a_shape, b_shape = ctx.gk
         if not any(ctx.needs_input_grad[:2]):

@@ -12,6 +12,8 @@ static const char *const op_names[GK_OP_COUNT_] = {
     "rmsnorm", "layernorm", "linear", "matmul", "softmax", "log_softmax",
     "cross_entropy", "embedding", "rope", "attention", "add", "mul", "conv1d", "selective_scan"};
 
+const char *gk_version(void) { return GK_VERSION_STRING; }
+
 const char *gk_op_name(gk_op op) {
   return (unsigned)op < GK_OP_COUNT_ ? op_names[op] : "?";
 }
