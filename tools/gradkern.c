@@ -2,8 +2,9 @@
 //   gradkern train ...       train a language model (tools/train.c)
 //   gradkern sample ...      generate from a text model (tools/sample.c)
 //   gradkern bench ...       op timings against the machine's limits (tools/bench.c)
-//   gradkern info [--json]   every op x direction x dtype x backend: the
-//                            kernel selected and its precision guarantee
+//   gradkern info [--json]   the registered backends; every op x direction x
+//                            dtype x backend: the kernel selected, its
+//                            precision guarantee and the kernels that declined
 //   gradkern --version       the library's version
 #include "bench.h"
 #include "gradkern.h"
@@ -25,23 +26,25 @@ static const char *usage =
     "                  time every op forward and backward, AdamW and a training\n"
     "                  step, against the triad bandwidth and OpenBLAS's sgemm\n"
     "                  measured in the same run (gradkern bench --help)\n"
-    "  info [--json]   list every op x direction x dtype x backend with the kernel\n"
-    "                  it selects and its precision guarantee (table, or JSON)\n"
+    "  info [--json]   list the registered backends, and every op x direction x\n"
+    "                  dtype x backend with the kernel it selects and its precision\n"
+    "                  guarantee (table, or JSON)\n"
     "  help            show this message (also --help, -h)\n"
     "  --version       print the version\n";
 
 static const char *info_usage =
     "usage: gradkern info [--json]\n"
     "\n"
-    "Lists every op x direction x dtype x backend with the kernel the plan\n"
-    "selects on this machine, its instruction set, its math and accumulator,\n"
-    "and whether it is deterministic; combinations without a kernel say why.\n"
+    "Lists the registered backends (in the order auto tries them; one whose\n"
+    "device is absent says why), then every op x direction x dtype x backend\n"
+    "with the kernel the plan selects on this machine, its instruction set, its\n"
+    "math and accumulator, whether it is deterministic, and the kernels tried\n"
+    "first that declined it; combinations without a kernel say why.\n"
     "\n"
-    "  --json       one JSON array of rows instead of the table\n"
+    "  --json       one JSON object {\"backends\": [...], \"plans\": [...]}\n"
     "  --help, -h   show this message\n";
 
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
-static const gk_backend backends[] = {GK_BACKEND_AUTO, GK_BACKEND_CPU, GK_BACKEND_REF};
 
 // A small example description of each op for the table: {4, 8} unless the
 // op needs another rank or its options set.
@@ -70,50 +73,82 @@ static void example_desc(gk_op_desc *d, gk_op op, gk_direction dir, gk_dtype dty
   }
 }
 
+// A JSON string body: quotes and backslashes escaped (messages quote names).
+static void json_string(const char *s) {
+  putchar('"');
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') putchar('\\');
+    putchar(*s);
+  }
+  putchar('"');
+}
+
+// The registered backends, then each op x direction x dtype x backend choice
+// (auto and every registered backend): the kernel selected, or why none.
 static int info(int json) {
-  int first = 1;
-  if (json) printf("[\n");
+  int nb = gk_backend_count();
+  gk_backend choices[1 + 16] = {GK_BACKEND_AUTO};
+  int nchoices = 1;
+  if (json) printf("{\n\"backends\": [\n");
+  else printf("backends, in the order auto tries them:\n");
+  for (int i = 0; i < nb; i++) {
+    gk_backend_info bi;
+    gk_backend_get(i, &bi);
+    if (nchoices < (int)(sizeof choices / sizeof *choices)) choices[nchoices++] = bi.id;
+    if (json) {
+      printf("%s  {\"name\": \"%s\", \"id\": %d, \"device\": %d, \"available\": %s, \"reason\": ", i ? ",\n" : "",
+             bi.name, (int)bi.id, (int)bi.device, bi.available ? "true" : "false");
+      json_string(bi.reason);
+      printf("}");
+    } else
+      printf("  %-6s device %d  %s%s\n", bi.name, (int)bi.device, bi.available ? "available" : "unavailable: ",
+             bi.reason);
+  }
+  if (json) printf("\n],\n\"plans\": [\n");
   else
-    printf("%-14s %-8s %-5s %-7s %-32s %-8s %-44s %-5s %s\n", "op", "dir", "dtype", "backend", "kernel", "isa",
-           "math", "acc", "deterministic");
+    printf("\n%-14s %-8s %-5s %-7s %-32s %-8s %-44s %-5s %-13s %s\n", "op", "dir", "dtype", "backend", "kernel", "isa",
+           "math", "acc", "deterministic", "declined");
+  int first = 1;
   for (int op = 0; op < GK_OP_COUNT_; op++)
     for (int dir = GK_FORWARD; dir <= GK_BACKWARD; dir++)
       for (size_t t = 0; t < sizeof dtypes / sizeof *dtypes; t++)
-        for (size_t b = 0; b < sizeof backends / sizeof *backends; b++) {
+        for (int b = 0; b < nchoices; b++) {
           gk_op_desc d;
           example_desc(&d, (gk_op)op, (gk_direction)dir, dtypes[t]);
-          d.backend = backends[b];
+          d.backend = choices[b];
           gk_plan *plan;
           gk_plan_info pi;
           const char *dirname = dir == GK_FORWARD ? "forward" : "backward";
+          if (json)
+            printf("%s  {\"op\": \"%s\", \"direction\": \"%s\", \"dtype\": \"%s\", \"backend\": \"%s\", ",
+                   first ? "" : ",\n", gk_op_name((gk_op)op), dirname, gk_dtype_name(dtypes[t]),
+                   gk_backend_name(choices[b]));
+          first = 0;
           if (gk_plan_create(&d, &plan) != GK_SUCCESS) {
-            if (json)
-              printf("%s  {\"op\": \"%s\", \"direction\": \"%s\", \"dtype\": \"%s\", \"backend\": \"%s\", "
-                     "\"error\": \"%s\"}",
-                     first ? "" : ",\n", gk_op_name((gk_op)op), dirname, gk_dtype_name(dtypes[t]),
-                     gk_backend_name(backends[b]), gk_last_error());
-            else
+            if (json) {
+              printf("\"error\": ");
+              json_string(gk_last_error());
+              printf("}");
+            } else
               printf("%-14s %-8s %-5s %-7s unavailable: %s\n", gk_op_name((gk_op)op), dirname,
-                     gk_dtype_name(dtypes[t]), gk_backend_name(backends[b]), gk_last_error());
-            first = 0;
+                     gk_dtype_name(dtypes[t]), gk_backend_name(choices[b]), gk_last_error());
             continue;
           }
           gk_plan_get_info(plan, &pi);
-          if (json)
-            printf("%s  {\"op\": \"%s\", \"direction\": \"%s\", \"dtype\": \"%s\", \"backend\": \"%s\", "
-                   "\"kernel\": \"%s\", \"kernel_backend\": \"%s\", \"isa\": \"%s\", \"math\": \"%s\", "
-                   "\"accumulator\": \"%s\", \"deterministic\": %s}",
-                   first ? "" : ",\n", gk_op_name((gk_op)op), dirname, gk_dtype_name(dtypes[t]),
-                   gk_backend_name(backends[b]), pi.kernel, gk_backend_name(pi.backend), pi.isa, pi.math,
-                   gk_dtype_name(pi.accumulator), pi.deterministic ? "true" : "false");
-          else
-            printf("%-14s %-8s %-5s %-7s %-32s %-8s %-44s %-5s %s\n", gk_op_name((gk_op)op), dirname,
-                   gk_dtype_name(dtypes[t]), gk_backend_name(backends[b]), pi.kernel, pi.isa, pi.math,
-                   gk_dtype_name(pi.accumulator), pi.deterministic ? "yes" : "no");
-          first = 0;
+          if (json) {
+            printf("\"kernel\": \"%s\", \"kernel_backend\": \"%s\", \"isa\": \"%s\", \"math\": \"%s\", "
+                   "\"accumulator\": \"%s\", \"deterministic\": %s, \"declined\": ",
+                   pi.kernel, gk_backend_name(pi.backend), pi.isa, pi.math, gk_dtype_name(pi.accumulator),
+                   pi.deterministic ? "true" : "false");
+            json_string(pi.declined);
+            printf("}");
+          } else
+            printf("%-14s %-8s %-5s %-7s %-32s %-8s %-44s %-5s %-13s %s\n", gk_op_name((gk_op)op), dirname,
+                   gk_dtype_name(dtypes[t]), gk_backend_name(choices[b]), pi.kernel, pi.isa, pi.math,
+                   gk_dtype_name(pi.accumulator), pi.deterministic ? "yes" : "no", pi.declined[0] ? pi.declined : "-");
           gk_plan_destroy(plan);
         }
-  if (json) printf("\n]\n");
+  if (json) printf("\n]\n}\n");
   return 0;
 }
 
