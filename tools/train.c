@@ -162,11 +162,12 @@ static void data_identity(const trainer *t, char *bytes, size_t nb, char *crc, s
 }
 
 // The parameter that holds element i of the flat parameter array (or, in
-// the padding after a parameter, that parameter).
+// the padding after a parameter, that parameter): the one starting last at
+// or before i (the array lists them in another order than their offsets).
 static const gk_param *param_at(const gk_model *m, int64_t i) {
   const gk_param *p = &m->params[0];
-  for (int k = 1; k < m->nparams; k++)
-    if (m->params[k].offset <= i) p = &m->params[k];
+  for (int k = 0; k < m->nparams; k++)
+    if (m->params[k].offset <= i && (p->offset > i || m->params[k].offset > p->offset)) p = &m->params[k];
   return p;
 }
 

@@ -380,7 +380,7 @@ static gk_status check_train(const gk_train_args *a) {
                    (long long)a->stop_after);
   if (a->resume && !a->checkpoint)
     return gk_fail(GK_ERR_INVALID_VALUE,
-                   "--resume '%.60s' needs --checkpoint FILE (where the continued run is saved; it may be the same "
+                   "--resume '%s' needs --checkpoint FILE (where the continued run is saved; it may be the same "
                    "file)",
                    a->resume);
   if (a->allow_changes && !a->resume)
