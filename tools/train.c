@@ -6,7 +6,9 @@
 // dt_bias without decay) at the scheduled learning rate. Every eval_every
 // steps and at the end: held-out loss and token accuracy (synthetic tasks)
 // or bits per byte (text). Checkpoints (safetensors: weights by name, AdamW
-// moments, configuration and step in the metadata) are written atomically.
+// moments, and metadata described at "checkpoints" below) are written
+// atomically, and only with a finite state; the output files are checked
+// before the first step.
 #include "train.h"
 
 #include "nn/fileio.h"

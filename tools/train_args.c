@@ -507,7 +507,10 @@ void gk_train_usage(FILE *out, const gk_train_args *defaults) {
         "(8 data tokens of 8 values scattered among noise in 56 positions, to be\n"
         "reproduced in order after 8 markers; accuracy counts those 8 answers).\n"
         "Induction heads is evaluated on sequences 4 times longer than --seq-len.\n"
-        "Numbers are checked: a value out of range or not a number is an error.\n",
+        "Numbers are checked: a value out of range or not a number is an error,\n"
+        "and so is an option given twice. Checkpoints carry a CRC-32 per tensor,\n"
+        "checked on --resume, and record the run's options and --data file: a\n"
+        "resumed run that differs stops and says how, unless --allow-changes.\n",
         out);
   usage(out, train_opts, N_TRAIN_OPTS, defaults ? defaults : &gk_train_defaults);
   fputs("\n  --help, -h                   show this message\n", out);
