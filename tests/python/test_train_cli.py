@@ -365,5 +365,5 @@ def test_option_rules_and_messages(tmp_path):
     assert "1 layer," in r.stdout and "1 thread\n" in r.stdout and "done: 1 step in" in r.stdout, r.stdout
     one = tmp_path / "one.txt"
     one.write_bytes(b"x")
-    r = train("--task", "text", "--data", str(one), "--steps", "1", *TINY)
+    r = train("--task", "text", "--data", str(one), "--steps", "1", *tiny(**{"--warmup": "0"}))
     assert r.returncode == 1 and "has 1 byte, too short" in r.stderr, r.stderr
