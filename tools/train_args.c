@@ -317,7 +317,6 @@ static gk_status parse(const option *opts, size_t nopts, int argc, char *const *
     while (k < nopts && !(strlen(opts[k].name) == len && !strncmp(opts[k].name, arg, len))) k++;
     if (k == nopts) return gk_fail(GK_ERR_INVALID_VALUE, "unknown option '%.*s'", (int)(len < 60 ? len : 60), arg);
     const option *o = &opts[k];
-    if (*given >> k & 1) return gk_fail(GK_ERR_INVALID_VALUE, "%s is given twice", o->name);
     const char *value = NULL;
     if (o->kind == K_FLAG) {
       if (eq) return gk_fail(GK_ERR_INVALID_VALUE, "%s takes no value (got '%.60s')", o->name, eq + 1);
@@ -327,6 +326,10 @@ static gk_status parse(const option *opts, size_t nopts, int argc, char *const *
       value = argv[++i];
     } else {
       return gk_fail(GK_ERR_INVALID_VALUE, "%s needs a value (%s)", o->name, o->metavar);
+    }
+    if (*given >> k & 1) {
+      if (value) return gk_fail(GK_ERR_INVALID_VALUE, "%s is given twice (again as '%.60s')", o->name, value);
+      return gk_fail(GK_ERR_INVALID_VALUE, "%s is given twice", o->name);
     }
     gk_status st = set_value(o, value, base);
     if (st) return st;
