@@ -147,12 +147,14 @@ void gk_progress_summary_at(gk_progress *p, const gk_run_summary *s, double now)
 
 void gk_progress_figures(FILE *out, const gk_run_summary *s) {
   if (!out || !s) return;
-  const char *sep = "final ";
-  if (!isnan(s->train_loss)) fprintf(out, "%strain loss %.4f", sep, s->train_loss), sep = ", ";
-  if (!isnan(s->eval_loss)) fprintf(out, "%seval loss %.4f", sep, s->eval_loss), sep = ", ";
-  if (!isnan(s->eval_accuracy)) fprintf(out, "%seval accuracy %.1f%%", sep, 100 * s->eval_accuracy), sep = ", ";
-  if (!isnan(s->bits_per_byte)) fprintf(out, "%seval bits per byte %.3f", sep, s->bits_per_byte), sep = ", ";
-  if (strcmp(sep, ", ")) fputs("final figures: none recorded", out);
+  int shown = 0;  // figures printed so far: the first follows "final ", the others ", "
+  if (!isnan(s->train_loss)) fprintf(out, "%strain loss %.4f", shown++ ? ", " : "final ", s->train_loss);
+  if (!isnan(s->eval_loss)) fprintf(out, "%seval loss %.4f", shown++ ? ", " : "final ", s->eval_loss);
+  if (!isnan(s->eval_accuracy))
+    fprintf(out, "%seval accuracy %.1f%%", shown++ ? ", " : "final ", 100 * s->eval_accuracy);
+  if (!isnan(s->bits_per_byte))
+    fprintf(out, "%seval bits per byte %.3f", shown++ ? ", " : "final ", s->bits_per_byte);
+  if (!shown) fputs("final figures: none recorded", out);
   fputc('\n', out);
   if (s->checkpoint) fprintf(out, "checkpoint: %s\n", s->checkpoint);
 }
