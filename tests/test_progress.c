@@ -67,9 +67,22 @@ static void test_lines(void) {
   gk_progress_summary_at(&p, &text, p.t0 + 1);
   s = contents(f);
   check(has(s, "step 6/10  loss 1.0000  100 tok/s  elapsed 1.0s  ETA 4.0s\n"), "resumed line, no lr");
-  check(has(s, "done: 1 steps in 1.0s, 100 tokens/s\nfinal train loss 1.5000, eval loss 1.2000, eval bits per byte "
+  check(has(s, "done: 1 step in 1.0s, 100 tokens/s\nfinal train loss 1.5000, eval loss 1.2000, eval bits per byte "
                "1.731\n"),
-        "text summary: bits per byte, no accuracy, no checkpoint");
+        "text summary: 1 step (not \"1 steps\"), bits per byte, no accuracy, no checkpoint");
+  free(s);
+  fclose(f);
+
+  // The figures alone (a finished run's, from its checkpoint): what is known.
+  f = tmpfile();
+  gk_run_summary some = {NAN, 0.5, 0.25, NAN, "ck.safetensors"};
+  gk_progress_figures(f, &some);
+  gk_run_summary none = {NAN, NAN, NAN, NAN, NULL};
+  gk_progress_figures(f, &none);
+  s = contents(f);
+  check(!strcmp(s, "final eval loss 0.5000, eval accuracy 25.0%\ncheckpoint: ck.safetensors\nfinal figures: none "
+                   "recorded\n"),
+        "figures: only the known ones, no \"nan\": got \"%s\"", s);
   free(s);
   fclose(f);
 }

@@ -2,7 +2,9 @@
 // truncation at every cut point, corrupted header bytes and hand-written bad
 // headers give errors (never crashes) naming what is wrong; the writer's
 // argument checks; atomic writes leave the old file byte-identical when a
-// step fails.
+// step fails; per-tensor checksums find a flipped bit; FIFOs, devices and
+// /proc files are refused; outputs are checked before a run; stale
+// temporary files of dead writers are removed.
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 #include "nn/fileio.h"
@@ -10,6 +12,7 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -589,6 +592,171 @@ static void test_atomic(void) {
   free(old);
 }
 
+// ---------------------------------------------------------------- checksums
+
+static void test_checksums(void) {
+  check(gk_st_crc32(0, "123456789", 9) == 0xCBF43926u, "crc32 of \"123456789\" is the standard check value");
+  check(gk_st_crc32(gk_st_crc32(0, "1234", 4), "56789", 5) == 0xCBF43926u && gk_st_crc32(0, NULL, 0) == 0,
+        "crc32 continues from a CRC so far; of nothing it is 0");
+  gk_st_tensor t[NT];
+  make_tensors(t);
+  gk_st_meta meta[1] = {{"format", "test"}};
+  const char *p = path_in("sum.safetensors");
+  check(gk_st_save_checksummed(p, t, NT, meta, 1) == GK_SUCCESS, "save with checksums: %s", gk_last_error());
+  gk_st_file *f = NULL;
+  size_t checked = 99;
+  check(gk_st_load(p, &f) == GK_SUCCESS && gk_st_verify_checksums(f, &checked) == GK_SUCCESS && checked == NT,
+        "every tensor checked (%zu): %s", checked, gk_last_error());
+  char want[16];
+  snprintf(want, sizeof want, "%08x", (unsigned)gk_st_crc32(0, f32a, sizeof f32a));
+  check(f && gk_st_metadata(f, "crc32:f32") && !strcmp(gk_st_metadata(f, "crc32:f32"), want) &&
+            !strcmp(gk_st_metadata(f, "format"), "test") && gk_st_num_metadata(f) == 1 + NT,
+        "the entries: crc32:<name> = 8 hex digits, beside the caller's");
+  gk_st_close(f);
+
+  // A flipped bit in each tensor's data is found and named.
+  size_t n;
+  unsigned char *good = read_all(p, &n);
+  check(good != NULL, "read back");
+  uint64_t hlen = 0;
+  for (int k = 7; k >= 0; k--) hlen = hlen << 8 | good[k];
+  unsigned char *copy = malloc(n);
+  for (size_t at = 8 + (size_t)hlen; good && at < n; at += 7) {
+    memcpy(copy, good, n);
+    copy[at] ^= 0x04;
+    gk_st_file *g;
+    check(gk_st_parse(copy, n, "flipped", &g) == GK_SUCCESS, "a flipped data bit still parses");
+    gk_status st = gk_st_verify_checksums(g, &checked);
+    check(st != GK_SUCCESS && msg_has("does not match its checksum") && msg_has("tensor '"),
+          "a flipped bit at byte %zu is found", at);
+    gk_st_close(g);
+  }
+  free(copy);
+  free(good);
+
+  // A file with no checksums: no error, 0 checked (the caller decides).
+  check(gk_st_save(p, t, NT, meta, 1) == GK_SUCCESS && gk_st_load(p, &f) == GK_SUCCESS &&
+            gk_st_verify_checksums(f, &checked) == GK_SUCCESS && checked == 0,
+        "no checksums: 0 checked");
+  gk_st_close(f);
+
+  // Bad entries: malformed, of a missing tensor, one tensor without.
+  struct {
+    gk_st_meta meta[2];
+    size_t nmeta;
+    const char *needle;
+  } bad[] = {
+      {{{"crc32:u8", "1234567"}}, 1, "'1234567' is not a checksum"},
+      {{{"crc32:u8", "ABCDEF01"}}, 1, "is not a checksum (8 lowercase hex digits)"},
+      {{{"crc32:u8", "0000000g"}}, 1, "is not a checksum"},
+      {{{"crc32:nothing", "00000000"}}, 1, "'crc32:nothing' is the checksum of a tensor the file does not have"},
+      {{{"crc32:u8", "00000000"}}, 1, "does not match"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    gk_st_tensor one[2] = {{"u8", GK_ST_U8, 1, {7}, u8a, 0}, {"f32", GK_ST_F32, 2, {2, 3}, f32a, 0}};
+    check(gk_st_save(p, one, 1, bad[i].meta, bad[i].nmeta) == GK_SUCCESS && gk_st_load(p, &f) == GK_SUCCESS,
+          "bad checksum %zu: saved", i);
+    check(gk_st_verify_checksums(f, &checked) != GK_SUCCESS && msg_has(bad[i].needle), "bad checksum %zu", i);
+    gk_st_close(f);
+  }
+  gk_st_tensor two[2] = {{"u8", GK_ST_U8, 1, {7}, u8a, 0}, {"f32", GK_ST_F32, 2, {2, 3}, f32a, 0}};
+  char sum[16];
+  snprintf(sum, sizeof sum, "%08x", (unsigned)gk_st_crc32(0, u8a, sizeof u8a));
+  gk_st_meta partial[1] = {{"crc32:u8", sum}};
+  check(gk_st_save(p, two, 2, partial, 1) == GK_SUCCESS && gk_st_load(p, &f) == GK_SUCCESS &&
+            gk_st_verify_checksums(f, &checked) != GK_SUCCESS &&
+            msg_has("tensor 'f32' has no checksum, while 1 other tensor has one"),
+        "a tensor without a checksum among others with one");
+  gk_st_close(f);
+
+  // Bad arguments: gk_st_save's messages, nothing written.
+  unlink(p);
+  gk_st_tensor nodata = {"x", GK_ST_F32, 1, {4}, NULL, 0};
+  check(gk_st_save_checksummed(p, &nodata, 1, NULL, 0) == GK_ERR_NULL_POINTER && msg_has("data is NULL") &&
+            access(p, F_OK) != 0,
+        "a tensor without data: refused, nothing written");
+  check(gk_st_save_checksummed(NULL, t, 1, NULL, 0) == GK_ERR_NULL_POINTER &&
+            gk_st_verify_checksums(NULL, &checked) == GK_ERR_NULL_POINTER,
+        "NULL arguments");
+}
+
+// ---------------------------------------------------------------- file checks
+
+static void test_file_checks(void) {
+  unsigned char *b;
+  size_t n;
+  // Not regular files: refused at once (a FIFO must not block).
+  const char *fifo = path_in("fifo");
+  check(mkfifo(fifo, 0600) == 0, "mkfifo");
+  check(gk_nn_read_file(fifo, "data file", &b, &n) != GK_SUCCESS && msg_has("is not a regular file (it is a FIFO)"),
+        "a FIFO is refused without blocking");
+  unlink(fifo);
+  check(gk_nn_read_file("/dev/null", "data file", &b, &n) != GK_SUCCESS && msg_has("a character device"),
+        "a device is refused");
+  check(gk_nn_read_file("/proc/self/status", "data file", &b, &n) != GK_SUCCESS && msg_has("/proc"),
+        "a /proc file is refused");
+  check(gk_nn_read_file(dir, "data file", &b, &n) != GK_SUCCESS && msg_has("it is a directory"), "a directory");
+  char empty[256];  // path_in's buffers are reused
+  snprintf(empty, sizeof empty, "%s", path_in("empty"));
+  FILE *e = fopen(empty, "w");
+  if (e) fclose(e);
+  check(gk_nn_read_file(empty, "data file", &b, &n) == GK_SUCCESS && n == 0, "an empty regular file reads as empty");
+  free(b);
+
+  // Writable outputs, checked before a run; nothing is left behind.
+  int before = count_entries();
+  check(gk_nn_check_writable(path_in("out.st"), "--checkpoint") == GK_SUCCESS, "a new file: %s", gk_last_error());
+  check(gk_nn_check_writable(empty, "--checkpoint") == GK_SUCCESS, "an existing file: %s", gk_last_error());
+  check(count_entries() == before, "the probe leaves nothing");
+  check(gk_nn_check_writable(dir, "--checkpoint") != GK_SUCCESS && msg_has("--checkpoint '") &&
+            msg_has("is a directory"),
+        "a directory");
+  check(gk_nn_check_writable(path_in("x/"), "--plot") != GK_SUCCESS && msg_has("is a directory"), "a name ending in /");
+  check(gk_nn_check_writable(path_in("no/x.st"), "--checkpoint") != GK_SUCCESS && msg_has("does not exist"),
+        "a missing directory");
+  char in_file[300];
+  snprintf(in_file, sizeof in_file, "%s/x.st", empty);
+  check(gk_nn_check_writable(in_file, "--checkpoint") != GK_SUCCESS && msg_has("is not a directory"),
+        "a file as the directory");
+  check(gk_nn_check_writable("", "--checkpoint") != GK_SUCCESS && gk_nn_check_writable(NULL, "x") != GK_SUCCESS,
+        "empty and NULL names");
+  if (geteuid() != 0) {
+    chmod(dir, 0555);
+    check(gk_nn_check_writable(path_in("out.st"), "--checkpoint") != GK_SUCCESS && msg_has("cannot create a file"),
+          "a read-only directory");
+    chmod(dir, 0755);
+  }
+
+  // The same file under two names; two names that will be one file.
+  char dotted[300];
+  snprintf(dotted, sizeof dotted, "%s/./empty", dir);
+  check(gk_nn_same_file(empty, dotted) && !gk_nn_same_file(empty, path_in("other")), "same file: existing");
+  snprintf(dotted, sizeof dotted, "%s/./new", dir);
+  check(gk_nn_same_file(path_in("new"), dotted) && !gk_nn_same_file(path_in("new"), path_in("new2")),
+        "same file: neither exists yet");
+  unlink(empty);
+
+  // Stale temporary files: a dead writer's are removed, a live one's kept.
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, NULL, 0);
+  char stale[300], alive[300], other[300];
+  snprintf(stale, sizeof stale, "%s/ck.st.tmp-%ld-0", dir, (long)child);
+  snprintf(alive, sizeof alive, "%s/ck.st.tmp-%ld-0", dir, (long)getppid());
+  snprintf(other, sizeof other, "%s/ck.st.tmp-%ld-0x", dir, (long)child);
+  const char *names[3] = {stale, alive, other};
+  for (int i = 0; i < 3; i++) {
+    FILE *t = fopen(names[i], "w");
+    if (t) fclose(t);
+  }
+  check(gk_nn_remove_stale_temps(path_in("ck.st")) == 1 && access(stale, F_OK) != 0 && access(alive, F_OK) == 0 &&
+            access(other, F_OK) == 0,
+        "only the dead writer's temporary file is removed");
+  check(gk_nn_remove_stale_temps(path_in("other.st")) == 0, "another file's are not touched");
+  unlink(alive);
+  unlink(other);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/gk_test_st_XXXXXX");
   if (!mkdtemp(dir)) {
@@ -602,6 +770,8 @@ int main(void) {
   test_fuzz();
   test_save_errors();
   test_atomic();
+  test_checksums();
+  test_file_checks();
   unlink(path_in("rt.safetensors"));
   int left = count_entries();
   check(left == 0, "the test directory is empty at the end (%d entries)", left);

@@ -61,6 +61,11 @@ static gk_status load_text_model(const char *path, gk_model *m, int *seq_len) {
   gk_st_file *f;
   gk_status s = gk_st_load(path, &f);
   if (s != GK_SUCCESS) return s;
+  size_t checked;  // 0 for files written before checkpoints had checksums
+  if ((s = gk_st_verify_checksums(f, &checked)) != GK_SUCCESS) {
+    gk_st_close(f);
+    return s;
+  }
   const char *format = gk_st_metadata(f, "format"), *config = gk_st_metadata(f, "config");
   char arch[16], task[32], theta[32];
   gk_model_config c = {0};

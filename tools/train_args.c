@@ -48,6 +48,7 @@ const gk_train_args gk_train_defaults = {
     .resume = NULL,
     .plot = NULL,
     .quiet = 0,
+    .allow_changes = 0,
     .given = 0,
 };
 
@@ -124,8 +125,10 @@ static const option train_opts[] = {
     {NULL, "--seed", "S", K_U64, T(seed), 0, 0, 0, NULL, 0, 0, "seed of the weights and the data"},
     {"optimisation", "--steps", "N", K_INT64, T(steps), 1, 1e12, 0, NULL, 0, 0, "optimizer steps (AdamW)"},
     {NULL, "--lr", "X", K_DOUBLE, T(lr), 0, 10, 1, NULL, 0, 0, "peak learning rate, > 0"},
-    {NULL, "--min-lr", "X", K_DOUBLE, T(min_lr), 0, 10, 0, NULL, 0, 0, "final learning rate of the cosine decay"},
-    {NULL, "--warmup", "N", K_INT64, T(warmup), 0, 1e12, 0, NULL, 0, 0, "steps of linear warmup"},
+    {NULL, "--min-lr", "X", K_DOUBLE, T(min_lr), 0, 10, 0, NULL, 0, 0,
+     "final learning rate of the cosine decay; unless given, it scales with --lr"},
+    {NULL, "--warmup", "N", K_INT64, T(warmup), 0, 1e12, 0, NULL, 0, 0,
+     "steps of linear warmup; unless given, it scales with --steps"},
     {NULL, "--weight-decay", "X", K_DOUBLE, T(weight_decay), 0, 100, 0, NULL, 0, 0, "AdamW weight decay"},
     {NULL, "--clip", "X", K_DOUBLE, T(clip), 0, 1e6, 0, NULL, 0, 0, "largest gradient norm (0: no clipping)"},
     {NULL, "--threads", "N", K_INT, T(threads), 0, 1024, 0, NULL, 0, 0,
@@ -137,9 +140,12 @@ static const option train_opts[] = {
      "save the run here (safetensors)"},
     {NULL, "--checkpoint-every", "K", K_INT64, T(checkpoint_every), 0, 1e12, 0, NULL, 0, 0,
      "save every K steps (0: at the end)"},
-    {NULL, "--resume", "FILE", K_STRING, T(resume), 0, 0, 0, NULL, 0, 0, "continue the run saved in FILE"},
+    {NULL, "--resume", "FILE", K_STRING, T(resume), 0, 0, 0, NULL, 0, 0,
+     "continue the run saved in FILE (needs --checkpoint, which may be FILE itself)"},
+    {NULL, "--allow-changes", NULL, K_FLAG, T(allow_changes), 0, 0, 0, NULL, 1, 0,
+     "with --resume: continue although --data, --steps, --lr, ... differ from the checkpoint's"},
     {NULL, "--stop-after", "N", K_INT64, T(stop_after), 0, 1e12, 0, NULL, 0, 0,
-     "stop after N steps of this invocation (0: at --steps); with --resume, runs in pieces"},
+     "stop after N steps of this invocation (0: at --steps; needs --checkpoint); with --resume, runs in pieces"},
     {NULL, "--plot", "FILE.svg", K_STRING, T(plot), 0, 0, 0, NULL, 0, 0, "draw the training and evaluation loss"},
     {NULL, "--quiet", NULL, K_FLAG, T(quiet), 0, 0, 0, NULL, 1, 0, "print only the summary and errors"},
 };
@@ -304,12 +310,12 @@ static gk_status parse(const option *opts, size_t nopts, int argc, char *const *
   for (int i = 0; i < argc; i++) {
     const char *arg = argv[i];
     if (strncmp(arg, "--", 2) != 0 || !arg[2])
-      return gk_fail(GK_ERR_INVALID_VALUE, "unexpected argument '%.60s' (options start with --; see --help)", arg);
+      return gk_fail(GK_ERR_INVALID_VALUE, "unexpected argument '%.60s' (options start with --)", arg);
     const char *eq = strchr(arg, '=');
     size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
     size_t k = 0;
     while (k < nopts && !(strlen(opts[k].name) == len && !strncmp(opts[k].name, arg, len))) k++;
-    if (k == nopts) return gk_fail(GK_ERR_INVALID_VALUE, "unknown option '%.*s' (see --help)", (int)(len < 60 ? len : 60), arg);
+    if (k == nopts) return gk_fail(GK_ERR_INVALID_VALUE, "unknown option '%.*s'", (int)(len < 60 ? len : 60), arg);
     const option *o = &opts[k];
     const char *value = NULL;
     if (o->kind == K_FLAG) {
@@ -321,11 +327,22 @@ static gk_status parse(const option *opts, size_t nopts, int argc, char *const *
     } else {
       return gk_fail(GK_ERR_INVALID_VALUE, "%s needs a value (%s)", o->name, o->metavar);
     }
+    if (*given >> k & 1) {
+      if (value) return gk_fail(GK_ERR_INVALID_VALUE, "%s is given twice (again as '%.60s')", o->name, value);
+      return gk_fail(GK_ERR_INVALID_VALUE, "%s is given twice", o->name);
+    }
     gk_status st = set_value(o, value, base);
     if (st) return st;
     *given |= 1ull << k;
   }
   return GK_SUCCESS;
+}
+
+gk_status gk_train_args_set(gk_train_args *args, const char *name, const char *value) {
+  if (!args || !name || !value) return gk_fail(GK_ERR_NULL_POINTER, "gk_train_args_set: an argument is NULL");
+  for (size_t k = 0; k < N_TRAIN_OPTS; k++)
+    if (!strcmp(train_opts[k].name, name) && train_opts[k].kind != K_FLAG) return set_value(&train_opts[k], value, args);
+  return gk_fail(GK_ERR_INVALID_VALUE, "gk_train_args_set: '%.60s' is not an option that takes a value", name);
 }
 
 static int given_bit(const option *opts, size_t nopts, uint64_t given, const char *name) {
@@ -350,6 +367,8 @@ static gk_status check_train(const gk_train_args *a) {
   if (a->task != GK_TASK_TEXT && a->data)
     return gk_fail(GK_ERR_INVALID_VALUE, "--data '%.60s' is only used by --task text (the task is %s)", a->data,
                    gk_task_name(a->task));
+  // --min-lr and --warmup were made to follow --lr and --steps where not
+  // given (gk_train_args_parse), so only values the user gave get here.
   if (a->min_lr > a->lr)
     return gk_fail(GK_ERR_INVALID_VALUE, "--min-lr %g is larger than --lr %g", a->min_lr, a->lr);
   if (a->warmup > a->steps)
@@ -358,6 +377,17 @@ static gk_status check_train(const gk_train_args *a) {
   if (a->checkpoint_every > 0 && !a->checkpoint)
     return gk_fail(GK_ERR_INVALID_VALUE, "--checkpoint-every %lld needs --checkpoint FILE",
                    (long long)a->checkpoint_every);
+  if (a->stop_after > 0 && !a->checkpoint)
+    return gk_fail(GK_ERR_INVALID_VALUE,
+                   "--stop-after %lld needs --checkpoint FILE (the run would stop with nothing saved)",
+                   (long long)a->stop_after);
+  if (a->resume && !a->checkpoint)
+    return gk_fail(GK_ERR_INVALID_VALUE,
+                   "--resume '%s' needs --checkpoint FILE (where the continued run is saved; it may be the same "
+                   "file)",
+                   a->resume);
+  if (a->allow_changes && !a->resume)
+    return gk_fail(GK_ERR_INVALID_VALUE, "--allow-changes applies to --resume only");
   static const char *const llama_only[] = {"--heads", "--kv-heads"};
   static const char *const mamba_only[] = {"--state", "--no-selection"};
   for (int k = 0; k < 2; k++) {
@@ -387,8 +417,17 @@ static gk_status check_train(const gk_train_args *a) {
 gk_status gk_train_args_parse(int argc, char *const *argv, gk_train_args *args, int *help) {
   if (!args) return gk_fail(GK_ERR_NULL_POINTER, "gk_train_args_parse: args is NULL");
   args->given = 0;
+  const gk_train_args start = *args;
   gk_status st = parse(train_opts, N_TRAIN_OPTS, argc, argv, args, &args->given, help);
   if (st || *help) return st;
+  // Defaults that follow another option: the warmup keeps its share of the
+  // steps, the final learning rate its share of the peak one.
+  if (gk_train_args_given(args, "--steps") && !gk_train_args_given(args, "--warmup") && start.steps > 0) {
+    args->warmup = (int64_t)llround((double)start.warmup * (double)args->steps / (double)start.steps);
+    if (args->warmup > args->steps) args->warmup = args->steps;
+  }
+  if (gk_train_args_given(args, "--lr") && !gk_train_args_given(args, "--min-lr") && start.lr > 0)
+    args->min_lr = fmin(start.min_lr * (args->lr / start.lr), args->lr);
   return check_train(args);
 }
 
@@ -471,7 +510,10 @@ void gk_train_usage(FILE *out, const gk_train_args *defaults) {
         "(8 data tokens of 8 values scattered among noise in 56 positions, to be\n"
         "reproduced in order after 8 markers; accuracy counts those 8 answers).\n"
         "Induction heads is evaluated on sequences 4 times longer than --seq-len.\n"
-        "Numbers are checked: a value out of range or not a number is an error.\n",
+        "Numbers are checked: a value out of range or not a number is an error,\n"
+        "and so is an option given twice. Checkpoints carry a CRC-32 per tensor,\n"
+        "checked on --resume, and record the run's options and --data file: a\n"
+        "resumed run that differs stops and says how, unless --allow-changes.\n",
         out);
   usage(out, train_opts, N_TRAIN_OPTS, defaults ? defaults : &gk_train_defaults);
   fputs("\n  --help, -h                   show this message\n", out);

@@ -6,8 +6,8 @@
 // unknown options and stray arguments are errors, and the options are
 // checked against each other (--data only with --task text, --heads only
 // with --model llama, ...). Every message names the option and the value.
-// Both "--opt VALUE" and "--opt=VALUE" are accepted; a later repeat of an
-// option overrides an earlier one.
+// Both "--opt VALUE" and "--opt=VALUE" are accepted; an option given twice
+// is an error. Messages carry no "see --help" hint: the caller adds one.
 #ifndef GK_TRAIN_ARGS_H
 #define GK_TRAIN_ARGS_H
 
@@ -39,7 +39,9 @@ typedef struct gk_train_args {
   int seq_len;                // --seq-len T: tokens per training sequence
   double lr;                  // --lr: peak learning rate
   double min_lr;              // --min-lr: learning rate at the end of the cosine decay
+                              // (not given: scaled with --lr as the starting values are)
   int64_t warmup;             // --warmup: steps of linear warmup
+                              // (not given: scaled with --steps as the starting values are)
   double weight_decay;        // --weight-decay: AdamW's decoupled weight decay
   double clip;                // --clip: largest global gradient norm (0: no clipping)
   int threads;                // --threads: CPU threads (0: GK_NUM_THREADS, else all processors)
@@ -55,6 +57,7 @@ typedef struct gk_train_args {
                               // the schedule still spans --steps, so a run can be cut in pieces
   const char *plot;           // --plot FILE.svg: loss curves (NULL: none)
   int quiet;                  // --quiet: only the summary and errors
+  int allow_changes;          // --allow-changes: --resume although options or data differ from the checkpoint's
   uint64_t given;             // which options the command line set: see gk_train_args_given
 } gk_train_args;
 
@@ -80,10 +83,19 @@ extern const gk_sample_args gk_sample_defaults;
 // not on the command line keep their starting value; `given` records the
 // others, so the caller can still apply defaults that depend on another
 // option (e.g. a learning rate per --model) where !gk_train_args_given().
+// Two such defaults are applied here: without --warmup, a given --steps
+// scales the warmup (100 of 1000 steps: 6 of --steps 60), and without
+// --min-lr, a given --lr scales the final learning rate. Only the values
+// given are checked against each other (--warmup more than --steps, ...).
 // With --help or -h anywhere, *help is 1 and nothing else is parsed or
 // checked; print the usage then.
 gk_status gk_train_args_parse(int argc, char *const *argv, gk_train_args *args, int *help);
 gk_status gk_sample_args_parse(int argc, char *const *argv, gk_sample_args *args, int *help);
+
+// Parse `value` as option `name` ("--lr") would be on the command line, with
+// the same syntax and range checks, into its field of *args (`given` is left
+// alone): for values read back from elsewhere, such as a checkpoint.
+gk_status gk_train_args_set(gk_train_args *args, const char *name, const char *value);
 
 // Whether the command line set option `name` (e.g. "--lr"); 0 for an unknown name.
 int gk_train_args_given(const gk_train_args *args, const char *name);

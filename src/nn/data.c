@@ -62,9 +62,9 @@ gk_status gk_task_init_text(gk_task *task, const char *path, int seq_len) {
   if (n < 2 * window || n - eval_len < window) {
     free(bytes);
     return gk_fail(GK_NN_ERR_FILE,
-                   "data file '%s' has %zu bytes, too short for sequence length %d: it needs at least %zu (one "
+                   "data file '%s' has %zu byte%s, too short for sequence length %d: it needs at least %zu (one "
                    "training and one held-out window of %zu bytes)",
-                   path, n, seq_len, 2 * window, window);
+                   path, n, gk_plural((long long)n), seq_len, 2 * window, window);
   }
   task->kind = GK_TASK_TEXT;
   task->vocab_size = 256;

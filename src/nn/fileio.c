@@ -1,9 +1,11 @@
 // Whole-file reads and atomic whole-file writes (see fileio.h).
 #include "fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +25,28 @@ static int fault_at(gk_nn_fault step) {
   return 1;
 }
 
+// "a directory", "a FIFO", ... for messages.
+static const char *file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
+}
+
 gk_status gk_nn_read_file(const char *path, const char *what, unsigned char **data, size_t *size) {
   if (!path || !what || !data || !size) return gk_fail(GK_ERR_NULL_POINTER, "gk_nn_read_file: a pointer argument is NULL");
   *data = NULL;
   *size = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return gk_fail(GK_NN_ERR_FILE, "%s '%s': cannot open: %s", what, path, strerror(errno));
+  // A FIFO or a device is refused before it is opened (opening a FIFO waits
+  // for a writer); O_NONBLOCK keeps the open from waiting should the path be
+  // replaced by one in between, and fstat checks again what was opened.
   struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    return gk_fail(GK_NN_ERR_FILE, "%s '%s' is not a regular file (it is %s)", what, path, file_kind(st.st_mode));
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return gk_fail(GK_NN_ERR_FILE, "%s '%s': cannot open: %s", what, path, strerror(errno));
   if (fstat(fd, &st) != 0) {
     int e = errno;
     close(fd);
@@ -37,8 +54,15 @@ gk_status gk_nn_read_file(const char *path, const char *what, unsigned char **da
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return gk_fail(GK_NN_ERR_FILE, "%s '%s' is not a regular file%s", what, path,
-                   S_ISDIR(st.st_mode) ? " (it is a directory)" : "");
+    return gk_fail(GK_NN_ERR_FILE, "%s '%s' is not a regular file (it is %s)", what, path, file_kind(st.st_mode));
+  }
+  // Files of /proc claim 0 bytes and yet have contents: a 0-byte file must
+  // really be empty.
+  unsigned char probe;
+  if (st.st_size == 0 && read(fd, &probe, 1) > 0) {
+    close(fd);
+    return gk_fail(GK_NN_ERR_FILE, "%s '%s' is not a regular file (it has contents but a size of 0 bytes, as the "
+                   "files of /proc do)", what, path);
   }
   if ((uintmax_t)st.st_size >= (uintmax_t)SIZE_MAX) {
     close(fd);
@@ -91,6 +115,18 @@ static void dir_of(const char *path, char *dir, size_t size) {
   else snprintf(dir, size, "%.*s", (int)(slash - path), path);
 }
 
+// Create a new temporary file "<path>.tmp-<pid>-<n>" (its name into tmp, of
+// `size` bytes) and return its descriptor, or -1 with errno set.
+static int create_temp(const char *path, char *tmp, size_t size) {
+  static _Atomic unsigned counter;
+  for (int attempt = 0; attempt < 100; attempt++) {
+    snprintf(tmp, size, "%s.tmp-%ld-%u", path, (long)getpid(), counter++);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;  // errno is EEXIST
+}
+
 gk_status gk_nn_write_atomic(const char *path, const char *what, const gk_nn_chunk *chunks, size_t nchunks) {
   if (!path || !what || (!chunks && nchunks))
     return gk_fail(GK_ERR_NULL_POINTER, "gk_nn_write_atomic: a pointer argument is NULL");
@@ -101,13 +137,7 @@ gk_status gk_nn_write_atomic(const char *path, const char *what, const gk_nn_chu
   if (!tmp) return gk_fail(GK_ERR_OUT_OF_MEMORY, "%s '%s': cannot allocate a file name", what, path);
 
   // 1. A new temporary file beside the target.
-  static _Atomic unsigned counter;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-    snprintf(tmp, plen + 64, "%s.tmp-%ld-%u", path, (long)getpid(), counter++);
-    fd = fault_at(GK_NN_FAULT_OPEN) ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
+  int fd = fault_at(GK_NN_FAULT_OPEN) ? -1 : create_temp(path, tmp, plen + 64);
   if (fd < 0) {
     int e = errno;
     free(tmp);
@@ -167,6 +197,107 @@ gk_status gk_nn_write_atomic(const char *path, const char *what, const gk_nn_chu
   close(dfd);
   free(tmp);
   return GK_SUCCESS;
+}
+
+gk_status gk_nn_check_writable(const char *path, const char *what) {
+  if (!path || !what) return gk_fail(GK_ERR_NULL_POINTER, "gk_nn_check_writable: a pointer argument is NULL");
+  if (!*path) return gk_fail(GK_ERR_INVALID_VALUE, "%s: the file name is empty", what);
+  size_t plen = strlen(path);
+  struct stat st;
+  if (path[plen - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+    return gk_fail(GK_NN_ERR_FILE, "%s '%s' is a directory, not a file", what, path);
+  char *tmp = malloc(plen + 64);
+  if (!tmp) return gk_fail(GK_ERR_OUT_OF_MEMORY, "%s '%s': cannot allocate a file name", what, path);
+  gk_status s = GK_SUCCESS;
+  dir_of(path, tmp, plen + 64);
+  if (stat(tmp, &st) != 0) {
+    s = gk_fail(GK_NN_ERR_FILE, "%s '%s': the directory '%s' %s", what, path, tmp,
+                errno == ENOENT ? "does not exist" : strerror(errno));
+  } else if (!S_ISDIR(st.st_mode)) {
+    s = gk_fail(GK_NN_ERR_FILE, "%s '%s': '%s' is not a directory", what, path, tmp);
+  } else {
+    // The one sure test: create the temporary file gk_nn_write_atomic would.
+    int fd = create_temp(path, tmp, plen + 64);
+    if (fd < 0) {
+      int e = errno;
+      dir_of(path, tmp, plen + 64);
+      s = gk_fail(GK_NN_ERR_FILE, "%s '%s': cannot create a file in the directory '%s': %s", what, path, tmp,
+                  strerror(e));
+    } else {
+      close(fd);
+      unlink(tmp);
+    }
+  }
+  free(tmp);
+  return s;
+}
+
+int gk_nn_same_file(const char *a, const char *b) {
+  if (!a || !b) return 0;
+  struct stat sa, sb;
+  int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+  if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  if (ea || eb) return 0;
+  // Neither exists: the same name in the same directory.
+  const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+  na = na ? na + 1 : a;
+  nb = nb ? nb + 1 : b;
+  if (strcmp(na, nb)) return 0;
+  size_t la = strlen(a) + 2, lb = strlen(b) + 2;
+  char *da = malloc(la), *db = malloc(lb);
+  int same = 0;
+  if (da && db) {
+    dir_of(a, da, la);
+    dir_of(b, db, lb);
+    same = stat(da, &sa) == 0 && stat(db, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  }
+  free(da);
+  free(db);
+  return same;
+}
+
+// Whether `name` is "<base>.tmp-<pid>-<n>" (the name create_temp makes); the
+// pid into *pid.
+static int temp_name_of(const char *name, const char *base, long *pid) {
+  size_t n = strlen(base);
+  if (strncmp(name, base, n) || strncmp(name + n, ".tmp-", 5)) return 0;
+  const char *s = name + n + 5;
+  if (*s < '0' || *s > '9') return 0;
+  char *end;
+  errno = 0;
+  *pid = strtol(s, &end, 10);
+  if (errno || *pid <= 0 || *end != '-' || end[1] < '0' || end[1] > '9') return 0;
+  for (s = end + 1; *s; s++)
+    if (*s < '0' || *s > '9') return 0;
+  return 1;
+}
+
+int gk_nn_remove_stale_temps(const char *path) {
+  if (!path || !*path) return 0;
+  size_t plen = strlen(path);
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  char *dir = malloc(plen + 2);
+  if (!dir) return 0;
+  dir_of(path, dir, plen + 2);
+  DIR *d = *base ? opendir(dir) : NULL;
+  int removed = 0;
+  for (struct dirent *e; d && (e = readdir(d));) {
+    long pid;
+    if (!temp_name_of(e->d_name, base, &pid) || pid == (long)getpid()) continue;
+    // kill(pid, 0) sends nothing: ESRCH says no process has this pid.
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    size_t n = strlen(dir) + strlen(e->d_name) + 2;
+    char *full = malloc(n);
+    if (!full) break;
+    snprintf(full, n, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (lstat(full, &st) == 0 && S_ISREG(st.st_mode) && unlink(full) == 0) removed++;
+    free(full);
+  }
+  if (d) closedir(d);
+  free(dir);
+  return removed;
 }
 
 void gk_nn_buf_append(gk_nn_buf *b, const void *bytes, size_t n) {

@@ -8,7 +8,9 @@
 
 // Read the regular file `path` into memory: *data (malloc'd, with one extra
 // NUL byte after the contents; free() it) and *size. `what` names the file in
-// messages ("data file", "checkpoint").
+// messages ("data file", "checkpoint"). A FIFO, a device, a directory or a
+// file of /proc (0 bytes by its size, yet with contents) is refused without
+// waiting on it.
 gk_status gk_nn_read_file(const char *path, const char *what, unsigned char **data, size_t *size);
 
 // One piece of a file to write.
@@ -27,6 +29,22 @@ typedef struct gk_nn_chunk {
 // exactly as it was (absent, or the old bytes). A failure of step 4 is
 // reported, but `path` already holds the new contents.
 gk_status gk_nn_write_atomic(const char *path, const char *what, const gk_nn_chunk *chunks, size_t nchunks);
+
+// Check, before a long run, that gk_nn_write_atomic can write `path`: it is
+// not a directory, its directory exists, and a temporary file can be created
+// there (it is removed again). The message names `what` ("--checkpoint"),
+// the path and the reason.
+gk_status gk_nn_check_writable(const char *path, const char *what);
+
+// Whether paths a and b name the same file: one inode when both exist, the
+// same name in the same directory when neither does; 0 otherwise.
+int gk_nn_same_file(const char *a, const char *b);
+
+// Remove the temporary files "<path>.tmp-<pid>-<n>" that a writer of `path`
+// killed before its rename left behind: those whose pid is not this
+// process's and belongs to no running process (a pid reused since is taken
+// as alive, and the file kept). Returns how many were removed.
+int gk_nn_remove_stale_temps(const char *path);
 
 // Test hook: make the next gk_nn_write_atomic fail at one step as if the
 // system call had failed (GK_NN_FAULT_WRITE writes half the bytes first).

@@ -11,4 +11,7 @@
 // not what it must be. The message says which file and what was wrong.
 #define GK_NN_ERR_FILE GK_ERR_INVALID_VALUE
 
+// The plural ending of a count in a message: "1 step", "2 steps", "0 steps".
+static inline const char *gk_plural(long long n) { return n == 1 ? "" : "s"; }
+
 #endif

@@ -138,15 +138,25 @@ void gk_progress_summary_at(gk_progress *p, const gk_run_summary *s, double now)
   p->now = now;
   char dur[32], tps[32], eta[32];
   rates(p, tps, sizeof tps, eta, sizeof eta);
-  fprintf(p->out, "done: %lld steps in %s, %s tokens/s\n", (long long)(p->step - p->start_step),
+  long long done = (long long)(p->step - p->start_step);
+  fprintf(p->out, "done: %lld step%s in %s, %s tokens/s\n", done, gk_plural(done),
           gk_format_duration(now - p->t0, dur, sizeof dur), tps);
-  fprintf(p->out, "final train loss %.4f", s->train_loss);
-  if (!isnan(s->eval_loss)) fprintf(p->out, ", eval loss %.4f", s->eval_loss);
-  if (!isnan(s->eval_accuracy)) fprintf(p->out, ", eval accuracy %.1f%%", 100 * s->eval_accuracy);
-  if (!isnan(s->bits_per_byte)) fprintf(p->out, ", eval bits per byte %.3f", s->bits_per_byte);
-  fputc('\n', p->out);
-  if (s->checkpoint) fprintf(p->out, "checkpoint: %s\n", s->checkpoint);
+  gk_progress_figures(p->out, s);
   fflush(p->out);
+}
+
+void gk_progress_figures(FILE *out, const gk_run_summary *s) {
+  if (!out || !s) return;
+  int shown = 0;  // figures printed so far: the first follows "final ", the others ", "
+  if (!isnan(s->train_loss)) fprintf(out, "%strain loss %.4f", shown++ ? ", " : "final ", s->train_loss);
+  if (!isnan(s->eval_loss)) fprintf(out, "%seval loss %.4f", shown++ ? ", " : "final ", s->eval_loss);
+  if (!isnan(s->eval_accuracy))
+    fprintf(out, "%seval accuracy %.1f%%", shown++ ? ", " : "final ", 100 * s->eval_accuracy);
+  if (!isnan(s->bits_per_byte))
+    fprintf(out, "%seval bits per byte %.3f", shown++ ? ", " : "final ", s->bits_per_byte);
+  if (!shown) fputs("final figures: none recorded", out);
+  fputc('\n', out);
+  if (s->checkpoint) fprintf(out, "checkpoint: %s\n", s->checkpoint);
 }
 
 void gk_progress_summary(gk_progress *p, const gk_run_summary *s) { gk_progress_summary_at(p, s, gk_now()); }

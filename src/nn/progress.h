@@ -69,6 +69,10 @@ typedef struct gk_run_summary {
 //     final train loss 0.0123, eval loss 0.0100, eval accuracy 97.3%
 //     checkpoint: run.safetensors
 void gk_progress_summary(gk_progress *p, const gk_run_summary *s);
+// The summary's figures and checkpoint lines alone (no "done:" line), e.g.
+// for a run that was already finished; with every figure NAN: "final
+// figures: none recorded".
+void gk_progress_figures(FILE *out, const gk_run_summary *s);
 // The same at time `now`.
 void gk_progress_summary_at(gk_progress *p, const gk_run_summary *s, double now);
 

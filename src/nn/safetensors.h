@@ -80,6 +80,15 @@ typedef struct gk_st_meta {
 gk_status gk_st_save(const char *path, const gk_st_tensor *tensors, size_t ntensors, const gk_st_meta *meta,
                      size_t nmeta);
 
+// Checksums. gk_st_save_checksummed writes one more metadata entry per
+// tensor: key "crc32:<tensor name>", value the CRC-32 of the tensor's bytes
+// (as zlib's crc32 computes it) in 8 lowercase hex digits. A flipped bit in
+// the data then shows as a mismatch when gk_st_verify_checksums checks the
+// file.
+uint32_t gk_st_crc32(uint32_t crc, const void *data, size_t n);  // crc: 0, or the CRC so far
+gk_status gk_st_save_checksummed(const char *path, const gk_st_tensor *tensors, size_t ntensors,
+                                 const gk_st_meta *meta, size_t nmeta);
+
 // A loaded, validated file.
 typedef struct gk_st_file gk_st_file;
 
@@ -101,6 +110,13 @@ const gk_st_tensor *gk_st_lookup(const gk_st_file *file, const char *name);
 // not (e.g. a checkpoint of another configuration).
 gk_status gk_st_read(const gk_st_file *file, const char *name, gk_st_dtype dtype, int rank, const int64_t *shape,
                      void *dst);
+
+// Check every "crc32:" entry of a loaded file against its tensor's bytes.
+// *checked: how many tensors have one. Errors, naming the file and tensor: a
+// mismatch, a value that is not 8 hex digits, an entry for a tensor the file
+// lacks, and a file where some tensors have a checksum and others not. A file
+// with no checksums at all (*checked 0) is not an error: the caller decides.
+gk_status gk_st_verify_checksums(const gk_st_file *file, size_t *checked);
 
 // Metadata entries sorted by key: i in [0, gk_st_num_metadata).
 size_t gk_st_num_metadata(const gk_st_file *file);
