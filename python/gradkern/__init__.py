@@ -47,6 +47,7 @@ from . import _lib  # noqa: F401  (the raw ctypes mirror of gradkern.h)
 from ._core import (
     Error,
     Plan,
+    backends,
     clear_plan_cache,
     get_backend,
     get_num_threads,
@@ -115,7 +116,7 @@ def plan_info(op, x, direction="forward", backend=None, dtype=None, **options):
 
 __all__ = [
     "Error", "Plan", "get_plan", "plan_info", "clear_plan_cache", "plan_cache_size",
-    "set_backend", "get_backend", "use_backend", "set_num_threads", "get_num_threads",
+    "set_backend", "get_backend", "use_backend", "backends", "set_num_threads", "get_num_threads",
     "library_path", "version",
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
     "rms_norm", "layer_norm",

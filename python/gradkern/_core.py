@@ -42,6 +42,17 @@ def version():
     return _str(lib.gk_version())
 
 
+def backends():
+    """The registered backends, in the order 'auto' tries them: a list of
+    dicts with name, id, device, available and reason (why not, or "")."""
+    out, info = [], _lib.gk_backend_info()
+    for i in range(lib.gk_backend_count()):
+        check(lib.gk_backend_get(i, ctypes.byref(info)), "gk_backend_get")
+        out.append({"name": _str(info.name), "id": info.id, "device": info.device,
+                    "available": bool(info.available), "reason": _str(info.reason)})
+    return out
+
+
 def once_differentiable(name=None):
     """Decorator for the backward of a gradkern autograd Function.
 
@@ -291,7 +302,8 @@ class Plan:
 
     @property
     def info(self):
-        """dict: kernel, backend, isa, math, accumulator, deterministic."""
+        """dict: kernel, backend, isa, math, accumulator, deterministic, declined
+        (the kernels tried first that declined the description, with reasons)."""
         i = _lib.gk_plan_info()
         check(lib.gk_plan_get_info(self.handle, ctypes.byref(i)), "gk_plan_get_info")
         return {
@@ -301,6 +313,7 @@ class Plan:
             "math": _str(i.math),
             "accumulator": _str(lib.gk_dtype_name(i.accumulator)),
             "deterministic": bool(i.deterministic),
+            "declined": _str(i.declined),
         }
 
     @property

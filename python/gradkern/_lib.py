@@ -28,19 +28,14 @@ F32, F64, F16, BF16, I32, I64 = 0, 1, 2, 3, 4, 5
 # gk_device_type
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 
-# gk_op
-OPS = {
-    "relu": 0, "gelu": 1, "silu": 2, "sigmoid": 3, "softplus": 4,
-    "glu": 5, "reglu": 6, "swiglu": 7, "geglu": 8,
-    "rmsnorm": 9, "layernorm": 10, "linear": 11, "matmul": 12, "softmax": 13,
-    "log_softmax": 14, "cross_entropy": 15, "embedding": 16, "rope": 17,
-    "attention": 18, "add": 19, "mul": 20, "conv1d": 21, "selective_scan": 22,
-}
+# gk_op: name -> value, read from the library by load() (gk_op_name)
+OPS = {}
 # gk_direction
 FORWARD, BACKWARD = 0, 1
 DIRECTIONS = {"forward": FORWARD, "backward": BACKWARD}
-# gk_backend
-BACKENDS = {"auto": 0, "ref": 1, "cpu": 2, "cuda": 3}
+# gk_backend: "auto" and the registered backends by name, read by load() (gk_backend_get)
+BACKENDS = {}
+BACKEND_CUDA = 3
 # gk_gelu_approx
 GELU_APPROX = {"none": 0, "tanh": 1}
 # gk_gated_form
@@ -52,18 +47,9 @@ ROPE_LAYOUTS = {"bthd": 0, "bhtd": 1}
 ROPE_PAIRINGS = {"half": 0, "interleaved": 1}
 # gk_scan_layout
 SCAN_LAYOUTS = {"shared": 0, "batch": 1, "grouped": 2}
-# gk_arg_kind
-ARGS = {
-    "x": 0, "y": 1, "dy": 2, "dx": 3, "gate": 4, "dgate": 5, "weight": 6,
-    "dweight": 7, "bias": 8, "dbias": 9, "mean": 10, "rstd": 11,
-    "A": 12, "B": 13, "dA": 14, "dB": 15, "logits": 16, "dlogits": 17,
-    "target": 18, "loss": 19, "dloss": 20, "index": 21, "q": 22, "k": 23,
-    "v": 24, "dq": 25, "dk": 26, "dv": 27, "lse": 28, "initial_state": 29,
-    "final_state": 30, "dinitial_state": 31, "dfinal_state": 32, "u": 33,
-    "du": 34, "delta": 35, "ddelta": 36, "C": 37, "dC": 38, "D": 39, "dD": 40,
-    "z": 41, "dz": 42, "delta_bias": 43, "ddelta_bias": 44, "chunk_states": 45,
-}
-ARG_NAMES = {v: k for k, v in ARGS.items()}
+# gk_arg_kind: name -> value and back, read from the library by load() (gk_arg_name)
+ARGS = {}
+ARG_NAMES = {}
 
 
 class gk_tensor(ctypes.Structure):
@@ -159,6 +145,17 @@ class gk_plan_info(ctypes.Structure):
         ("math", ctypes.c_char_p),
         ("accumulator", ctypes.c_int),
         ("deterministic", ctypes.c_int),
+        ("declined", ctypes.c_char_p),
+    ]
+
+
+class gk_backend_info(ctypes.Structure):
+    _fields_ = [
+        ("id", ctypes.c_int),
+        ("name", ctypes.c_char_p),
+        ("device", ctypes.c_int),
+        ("available", ctypes.c_int),
+        ("reason", ctypes.c_char_p),
     ]
 
 
@@ -191,6 +188,8 @@ def _declare(lib):
         "gk_op_name": (c_char_p, [c_int]),
         "gk_arg_name": (c_char_p, [c_int]),
         "gk_backend_name": (c_char_p, [c_int]),
+        "gk_backend_count": (c_int, []),
+        "gk_backend_get": (c_int, [c_int, P(gk_backend_info)]),
         "gk_tensor_init": (c_int, [P(gk_tensor), c_void_p, c_int, c_int, P(ctypes.c_int64)]),
         "gk_tensor_numel": (ctypes.c_int64, [P(gk_tensor)]),
         "gk_op_desc_init": (c_int, [P(gk_op_desc), c_int, c_int, c_int, c_int, P(ctypes.c_int64)]),
@@ -228,9 +227,40 @@ def load(path=None):
             "`cmake -S . -B build && cmake --build build` in the repository, or set "
             "GRADKERN_LIB to the path of libgradkern.so." % path)
     lib = _declare(ctypes.CDLL(path))
-    for struct in (gk_tensor, gk_arg, gk_op_desc, gk_plan_info):
+    for struct in (gk_tensor, gk_arg, gk_op_desc, gk_plan_info, gk_backend_info):
         want = lib.gk_struct_size(struct.__name__.encode())
         if want != ctypes.sizeof(struct):
             raise OSError("gradkern: %s is %d bytes in %s but %d in gradkern/_lib.py: the binding "
                           "does not match the library" % (struct.__name__, want, path, ctypes.sizeof(struct)))
+    _read_names(lib)
     return lib, path
+
+
+def _names(name_of):
+    """{name: value} for value = 0, 1, ... until the library answers "?"."""
+    names, value = {}, 0
+    while True:
+        name = name_of(value).decode()
+        if name == "?":
+            return names
+        names[name] = value
+        value += 1
+
+
+def _read_names(lib):
+    """The op, argument and backend names, from the library itself."""
+    OPS.clear()
+    OPS.update(_names(lib.gk_op_name))
+    ARGS.clear()
+    ARGS.update(_names(lib.gk_arg_name))
+    ARG_NAMES.clear()
+    ARG_NAMES.update({v: k for k, v in ARGS.items()})
+    BACKENDS.clear()
+    BACKENDS["auto"] = 0
+    info = gk_backend_info()
+    for i in range(lib.gk_backend_count()):
+        lib.gk_backend_get(i, ctypes.byref(info))
+        BACKENDS[info.name.decode()] = info.id
+    # GK_BACKEND_CUDA is in the header's enum whether or not it is built; the
+    # library answers for it (a build without it refuses with a message).
+    BACKENDS.setdefault("cuda", BACKEND_CUDA)
