@@ -363,6 +363,37 @@ typedef struct gk_backend_info {
   const char *reason;        ///< why not, when available = 0 ("" otherwise)
 } gk_backend_info;
 
+/// Device memory. A backend whose tensors live where the library cannot
+/// address them through a C pointer (a GPU buffer, memory owned by a
+/// JavaScript host) hands out buffers; a tensor in one is described as
+/// usual, with `device` the backend's device type and `data` the buffer's
+/// address (gk_buffer_address) plus a byte offset: an address in a range the
+/// library reserves for the buffer, not host memory, so the same overlap
+/// checks apply and a tensor reaching past its buffer is refused. Plans of
+/// the backend run on such tensors; gk_buffer_upload and gk_buffer_download
+/// move bytes between host memory and a buffer, and a download waits for the
+/// runs before it. The CPU and ref backends give host memory (the address is
+/// a real pointer, so their buffers can also be used directly).
+typedef struct gk_buffer gk_buffer;
+
+/// A buffer of `bytes` bytes (> 0) on the device of `backend` (a registered
+/// backend, not GK_BACKEND_AUTO), aligned to 64 bytes, contents undefined.
+gk_status gk_buffer_alloc(gk_backend backend, size_t bytes, gk_buffer **buffer);
+/// Free a buffer (NULL: nothing). Runs using it must have finished
+/// (gk_backend_synchronize).
+void gk_buffer_free(gk_buffer *buffer);
+/// The address of the buffer's byte 0, for gk_tensor.data (add the offset).
+void *gk_buffer_address(const gk_buffer *buffer);
+size_t gk_buffer_size(const gk_buffer *buffer);
+/// Copy `bytes` bytes from host memory `src` into the buffer at `offset`.
+gk_status gk_buffer_upload(gk_buffer *buffer, size_t offset, const void *src, size_t bytes);
+/// Copy `bytes` bytes of the buffer at `offset` into host memory `dst`,
+/// after every run already submitted on the backend.
+gk_status gk_buffer_download(const gk_buffer *buffer, size_t offset, void *dst, size_t bytes);
+/// Wait until every run submitted on `backend` has finished (the CPU and
+/// ref backends run synchronously: nothing to wait for).
+gk_status gk_backend_synchronize(gk_backend backend);
+
 /// The number of registered backends; gk_backend_get(i) for i in
 /// 0 .. count-1 gives them in the order GK_BACKEND_AUTO tries them.
 int gk_backend_count(void);

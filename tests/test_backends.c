@@ -1,9 +1,11 @@
-// The backend registry: the built-in backends listed in preference order;
-// a third backend added at run time (the reference kernels under the name
-// "toy", on a device type of its own) is selected by naming it, declines
-// with reasons that the plan reports, builds and frees per-plan state, and
-// gets the core's checks (device, index values) without any core edit; an
-// unavailable backend is listed with its reason and selects nothing.
+// The backend registry and device memory: the built-in backends listed in
+// preference order; a third backend added at run time ("toy": the reference
+// kernels behind device buffers of its own, on a device type of its own) is
+// selected by naming it, declines with reasons that the plan reports, builds
+// and frees per-plan state, runs on tensors in its buffers (uploaded and
+// downloaded through the API), and gets the core's checks (device, buffer
+// bounds, index values) without any core edit; an unavailable backend is
+// listed with its reason and selects nothing.
 #include "core/internal.h"
 #include "harness.h"
 
@@ -13,48 +15,103 @@ extern const gk_backend_table gk_ref_backend;
 #define ABSENT_ID ((gk_backend)8)
 #define TOY_DEVICE ((gk_device_type)5)
 
-// A kernel that takes no f64 description, tried before the ref kernel.
+// ---------------------------------------------------------------- the toy device
+
+// Its memory: host memory behind a handle that tensors never point to
+// (their addresses are those the library reserves for each buffer).
+static int live_buffers;
+static gk_status toy_alloc(size_t bytes, void **handle) {
+  *handle = calloc(1, bytes);
+  if (!*handle) return gk_fail(GK_ERR_OUT_OF_MEMORY, "toy: no memory for %zu bytes", bytes);
+  live_buffers++;
+  return GK_SUCCESS;
+}
+static void toy_free(void *handle) {
+  live_buffers--;
+  free(handle);
+}
+static gk_status toy_upload(void *handle, size_t offset, const void *src, size_t bytes) {
+  memcpy((char *)handle + offset, src, bytes);
+  return GK_SUCCESS;
+}
+static gk_status toy_download(void *handle, size_t offset, void *dst, size_t bytes) {
+  memcpy(dst, (const char *)handle + offset, bytes);
+  return GK_SUCCESS;
+}
+
+// The ref kernel of the plan's op and direction.
+static const gk_kernel *ref_kernel(const gk_plan *plan) {
+  return gk_ref_backend.kernels[plan->desc.op][plan->desc.direction][0];
+}
+static size_t toy_workspace(const gk_plan *plan) {
+  return ref_kernel(plan)->workspace ? ref_kernel(plan)->workspace(plan) : 0;
+}
+// The ref kernel, run on the host memory behind each tensor's buffer.
+static gk_status toy_run(const gk_plan *plan, const gk_kernel_args a, void *ws) {
+  gk_tensor host[GK_ARG_COUNT_];
+  gk_kernel_args h;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    h[k] = NULL;
+    if (!a[k]) continue;
+    void *mem;
+    size_t offset;
+    if (!gk_buffer_resolve(plan->backend, a[k], &mem, &offset))
+      return gk_fail(GK_ERR_INTERNAL, "toy: '%s' is not in a toy buffer", gk_arg_name((gk_arg_kind)k));
+    host[k] = *a[k];
+    host[k].data = (char *)mem + offset;
+    h[k] = &host[k];
+  }
+  void *ws_mem = NULL;
+  size_t ws_offset = 0;
+  if (plan->workspace_bytes &&
+      !gk_buffer_find(plan->backend, (uintptr_t)ws, (uintptr_t)ws + plan->workspace_bytes, &ws_mem, &ws_offset))
+    return gk_fail(GK_ERR_INTERNAL, "toy: the workspace is not in a toy buffer");
+  return ref_kernel(plan)->run(plan, h, ws_mem ? (char *)ws_mem + ws_offset : NULL);
+}
+
+// The kernels: for relu f64 forward a kernel that declines first; one with
+// counted per-plan state; the plain one for everything else.
 static const char *decline_f64(const gk_plan *plan) {
   return plan->desc.dtype == GK_F64 ? "toy takes no f64" : NULL;
 }
-static gk_status never_run(const gk_plan *plan, const gk_kernel_args a, void *ws) {
-  (void)plan, (void)a, (void)ws;
-  return gk_fail(GK_ERR_INTERNAL, "toy_f32: ran");
-}
-static const gk_kernel toy_picky = {.name = "toy_picky", .backend = TOY_ID, .decline = decline_f64,
-                                    .run = never_run};
-
-// The ref relu kernel with per-plan state: init and fini are counted.
 static int inits, finis;
 static gk_status count_init(gk_plan *plan) {
   inits++;
   plan->state = &inits;
   return GK_SUCCESS;
 }
-static void count_fini(gk_plan *plan) {
-  finis += plan->state == &inits;
-}
+static void count_fini(gk_plan *plan) { finis += plan->state == &inits; }
+static const gk_kernel toy_picky = {.name = "toy_picky", .backend = TOY_ID, .decline = decline_f64,
+                                    .workspace = toy_workspace, .run = toy_run};
+static const gk_kernel toy_counted = {.name = "toy_counted", .backend = TOY_ID, .workspace = toy_workspace,
+                                      .run = toy_run, .init = count_init, .fini = count_fini};
+static const gk_kernel toy_kernel = {.name = "toy", .backend = TOY_ID, .workspace = toy_workspace, .run = toy_run};
+static const gk_kernel *const relu_fwd[] = {&toy_picky, &toy_counted, NULL};
+static const gk_kernel *const every_op[] = {&toy_kernel, NULL};
 
 static const char *absent(void) { return "no toy device in this process"; }
 
-int main(void) {
+// ---------------------------------------------------------------- helpers
+
+// A tensor of `shape` at byte `offset` of buf.
+static gk_tensor in_buffer(const gk_buffer *buf, size_t offset, gk_dtype dt, int rank, const int64_t *shape) {
+  gk_tensor t;
+  gk_tensor_init(&t, (char *)gk_buffer_address(buf) + offset, dt, rank, shape);
+  t.device = TOY_DEVICE;
+  return t;
+}
+
+static void test_registry(void) {
   const gk_backend_table *const *list;
   int n = gk_backends(&list);
   check(n == 2 && !strcmp(list[0]->name, "cpu") && !strcmp(list[1]->name, "ref"),
         "built-in backends: %d, want cpu then ref", n);
-
-  // The toy backend: ref's kernels on device TOY_DEVICE; for relu f64
-  // forward a kernel that declines first, then ref's with counted state.
-  static gk_backend_table toy;
-  toy = gk_ref_backend;
-  toy.name = "toy";
-  toy.id = TOY_ID;
-  toy.device = TOY_DEVICE;
-  static gk_kernel counted;
-  counted = *gk_ref_backend.kernels[GK_OP_RELU][GK_FORWARD][0];
-  counted.init = count_init;
-  counted.fini = count_fini;
-  static const gk_kernel *relu_fwd[3] = {&toy_picky, &counted, NULL};
+  static gk_backend_table toy = {.name = "toy", .id = TOY_ID, .device = TOY_DEVICE, .buffer_alloc = toy_alloc,
+                                 .buffer_free = toy_free, .buffer_upload = toy_upload,
+                                 .buffer_download = toy_download};
+  toy.precision = gk_ref_backend.precision;
+  for (int op = 0; op < GK_OP_COUNT_; op++)
+    for (int dir = 0; dir < 2; dir++) toy.kernels[op][dir] = every_op;
   toy.kernels[GK_OP_RELU][GK_FORWARD] = relu_fwd;
   toy.kernels[GK_OP_MATMUL][GK_FORWARD] = NULL;
   check(gk_backend_register(&toy) == GK_SUCCESS, "register toy: %s", gk_last_error());
@@ -76,9 +133,14 @@ int main(void) {
         "gk_backend_get(3): available %d, reason '%s'", bi.available, bi.reason);
   check(gk_backend_get(4, &bi) == GK_ERR_INVALID_VALUE && strstr(gk_last_error(), "index = 4"),
         "gk_backend_get(4): %s", gk_last_error());
-  check(!strcmp(gk_backend_name(TOY_ID), "toy"), "gk_backend_name(%d) = %s", TOY_ID, gk_backend_name(TOY_ID));
+  check(!strcmp(gk_backend_name(TOY_ID), "toy"), "gk_backend_name(%d) = %s", (int)TOY_ID, gk_backend_name(TOY_ID));
+  gk_buffer *b;
+  check(gk_buffer_alloc(ABSENT_ID, 64, &b) == GK_ERR_UNSUPPORTED && strstr(gk_last_error(), "no toy device"),
+        "a buffer of the absent backend: %s", gk_last_error());
+}
 
-  // auto still picks the CPU kernel; naming toy picks toy's.
+// Selection: auto keeps the CPU kernel; naming toy walks toy's list.
+static void test_selection(void) {
   int64_t shape[2] = {3, 5};
   gk_op_desc d;
   gk_op_desc_init(&d, GK_OP_RELU, GK_FORWARD, GK_F64, 2, shape);
@@ -92,31 +154,12 @@ int main(void) {
   d.backend = TOY_ID;
   check(gk_plan_create(&d, &plan) == GK_SUCCESS, "toy relu f64: %s", gk_last_error());
   gk_plan_get_info(plan, &pi);
-  check(pi.backend == GK_BACKEND_REF && !strcmp(pi.declined, "toy/toy_picky: toy takes no f64") &&
+  check(!strcmp(pi.kernel, "relu_fwd__toy_counted") && !strcmp(pi.declined, "toy/toy_picky: toy takes no f64") &&
             !strcmp(pi.math, "f64 math") && inits == 1,
         "toy relu f64: kernel %s, declined '%s', inits %d", pi.kernel, pi.declined, inits);
-
-  // The toy plan runs on toy-device tensors (ref's kernels read them as
-  // host memory); a host tensor is refused, naming the argument.
-  double x[15], y[15], want[15];
-  for (int i = 0; i < 15; i++) {
-    x[i] = i - 7.5;
-    want[i] = x[i] > 0 ? x[i] : 0;
-  }
-  gk_arg args[2];
-  gk_tensor_init(&args[0].tensor, x, GK_F64, 2, shape);
-  gk_tensor_init(&args[1].tensor, y, GK_F64, 2, shape);
-  args[0].kind = GK_ARG_X;
-  args[1].kind = GK_ARG_Y;
-  check(gk_plan_run(plan, args, 2, NULL, 0) == GK_ERR_BAD_DEVICE && strstr(gk_last_error(), "'x' is on device 0"),
-        "host tensors on the toy plan: %s", gk_last_error());
-  args[0].tensor.device = args[1].tensor.device = TOY_DEVICE;
-  check(gk_plan_run(plan, args, 2, NULL, 0) == GK_SUCCESS && !memcmp(y, want, sizeof y), "toy relu run: %s",
-        gk_last_error());
   gk_plan_destroy(plan);
   check(finis == 1, "fini ran %d times, want 1", finis);
 
-  // f32: toy_picky takes it (and its run reports itself).
   d.dtype = GK_F32;
   check(gk_plan_create(&d, &plan) == GK_SUCCESS, "toy relu f32: %s", gk_last_error());
   gk_plan_get_info(plan, &pi);
@@ -124,7 +167,6 @@ int main(void) {
   gk_plan_destroy(plan);
   check(inits == 1 && finis == 1, "a kernel without state: inits %d, finis %d", inits, finis);
 
-  // No kernel: every reason is in the message.
   int64_t mshape[2] = {4, 4};
   gk_op_desc_init(&d, GK_OP_MATMUL, GK_FORWARD, GK_F32, 2, mshape);
   d.backend = TOY_ID;
@@ -135,28 +177,133 @@ int main(void) {
   check(gk_plan_create(&d, &plan) == GK_ERR_UNSUPPORTED &&
             strstr(gk_last_error(), "absent: no toy device in this process"),
         "absent backend: %s", gk_last_error());
+}
 
-  // The core checks index values for every backend, before the kernel runs.
-  int64_t ishape[1] = {3};
+// Softmax forward and backward on toy buffers against the CPU backend on
+// host memory; the device and buffer checks.
+static void test_device_memory(void) {
+  int64_t shape[2] = {6, 40};
+  enum { N = 240 };
+  size_t bytes = N * sizeof(float);
+  float x[N], dy[N], y_cpu[N], dx_cpu[N], y_toy[N], dx_toy[N];
+  for (int i = 0; i < N; i++) {
+    x[i] = (float)rng_uniform(-3, 3);
+    dy[i] = (float)rng_uniform(-1, 1);
+  }
+  // Host: the CPU backend.
+  gk_op_desc f, bw;
+  gk_op_desc_init(&f, GK_OP_SOFTMAX, GK_FORWARD, GK_F32, 2, shape);
+  bw = f;
+  bw.direction = GK_BACKWARD;
+  gk_plan *pf, *pb;
+  gk_arg a[3];
+  check(gk_plan_create(&f, &pf) == GK_SUCCESS && gk_plan_create(&bw, &pb) == GK_SUCCESS, "cpu softmax: %s",
+        gk_last_error());
+  a[0] = (gk_arg){GK_ARG_X, {0}};
+  a[1] = (gk_arg){GK_ARG_Y, {0}};
+  gk_tensor_init(&a[0].tensor, x, GK_F32, 2, shape);
+  gk_tensor_init(&a[1].tensor, y_cpu, GK_F32, 2, shape);
+  check(gk_plan_run(pf, a, 2, NULL, 0) == GK_SUCCESS, "cpu softmax fwd: %s", gk_last_error());
+  a[0] = (gk_arg){GK_ARG_DY, {0}};
+  a[2] = (gk_arg){GK_ARG_DX, {0}};
+  gk_tensor_init(&a[0].tensor, dy, GK_F32, 2, shape);
+  gk_tensor_init(&a[2].tensor, dx_cpu, GK_F32, 2, shape);
+  check(gk_plan_run(pb, a, 3, NULL, 0) == GK_SUCCESS, "cpu softmax bwd: %s", gk_last_error());
+  gk_plan_destroy(pf);
+  gk_plan_destroy(pb);
+
+  // Toy: x, y, dy, dx in one buffer at 4 offsets.
+  f.backend = bw.backend = TOY_ID;
+  check(gk_plan_create(&f, &pf) == GK_SUCCESS && gk_plan_create(&bw, &pb) == GK_SUCCESS, "toy softmax: %s",
+        gk_last_error());
+  gk_buffer *buf, *other;
+  check(gk_buffer_alloc(TOY_ID, 4 * bytes, &buf) == GK_SUCCESS && live_buffers == 1, "toy buffer: %s",
+        gk_last_error());
+  check(gk_buffer_size(buf) == 4 * bytes, "gk_buffer_size = %zu", gk_buffer_size(buf));
+  check(gk_buffer_upload(buf, 0, x, bytes) == GK_SUCCESS && gk_buffer_upload(buf, 2 * bytes, dy, bytes) == GK_SUCCESS,
+        "upload: %s", gk_last_error());
+  check(gk_buffer_upload(buf, 3 * bytes + 4, x, bytes) == GK_ERR_INVALID_VALUE &&
+            strstr(gk_last_error(), "past the buffer's"),
+        "an upload past the end: %s", gk_last_error());
+  a[0] = (gk_arg){GK_ARG_X, in_buffer(buf, 0, GK_F32, 2, shape)};
+  a[1] = (gk_arg){GK_ARG_Y, in_buffer(buf, bytes, GK_F32, 2, shape)};
+  check(gk_plan_run(pf, a, 2, NULL, 0) == GK_SUCCESS, "toy softmax fwd: %s", gk_last_error());
+  a[0] = (gk_arg){GK_ARG_DY, in_buffer(buf, 2 * bytes, GK_F32, 2, shape)};
+  a[2] = (gk_arg){GK_ARG_DX, in_buffer(buf, 3 * bytes, GK_F32, 2, shape)};
+  check(gk_plan_run(pb, a, 3, NULL, 0) == GK_SUCCESS, "toy softmax bwd: %s", gk_last_error());
+  check(gk_backend_synchronize(TOY_ID) == GK_SUCCESS, "synchronize: %s", gk_last_error());
+  check(gk_buffer_download(buf, bytes, y_toy, bytes) == GK_SUCCESS &&
+            gk_buffer_download(buf, 3 * bytes, dx_toy, bytes) == GK_SUCCESS,
+        "download: %s", gk_last_error());
+  double worst = 0;
+  for (int i = 0; i < N; i++) {
+    worst = fmax(worst, fabs(y_toy[i] - y_cpu[i]) / (1e-5 + 1e-5 * fabs(y_cpu[i])));
+    worst = fmax(worst, fabs(dx_toy[i] - dx_cpu[i]) / (1e-5 + 1e-5 * fabs(dx_cpu[i])));
+  }
+  check(worst <= 1, "toy softmax against cpu: %.3g tolerances", worst);
+
+  // A tensor reaching past its buffer, one in another buffer's overlap-free
+  // range, and a host pointer are refused, naming the argument.
+  a[2].tensor = in_buffer(buf, 3 * bytes + 4, GK_F32, 2, shape);
+  check(gk_plan_run(pb, a, 3, NULL, 0) == GK_ERR_BAD_DEVICE && strstr(gk_last_error(), "'dx'") &&
+            strstr(gk_last_error(), "does not lie within one buffer of backend 'toy'"),
+        "dx past the buffer: %s", gk_last_error());
+  check(gk_buffer_alloc(TOY_ID, bytes, &other) == GK_SUCCESS, "second buffer: %s", gk_last_error());
+  a[2].tensor = in_buffer(other, 0, GK_F32, 2, shape);
+  check(gk_plan_run(pb, a, 3, NULL, 0) == GK_SUCCESS, "dx in a second buffer: %s", gk_last_error());
+  gk_tensor_init(&a[2].tensor, dx_toy, GK_F32, 2, shape);
+  a[2].tensor.device = TOY_DEVICE;
+  check(gk_plan_run(pb, a, 3, NULL, 0) == GK_ERR_BAD_DEVICE, "dx in host memory on the toy device: %s",
+        gk_last_error());
+  a[2].tensor.device = GK_DEVICE_CPU;
+  check(gk_plan_run(pb, a, 3, NULL, 0) == GK_ERR_BAD_DEVICE && strstr(gk_last_error(), "'dx' is on device 0"),
+        "a host tensor on the toy plan: %s", gk_last_error());
+  gk_buffer_free(other);
+  gk_buffer_free(buf);
+  check(live_buffers == 0, "%d toy buffers left after gk_buffer_free", live_buffers);
+  gk_plan_destroy(pf);
+  gk_plan_destroy(pb);
+
+  // A host backend's buffer is host memory at its own address.
+  check(gk_buffer_alloc(GK_BACKEND_CPU, 100, &buf) == GK_SUCCESS && (uintptr_t)gk_buffer_address(buf) % 64 == 0,
+        "cpu buffer: %s", gk_last_error());
+  check(gk_buffer_upload(buf, 0, x, 100) == GK_SUCCESS && !memcmp(gk_buffer_address(buf), x, 100), "cpu upload");
+  gk_buffer_free(buf);
+}
+
+// The core checks index values for every backend, before the kernel runs.
+static void test_index_check(void) {
+  int64_t ishape[1] = {3}, wshape[2] = {4, 2}, yshape[2] = {3, 2};
+  gk_op_desc d;
   gk_op_desc_init(&d, GK_OP_EMBEDDING, GK_FORWARD, GK_F32, 1, ishape);
   d.embedding.num_embeddings = 4;
   d.embedding.dim = 2;
   d.backend = TOY_ID;
+  gk_plan *plan;
   check(gk_plan_create(&d, &plan) == GK_SUCCESS, "toy embedding: %s", gk_last_error());
-  int64_t idx[3] = {1, 4, 0}, wshape[2] = {4, 2}, yshape[2] = {3, 2};
+  int64_t idx[3] = {1, 4, 0};
   float w[8] = {0}, out[6];
   for (int i = 0; i < 6; i++) out[i] = 42;
-  gk_arg eargs[3];
-  gk_tensor_init(&eargs[0].tensor, idx, GK_I64, 1, ishape);
-  gk_tensor_init(&eargs[1].tensor, w, GK_F32, 2, wshape);
-  gk_tensor_init(&eargs[2].tensor, out, GK_F32, 2, yshape);
-  eargs[0].kind = GK_ARG_INDEX;
-  eargs[1].kind = GK_ARG_WEIGHT;
-  eargs[2].kind = GK_ARG_Y;
-  for (int i = 0; i < 3; i++) eargs[i].tensor.device = TOY_DEVICE;
-  check(gk_plan_run(plan, eargs, 3, NULL, 0) == GK_ERR_INVALID_VALUE &&
-            strstr(gk_last_error(), "index[1] = 4 is outside 0..3") && out[0] == 42,
+  gk_buffer *buf;
+  gk_buffer_alloc(TOY_ID, 24 + 32 + 24, &buf);
+  gk_buffer_upload(buf, 0, idx, 24);
+  gk_buffer_upload(buf, 24, w, 32);
+  gk_buffer_upload(buf, 56, out, 24);
+  gk_arg a[3] = {{GK_ARG_INDEX, in_buffer(buf, 0, GK_I64, 1, ishape)},
+                 {GK_ARG_WEIGHT, in_buffer(buf, 24, GK_F32, 2, wshape)},
+                 {GK_ARG_Y, in_buffer(buf, 56, GK_F32, 2, yshape)}};
+  check(gk_plan_run(plan, a, 3, NULL, 0) == GK_ERR_INVALID_VALUE && strstr(gk_last_error(), "index[1] = 4 is outside 0..3"),
         "toy embedding with a bad index: %s", gk_last_error());
+  gk_buffer_download(buf, 56, out, 24);
+  check(out[0] == 42, "the bad index wrote y[0] = %g", out[0]);
+  gk_buffer_free(buf);
   gk_plan_destroy(plan);
+}
+
+int main(void) {
+  test_registry();
+  test_selection();
+  test_device_memory();
+  test_index_check();
   return finish("test_backends");
 }

@@ -84,7 +84,24 @@ struct gk_backend_table {
   // kernels[op][direction]: a NULL-terminated list, in order of preference
   // (NULL: none for that op and direction).
   const gk_kernel *const *kernels[GK_OP_COUNT_][GK_BACKWARD + 1];
+  // Device memory, for a backend whose device is not the host (NULL for
+  // host backends: core then allocates host memory and copies with memcpy).
+  // A buffer is the backend's opaque handle; offsets are in bytes.
+  gk_status (*buffer_alloc)(size_t bytes, void **handle);
+  void (*buffer_free)(void *handle);
+  gk_status (*buffer_upload)(void *handle, size_t offset, const void *src, size_t bytes);
+  gk_status (*buffer_download)(void *handle, size_t offset, void *dst, size_t bytes);
+  // Wait for every run submitted (NULL: runs are synchronous).
+  gk_status (*synchronize)(void);
 };
+
+// Device buffers of a backend. gk_buffer_find: the live buffer holding the
+// addresses [lo, hi), its handle and the offset of lo in it. gk_buffer_resolve:
+// the same for every element of t, *offset being that of t->data (element
+// 0). False when no one buffer of the backend holds them. For core's checks
+// and device kernels.
+bool gk_buffer_find(const gk_backend_table *backend, uintptr_t lo, uintptr_t hi, void **handle, size_t *offset);
+bool gk_buffer_resolve(const gk_backend_table *backend, const gk_tensor *t, void **handle, size_t *offset);
 
 // The kernel table of a backend with one kernel per op family and
 // direction, named <prefix>_<family>_fwd and <prefix>_<family>_bwd (as the

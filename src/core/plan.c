@@ -436,6 +436,11 @@ static gk_status check_tensor(const gk_plan *plan, gk_arg_kind kind, const gk_te
     return gk_fail(GK_ERR_BAD_STRIDES, "%s: output '%s' with shape %s and strides %s overlaps itself", op, name,
                    gk_format_shape(got, sizeof got, t->rank, t->shape),
                    gk_format_shape(want, sizeof want, t->rank, t->strides));
+  void *handle;
+  size_t offset;
+  if (plan->backend->buffer_alloc && !gk_buffer_resolve(plan->backend, t, &handle, &offset))
+    return gk_fail(GK_ERR_BAD_DEVICE, "%s: argument '%s' (data = %p) does not lie within one buffer of backend '%s'",
+                   op, name, t->data, plan->backend->name);
   return GK_SUCCESS;
 }
 
@@ -482,23 +487,50 @@ static gk_status collect_args(const gk_plan *plan, const gk_arg *args, int nargs
   return GK_SUCCESS;
 }
 
-// Every index argument's values in range (found before anything is written).
+// The values of index argument k in range.
+static gk_status check_index_tensor(const gk_plan *plan, int k, const gk_tensor *t) {
+  const gk_arg_spec *s = &plan->args[k];
+  int64_t n = gk_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t v = gk_get_index(t, i);
+    if ((s->has_ignore && v == s->ignore) || (v >= 0 && v < s->index_limit)) continue;
+    const char *op = gk_op_name(plan->desc.op), *name = gk_arg_name((gk_arg_kind)k);
+    if (s->has_ignore)
+      return gk_fail(GK_ERR_INVALID_VALUE, "%s: %s[%lld] = %lld is outside 0..%lld and is not ignore_index (%lld)",
+                     op, name, (long long)i, (long long)v, (long long)(s->index_limit - 1), (long long)s->ignore);
+    return gk_fail(GK_ERR_INVALID_VALUE, "%s: %s[%lld] = %lld is outside 0..%lld", op, name, (long long)i,
+                   (long long)v, (long long)(s->index_limit - 1));
+  }
+  return GK_SUCCESS;
+}
+
+// Every index argument's values in range (found before anything is
+// written). On a device backend the bytes the tensor spans are downloaded
+// first (index tensors are small: one value per token).
 static gk_status check_index_values(const gk_plan *plan, const gk_kernel_args by_kind) {
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    const gk_arg_spec *s = &plan->args[k];
-    if (!s->used || s->index_limit <= 0) continue;
+    if (!plan->args[k].used || plan->args[k].index_limit <= 0) continue;
     const gk_tensor *t = by_kind[k];
-    int64_t n = gk_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) {
-      int64_t v = gk_get_index(t, i);
-      if ((s->has_ignore && v == s->ignore) || (v >= 0 && v < s->index_limit)) continue;
-      const char *op = gk_op_name(plan->desc.op), *name = gk_arg_name((gk_arg_kind)k);
-      if (s->has_ignore)
-        return gk_fail(GK_ERR_INVALID_VALUE, "%s: %s[%lld] = %lld is outside 0..%lld and is not ignore_index (%lld)",
-                       op, name, (long long)i, (long long)v, (long long)(s->index_limit - 1), (long long)s->ignore);
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s: %s[%lld] = %lld is outside 0..%lld", op, name, (long long)i,
-                     (long long)v, (long long)(s->index_limit - 1));
+    if (!plan->backend->buffer_alloc || gk_tensor_numel(t) == 0) {
+      gk_status s = check_index_tensor(plan, k, t);
+      if (s != GK_SUCCESS) return s;
+      continue;
     }
+    uintptr_t lo, hi;
+    void *handle;
+    size_t offset;
+    gk_tensor_byte_range(t, &lo, &hi);
+    gk_buffer_find(plan->backend, lo, hi, &handle, &offset);  // checked by check_tensor
+    char *host = malloc(hi - lo);
+    if (!host)
+      return gk_fail(GK_ERR_OUT_OF_MEMORY, "%s: no memory to check %zu bytes of '%s'", gk_op_name(plan->desc.op),
+                     (size_t)(hi - lo), gk_arg_name((gk_arg_kind)k));
+    gk_status s = plan->backend->buffer_download(handle, offset, host, hi - lo);
+    gk_tensor view = *t;
+    view.data = host + ((uintptr_t)t->data - lo);
+    if (s == GK_SUCCESS) s = check_index_tensor(plan, k, &view);
+    free(host);
+    if (s != GK_SUCCESS) return s;
   }
   return GK_SUCCESS;
 }
@@ -527,6 +559,11 @@ gk_status gk_plan_run(const gk_plan *plan, const gk_arg *args, int nargs, void *
     return gk_fail(GK_ERR_BAD_ALIGNMENT, "%s: workspace = %p is not aligned to 64 bytes", gk_op_name(plan->desc.op),
                    workspace);
   byte_range wr = {(uintptr_t)workspace, (uintptr_t)workspace + (workspace ? plan->workspace_bytes : 0)};
+  void *handle;
+  size_t offset;
+  if (plan->backend->buffer_alloc && wr.lo < wr.hi && !gk_buffer_find(plan->backend, wr.lo, wr.hi, &handle, &offset))
+    return gk_fail(GK_ERR_BAD_DEVICE, "%s: the workspace (%p, %zu bytes) does not lie within one buffer of backend '%s'",
+                   gk_op_name(plan->desc.op), workspace, plan->workspace_bytes, plan->backend->name);
   for (int k = 0; k < GK_ARG_COUNT_; k++)
     if (by_kind[k] && ranges_overlap(wr, tensor_range(by_kind[k])))
       return gk_fail(GK_ERR_ALIASING, "%s: workspace overlaps argument '%s'", gk_op_name(plan->desc.op),
