@@ -1,8 +1,9 @@
 // Helpers shared by the C tests that run plans against each other (test_ops,
 // test_mamba, test_transformer): the tensors of one plan run (an argset)
 // built from the plan's argument shapes, running a description on a
-// backend, comparing the reference and CPU backends, bit-identity across
-// thread counts.
+// backend (on a device backend through its buffers), comparing every
+// registered backend with the reference one, bit-identity across thread
+// counts.
 //
 // What differs between the test files (which arguments are outputs, their
 // dtypes, how inputs are filled, which stay contiguous, the tolerances) each
@@ -11,6 +12,7 @@
 #define GK_TEST_PLAN_HARNESS_H
 
 #include "harness.h"
+#include "toy_backend.h"
 
 // ---------------------------------------------------------------- argument sets
 
@@ -26,22 +28,89 @@ static inline void argset_free(argset *s) {
   memset(s, 0, sizeof *s);
 }
 
-// Create a plan for d on backend `be` and run it on the tensors of s.
+// ---------------------------------------------------------------- backends
+
+// The device of backend `be` (GK_DEVICE_CPU when it is not registered).
+static inline gk_device_type backend_device(gk_backend be) {
+  gk_backend_info bi;
+  for (int i = 0; i < gk_backend_count(); i++)
+    if (gk_backend_get(i, &bi) == GK_SUCCESS && bi.id == be) return bi.device;
+  return GK_DEVICE_CPU;
+}
+
+// The backends compared with ref: every registered, available backend but
+// ref (the cpu backend, and any a test registers); their number.
+static inline int tested_backends(gk_backend *out, int max) {
+  int n = 0;
+  gk_backend_info bi;
+  for (int i = 0; i < gk_backend_count() && n < max; i++)
+    if (gk_backend_get(i, &bi) == GK_SUCCESS && bi.available && bi.id != GK_BACKEND_REF) out[n++] = bi.id;
+  return n;
+}
+
+// Backends a test run adds by registering: GK_TEST_BACKEND=toy registers
+// the toy device backend (toy_backend.h), which then gets every comparison
+// with ref that the cpu backend gets.
+static inline void register_test_backends(void) {
+  const char *want = getenv("GK_TEST_BACKEND");
+  if (want && !strcmp(want, "toy") && toy_backend_register() != GK_SUCCESS) {
+    fprintf(stderr, "GK_TEST_BACKEND=toy: %s\n", gk_last_error());
+    exit(1);
+  }
+}
+
+// Create a plan for d on backend `be` and run it on the tensors of s. On a
+// device backend each tensor's storage (guards included) is copied into a
+// buffer of the backend (tensors sharing storage share the buffer), the
+// plan runs there, and the storage is copied back, so outputs and canaries
+// read as after a host run.
 static inline gk_status run_desc(const gk_op_desc *d, gk_backend be, const argset *s) {
   gk_op_desc dd = *d;
   dd.backend = be;
   gk_plan *plan;
   gk_status st = gk_plan_create(&dd, &plan);
   if (st != GK_SUCCESS) return st;
+  gk_device_type dev = backend_device(be);
   gk_arg args[GK_ARG_COUNT_];
+  gk_buffer *bufs[GK_ARG_COUNT_] = {0};
+  bool owner[GK_ARG_COUNT_] = {0};  // the first argument of each storage
   int n = 0;
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (s->have[k]) args[n++] = (gk_arg){(gk_arg_kind)k, s->b[k].t};
+  for (int k = 0; k < GK_ARG_COUNT_ && st == GK_SUCCESS; k++) {
+    if (!s->have[k]) continue;
+    const tbuf *b = &s->b[k];
+    args[n] = (gk_arg){(gk_arg_kind)k, b->t};
+    if (dev != GK_DEVICE_CPU) {
+      for (int j = 0; j < k && !bufs[k]; j++)
+        if (bufs[j] && s->b[j].alloc == b->alloc) bufs[k] = bufs[j];
+      if (!bufs[k]) {
+        owner[k] = true;
+        st = gk_buffer_alloc(be, b->bytes + 2 * GUARD, &bufs[k]);
+        if (st == GK_SUCCESS) st = gk_buffer_upload(bufs[k], 0, b->alloc, b->bytes + 2 * GUARD);
+      }
+      args[n].tensor.data = (char *)gk_buffer_address(bufs[k]) + ((char *)b->t.data - (char *)b->alloc);
+      args[n].tensor.device = dev;
+    }
+    n++;
+  }
   size_t ws = 0;
   gk_plan_workspace_size(plan, &ws);
-  void *w = ws_alloc(ws);
-  st = gk_plan_run(plan, args, n, w, ws);
-  free(w);
+  gk_buffer *wbuf = NULL;
+  void *w = NULL;
+  if (st == GK_SUCCESS && ws && dev != GK_DEVICE_CPU) {
+    st = gk_buffer_alloc(be, ws, &wbuf);
+    w = gk_buffer_address(wbuf);
+  } else if (ws) {
+    w = ws_alloc(ws);
+  }
+  if (st == GK_SUCCESS) st = gk_plan_run(plan, args, n, w, ws);
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (owner[k]) {
+      gk_status down = gk_buffer_download(bufs[k], 0, s->b[k].alloc, s->b[k].bytes + 2 * GUARD);
+      if (st == GK_SUCCESS) st = down;
+      gk_buffer_free(bufs[k]);
+    }
+  if (wbuf) gk_buffer_free(wbuf);
+  else free(w);
   gk_plan_destroy(plan);
   return st;
 }
@@ -96,7 +165,7 @@ static inline void free_outputs(const plan_roles *r, const gk_op_desc *d, argset
     if (s->have[k] && r->is_output(d, k)) tbuf_free(&s->b[k]);
 }
 
-// ---------------------------------------------------------------- cpu vs ref
+// ---------------------------------------------------------------- every backend vs ref
 
 // Each output of the cpu run (cpu) against the reference run's (ref_out):
 // within the tolerance, and no byte written outside its elements. `record`,
@@ -115,19 +184,34 @@ static inline void compare_outputs(const plan_roles *r, const gk_op_desc *d, con
   }
 }
 
-// Run d on ref and cpu with the same inputs; compare outputs and canaries.
-// Leaves the reference outputs in *ref_out (free with free_outputs).
+// Run d on ref and on every tested backend with the same inputs; compare
+// outputs and canaries (`record`, when given, sees each pair). Leaves the
+// reference outputs in *ref_out (free with free_outputs).
+static inline void compare_backends_recording(const plan_roles *r, const gk_op_desc *d, layout lay, const argset *s,
+                                              argset *ref_out,
+                                              void (*record)(const gk_op_desc *d, const gk_tensor *got,
+                                                             const gk_tensor *want)) {
+  char name[320], named[400];
+  r->describe(d, lay, name, sizeof name);
+  clone_outputs(r, d, s, lay, ref_out);
+  gk_status a = run_desc(d, GK_BACKEND_REF, ref_out);
+  check(a == GK_SUCCESS, "%s: ref: %s", name, gk_last_error());
+  gk_backend bes[16];
+  int nb = tested_backends(bes, 16);
+  for (int i = 0; i < nb; i++) {
+    argset got;
+    clone_outputs(r, d, s, lay, &got);
+    gk_status b = run_desc(d, bes[i], &got);
+    snprintf(named, sizeof named, "%s on %s", name, gk_backend_name(bes[i]));
+    check(b == GK_SUCCESS, "%s: %s", named, gk_last_error());
+    compare_outputs(r, d, s, &got, ref_out, named, record);
+    free_outputs(r, d, &got);
+  }
+}
+
 static inline void compare_backends(const plan_roles *r, const gk_op_desc *d, layout lay, const argset *s,
                                     argset *ref_out) {
-  char name[320];
-  r->describe(d, lay, name, sizeof name);
-  argset cpu;
-  clone_outputs(r, d, s, lay, ref_out);
-  clone_outputs(r, d, s, lay, &cpu);
-  gk_status a = run_desc(d, GK_BACKEND_REF, ref_out), b = run_desc(d, GK_BACKEND_CPU, &cpu);
-  check(a == GK_SUCCESS && b == GK_SUCCESS, "%s: ref %d, cpu %d: %s", name, a, b, gk_last_error());
-  compare_outputs(r, d, s, &cpu, ref_out, name, NULL);
-  free_outputs(r, d, &cpu);
+  compare_backends_recording(r, d, lay, s, ref_out, NULL);
 }
 
 // ---------------------------------------------------------------- threads

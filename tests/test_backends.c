@@ -6,90 +6,8 @@
 // downloaded through the API), and gets the core's checks (device, buffer
 // bounds, index values) without any core edit; an unavailable backend is
 // listed with its reason and selects nothing.
-#include "core/internal.h"
 #include "harness.h"
-
-extern const gk_backend_table gk_ref_backend;
-
-#define TOY_ID ((gk_backend)7)
-#define ABSENT_ID ((gk_backend)8)
-#define TOY_DEVICE ((gk_device_type)5)
-
-// ---------------------------------------------------------------- the toy device
-
-// Its memory: host memory behind a handle that tensors never point to
-// (their addresses are those the library reserves for each buffer).
-static int live_buffers;
-static gk_status toy_alloc(size_t bytes, void **handle) {
-  *handle = calloc(1, bytes);
-  if (!*handle) return gk_fail(GK_ERR_OUT_OF_MEMORY, "toy: no memory for %zu bytes", bytes);
-  live_buffers++;
-  return GK_SUCCESS;
-}
-static void toy_free(void *handle) {
-  live_buffers--;
-  free(handle);
-}
-static gk_status toy_upload(void *handle, size_t offset, const void *src, size_t bytes) {
-  memcpy((char *)handle + offset, src, bytes);
-  return GK_SUCCESS;
-}
-static gk_status toy_download(void *handle, size_t offset, void *dst, size_t bytes) {
-  memcpy(dst, (const char *)handle + offset, bytes);
-  return GK_SUCCESS;
-}
-
-// The ref kernel of the plan's op and direction.
-static const gk_kernel *ref_kernel(const gk_plan *plan) {
-  return gk_ref_backend.kernels[plan->desc.op][plan->desc.direction][0];
-}
-static size_t toy_workspace(const gk_plan *plan) {
-  return ref_kernel(plan)->workspace ? ref_kernel(plan)->workspace(plan) : 0;
-}
-// The ref kernel, run on the host memory behind each tensor's buffer.
-static gk_status toy_run(const gk_plan *plan, const gk_kernel_args a, void *ws) {
-  gk_tensor host[GK_ARG_COUNT_];
-  gk_kernel_args h;
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    h[k] = NULL;
-    if (!a[k]) continue;
-    void *mem;
-    size_t offset;
-    if (!gk_buffer_resolve(plan->backend, a[k], &mem, &offset))
-      return gk_fail(GK_ERR_INTERNAL, "toy: '%s' is not in a toy buffer", gk_arg_name((gk_arg_kind)k));
-    host[k] = *a[k];
-    host[k].data = (char *)mem + offset;
-    h[k] = &host[k];
-  }
-  void *ws_mem = NULL;
-  size_t ws_offset = 0;
-  if (plan->workspace_bytes &&
-      !gk_buffer_find(plan->backend, (uintptr_t)ws, (uintptr_t)ws + plan->workspace_bytes, &ws_mem, &ws_offset))
-    return gk_fail(GK_ERR_INTERNAL, "toy: the workspace is not in a toy buffer");
-  return ref_kernel(plan)->run(plan, h, ws_mem ? (char *)ws_mem + ws_offset : NULL);
-}
-
-// The kernels: for relu f64 forward a kernel that declines first; one with
-// counted per-plan state; the plain one for everything else.
-static const char *decline_f64(const gk_plan *plan) {
-  return plan->desc.dtype == GK_F64 ? "toy takes no f64" : NULL;
-}
-static int inits, finis;
-static gk_status count_init(gk_plan *plan) {
-  inits++;
-  plan->state = &inits;
-  return GK_SUCCESS;
-}
-static void count_fini(gk_plan *plan) { finis += plan->state == &inits; }
-static const gk_kernel toy_picky = {.name = "toy_picky", .backend = TOY_ID, .decline = decline_f64,
-                                    .workspace = toy_workspace, .run = toy_run};
-static const gk_kernel toy_counted = {.name = "toy_counted", .backend = TOY_ID, .workspace = toy_workspace,
-                                      .run = toy_run, .init = count_init, .fini = count_fini};
-static const gk_kernel toy_kernel = {.name = "toy", .backend = TOY_ID, .workspace = toy_workspace, .run = toy_run};
-static const gk_kernel *const relu_fwd[] = {&toy_picky, &toy_counted, NULL};
-static const gk_kernel *const every_op[] = {&toy_kernel, NULL};
-
-static const char *absent(void) { return "no toy device in this process"; }
+#include "toy_backend.h"
 
 // ---------------------------------------------------------------- helpers
 
@@ -106,23 +24,10 @@ static void test_registry(void) {
   int n = gk_backends(&list);
   check(n == 2 && !strcmp(list[0]->name, "cpu") && !strcmp(list[1]->name, "ref"),
         "built-in backends: %d, want cpu then ref", n);
-  static gk_backend_table toy = {.name = "toy", .id = TOY_ID, .device = TOY_DEVICE, .buffer_alloc = toy_alloc,
-                                 .buffer_free = toy_free, .buffer_upload = toy_upload,
-                                 .buffer_download = toy_download};
-  toy.precision = gk_ref_backend.precision;
-  for (int op = 0; op < GK_OP_COUNT_; op++)
-    for (int dir = 0; dir < 2; dir++) toy.kernels[op][dir] = every_op;
-  toy.kernels[GK_OP_RELU][GK_FORWARD] = relu_fwd;
-  toy.kernels[GK_OP_MATMUL][GK_FORWARD] = NULL;
-  check(gk_backend_register(&toy) == GK_SUCCESS, "register toy: %s", gk_last_error());
-  check(gk_backend_register(&toy) == GK_ERR_INVALID_VALUE && strstr(gk_last_error(), "already taken by 'toy'"),
+  check(toy_backend_register() == GK_SUCCESS, "register toy and absent: %s", gk_last_error());
+  toy_backend.kernels[GK_OP_MATMUL][GK_FORWARD] = NULL;  // here toy has no matmul forward
+  check(gk_backend_register(&toy_backend) == GK_ERR_INVALID_VALUE && strstr(gk_last_error(), "already taken by 'toy'"),
         "a second backend with toy's id: %s", gk_last_error());
-  static gk_backend_table missing;
-  missing = toy;
-  missing.name = "absent";
-  missing.id = ABSENT_ID;
-  missing.unavailable = absent;
-  check(gk_backend_register(&missing) == GK_SUCCESS, "register absent: %s", gk_last_error());
 
   check(gk_backend_count() == 4, "gk_backend_count = %d, want 4", gk_backend_count());
   gk_backend_info bi;

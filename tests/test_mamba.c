@@ -378,6 +378,7 @@ static gk_op_desc conv_opts(gk_op_desc d, int opts) {
 }
 
 int main(void) {
+  register_test_backends();
   gk_set_num_threads(2);
   static const gk_scan_layout layouts_bc[3] = {GK_SCAN_SHARED, GK_SCAN_BATCH, GK_SCAN_GROUPED};
 

@@ -218,6 +218,7 @@ static void run_all_layouts(gk_op_desc d, double xscale) {
 }
 
 int main(void) {
+  register_test_backends();
   gk_set_num_threads(2);
   static const shape_case act_shapes[] = {{0, {0}}, {1, {1}}, {1, {7}}, {3, {3, 5, 17}}, {4, {2, 1, 4, 9}},
                                           {2, {300, 33}}, {1, {0}}};

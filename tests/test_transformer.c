@@ -130,24 +130,7 @@ static void record_worst(const gk_op_desc *d, const gk_tensor *got, const gk_ten
   if (e > worst_op[d->op][d->dtype]) worst_op[d->op][d->dtype] = e;
 }
 
-// ---------------------------------------------------------------- cpu vs ref
-
-// Run d on ref and cpu with the same inputs (the status of each checked);
-// compare outputs and canaries, recording the worst relative error. Leaves
-// the reference outputs in *ref_out.
-static void compare_ref_cpu(const gk_op_desc *d, layout lay, const argset *s, argset *ref_out) {
-  char name[256];
-  describe(d, lay, name, sizeof name);
-  argset cpu;
-  clone_outputs(&roles, d, s, lay, ref_out);
-  clone_outputs(&roles, d, s, lay, &cpu);
-  gk_status a = run_desc(d, GK_BACKEND_REF, ref_out);
-  check(a == GK_SUCCESS, "%s: ref: %s", name, gk_last_error());
-  gk_status b = run_desc(d, GK_BACKEND_CPU, &cpu);
-  check(b == GK_SUCCESS, "%s: cpu: %s", name, gk_last_error());
-  compare_outputs(&roles, d, s, &cpu, ref_out, name, record_worst);
-  free_outputs(&roles, d, &cpu);
-}
+// ---------------------------------------------------------------- accumulation
 
 // Parameter gradients with accumulate = 1 add to what the outputs held.
 static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s, const argset *ref_out) {
@@ -201,13 +184,13 @@ static void test_config(const gk_op_desc *fwd, layout lay) {
     return;
   }
   count_configs++;
-  compare_ref_cpu(fwd, lay, &fin, &fref);
+  compare_backends_recording(&roles, fwd, lay, &fin, &fref, record_worst);
   // Backward: forward's inputs, the reference's saved outputs, random upstream.
   argset saved = fin;
   for (int k = 0; k < GK_ARG_COUNT_; k++)
     if (fref.have[k] && is_fwd_output(k)) saved.b[k] = fref.b[k], saved.have[k] = true;
   build(&bwd, lay, &saved, &bin);
-  compare_ref_cpu(&bwd, lay, &bin, &bref);
+  compare_backends_recording(&roles, &bwd, lay, &bin, &bref, record_worst);
   check_accumulate(&bwd, lay, &bin, &bref);
   free_outputs(&roles, &bwd, &bref);
   free_outputs(&roles, fwd, &fref);
@@ -636,6 +619,7 @@ static void test_binary(void) {
 // (linear, matmul, attention): ctest runs them so for the AVX2 kernels too.
 int main(int argc, char **argv) {
   bool products_only = argc > 1 && !strcmp(argv[1], "products");
+  register_test_backends();
   gk_set_num_threads(2);
   test_attention();
   test_linear();
