@@ -77,11 +77,11 @@ static gk_tensor pw(const gk_model *m, int l, const char *what) { return gk_pw(m
 static gk_status alloc(bufs *b, size_t bytes, void **out) {
   *out = NULL;
   void **grown = realloc(b->p, sizeof *grown * (size_t)(b->n + 1));
-  if (!grown) return gk_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for the buffer table");
+  if (!grown) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for the buffer table");
   b->p = grown;
   bytes = ((bytes ? bytes : 1) + 63) / 64 * 64;
   void *p = aligned_alloc(64, bytes);
-  if (!p) return gk_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for %zu bytes", bytes);
+  if (!p) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for %zu bytes", bytes);
   memset(p, 0, bytes);
   b->p[b->n++] = p;
   *out = p;
@@ -111,7 +111,7 @@ static gk_status exec(gk_gen *g, const gk_plan *p, const gk_arg *args, int nargs
   if (ws > g->ws_bytes) {
     size_t bytes = (ws + 63) / 64 * 64;
     void *grown = aligned_alloc(64, bytes);
-    if (!grown) return gk_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for a workspace of %zu bytes", ws);
+    if (!grown) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for a workspace of %zu bytes", ws);
     free(g->ws);
     g->ws = grown;
     g->ws_bytes = bytes;
@@ -225,7 +225,7 @@ static gk_status mamba_create(gk_gen *g) {
   int64_t E = (int64_t)c->expand * c->d_model, N = c->d_state, W = c->d_conv;
   gk_status s;
   g->ml = calloc((size_t)c->n_layers, sizeof *g->ml);
-  if (!g->ml) return gk_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for the state of the layers");
+  if (!g->ml) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for the state of the layers");
   for (int l = 0; l < c->n_layers; l++) {
     mamba_layer *L = &g->ml[l];
     for (int k = 0; k < 2; k++)
@@ -248,7 +248,7 @@ static gk_status llama_create(gk_gen *g) {
     return s;
   g->window = window;
   g->ll = calloc((size_t)c->n_layers, sizeof *g->ll);
-  if (!g->ll) return gk_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for the state of the layers");
+  if (!g->ll) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for the state of the layers");
   for (int l = 0; l < c->n_layers; l++) {
     int64_t n = G * g->max_len * Dh;
     if ((s = fresh(&g->mem, n, &g->ll[l].k)) || (s = fresh(&g->mem, n, &g->ll[l].v))) return s;
@@ -257,12 +257,12 @@ static gk_status llama_create(gk_gen *g) {
 }
 
 gk_status gk_gen_create(const gk_model *m, int max_len, gk_gen **out) {
-  if (!out) return gk_fail(GK_ERR_NULL_POINTER, "gk_gen_create: out is NULL");
+  if (!out) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_gen_create: out is NULL");
   *out = NULL;
-  if (!m || !m->w) return gk_fail(GK_ERR_NULL_POINTER, "gk_gen_create: the model has no weights");
-  if (max_len < 1) return gk_fail(GK_ERR_INVALID_VALUE, "generate: max_len = %d must be >= 1", max_len);
+  if (!m || !m->w) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_gen_create: the model has no weights");
+  if (max_len < 1) return gk_nn_fail(GK_ERR_INVALID_VALUE, "generate: max_len = %d must be >= 1", max_len);
   gk_gen *g = calloc(1, sizeof *g);
-  if (!g) return gk_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for the state");
+  if (!g) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for the state");
   g->m = m;
   g->max_len = m->cfg.arch == GK_ARCH_LLAMA ? max_len : 1;
   g->one = 1.0f;
@@ -557,17 +557,17 @@ static gk_status check_tokens(const gk_gen *g, const int32_t *tokens, int n, con
   int64_t V = g->m->cfg.vocab;
   for (int i = 0; i < n; i++)
     if (tokens[i] < 0 || tokens[i] >= V)
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s: token %d (at %d) is outside the vocabulary 0..%lld", fn, (int)tokens[i],
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: token %d (at %d) is outside the vocabulary 0..%lld", fn, (int)tokens[i],
                      i, (long long)V - 1);
   if (n > INT_MAX - g->fed)
-    return gk_fail(GK_ERR_INVALID_VALUE, "%s: feeding %d after %d would pass %d tokens", fn, n, g->fed, INT_MAX);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: feeding %d after %d would pass %d tokens", fn, n, g->fed, INT_MAX);
   return GK_SUCCESS;
 }
 
 gk_status gk_gen_prompt(gk_gen *g, const int32_t *tokens, int n, const float **logits) {
-  if (!g || !tokens || !logits) return gk_fail(GK_ERR_NULL_POINTER, "gk_gen_prompt: state, tokens or logits is NULL");
+  if (!g || !tokens || !logits) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_gen_prompt: state, tokens or logits is NULL");
   *logits = NULL;
-  if (n < 1) return gk_fail(GK_ERR_INVALID_VALUE, "gk_gen_prompt: n = %d; a prompt has at least 1 token", n);
+  if (n < 1) return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_gen_prompt: n = %d; a prompt has at least 1 token", n);
   gk_status s = check_tokens(g, tokens, n, "gk_gen_prompt");
   if (s != GK_SUCCESS) return s;
   if (g->m->cfg.arch == GK_ARCH_MAMBA) {
@@ -585,7 +585,7 @@ gk_status gk_gen_prompt(gk_gen *g, const int32_t *tokens, int n, const float **l
 }
 
 gk_status gk_gen_step(gk_gen *g, int32_t token, const float **logits) {
-  if (!g || !logits) return gk_fail(GK_ERR_NULL_POINTER, "gk_gen_step: state or logits is NULL");
+  if (!g || !logits) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_gen_step: state or logits is NULL");
   *logits = NULL;
   gk_status s = check_tokens(g, &token, 1, "gk_gen_step");
   if (s != GK_SUCCESS) return s;
@@ -623,14 +623,14 @@ static int by_logit(const void *pa, const void *pb) {
 
 gk_status gk_sample_token(const float *logits, int vocab, double temperature, int top_k, gk_rng *rng,
                           int32_t *token) {
-  if (!logits || !rng || !token) return gk_fail(GK_ERR_NULL_POINTER, "gk_sample_token: a pointer is NULL");
-  if (vocab < 1) return gk_fail(GK_ERR_INVALID_VALUE, "sample: vocab = %d must be >= 1", vocab);
+  if (!logits || !rng || !token) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_sample_token: a pointer is NULL");
+  if (vocab < 1) return gk_nn_fail(GK_ERR_INVALID_VALUE, "sample: vocab = %d must be >= 1", vocab);
   if (!(temperature >= 0) || !isfinite(temperature))
-    return gk_fail(GK_ERR_INVALID_VALUE, "sample: temperature %g must be finite and >= 0", temperature);
-  if (top_k < 0) return gk_fail(GK_ERR_INVALID_VALUE, "sample: top_k = %d must be >= 0", top_k);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "sample: temperature %g must be finite and >= 0", temperature);
+  if (top_k < 0) return gk_nn_fail(GK_ERR_INVALID_VALUE, "sample: top_k = %d must be >= 0", top_k);
   for (int v = 0; v < vocab; v++)
     if (!isfinite(logits[v]))
-      return gk_fail(GK_ERR_NON_FINITE, "sample: the logit of token %d is %g, not finite", v, (double)logits[v]);
+      return gk_nn_fail(GK_ERR_NON_FINITE, "sample: the logit of token %d is %g, not finite", v, (double)logits[v]);
   if (temperature == 0 || top_k == 1) {
     int32_t best = 0;
     for (int v = 1; v < vocab; v++)
@@ -639,7 +639,7 @@ gk_status gk_sample_token(const float *logits, int vocab, double temperature, in
     return GK_SUCCESS;
   }
   scored *s = malloc(sizeof *s * (size_t)vocab);
-  if (!s) return gk_fail(GK_ERR_OUT_OF_MEMORY, "sample: no memory for %d logits", vocab);
+  if (!s) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "sample: no memory for %d logits", vocab);
   for (int v = 0; v < vocab; v++) s[v] = (scored){logits[v], v};
   qsort(s, (size_t)vocab, sizeof *s, by_logit);
   int k = top_k == 0 || top_k > vocab ? vocab : top_k;

@@ -109,7 +109,7 @@ gk_status gk_llama_layout(gk_run *r) {
   if (!r->placing) {
     st = r->arch = calloc(1, sizeof *st);
     if (st) st->layer = calloc((size_t)c->n_layers, sizeof *st->layer);
-    if (!st || !st->layer) return gk_fail(GK_ERR_OUT_OF_MEMORY, "llama: no memory for the run's state");
+    if (!st || !st->layer) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "llama: no memory for the run's state");
   }
   for (int l = 0; l < c->n_layers; l++) {
     layer_bufs *b = &st->layer[l];

@@ -18,24 +18,24 @@
 
 gk_status gk_model_config_finish(gk_model_config *c) {
   if (c->arch != GK_ARCH_MAMBA && c->arch != GK_ARCH_LLAMA)
-    return gk_fail(GK_ERR_INVALID_VALUE, "model: arch = %d is neither mamba nor llama", (int)c->arch);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: arch = %d is neither mamba nor llama", (int)c->arch);
   if (c->vocab < 2 || c->d_model < 1 || c->n_layers < 1)
-    return gk_fail(GK_ERR_INVALID_VALUE, "model: vocab = %d, d_model = %d, n_layers = %d (need >= 2, >= 1, >= 1)",
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: vocab = %d, d_model = %d, n_layers = %d (need >= 2, >= 1, >= 1)",
                    c->vocab, c->d_model, c->n_layers);
   if (c->norm_eps <= 0) c->norm_eps = 1e-5;
   if (c->arch == GK_ARCH_MAMBA) {
     if (c->expand < 1) c->expand = 2;
     if (c->d_conv < 1) c->d_conv = 4;
     if (c->d_state < 1)
-      return gk_fail(GK_ERR_INVALID_VALUE, "model: d_state = %d must be >= 1", c->d_state);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: d_state = %d must be >= 1", c->d_state);
     if (c->dt_rank < 1) c->dt_rank = (c->d_model + 15) / 16;
   } else {
     if (c->heads < 1 || c->d_model % c->heads != 0 || (c->d_model / c->heads) % 2 != 0)
-      return gk_fail(GK_ERR_INVALID_VALUE, "model: heads = %d must divide d_model = %d into even head sizes",
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: heads = %d must divide d_model = %d into even head sizes",
                      c->heads, c->d_model);
     if (c->kv_heads < 1) c->kv_heads = c->heads;
     if (c->heads % c->kv_heads != 0)
-      return gk_fail(GK_ERR_INVALID_VALUE, "model: kv_heads = %d must divide heads = %d", c->kv_heads, c->heads);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: kv_heads = %d must divide heads = %d", c->kv_heads, c->heads);
     if (c->d_ff < 1) c->d_ff = (8 * c->d_model / 3 + 7) / 8 * 8;
     if (c->rope_theta <= 0) c->rope_theta = 10000.0;
   }
@@ -44,7 +44,7 @@ gk_status gk_model_config_finish(gk_model_config *c) {
 
 gk_status gk_model_add_param(gk_model *m, const char *name, int rank, int64_t d0, int64_t d1, bool decay) {
   gk_param *grown = realloc(m->params, sizeof *grown * (size_t)(m->nparams + 1));
-  if (!grown) return gk_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for the parameter table");
+  if (!grown) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for the parameter table");
   m->params = grown;
   gk_param *p = &m->params[m->nparams++];
   memset(p, 0, sizeof *p);
@@ -88,7 +88,7 @@ gk_status gk_model_init(gk_model *m, const gk_model_config *c, uint64_t seed) {
   m->g = aligned_alloc(64, (size_t)m->n_total * sizeof(float));
   if (!m->w || !m->g) {
     gk_model_free(m);
-    return gk_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %lld parameters", (long long)m->n_total);
+    return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %lld parameters", (long long)m->n_total);
   }
   memset(m->w, 0, (size_t)m->n_total * sizeof(float));
   memset(m->g, 0, (size_t)m->n_total * sizeof(float));
@@ -170,7 +170,7 @@ void gk_run_carve(gk_run *r, float **p, int64_t n) {
 
 gk_status gk_run_plan(gk_run *r, const gk_op_desc *d, gk_plan **out) {
   if (r->nplans == GK_RUN_MAX_PLANS)
-    return gk_fail(GK_ERR_INTERNAL, "model: more than %d plans in one run", GK_RUN_MAX_PLANS);
+    return gk_nn_fail(GK_ERR_INTERNAL, "model: more than %d plans in one run", GK_RUN_MAX_PLANS);
   gk_status s = gk_plan_create(d, out);
   if (s != GK_SUCCESS) return s;
   r->plans[r->nplans++] = *out;
@@ -237,13 +237,13 @@ static gk_status arch_layout(gk_run *r) {
 gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run **out) {
   *out = NULL;
   if (batch < 1 || seq_len < 1)
-    return gk_fail(GK_ERR_INVALID_VALUE, "model: batch = %d and seq_len = %d must be >= 1", batch, seq_len);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: batch = %d and seq_len = %d must be >= 1", batch, seq_len);
   gk_run *r = calloc(1, sizeof *r);
   head_state *h = calloc(1, sizeof *h);
   if (!r || !h) {
     free(r);
     free(h);
-    return gk_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for a run");
+    return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for a run");
   }
   r->m = m;
   r->B = batch;
@@ -262,7 +262,7 @@ gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run 
       r->index = malloc(sizeof(int32_t) * (size_t)batch * (size_t)seq_len);
       r->target = malloc(sizeof(int32_t) * (size_t)batch * (size_t)seq_len);
       if (!r->arena || !r->ws || !r->index || !r->target)
-        s = gk_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %lld activations",
+        s = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %lld activations",
                     (long long)r->arena_floats);
     }
   }
