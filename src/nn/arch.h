@@ -3,7 +3,8 @@
 // blocks between the embedding and the final norm. Each architecture's file
 // (mamba.c, llama.c) holds its table, its training pass and its generation
 // step side by side; the generic code finds the table by gk_arch
-// (gk_arch_table, model.c).
+// (gk_arch_table_of, model.c). Nothing in an architecture calls back into
+// the generic code: both stand on layers.h.
 //
 // The blocks' parameters are found by their index in the model's table
 // (GK_PARAM_BLOCKS + layer * per-layer count + slot), fixed when declared.

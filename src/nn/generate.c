@@ -77,7 +77,8 @@ gk_status gk_gen_create(const gk_model *m, int max_len, gk_gen **out) {
   if (!m || !m->w) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_gen_create: the model has no weights");
   if (max_len < 1) return gk_nn_fail(GK_ERR_INVALID_VALUE, "generate: max_len = %d must be >= 1", max_len);
   const gk_arch_table *arch = gk_arch_table_of(m->cfg.arch);
-  if (!arch) return gk_nn_fail(GK_ERR_INVALID_VALUE, "generate: arch = %d is neither mamba nor llama", (int)m->cfg.arch);
+  if (!arch)
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "generate: arch = %d is neither mamba nor llama", (int)m->cfg.arch);
   gk_gen *g = calloc(1, sizeof *g);
   if (!g) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for the state");
   g->m = m;

@@ -401,8 +401,9 @@ static gk_status llama_pass_create(const gk_model *m, gk_gen_pass *ps) {
   if ((s = gk_plan_create(&d, &gp->swiglu)) != GK_SUCCESS) return s;
   d = gk_desc_linear(GK_FORWARD, n, F, D);
   if ((s = gk_plan_create(&d, &gp->down)) != GK_SUCCESS) return s;
-  if ((s = gk_bufs_floats(b, n * Q3, &gp->qkvb)) || (s = gk_bufs_floats(b, n * H * Dh, &gp->q)) || (s = gk_bufs_floats(b, n * H * Dh, &gp->att)) ||
-      (s = gk_bufs_floats(b, H * n, &gp->lse)) || (s = gk_bufs_floats(b, n * 2 * F, &gp->ugb)) || (s = gk_bufs_floats(b, n * F, &gp->act)))
+  if ((s = gk_bufs_floats(b, n * Q3, &gp->qkvb)) || (s = gk_bufs_floats(b, n * H * Dh, &gp->q)) ||
+      (s = gk_bufs_floats(b, n * H * Dh, &gp->att)) || (s = gk_bufs_floats(b, H * n, &gp->lse)) ||
+      (s = gk_bufs_floats(b, n * 2 * F, &gp->ugb)) || (s = gk_bufs_floats(b, n * F, &gp->act)))
     return s;
   return GK_SUCCESS;
 }
@@ -485,16 +486,19 @@ static gk_status llama_step(const gk_model *m, void *state, const gk_gen_pass *p
   for (int l = 0; l < c->n_layers && s == GK_SUCCESS; l++) {
     gen_layer *L = &st->layer[l];
     s = gk_pass_rmsnorm(ps, ps->h, gk_pw(m, lp(m, l, P_ATTN_NORM)), ps->hn);
-    if (s == GK_SUCCESS) s = gk_ws_linear(ps->ws, gp->qkv, gk_t2(ps->hn, n, D), gk_pw(m, lp(m, l, P_WQKV)), gp->qkvb, n, Q3);
+    if (s == GK_SUCCESS)
+      s = gk_ws_linear(ps->ws, gp->qkv, gk_t2(ps->hn, n, D), gk_pw(m, lp(m, l, P_WQKV)), gp->qkvb, n, Q3);
     // q | k | v rows of Q3; q and k viewed (1, n, heads, Dh).
     gk_tensor q_in = gk_strided(gp->qkvb, 4, (int64_t[]){1, n, H, Dh}, (int64_t[]){n * Q3, Q3, Dh, 1});
     gk_tensor k_in = gk_strided(gp->qkvb + HD, 4, (int64_t[]){1, n, G, Dh}, (int64_t[]){n * Q3, Q3, Dh, 1});
     if (s == GK_SUCCESS)
-      s = gk_ws_exec(ps->ws, pp.rope_q, (gk_arg[]){GK_A(GK_ARG_X, q_in), GK_A(GK_ARG_Y, gk_t4(gp->q, 1, n, H, Dh))}, 2);
+      s = gk_ws_exec(ps->ws, pp.rope_q,
+                     (gk_arg[]){GK_A(GK_ARG_X, q_in), GK_A(GK_ARG_Y, gk_t4(gp->q, 1, n, H, Dh))}, 2);
     // The new keys go straight into the cache, at rows p .. p + n - 1.
     gk_tensor k_new = gk_strided(L->k + p * Dh, 4, (int64_t[]){1, n, G, Dh},
                                  (int64_t[]){G * head_stride, Dh, head_stride, 1});
-    if (s == GK_SUCCESS) s = gk_ws_exec(ps->ws, pp.rope_k, (gk_arg[]){GK_A(GK_ARG_X, k_in), GK_A(GK_ARG_Y, k_new)}, 2);
+    if (s == GK_SUCCESS)
+      s = gk_ws_exec(ps->ws, pp.rope_k, (gk_arg[]){GK_A(GK_ARG_X, k_in), GK_A(GK_ARG_Y, k_new)}, 2);
     for (int64_t t = 0; t < n; t++)
       for (int64_t j = 0; j < G; j++)
         memcpy(L->v + (j * Lmax + p + t) * Dh, gp->qkvb + t * Q3 + HD + GD + j * Dh, sizeof(float) * (size_t)Dh);
@@ -503,34 +507,40 @@ static gk_status llama_step(const gk_model *m, void *state, const gk_gen_pass *p
       // (1, G, n, Dh) of the caches, O (1, H, n, Dh) written as (n, H Dh).
       int64_t cache[4] = {G * head_stride, head_stride, Dh, 1}, rows[4] = {n * HD, Dh, HD, 1};
       s = gk_ws_exec(ps->ws, pp.attn,
-               (gk_arg[]){GK_A(GK_ARG_Q, gk_strided(gp->q, 4, (int64_t[]){1, H, n, Dh}, rows)),
-                          GK_A(GK_ARG_K, gk_strided(L->k, 4, (int64_t[]){1, G, n, Dh}, cache)),
-                          GK_A(GK_ARG_V, gk_strided(L->v, 4, (int64_t[]){1, G, n, Dh}, cache)),
-                          GK_A(GK_ARG_Y, gk_strided(gp->att, 4, (int64_t[]){1, H, n, Dh}, rows)),
-                          GK_A(GK_ARG_LSE, gk_t3(gp->lse, 1, H, n))}, 5);
+                     (gk_arg[]){GK_A(GK_ARG_Q, gk_strided(gp->q, 4, (int64_t[]){1, H, n, Dh}, rows)),
+                                GK_A(GK_ARG_K, gk_strided(L->k, 4, (int64_t[]){1, G, n, Dh}, cache)),
+                                GK_A(GK_ARG_V, gk_strided(L->v, 4, (int64_t[]){1, G, n, Dh}, cache)),
+                                GK_A(GK_ARG_Y, gk_strided(gp->att, 4, (int64_t[]){1, H, n, Dh}, rows)),
+                                GK_A(GK_ARG_LSE, gk_t3(gp->lse, 1, H, n))}, 5);
     } else if (s == GK_SUCCESS) {
       int64_t cache_strides[3] = {head_stride, Dh, 1};
       gk_tensor k_all = gk_strided(L->k, 3, (int64_t[]){G, keys, Dh}, cache_strides);
       gk_tensor v_all = gk_strided(L->v, 3, (int64_t[]){G, keys, Dh}, cache_strides);
       // Query head h = j r + i reads kv head j: q viewed (G, r, Dh).
       s = gk_ws_exec(ps->ws, pp.scores,
-               (gk_arg[]){GK_A(GK_ARG_A, gk_t3(gp->q, G, r, Dh)), GK_A(GK_ARG_B, k_all), GK_A(GK_ARG_Y, scores)}, 3);
+                     (gk_arg[]){GK_A(GK_ARG_A, gk_t3(gp->q, G, r, Dh)), GK_A(GK_ARG_B, k_all),
+                                GK_A(GK_ARG_Y, scores)}, 3);
       if (s == GK_SUCCESS)
-        s = gk_ws_exec(ps->ws, pp.scale, (gk_arg[]){GK_A(GK_ARG_A, scores), GK_A(GK_ARG_B, one), GK_A(GK_ARG_Y, scores)}, 3);
-      if (s == GK_SUCCESS) s = gk_ws_exec(ps->ws, pp.softmax, (gk_arg[]){GK_A(GK_ARG_X, scores), GK_A(GK_ARG_Y, scores)}, 2);
+        s = gk_ws_exec(ps->ws, pp.scale,
+                       (gk_arg[]){GK_A(GK_ARG_A, scores), GK_A(GK_ARG_B, one), GK_A(GK_ARG_Y, scores)}, 3);
+      if (s == GK_SUCCESS)
+        s = gk_ws_exec(ps->ws, pp.softmax, (gk_arg[]){GK_A(GK_ARG_X, scores), GK_A(GK_ARG_Y, scores)}, 2);
       if (s == GK_SUCCESS)
         s = gk_ws_exec(ps->ws, pp.mix,
-                 (gk_arg[]){GK_A(GK_ARG_A, scores), GK_A(GK_ARG_B, v_all), GK_A(GK_ARG_Y, gk_t3(gp->att, G, r, Dh))},
-                 3);
+                       (gk_arg[]){GK_A(GK_ARG_A, scores), GK_A(GK_ARG_B, v_all),
+                                  GK_A(GK_ARG_Y, gk_t3(gp->att, G, r, Dh))}, 3);
     }
-    if (s == GK_SUCCESS) s = gk_ws_linear(ps->ws, gp->o, gk_t2(gp->att, n, HD), gk_pw(m, lp(m, l, P_WO)), ps->o, n, D);
+    if (s == GK_SUCCESS)
+      s = gk_ws_linear(ps->ws, gp->o, gk_t2(gp->att, n, HD), gk_pw(m, lp(m, l, P_WO)), ps->o, n, D);
     if (s == GK_SUCCESS) s = gk_pass_residual(ps);
     if (s == GK_SUCCESS) s = gk_pass_rmsnorm(ps, ps->h, gk_pw(m, lp(m, l, P_MLP_NORM)), ps->hn);
-    if (s == GK_SUCCESS) s = gk_ws_linear(ps->ws, gp->ug, gk_t2(ps->hn, n, D), gk_pw(m, lp(m, l, P_UP_GATE)), gp->ugb, n, 2 * F);
+    if (s == GK_SUCCESS)
+      s = gk_ws_linear(ps->ws, gp->ug, gk_t2(ps->hn, n, D), gk_pw(m, lp(m, l, P_UP_GATE)), gp->ugb, n, 2 * F);
     if (s == GK_SUCCESS)
       s = gk_ws_exec(ps->ws, gp->swiglu,
-               (gk_arg[]){GK_A(GK_ARG_X, gk_t2(gp->ugb, n, 2 * F)), GK_A(GK_ARG_Y, gk_t2(gp->act, n, F))}, 2);
-    if (s == GK_SUCCESS) s = gk_ws_linear(ps->ws, gp->down, gk_t2(gp->act, n, F), gk_pw(m, lp(m, l, P_DOWN)), ps->o, n, D);
+                     (gk_arg[]){GK_A(GK_ARG_X, gk_t2(gp->ugb, n, 2 * F)), GK_A(GK_ARG_Y, gk_t2(gp->act, n, F))}, 2);
+    if (s == GK_SUCCESS)
+      s = gk_ws_linear(ps->ws, gp->down, gk_t2(gp->act, n, F), gk_pw(m, lp(m, l, P_DOWN)), ps->o, n, D);
     if (s == GK_SUCCESS) s = gk_pass_residual(ps);
   }
   pos_plans_free(&pp);

@@ -554,13 +554,15 @@ static gk_status mamba_step(const gk_model *m, void *state, const gk_gen_pass *p
       s = gk_ws_exec(ps->ws, gp->scan,
                      (gk_arg[]){GK_A(GK_ARG_U, cols(gp->xc, E, n, E)), GK_A(GK_ARG_DELTA, cols(delta, E, n, E)),
                                 GK_A(GK_ARG_A, gk_t2(L->A, E, N)), GK_A(GK_ARG_B, Bt), GK_A(GK_ARG_C, Ct),
-                                GK_A(GK_ARG_D, gk_pw(m, lp(m, l, P_D))), GK_A(GK_ARG_Z, cols(gp->xz + E, E, n, 2 * E)),
+                                GK_A(GK_ARG_D, gk_pw(m, lp(m, l, P_D))),
+                                GK_A(GK_ARG_Z, cols(gp->xz + E, E, n, 2 * E)),
                                 GK_A(GK_ARG_DELTA_BIAS, gk_pw(m, lp(m, l, P_DT_BIAS))),
                                 GK_A(GK_ARG_Y, cols(gp->y, E, n, E)),
                                 GK_A(GK_ARG_CHUNK_STATES, gk_t4(gp->chunk, 1, E, nchunks(n), N)),
                                 GK_A(GK_ARG_INITIAL_STATE, gk_t3(L->scan[cur], 1, E, N)),
                                 GK_A(GK_ARG_FINAL_STATE, gk_t3(L->scan[nxt], 1, E, N))}, 12);
-    if (s == GK_SUCCESS) s = gk_ws_linear(ps->ws, gp->out, gk_t2(gp->y, n, E), gk_pw(m, lp(m, l, P_OUT)), ps->o, n, D);
+    if (s == GK_SUCCESS)
+      s = gk_ws_linear(ps->ws, gp->out, gk_t2(gp->y, n, E), gk_pw(m, lp(m, l, P_OUT)), ps->o, n, D);
     if (s == GK_SUCCESS) s = gk_pass_residual(ps);
   }
   if (s == GK_SUCCESS) st->cur = nxt;
