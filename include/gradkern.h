@@ -85,6 +85,11 @@ const char *gk_status_string(gk_status status);
 /// and the values that were wrong. Empty string after a successful call.
 const char *gk_last_error(void);
 
+/// Record `message` (NULL: empty) as this thread's last error, what
+/// gk_last_error() returns, and return `status`: for code built on gradkern
+/// that reports its own failures the same way.
+gk_status gk_set_error(gk_status status, const char *message);
+
 // ---------------------------------------------------------------- dtypes
 
 typedef enum gk_dtype {

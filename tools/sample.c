@@ -44,12 +44,12 @@ static const char *config_value(const char *config, const char *key, char *buf, 
 static gk_status config_int(const char *path, const char *config, const char *key, int lo, int hi, int *out) {
   char buf[32];
   if (!config_value(config, key, buf, sizeof buf))
-    return gk_fail(GK_NN_ERR_FILE, "--checkpoint '%s': the config metadata has no %s", path, key);
+    return gk_nn_fail(GK_NN_ERR_FILE, "--checkpoint '%s': the config metadata has no %s", path, key);
   char *end;
   errno = 0;
   long v = strtol(buf, &end, 10);
   if (!buf[0] || *end || errno || v < lo || v > hi)
-    return gk_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config %s=%s is not a whole number in %d..%d", path, key, buf,
+    return gk_nn_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config %s=%s is not a whole number in %d..%d", path, key, buf,
                    lo, hi);
   *out = (int)v;
   return GK_SUCCESS;
@@ -70,15 +70,15 @@ static gk_status load_text_model(const char *path, gk_model *m, int *seq_len) {
   char arch[16], task[32], theta[32];
   gk_model_config c = {0};
   if (!format || strcmp(format, "gradkern-checkpoint-1") || !config) {
-    s = gk_fail(GK_NN_ERR_FILE, "--checkpoint '%s' is not a gradkern checkpoint (no format or config metadata)",
+    s = gk_nn_fail(GK_NN_ERR_FILE, "--checkpoint '%s' is not a gradkern checkpoint (no format or config metadata)",
                 path);
   } else if (!config_value(config, "task", task, sizeof task) || strcmp(task, "text")) {
-    s = gk_fail(GK_ERR_INVALID_VALUE,
+    s = gk_nn_fail(GK_ERR_INVALID_VALUE,
                 "--checkpoint '%s' is a model of task %s; sampling needs a byte-level text model "
                 "(gradkern train --task text)",
                 path, config_value(config, "task", task, sizeof task) ? task : "(none)");
   } else if (!config_value(config, "arch", arch, sizeof arch) || (strcmp(arch, "mamba") && strcmp(arch, "llama"))) {
-    s = gk_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config arch is neither mamba nor llama", path);
+    s = gk_nn_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config arch is neither mamba nor llama", path);
   } else {
     c.arch = strcmp(arch, "mamba") ? GK_ARCH_LLAMA : GK_ARCH_MAMBA;
     s = config_int(path, config, "vocab", 256, 256, &c.vocab);
@@ -99,7 +99,7 @@ static gk_status load_text_model(const char *path, gk_model *m, int *seq_len) {
       if (s == GK_SUCCESS && config_value(config, "rope_theta", theta, sizeof theta))
         c.rope_theta = strtod(theta, &end);
       if (s == GK_SUCCESS && (!end || end == theta || *end || !(c.rope_theta > 0) || c.rope_theta > 1e300))
-        s = gk_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config rope_theta is missing or not a positive number", path);
+        s = gk_nn_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config rope_theta is missing or not a positive number", path);
     }
     if (s == GK_SUCCESS) s = gk_model_init(m, &c, 0);
     for (int i = 0; s == GK_SUCCESS && i < m->nparams; i++) {

@@ -194,12 +194,12 @@ static int state_ok(const trainer *t, char *buf, size_t n) {
 static gk_status save_checkpoint(trainer *t, const char *path) {
   char why[256];
   if (!state_ok(t, why, sizeof why))
-    return gk_fail(GK_ERR_NON_FINITE, "step %lld: %s; '%s' was not written%s%s", (long long)t->step, why, path,
+    return gk_nn_fail(GK_ERR_NON_FINITE, "step %lld: %s; '%s' was not written%s%s", (long long)t->step, why, path,
                    last_good(t) ? "; the last good checkpoint is " : "", last_good(t) ? last_good(t) : "");
   gk_model *m = &t->model;
   int n = m->nparams + 2;
   gk_st_tensor *ts = calloc((size_t)n, sizeof *ts);
-  if (!ts) return gk_fail(GK_ERR_OUT_OF_MEMORY, "checkpoint: no memory");
+  if (!ts) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "checkpoint: no memory");
   for (int i = 0; i < m->nparams; i++) {
     const gk_param *p = &m->params[i];
     ts[i] = (gk_st_tensor){p->name, GK_ST_F32, p->rank, {p->shape[0], p->shape[1]}, m->w + p->offset,
@@ -261,7 +261,7 @@ static gk_status compare_run(const trainer *t, const gk_st_file *f, const char *
     if (gk_train_args_set(&saved, o->option, v) != GK_SUCCESS) {
       char why[300];
       snprintf(why, sizeof why, "%s", gk_last_error());
-      return gk_fail(GK_NN_ERR_FILE, "checkpoint '%s': metadata %s '%.40s' is not valid (%s)", path, o->key, v, why);
+      return gk_nn_fail(GK_NN_ERR_FILE, "checkpoint '%s': metadata %s '%.40s' is not valid (%s)", path, o->key, v, why);
     }
     if (!option_equal(o, &saved, &t->a)) {
       option_str(o, &t->a, 0, mine, sizeof mine);
@@ -278,7 +278,7 @@ static gk_status compare_run(const trainer *t, const gk_st_file *f, const char *
   uint64_t nbytes;
   int crc_ok = strlen(crc) == 8 && strspn(crc, "0123456789abcdef") == 8;
   if (!parse_u64(bytes, &nbytes) || !crc_ok)
-    return gk_fail(GK_NN_ERR_FILE, "checkpoint '%s': metadata %s '%.40s' is not valid (%s)", path,
+    return gk_nn_fail(GK_NN_ERR_FILE, "checkpoint '%s': metadata %s '%.40s' is not valid (%s)", path,
                    crc_ok ? "data_bytes" : "data_crc32", crc_ok ? bytes : crc,
                    crc_ok ? "a byte count" : "8 lowercase hex digits");
   data_identity(t, my_bytes, sizeof my_bytes, my_crc, sizeof my_crc);
@@ -320,13 +320,13 @@ static gk_status load_checkpoint(trainer *t, const char *path) {
   gk_nn_buf diff = {0};
   int unrecorded = 0, ok = 1;
   if (!format || strcmp(format, "gradkern-checkpoint-1") || !config || !step || !seed) {
-    s = gk_fail(GK_NN_ERR_FILE, "checkpoint '%s' is not a gradkern training checkpoint (metadata format, config, "
+    s = gk_nn_fail(GK_NN_ERR_FILE, "checkpoint '%s' is not a gradkern training checkpoint (metadata format, config, "
                 "step and seed missing)", path);
   } else if (strcmp(config, want)) {
-    s = gk_fail(GK_ERR_INVALID_VALUE, "checkpoint '%s' was made with another configuration:\n  checkpoint: %s\n"
+    s = gk_nn_fail(GK_ERR_INVALID_VALUE, "checkpoint '%s' was made with another configuration:\n  checkpoint: %s\n"
                 "  this run:   %s", path, config, want);
   } else if (!parse_u64(step, &st) || st < 1 || st > (uint64_t)1e12) {
-    s = gk_fail(GK_NN_ERR_FILE, "checkpoint '%s': metadata step '%.40s' is not a step count (1 to 1000000000000)",
+    s = gk_nn_fail(GK_NN_ERR_FILE, "checkpoint '%s': metadata step '%.40s' is not a step count (1 to 1000000000000)",
                 path, step);
   } else {
     s = compare_run(t, f, path, &diff, &unrecorded);
@@ -334,11 +334,11 @@ static gk_status load_checkpoint(trainer *t, const char *path) {
     t->ev.loss = figure(f, "eval_loss", &ok);
     t->ev.accuracy = figure(f, "eval_accuracy", &ok);
     if (s == GK_SUCCESS && !ok)
-      s = gk_fail(GK_NN_ERR_FILE, "checkpoint '%s': metadata train_loss, eval_loss or eval_accuracy is not a "
+      s = gk_nn_fail(GK_NN_ERR_FILE, "checkpoint '%s': metadata train_loss, eval_loss or eval_accuracy is not a "
                   "finite number", path);
-    if (s == GK_SUCCESS && diff.failed) s = gk_fail(GK_ERR_OUT_OF_MEMORY, "checkpoint '%s': no memory", path);
+    if (s == GK_SUCCESS && diff.failed) s = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "checkpoint '%s': no memory", path);
     if (s == GK_SUCCESS && diff.len && !t->a.allow_changes)
-      s = gk_fail(GK_ERR_INVALID_VALUE,
+      s = gk_nn_fail(GK_ERR_INVALID_VALUE,
                   "--resume '%s': this run differs from the checkpoint's:\n%sadd --allow-changes to continue with "
                   "the changes",
                   path, diff.data);
@@ -350,7 +350,7 @@ static gk_status load_checkpoint(trainer *t, const char *path) {
     if (s == GK_SUCCESS) s = gk_st_read(f, "optimizer.exp_avg_sq", GK_ST_F32, 1, &m->n_total, t->exp_avg_sq);
     char why[256];
     if (s == GK_SUCCESS && !state_ok(t, why, sizeof why))
-      s = gk_fail(GK_ERR_NON_FINITE, "checkpoint '%s' cannot be resumed: %s", path, why);
+      s = gk_nn_fail(GK_ERR_NON_FINITE, "checkpoint '%s' cannot be resumed: %s", path, why);
     if (s == GK_SUCCESS) t->step = (int64_t)st;
   }
   if (s == GK_SUCCESS && diff.len)
@@ -376,12 +376,12 @@ static gk_status check_outputs(const gk_train_args *a) {
   for (int k = 0; k < 2; k++) {
     if (!outs[k]) continue;
     if (a->data && gk_nn_same_file(outs[k], a->data))
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s '%s' is the --data file: the run would overwrite its text", names[k],
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s '%s' is the --data file: the run would overwrite its text", names[k],
                      outs[k]);
     if (k == 1 && a->checkpoint && gk_nn_same_file(a->plot, a->checkpoint))
-      return gk_fail(GK_ERR_INVALID_VALUE, "--plot '%s' is the --checkpoint file", a->plot);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "--plot '%s' is the --checkpoint file", a->plot);
     if (k == 1 && a->resume && gk_nn_same_file(a->plot, a->resume))
-      return gk_fail(GK_ERR_INVALID_VALUE, "--plot '%s' is the --resume file: the plot would overwrite it", a->plot);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "--plot '%s' is the --resume file: the plot would overwrite it", a->plot);
     int removed = gk_nn_remove_stale_temps(outs[k]);
     if (removed)
       fprintf(stderr, "gradkern train: note: removed %d temporary file%s that a killed run left beside '%s'\n",
@@ -402,7 +402,8 @@ static gk_status evaluate(trainer *t, eval_result *out) {
   int64_t counted = 0, correct = 0;
   int batches = t->a.eval_batches;
   int64_t windows = gk_task_eval_windows(&t->task, t->eval_len);
-  if (windows > 0) batches = (int)gk_min64(batches, gk_ceil_div(windows, B));
+  int64_t covering = (windows + B - 1) / B;  // batches that hold every window
+  if (windows > 0 && covering < batches) batches = (int)covering;
   for (int i = 0; i < batches; i++) {
     gk_status s = gk_task_batch(&t->task, GK_SPLIT_EVAL, t->a.seed, i, B, T, t->inputs, t->targets);
     double loss;
@@ -441,7 +442,7 @@ static gk_status setup(trainer *t) {
   if ((s = gk_task_check_seq_len(&t->task, GK_SPLIT_TRAIN, a->seq_len)) != GK_SUCCESS) return s;
   if ((s = gk_task_check_seq_len(&t->task, GK_SPLIT_EVAL, t->eval_len)) != GK_SUCCESS) return s;
   if (a->dtype != GK_F32)
-    return gk_fail(GK_ERR_UNSUPPORTED, "--dtype %s: this build trains in f32 only", gk_dtype_name(a->dtype));
+    return gk_nn_fail(GK_ERR_UNSUPPORTED, "--dtype %s: this build trains in f32 only", gk_dtype_name(a->dtype));
   if (a->threads > 0 && (s = gk_set_num_threads(a->threads)) != GK_SUCCESS) return s;
 
   gk_model_config c = {0};
@@ -469,10 +470,10 @@ static gk_status setup(trainer *t) {
   t->eval_y = malloc(curve * sizeof(double));
   if (!t->exp_avg || !t->exp_avg_sq || !t->inputs || !t->targets || !t->loss_x || !t->loss_y || !t->eval_x ||
       !t->eval_y)
-    return gk_fail(GK_ERR_OUT_OF_MEMORY, "train: no memory for the optimizer state");
+    return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "train: no memory for the optimizer state");
   if (a->resume && (s = load_checkpoint(t, a->resume)) != GK_SUCCESS) return s;
   if (t->step > a->steps)
-    return gk_fail(GK_ERR_INVALID_VALUE, "--resume: the checkpoint is at step %lld, past --steps %lld",
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--resume: the checkpoint is at step %lld, past --steps %lld",
                    (long long)t->step, (long long)a->steps);
   return GK_SUCCESS;
 }

@@ -214,20 +214,20 @@ static gk_status set_value(const option *o, const char *value, void *base) {
   switch (o->kind) {
   case K_INT:
   case K_INT64: {
-    if (!integer_syntax(value)) return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is not an integer", o->name, v60);
+    if (!integer_syntax(value)) return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is not an integer", o->name, v60);
     errno = 0;
     long long x = strtoll(value, NULL, 10);
     if (errno == ERANGE || (double)x > 1e15 || (double)x < -1e15) {
-      if (value[0] == '-') return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be at least %s", o->name, v60,
+      if (value[0] == '-') return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be at least %s", o->name, v60,
                                           limit_str(o->min, lim, sizeof lim));
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be at most %s", o->name, v60,
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be at most %s", o->name, v60,
                      limit_str(o->max, lim, sizeof lim));
     }
     if ((double)x < o->min)
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be at least %s", o->name, v60,
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be at least %s", o->name, v60,
                      limit_str(o->min, lim, sizeof lim));
     if ((double)x > o->max)
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be at most %s", o->name, v60,
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be at most %s", o->name, v60,
                      limit_str(o->max, lim, sizeof lim));
     if (o->kind == K_INT) {
       int i = (int)x;
@@ -240,12 +240,12 @@ static gk_status set_value(const option *o, const char *value, void *base) {
   }
   case K_U64: {
     if (value[0] == '-' && integer_syntax(value))
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be a non-negative integer", o->name, v60);
-    if (!integer_syntax(value)) return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is not an integer", o->name, v60);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be a non-negative integer", o->name, v60);
+    if (!integer_syntax(value)) return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is not an integer", o->name, v60);
     errno = 0;
     unsigned long long x = strtoull(value, NULL, 10);
     if (errno == ERANGE)
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is out of range (at most %llu)", o->name, v60,
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is out of range (at most %llu)", o->name, v60,
                      (unsigned long long)UINT64_MAX);
     uint64_t u = x;
     memcpy(field, &u, sizeof u);
@@ -255,24 +255,24 @@ static gk_status set_value(const option *o, const char *value, void *base) {
     if (!real_syntax(value)) {
       const char *w = value + (value[0] == '+' || value[0] == '-');
       if (!strcasecmp(w, "nan") || !strcasecmp(w, "inf") || !strcasecmp(w, "infinity"))
-        return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is not a finite number", o->name, v60);
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is not a number", o->name, v60);
+        return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is not a finite number", o->name, v60);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is not a number", o->name, v60);
     }
     errno = 0;
     double x = strtod(value, NULL);
     if (errno == ERANGE || !isfinite(x))
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is out of range for a double", o->name, v60);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is out of range for a double", o->name, v60);
     if (o->min_open ? !(x > o->min) : !(x >= o->min))
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be %s %s", o->name, v60, o->min_open ? ">" : ">=",
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be %s %s", o->name, v60, o->min_open ? ">" : ">=",
                      limit_str(o->min, lim, sizeof lim));
     if (x > o->max)
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be <= %s", o->name, v60,
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' must be <= %s", o->name, v60,
                      limit_str(o->max, lim, sizeof lim));
     memcpy(field, &x, sizeof x);
     return GK_SUCCESS;
   }
   case K_STRING:
-    if (!*value) return gk_fail(GK_ERR_INVALID_VALUE, "%s: the value must not be empty", o->name);
+    if (!*value) return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: the value must not be empty", o->name);
     memcpy(field, &value, sizeof value);
     return GK_SUCCESS;
   case K_CHOICE: {
@@ -284,11 +284,11 @@ static gk_status set_value(const option *o, const char *value, void *base) {
     char list[128] = "";
     for (const choice *c = o->choices; c->name; c++)
       snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", c == o->choices ? "" : ", ", c->name);
-    return gk_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is not one of %s", o->name, v60, list);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: '%.60s' is not one of %s", o->name, v60, list);
   }
   case K_FLAG: memcpy(field, &o->flag_value, sizeof o->flag_value); return GK_SUCCESS;
   }
-  return gk_fail(GK_ERR_INTERNAL, "%s: option kind %d", o->name, (int)o->kind);
+  return gk_nn_fail(GK_ERR_INTERNAL, "%s: option kind %d", o->name, (int)o->kind);
 }
 
 // ---------------------------------------------------------------- parsing
@@ -296,12 +296,12 @@ static gk_status set_value(const option *o, const char *value, void *base) {
 // Parse argv against a table into *base; bit i of *given marks opts[i].
 static gk_status parse(const option *opts, size_t nopts, int argc, char *const *argv, void *base, uint64_t *given,
                        int *help) {
-  if (!help) return gk_fail(GK_ERR_NULL_POINTER, "argument parser: help is NULL");
+  if (!help) return gk_nn_fail(GK_ERR_NULL_POINTER, "argument parser: help is NULL");
   *help = 0;
   if (argc < 0 || (argc && !argv))
-    return gk_fail(GK_ERR_NULL_POINTER, "argument parser: argv is NULL or argc %d is negative", argc);
+    return gk_nn_fail(GK_ERR_NULL_POINTER, "argument parser: argv is NULL or argc %d is negative", argc);
   for (int i = 0; i < argc; i++) {
-    if (!argv[i]) return gk_fail(GK_ERR_NULL_POINTER, "argument parser: argv[%d] is NULL", i);
+    if (!argv[i]) return gk_nn_fail(GK_ERR_NULL_POINTER, "argument parser: argv[%d] is NULL", i);
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       *help = 1;
       return GK_SUCCESS;
@@ -310,26 +310,26 @@ static gk_status parse(const option *opts, size_t nopts, int argc, char *const *
   for (int i = 0; i < argc; i++) {
     const char *arg = argv[i];
     if (strncmp(arg, "--", 2) != 0 || !arg[2])
-      return gk_fail(GK_ERR_INVALID_VALUE, "unexpected argument '%.60s' (options start with --)", arg);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "unexpected argument '%.60s' (options start with --)", arg);
     const char *eq = strchr(arg, '=');
     size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
     size_t k = 0;
     while (k < nopts && !(strlen(opts[k].name) == len && !strncmp(opts[k].name, arg, len))) k++;
-    if (k == nopts) return gk_fail(GK_ERR_INVALID_VALUE, "unknown option '%.*s'", (int)(len < 60 ? len : 60), arg);
+    if (k == nopts) return gk_nn_fail(GK_ERR_INVALID_VALUE, "unknown option '%.*s'", (int)(len < 60 ? len : 60), arg);
     const option *o = &opts[k];
     const char *value = NULL;
     if (o->kind == K_FLAG) {
-      if (eq) return gk_fail(GK_ERR_INVALID_VALUE, "%s takes no value (got '%.60s')", o->name, eq + 1);
+      if (eq) return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s takes no value (got '%.60s')", o->name, eq + 1);
     } else if (eq) {
       value = eq + 1;
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s needs a value (%s)", o->name, o->metavar);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s needs a value (%s)", o->name, o->metavar);
     }
     if (*given >> k & 1) {
-      if (value) return gk_fail(GK_ERR_INVALID_VALUE, "%s is given twice (again as '%.60s')", o->name, value);
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s is given twice", o->name);
+      if (value) return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s is given twice (again as '%.60s')", o->name, value);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s is given twice", o->name);
     }
     gk_status st = set_value(o, value, base);
     if (st) return st;
@@ -339,10 +339,10 @@ static gk_status parse(const option *opts, size_t nopts, int argc, char *const *
 }
 
 gk_status gk_train_args_set(gk_train_args *args, const char *name, const char *value) {
-  if (!args || !name || !value) return gk_fail(GK_ERR_NULL_POINTER, "gk_train_args_set: an argument is NULL");
+  if (!args || !name || !value) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_train_args_set: an argument is NULL");
   for (size_t k = 0; k < N_TRAIN_OPTS; k++)
     if (!strcmp(train_opts[k].name, name) && train_opts[k].kind != K_FLAG) return set_value(&train_opts[k], value, args);
-  return gk_fail(GK_ERR_INVALID_VALUE, "gk_train_args_set: '%.60s' is not an option that takes a value", name);
+  return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_train_args_set: '%.60s' is not an option that takes a value", name);
 }
 
 static int given_bit(const option *opts, size_t nopts, uint64_t given, const char *name) {
@@ -363,59 +363,59 @@ int gk_sample_args_given(const gk_sample_args *a, const char *name) {
 // The options must agree with each other.
 static gk_status check_train(const gk_train_args *a) {
   if (a->task == GK_TASK_TEXT && !a->data)
-    return gk_fail(GK_ERR_INVALID_VALUE, "--task text needs --data FILE (the text to train on)");
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--task text needs --data FILE (the text to train on)");
   if (a->task != GK_TASK_TEXT && a->data)
-    return gk_fail(GK_ERR_INVALID_VALUE, "--data '%.60s' is only used by --task text (the task is %s)", a->data,
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--data '%.60s' is only used by --task text (the task is %s)", a->data,
                    gk_task_name(a->task));
   // --min-lr and --warmup were made to follow --lr and --steps where not
   // given (gk_train_args_parse), so only values the user gave get here.
   if (a->min_lr > a->lr)
-    return gk_fail(GK_ERR_INVALID_VALUE, "--min-lr %g is larger than --lr %g", a->min_lr, a->lr);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--min-lr %g is larger than --lr %g", a->min_lr, a->lr);
   if (a->warmup > a->steps)
-    return gk_fail(GK_ERR_INVALID_VALUE, "--warmup %lld is more than --steps %lld", (long long)a->warmup,
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--warmup %lld is more than --steps %lld", (long long)a->warmup,
                    (long long)a->steps);
   if (a->checkpoint_every > 0 && !a->checkpoint)
-    return gk_fail(GK_ERR_INVALID_VALUE, "--checkpoint-every %lld needs --checkpoint FILE",
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--checkpoint-every %lld needs --checkpoint FILE",
                    (long long)a->checkpoint_every);
   if (a->stop_after > 0 && !a->checkpoint)
-    return gk_fail(GK_ERR_INVALID_VALUE,
+    return gk_nn_fail(GK_ERR_INVALID_VALUE,
                    "--stop-after %lld needs --checkpoint FILE (the run would stop with nothing saved)",
                    (long long)a->stop_after);
   if (a->resume && !a->checkpoint)
-    return gk_fail(GK_ERR_INVALID_VALUE,
+    return gk_nn_fail(GK_ERR_INVALID_VALUE,
                    "--resume '%s' needs --checkpoint FILE (where the continued run is saved; it may be the same "
                    "file)",
                    a->resume);
   if (a->allow_changes && !a->resume)
-    return gk_fail(GK_ERR_INVALID_VALUE, "--allow-changes applies to --resume only");
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--allow-changes applies to --resume only");
   static const char *const llama_only[] = {"--heads", "--kv-heads"};
   static const char *const mamba_only[] = {"--state", "--no-selection"};
   for (int k = 0; k < 2; k++) {
     if (a->model == GK_MODEL_MAMBA && gk_train_args_given(a, llama_only[k]))
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s applies to --model llama only (the model is mamba)", llama_only[k]);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s applies to --model llama only (the model is mamba)", llama_only[k]);
     if (a->model == GK_MODEL_LLAMA && gk_train_args_given(a, mamba_only[k]))
-      return gk_fail(GK_ERR_INVALID_VALUE, "%s applies to --model mamba only (the model is llama)", mamba_only[k]);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s applies to --model mamba only (the model is llama)", mamba_only[k]);
   }
   if (a->model == GK_MODEL_LLAMA) {
     if (a->width % a->heads)
-      return gk_fail(GK_ERR_INVALID_VALUE, "--width %d is not a multiple of --heads %d", a->width, a->heads);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "--width %d is not a multiple of --heads %d", a->width, a->heads);
     if (a->heads % a->kv_heads)
-      return gk_fail(GK_ERR_INVALID_VALUE, "--heads %d is not a multiple of --kv-heads %d", a->heads, a->kv_heads);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "--heads %d is not a multiple of --kv-heads %d", a->heads, a->kv_heads);
     if ((a->width / a->heads) % 2)
-      return gk_fail(GK_ERR_INVALID_VALUE,
+      return gk_nn_fail(GK_ERR_INVALID_VALUE,
                      "the head size --width / --heads = %d / %d = %d must be even (RoPE rotates pairs)", a->width,
                      a->heads, a->width / a->heads);
   }
   if (a->plot && gk_plot_check_path(a->plot)) {
     char msg[400];
     snprintf(msg, sizeof msg, "%s", gk_last_error());
-    return gk_fail(GK_ERR_INVALID_VALUE, "--plot: %s", msg);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--plot: %s", msg);
   }
   return GK_SUCCESS;
 }
 
 gk_status gk_train_args_parse(int argc, char *const *argv, gk_train_args *args, int *help) {
-  if (!args) return gk_fail(GK_ERR_NULL_POINTER, "gk_train_args_parse: args is NULL");
+  if (!args) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_train_args_parse: args is NULL");
   args->given = 0;
   const gk_train_args start = *args;
   gk_status st = parse(train_opts, N_TRAIN_OPTS, argc, argv, args, &args->given, help);
@@ -432,12 +432,12 @@ gk_status gk_train_args_parse(int argc, char *const *argv, gk_train_args *args, 
 }
 
 gk_status gk_sample_args_parse(int argc, char *const *argv, gk_sample_args *args, int *help) {
-  if (!args) return gk_fail(GK_ERR_NULL_POINTER, "gk_sample_args_parse: args is NULL");
+  if (!args) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_sample_args_parse: args is NULL");
   args->given = 0;
   gk_status st = parse(sample_opts, N_SAMPLE_OPTS, argc, argv, args, &args->given, help);
   if (st || *help) return st;
   if (!args->checkpoint)
-    return gk_fail(GK_ERR_INVALID_VALUE, "--checkpoint FILE is required (the checkpoint of a text model)");
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--checkpoint FILE is required (the checkpoint of a text model)");
   return GK_SUCCESS;
 }
 

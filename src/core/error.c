@@ -33,6 +33,11 @@ const char *gk_last_error(void) { return gk_message; }
 
 void gk_clear_error(void) { gk_message[0] = '\0'; }
 
+gk_status gk_set_error(gk_status status, const char *message) {
+  snprintf(gk_message, sizeof gk_message, "%s", message ? message : "");
+  return status;
+}
+
 gk_status gk_fail(gk_status status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

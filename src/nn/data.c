@@ -18,11 +18,11 @@ const char *gk_task_name(gk_task_kind kind) {
 }
 
 gk_status gk_task_init_copy(gk_task *task, int n_data, int n_values) {
-  if (!task) return gk_fail(GK_ERR_NULL_POINTER, "gk_task_init_copy: task is NULL");
+  if (!task) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_task_init_copy: task is NULL");
   memset(task, 0, sizeof *task);
-  if (n_data < 1) return gk_fail(GK_ERR_INVALID_VALUE, "selective copying: n_data is %d, must be at least 1", n_data);
+  if (n_data < 1) return gk_nn_fail(GK_ERR_INVALID_VALUE, "selective copying: n_data is %d, must be at least 1", n_data);
   if (n_values < 1 || n_values > 1 << 20)
-    return gk_fail(GK_ERR_INVALID_VALUE, "selective copying: n_values is %d, must be in [1, %d]", n_values, 1 << 20);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "selective copying: n_values is %d, must be in [1, %d]", n_values, 1 << 20);
   task->kind = GK_TASK_COPY;
   task->n_data = n_data;
   task->n_values = n_values;
@@ -33,10 +33,10 @@ gk_status gk_task_init_copy(gk_task *task, int n_data, int n_values) {
 }
 
 gk_status gk_task_init_induction(gk_task *task, int n_values) {
-  if (!task) return gk_fail(GK_ERR_NULL_POINTER, "gk_task_init_induction: task is NULL");
+  if (!task) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_task_init_induction: task is NULL");
   memset(task, 0, sizeof *task);
   if (n_values < 2 || n_values > 1 << 20)
-    return gk_fail(GK_ERR_INVALID_VALUE, "induction heads: n_values is %d, must be in [2, %d]", n_values, 1 << 20);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "induction heads: n_values is %d, must be in [2, %d]", n_values, 1 << 20);
   task->kind = GK_TASK_INDUCTION;
   task->n_values = n_values;
   task->trigger_token = n_values;
@@ -45,10 +45,10 @@ gk_status gk_task_init_induction(gk_task *task, int n_values) {
 }
 
 gk_status gk_task_init_text(gk_task *task, const char *path, int seq_len) {
-  if (!task) return gk_fail(GK_ERR_NULL_POINTER, "gk_task_init_text: task is NULL");
+  if (!task) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_task_init_text: task is NULL");
   memset(task, 0, sizeof *task);
-  if (!path) return gk_fail(GK_ERR_NULL_POINTER, "text task: no data file given");
-  if (seq_len < 1) return gk_fail(GK_ERR_INVALID_VALUE, "text task: sequence length %d must be at least 1", seq_len);
+  if (!path) return gk_nn_fail(GK_ERR_NULL_POINTER, "text task: no data file given");
+  if (seq_len < 1) return gk_nn_fail(GK_ERR_INVALID_VALUE, "text task: sequence length %d must be at least 1", seq_len);
   unsigned char *bytes;
   size_t n;
   gk_status st = gk_nn_read_file(path, "data file", &bytes, &n);
@@ -56,12 +56,12 @@ gk_status gk_task_init_text(gk_task *task, const char *path, int seq_len) {
   size_t window = (size_t)seq_len + 1;
   if (n == 0) {
     free(bytes);
-    return gk_fail(GK_NN_ERR_FILE, "data file '%s' is empty", path);
+    return gk_nn_fail(GK_NN_ERR_FILE, "data file '%s' is empty", path);
   }
   size_t eval_len = n / 10 > window ? n / 10 : window;
   if (n < 2 * window || n - eval_len < window) {
     free(bytes);
-    return gk_fail(GK_NN_ERR_FILE,
+    return gk_nn_fail(GK_NN_ERR_FILE,
                    "data file '%s' has %zu byte%s, too short for sequence length %d: it needs at least %zu (one "
                    "training and one held-out window of %zu bytes)",
                    path, n, gk_plural((long long)n), seq_len, 2 * window, window);
@@ -81,27 +81,27 @@ void gk_task_free(gk_task *task) {
 }
 
 gk_status gk_task_check_seq_len(const gk_task *task, gk_split split, int seq_len) {
-  if (!task) return gk_fail(GK_ERR_NULL_POINTER, "gk_task_check_seq_len: task is NULL");
+  if (!task) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_task_check_seq_len: task is NULL");
   if (split != GK_SPLIT_TRAIN && split != GK_SPLIT_EVAL)
-    return gk_fail(GK_ERR_INVALID_VALUE, "gk_task_check_seq_len: split %d is not train (0) or eval (1)", (int)split);
-  if (seq_len < 1) return gk_fail(GK_ERR_INVALID_VALUE, "sequence length %d must be at least 1", seq_len);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_task_check_seq_len: split %d is not train (0) or eval (1)", (int)split);
+  if (seq_len < 1) return gk_nn_fail(GK_ERR_INVALID_VALUE, "sequence length %d must be at least 1", seq_len);
   int ready = (task->kind == GK_TASK_COPY && task->n_data >= 1 && task->n_values >= 1) ||
               (task->kind == GK_TASK_INDUCTION && task->n_values >= 2) ||
               (task->kind == GK_TASK_TEXT && task->text && task->train_len < task->text_len);
   if (!ready)
-    return gk_fail(GK_ERR_INVALID_VALUE, "the %s task was not initialised (use gk_task_init_*)",
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "the %s task was not initialised (use gk_task_init_*)",
                    gk_task_name(task->kind));
   switch (task->kind) {
   case GK_TASK_COPY:
     if (seq_len < 2 * task->n_data)
-      return gk_fail(GK_ERR_INVALID_VALUE,
+      return gk_nn_fail(GK_ERR_INVALID_VALUE,
                      "selective copying: sequence length %d is too short for %d data tokens: it must be at least %d "
                      "(a region holding them, then as many markers)",
                      seq_len, task->n_data, 2 * task->n_data);
     return GK_SUCCESS;
   case GK_TASK_INDUCTION:
     if (seq_len < 3)
-      return gk_fail(GK_ERR_INVALID_VALUE,
+      return gk_nn_fail(GK_ERR_INVALID_VALUE,
                      "induction heads: sequence length %d is too short: it must be at least 3 (trigger, token, "
                      "trigger)",
                      seq_len);
@@ -109,14 +109,14 @@ gk_status gk_task_check_seq_len(const gk_task *task, gk_split split, int seq_len
   case GK_TASK_TEXT: {
     size_t part = split == GK_SPLIT_TRAIN ? task->train_len : task->text_len - task->train_len;
     if (part < (size_t)seq_len + 1)
-      return gk_fail(GK_ERR_INVALID_VALUE,
+      return gk_nn_fail(GK_ERR_INVALID_VALUE,
                      "text: sequence length %d needs windows of %d bytes, but the %s part of the data has %zu", seq_len,
                      seq_len + 1, split == GK_SPLIT_TRAIN ? "training" : "held-out", part);
     return GK_SUCCESS;
   }
   case GK_TASK_COUNT_: break;
   }
-  return gk_fail(GK_ERR_INVALID_VALUE, "task kind %d is not a task (was the task initialised?)", (int)task->kind);
+  return gk_nn_fail(GK_ERR_INVALID_VALUE, "task kind %d is not a task (was the task initialised?)", (int)task->kind);
 }
 
 // One selective-copying sequence (layout in data.h).
@@ -172,9 +172,9 @@ int64_t gk_task_eval_windows(const gk_task *task, int seq_len) {
 gk_status gk_task_batch(const gk_task *task, gk_split split, uint64_t seed, int64_t index, int batch, int seq_len,
                         int32_t *inputs, int32_t *targets) {
   if (!task || !inputs || !targets)
-    return gk_fail(GK_ERR_NULL_POINTER, "gk_task_batch: %s is NULL", !task ? "task" : !inputs ? "inputs" : "targets");
-  if (batch < 1) return gk_fail(GK_ERR_INVALID_VALUE, "gk_task_batch: batch %d must be at least 1", batch);
-  if (index < 0) return gk_fail(GK_ERR_INVALID_VALUE, "gk_task_batch: index %lld is negative", (long long)index);
+    return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_task_batch: %s is NULL", !task ? "task" : !inputs ? "inputs" : "targets");
+  if (batch < 1) return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_task_batch: batch %d must be at least 1", batch);
+  if (index < 0) return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_task_batch: index %lld is negative", (long long)index);
   gk_status st = gk_task_check_seq_len(task, split, seq_len);
   if (st) return st;
   size_t T = (size_t)seq_len;

@@ -36,7 +36,7 @@ static const char *file_kind(mode_t mode) {
 }
 
 gk_status gk_nn_read_file(const char *path, const char *what, unsigned char **data, size_t *size) {
-  if (!path || !what || !data || !size) return gk_fail(GK_ERR_NULL_POINTER, "gk_nn_read_file: a pointer argument is NULL");
+  if (!path || !what || !data || !size) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_nn_read_file: a pointer argument is NULL");
   *data = NULL;
   *size = 0;
   // A FIFO or a device is refused before it is opened (opening a FIFO waits
@@ -44,35 +44,35 @@ gk_status gk_nn_read_file(const char *path, const char *what, unsigned char **da
   // replaced by one in between, and fstat checks again what was opened.
   struct stat st;
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-    return gk_fail(GK_NN_ERR_FILE, "%s '%s' is not a regular file (it is %s)", what, path, file_kind(st.st_mode));
+    return gk_nn_fail(GK_NN_ERR_FILE, "%s '%s' is not a regular file (it is %s)", what, path, file_kind(st.st_mode));
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return gk_fail(GK_NN_ERR_FILE, "%s '%s': cannot open: %s", what, path, strerror(errno));
+  if (fd < 0) return gk_nn_fail(GK_NN_ERR_FILE, "%s '%s': cannot open: %s", what, path, strerror(errno));
   if (fstat(fd, &st) != 0) {
     int e = errno;
     close(fd);
-    return gk_fail(GK_NN_ERR_FILE, "%s '%s': cannot stat: %s", what, path, strerror(e));
+    return gk_nn_fail(GK_NN_ERR_FILE, "%s '%s': cannot stat: %s", what, path, strerror(e));
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return gk_fail(GK_NN_ERR_FILE, "%s '%s' is not a regular file (it is %s)", what, path, file_kind(st.st_mode));
+    return gk_nn_fail(GK_NN_ERR_FILE, "%s '%s' is not a regular file (it is %s)", what, path, file_kind(st.st_mode));
   }
   // Files of /proc claim 0 bytes and yet have contents: a 0-byte file must
   // really be empty.
   unsigned char probe;
   if (st.st_size == 0 && read(fd, &probe, 1) > 0) {
     close(fd);
-    return gk_fail(GK_NN_ERR_FILE, "%s '%s' is not a regular file (it has contents but a size of 0 bytes, as the "
+    return gk_nn_fail(GK_NN_ERR_FILE, "%s '%s' is not a regular file (it has contents but a size of 0 bytes, as the "
                    "files of /proc do)", what, path);
   }
   if ((uintmax_t)st.st_size >= (uintmax_t)SIZE_MAX) {
     close(fd);
-    return gk_fail(GK_NN_ERR_FILE, "%s '%s' is too large (%jd bytes)", what, path, (intmax_t)st.st_size);
+    return gk_nn_fail(GK_NN_ERR_FILE, "%s '%s' is too large (%jd bytes)", what, path, (intmax_t)st.st_size);
   }
   size_t n = (size_t)st.st_size;
   unsigned char *buf = malloc(n + 1);
   if (!buf) {
     close(fd);
-    return gk_fail(GK_ERR_OUT_OF_MEMORY, "%s '%s': cannot allocate %zu bytes", what, path, n + 1);
+    return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "%s '%s': cannot allocate %zu bytes", what, path, n + 1);
   }
   size_t got = 0;
   while (got < n) {
@@ -83,8 +83,8 @@ gk_status gk_nn_read_file(const char *path, const char *what, unsigned char **da
       free(buf);
       close(fd);
       if (r == 0)
-        return gk_fail(GK_NN_ERR_FILE, "%s '%s' shrank while it was read (%zu of %zu bytes)", what, path, got, n);
-      return gk_fail(GK_NN_ERR_FILE, "%s '%s': read failed: %s", what, path, strerror(e));
+        return gk_nn_fail(GK_NN_ERR_FILE, "%s '%s' shrank while it was read (%zu of %zu bytes)", what, path, got, n);
+      return gk_nn_fail(GK_NN_ERR_FILE, "%s '%s': read failed: %s", what, path, strerror(e));
     }
     got += (size_t)r;
   }
@@ -129,19 +129,19 @@ static int create_temp(const char *path, char *tmp, size_t size) {
 
 gk_status gk_nn_write_atomic(const char *path, const char *what, const gk_nn_chunk *chunks, size_t nchunks) {
   if (!path || !what || (!chunks && nchunks))
-    return gk_fail(GK_ERR_NULL_POINTER, "gk_nn_write_atomic: a pointer argument is NULL");
-  if (!*path) return gk_fail(GK_ERR_INVALID_VALUE, "%s: the file name is empty", what);
+    return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_nn_write_atomic: a pointer argument is NULL");
+  if (!*path) return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: the file name is empty", what);
   size_t plen = strlen(path);
-  if (path[plen - 1] == '/') return gk_fail(GK_NN_ERR_FILE, "%s '%s' names a directory, not a file", what, path);
+  if (path[plen - 1] == '/') return gk_nn_fail(GK_NN_ERR_FILE, "%s '%s' names a directory, not a file", what, path);
   char *tmp = malloc(plen + 64);
-  if (!tmp) return gk_fail(GK_ERR_OUT_OF_MEMORY, "%s '%s': cannot allocate a file name", what, path);
+  if (!tmp) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "%s '%s': cannot allocate a file name", what, path);
 
   // 1. A new temporary file beside the target.
   int fd = fault_at(GK_NN_FAULT_OPEN) ? -1 : create_temp(path, tmp, plen + 64);
   if (fd < 0) {
     int e = errno;
     free(tmp);
-    return gk_fail(GK_NN_ERR_FILE, "%s '%s': cannot create a temporary file beside it: %s", what, path, strerror(e));
+    return gk_nn_fail(GK_NN_ERR_FILE, "%s '%s': cannot create a temporary file beside it: %s", what, path, strerror(e));
   }
 
   // 2. Every byte, then fsync and close.
@@ -153,7 +153,7 @@ gk_status gk_nn_write_atomic(const char *path, const char *what, const gk_nn_chu
       close(fd);
       unlink(tmp);
       free(tmp);
-      return gk_fail(GK_ERR_NULL_POINTER, "%s '%s': piece %zu of the file has %zu bytes but no data", what, path, i, n);
+      return gk_nn_fail(GK_ERR_NULL_POINTER, "%s '%s': piece %zu of the file has %zu bytes but no data", what, path, i, n);
     }
     if (pending_fault == GK_NN_FAULT_WRITE) {
       if (write_all(fd, p, n / 2) != 0 || fault_at(GK_NN_FAULT_WRITE)) failed = "write";
@@ -178,7 +178,7 @@ gk_status gk_nn_write_atomic(const char *path, const char *what, const gk_nn_chu
   if (failed) {
     unlink(tmp);
     free(tmp);
-    return gk_fail(GK_NN_ERR_FILE, "%s '%s': %s failed: %s (the file was left as it was)", what, path, failed,
+    return gk_nn_fail(GK_NN_ERR_FILE, "%s '%s': %s failed: %s (the file was left as it was)", what, path, failed,
                    strerror(e));
   }
 
@@ -189,7 +189,7 @@ gk_status gk_nn_write_atomic(const char *path, const char *what, const gk_nn_chu
   if (dfd < 0 || fsync(dfd) != 0) {
     e = errno;
     if (dfd >= 0) close(dfd);
-    gk_status s = gk_fail(GK_NN_ERR_FILE, "%s '%s' was written, but its directory '%s' could not be synced: %s", what,
+    gk_status s = gk_nn_fail(GK_NN_ERR_FILE, "%s '%s' was written, but its directory '%s' could not be synced: %s", what,
                           path, dir, strerror(e));
     free(tmp);
     return s;
@@ -200,28 +200,28 @@ gk_status gk_nn_write_atomic(const char *path, const char *what, const gk_nn_chu
 }
 
 gk_status gk_nn_check_writable(const char *path, const char *what) {
-  if (!path || !what) return gk_fail(GK_ERR_NULL_POINTER, "gk_nn_check_writable: a pointer argument is NULL");
-  if (!*path) return gk_fail(GK_ERR_INVALID_VALUE, "%s: the file name is empty", what);
+  if (!path || !what) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_nn_check_writable: a pointer argument is NULL");
+  if (!*path) return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: the file name is empty", what);
   size_t plen = strlen(path);
   struct stat st;
   if (path[plen - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
-    return gk_fail(GK_NN_ERR_FILE, "%s '%s' is a directory, not a file", what, path);
+    return gk_nn_fail(GK_NN_ERR_FILE, "%s '%s' is a directory, not a file", what, path);
   char *tmp = malloc(plen + 64);
-  if (!tmp) return gk_fail(GK_ERR_OUT_OF_MEMORY, "%s '%s': cannot allocate a file name", what, path);
+  if (!tmp) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "%s '%s': cannot allocate a file name", what, path);
   gk_status s = GK_SUCCESS;
   dir_of(path, tmp, plen + 64);
   if (stat(tmp, &st) != 0) {
-    s = gk_fail(GK_NN_ERR_FILE, "%s '%s': the directory '%s' %s", what, path, tmp,
+    s = gk_nn_fail(GK_NN_ERR_FILE, "%s '%s': the directory '%s' %s", what, path, tmp,
                 errno == ENOENT ? "does not exist" : strerror(errno));
   } else if (!S_ISDIR(st.st_mode)) {
-    s = gk_fail(GK_NN_ERR_FILE, "%s '%s': '%s' is not a directory", what, path, tmp);
+    s = gk_nn_fail(GK_NN_ERR_FILE, "%s '%s': '%s' is not a directory", what, path, tmp);
   } else {
     // The one sure test: create the temporary file gk_nn_write_atomic would.
     int fd = create_temp(path, tmp, plen + 64);
     if (fd < 0) {
       int e = errno;
       dir_of(path, tmp, plen + 64);
-      s = gk_fail(GK_NN_ERR_FILE, "%s '%s': cannot create a file in the directory '%s': %s", what, path, tmp,
+      s = gk_nn_fail(GK_NN_ERR_FILE, "%s '%s': cannot create a file in the directory '%s': %s", what, path, tmp,
                   strerror(e));
     } else {
       close(fd);

@@ -1,5 +1,8 @@
 // Generation from a language model, on the plan API: a prompt in one pass,
-// then one token at a time.
+// then one token at a time. generate.c does what every architecture shares
+// (embedding, final norm, head, context); each architecture's table
+// (arch.h) carries its state and its step through the blocks, in mamba.c
+// and llama.c beside its training pass.
 //
 // Mamba runs its recurrence: each layer keeps the conv state (1, E, W-1)
 // (the last W-1 inputs of the depthwise conv) and the scan state (1, E, N),

@@ -1,9 +1,21 @@
-// What the two models share: the run (plans, arena, workspace), tensor views
-// of f32 memory, and running a plan on a list of arguments.
+// What the architectures (mamba.c, llama.c) and the generic model code
+// (model.c, generate.c) share, below all of them (layers.c): the parameter
+// table's building, the training run (plans, arena, workspace), tensor views
+// of f32 memory, the op descriptions both models use, and generation's
+// passes (plans and buffers for n tokens, a workspace grown on demand).
 #ifndef GK_NN_LAYERS_H
 #define GK_NN_LAYERS_H
 
 #include "model.h"
+
+// The parameters every model has, first in its table; the blocks' follow
+// from GK_PARAM_BLOCKS, in the order their architecture declares them.
+enum { GK_PARAM_EMBEDDING = 0, GK_PARAM_NORM_F = 1, GK_PARAM_BLOCKS = 2 };
+
+// Declare a parameter (during the architecture's declare).
+gk_status gk_model_add_param(gk_model *m, const char *name, int rank, int64_t d0, int64_t d1, bool decay);
+
+// ---------------------------------------------------------------- the training run
 
 enum { GK_RUN_MAX_PLANS = 64 };
 
@@ -24,7 +36,7 @@ struct gk_run {
   int32_t *index;            // (B, T) copies of the last inputs and targets
   int32_t *target;
   void *head;                // model.c's state: embedding, final norm, head, loss
-  void *arch;                // the blocks' state (mamba.c, llama.c): plans, buffers
+  void *arch;                // the blocks' state (the architecture's): plans, buffers
 };
 
 // Reserve n floats of the arena for *p (64-byte aligned). In the measuring
@@ -37,6 +49,8 @@ gk_status gk_run_plan(gk_run *r, const gk_op_desc *d, gk_plan **out);
 
 // Run a plan with the run's workspace.
 gk_status gk_run_exec(gk_run *r, const gk_plan *p, const gk_arg *args, int nargs);
+
+// ---------------------------------------------------------------- views and descriptions
 
 // Views of f32 memory: contiguous of rank 1..4, or with explicit strides.
 gk_tensor gk_t1(float *p, int64_t a);
@@ -56,27 +70,49 @@ gk_op_desc gk_desc_linear(gk_direction dir, int64_t rows, int64_t in, int64_t ou
 gk_op_desc gk_desc_rmsnorm(gk_direction dir, int64_t rows, int64_t d, double eps);
 gk_op_desc gk_desc_add(int64_t rows, int64_t d);
 
-// The model's hooks, implemented by mamba.c and llama.c.
-gk_status gk_mamba_declare(gk_model *m);                      // the parameters
-void gk_mamba_init_weights(gk_model *m, uint64_t seed);
-// layout: called twice (measuring, then placing the arena); creates the
-// plans in the first pass. forward: the blocks, from h0 (B, T, D: the
-// embeddings) to *h_out, the final residual stream. backward: dh holds the
-// gradient of the final residual and receives that of h0; the blocks'
-// parameter gradients are overwritten.
-gk_status gk_mamba_layout(gk_run *r);
-gk_status gk_mamba_forward(gk_run *r, const float *h0, float **h_out);
-gk_status gk_mamba_backward(gk_run *r, float *dh);
-void gk_mamba_free(gk_run *r);
+// ---------------------------------------------------------------- generation
 
-gk_status gk_llama_declare(gk_model *m);
-void gk_llama_init_weights(gk_model *m, uint64_t seed);
-gk_status gk_llama_layout(gk_run *r);
-gk_status gk_llama_forward(gk_run *r, const float *h0, float **h_out);
-gk_status gk_llama_backward(gk_run *r, float *dh);
-void gk_llama_free(gk_run *r);
+// Memory freed together: every buffer of a generation state or of a pass.
+typedef struct gk_bufs {
+  void **p;
+  int n;
+} gk_bufs;
 
-// Declare a parameter (during *_declare).
-gk_status gk_model_add_param(gk_model *m, const char *name, int rank, int64_t d0, int64_t d1, bool decay);
+// `bytes` zeroed bytes (64-byte aligned) in *out, or n zeroed floats, owned by b.
+gk_status gk_bufs_alloc(gk_bufs *b, size_t bytes, void **out);
+gk_status gk_bufs_floats(gk_bufs *b, int64_t n, float **out);
+void gk_bufs_free(gk_bufs *b);
+
+// A workspace grown to the largest need of the plans run with it.
+typedef struct gk_workspace {
+  void *p;
+  size_t bytes;
+} gk_workspace;
+
+// Run p with ws, grown first when p needs more.
+gk_status gk_ws_exec(gk_workspace *ws, const gk_plan *p, const gk_arg *args, int nargs);
+// y (rows, out) = x w^T with the linear plan p.
+gk_status gk_ws_linear(gk_workspace *ws, const gk_plan *p, gk_tensor x, gk_tensor w, float *y, int64_t rows,
+                       int64_t out);
+
+// A generation pass: n tokens (a step's one, a prompt's) through the model
+// at once, rows being tokens. generate.c makes the embedding, the residual
+// stream and what every block uses; the architecture adds its own plans and
+// buffers (its pass_create) in `arch`, buffers in `mem`.
+typedef struct gk_gen_pass {
+  int n;
+  int64_t D;               // d_model
+  gk_bufs mem;
+  gk_workspace *ws;        // the generation state's
+  int32_t *index;          // (1, n) the tokens
+  gk_plan *emb, *norm, *add;
+  float *h, *hn, *rstd, *o;  // (n, D) the residual stream, (n, D) normed, (n), (n, D) a block's output
+  void *arch;
+} gk_gen_pass;
+
+// hn = rmsnorm(x) w, x (n, D), with the pass's norm plan (rstd into ps->rstd).
+gk_status gk_pass_rmsnorm(const gk_gen_pass *ps, float *x, gk_tensor w, float *hn);
+// h += o, (n, D).
+gk_status gk_pass_residual(const gk_gen_pass *ps);
 
 #endif

@@ -1,66 +1,38 @@
 // The parts of a language model that do not depend on its blocks: the
-// parameter table, the run (plans, arena, workspace), the token embedding,
-// the final RMSNorm, the LM head tied to the embedding, and the loss.
+// architectures' tables, the parameter table's layout, the run, the token
+// embedding, the final RMSNorm, the LM head tied to the embedding, and the
+// loss. The blocks are the architecture's (arch.h), called through its table.
 //
 //   h0 = embedding(tokens)            (B, T, D)
-//   h  = blocks(h0)                    (mamba.c, llama.c)
+//   h  = blocks(h0)                    (the architecture's table: mamba.c, llama.c)
 //   hf, rstd = rmsnorm(h) * nf         (B, T, D)
 //   logits = hf E^T                    (B T, V), E the embedding (tied head)
 //   loss = mean cross-entropy over targets != GK_IGNORE_INDEX
 // Backward overwrites every gradient: the head writes dE, the embedding's
 // backward adds its part (accumulate = 1).
-#include "layers.h"
+#include "arch.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-gk_status gk_model_config_finish(gk_model_config *c) {
-  if (c->arch != GK_ARCH_MAMBA && c->arch != GK_ARCH_LLAMA)
-    return gk_fail(GK_ERR_INVALID_VALUE, "model: arch = %d is neither mamba nor llama", (int)c->arch);
-  if (c->vocab < 2 || c->d_model < 1 || c->n_layers < 1)
-    return gk_fail(GK_ERR_INVALID_VALUE, "model: vocab = %d, d_model = %d, n_layers = %d (need >= 2, >= 1, >= 1)",
-                   c->vocab, c->d_model, c->n_layers);
-  if (c->norm_eps <= 0) c->norm_eps = 1e-5;
-  if (c->arch == GK_ARCH_MAMBA) {
-    if (c->expand < 1) c->expand = 2;
-    if (c->d_conv < 1) c->d_conv = 4;
-    if (c->d_state < 1)
-      return gk_fail(GK_ERR_INVALID_VALUE, "model: d_state = %d must be >= 1", c->d_state);
-    if (c->dt_rank < 1) c->dt_rank = (c->d_model + 15) / 16;
-  } else {
-    if (c->heads < 1 || c->d_model % c->heads != 0 || (c->d_model / c->heads) % 2 != 0)
-      return gk_fail(GK_ERR_INVALID_VALUE, "model: heads = %d must divide d_model = %d into even head sizes",
-                     c->heads, c->d_model);
-    if (c->kv_heads < 1) c->kv_heads = c->heads;
-    if (c->heads % c->kv_heads != 0)
-      return gk_fail(GK_ERR_INVALID_VALUE, "model: kv_heads = %d must divide heads = %d", c->kv_heads, c->heads);
-    if (c->d_ff < 1) c->d_ff = (8 * c->d_model / 3 + 7) / 8 * 8;
-    if (c->rope_theta <= 0) c->rope_theta = 10000.0;
+const gk_arch_table *gk_arch_table_of(gk_arch arch) {
+  switch (arch) {
+  case GK_ARCH_MAMBA: return &gk_mamba_arch;
+  case GK_ARCH_LLAMA: return &gk_llama_arch;
   }
-  return GK_SUCCESS;
-}
-
-gk_status gk_model_add_param(gk_model *m, const char *name, int rank, int64_t d0, int64_t d1, bool decay) {
-  gk_param *grown = realloc(m->params, sizeof *grown * (size_t)(m->nparams + 1));
-  if (!grown) return gk_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for the parameter table");
-  m->params = grown;
-  gk_param *p = &m->params[m->nparams++];
-  memset(p, 0, sizeof *p);
-  snprintf(p->name, sizeof p->name, "%s", name);
-  p->rank = rank;
-  p->shape[0] = d0;
-  p->shape[1] = rank > 1 ? d1 : 1;
-  p->numel = d0 * p->shape[1];
-  p->decay = decay;
-  return GK_SUCCESS;
-}
-
-const gk_param *gk_model_param(const gk_model *m, const char *name) {
-  for (int i = 0; i < m->nparams; i++)
-    if (!strcmp(m->params[i].name, name)) return &m->params[i];
   return NULL;
+}
+
+static const gk_arch_table *arch_of(const gk_model *m) { return gk_arch_table_of(m->cfg.arch); }
+
+gk_status gk_model_config_finish(gk_model_config *c) {
+  const gk_arch_table *a = gk_arch_table_of(c->arch);
+  if (!a) return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: arch = %d is neither mamba nor llama", (int)c->arch);
+  if (c->vocab < 2 || c->d_model < 1 || c->n_layers < 1)
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: vocab = %d, d_model = %d, n_layers = %d (need >= 2, >= 1, >= 1)",
+                      c->vocab, c->d_model, c->n_layers);
+  if (c->norm_eps <= 0) c->norm_eps = 1e-5;
+  return a->finish(c);
 }
 
 gk_status gk_model_init(gk_model *m, const gk_model_config *c, uint64_t seed) {
@@ -68,9 +40,10 @@ gk_status gk_model_init(gk_model *m, const gk_model_config *c, uint64_t seed) {
   m->cfg = *c;
   gk_status s = gk_model_config_finish(&m->cfg);
   if (s != GK_SUCCESS) return s;
+  // At GK_PARAM_EMBEDDING and GK_PARAM_NORM_F; the blocks' from GK_PARAM_BLOCKS.
   s = gk_model_add_param(m, "embedding", 2, m->cfg.vocab, m->cfg.d_model, true);
   if (s == GK_SUCCESS) s = gk_model_add_param(m, "norm_f", 1, m->cfg.d_model, 1, false);
-  if (s == GK_SUCCESS) s = m->cfg.arch == GK_ARCH_MAMBA ? gk_mamba_declare(m) : gk_llama_declare(m);
+  if (s == GK_SUCCESS) s = arch_of(m)->declare(m);
   if (s != GK_SUCCESS) {
     gk_model_free(m);
     return s;
@@ -88,12 +61,11 @@ gk_status gk_model_init(gk_model *m, const gk_model_config *c, uint64_t seed) {
   m->g = aligned_alloc(64, (size_t)m->n_total * sizeof(float));
   if (!m->w || !m->g) {
     gk_model_free(m);
-    return gk_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %lld parameters", (long long)m->n_total);
+    return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %lld parameters", (long long)m->n_total);
   }
   memset(m->w, 0, (size_t)m->n_total * sizeof(float));
   memset(m->g, 0, (size_t)m->n_total * sizeof(float));
-  if (m->cfg.arch == GK_ARCH_MAMBA) gk_mamba_init_weights(m, seed);
-  else gk_llama_init_weights(m, seed);
+  arch_of(m)->init(m, seed);
   return GK_SUCCESS;
 }
 
@@ -102,88 +74,6 @@ void gk_model_free(gk_model *m) {
   free(m->w);
   free(m->g);
   memset(m, 0, sizeof *m);
-}
-
-// ---------------------------------------------------------------- tensors and plans
-
-// Views are built by hand, not with gk_tensor_init, which would clear the
-// message of an op that failed just before.
-gk_tensor gk_strided(float *p, int rank, const int64_t *shape, const int64_t *strides) {
-  gk_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = p;
-  t.dtype = GK_F32;
-  t.device = GK_DEVICE_CPU;
-  t.rank = rank;
-  for (int i = 0; i < rank; i++) {
-    t.shape[i] = shape[i];
-    t.strides[i] = strides[i];
-  }
-  return t;
-}
-
-gk_tensor gk_t1(float *p, int64_t a) { return gk_strided(p, 1, (int64_t[]){a}, (int64_t[]){1}); }
-
-gk_tensor gk_t2(float *p, int64_t a, int64_t b) { return gk_strided(p, 2, (int64_t[]){a, b}, (int64_t[]){b, 1}); }
-
-gk_tensor gk_t3(float *p, int64_t a, int64_t b, int64_t c) {
-  return gk_strided(p, 3, (int64_t[]){a, b, c}, (int64_t[]){b * c, c, 1});
-}
-
-gk_tensor gk_t4(float *p, int64_t a, int64_t b, int64_t c, int64_t d) {
-  return gk_strided(p, 4, (int64_t[]){a, b, c, d}, (int64_t[]){b * c * d, c * d, d, 1});
-}
-
-gk_tensor gk_pw(const gk_model *m, const gk_param *p) {
-  return gk_strided(m->w + p->offset, p->rank, p->shape, (int64_t[]){p->rank > 1 ? p->shape[1] : 1, 1});
-}
-
-gk_tensor gk_pg(const gk_model *m, const gk_param *p) {
-  return gk_strided(m->g + p->offset, p->rank, p->shape, (int64_t[]){p->rank > 1 ? p->shape[1] : 1, 1});
-}
-
-gk_op_desc gk_desc_linear(gk_direction dir, int64_t rows, int64_t in, int64_t out) {
-  gk_op_desc d;
-  gk_op_desc_init(&d, GK_OP_LINEAR, dir, GK_F32, 2, (int64_t[]){rows, in});
-  d.linear.out_features = out;
-  d.linear.has_bias = 0;
-  return d;
-}
-
-gk_op_desc gk_desc_rmsnorm(gk_direction dir, int64_t rows, int64_t dm, double eps) {
-  gk_op_desc d;
-  gk_op_desc_init(&d, GK_OP_RMSNORM, dir, GK_F32, 2, (int64_t[]){rows, dm});
-  d.norm.eps = eps;
-  return d;
-}
-
-gk_op_desc gk_desc_add(int64_t rows, int64_t dm) {
-  gk_op_desc d;
-  gk_op_desc_init(&d, GK_OP_ADD, GK_FORWARD, GK_F32, 2, (int64_t[]){rows, dm});
-  return d;
-}
-
-void gk_run_carve(gk_run *r, float **p, int64_t n) {
-  *p = r->placing ? r->arena + r->arena_floats : NULL;
-  r->arena_floats += (n + 15) / 16 * 16;
-}
-
-gk_status gk_run_plan(gk_run *r, const gk_op_desc *d, gk_plan **out) {
-  if (r->nplans == GK_RUN_MAX_PLANS)
-    return gk_fail(GK_ERR_INTERNAL, "model: more than %d plans in one run", GK_RUN_MAX_PLANS);
-  gk_status s = gk_plan_create(d, out);
-  if (s != GK_SUCCESS) return s;
-  r->plans[r->nplans++] = *out;
-  size_t ws;
-  gk_plan_workspace_size(*out, &ws);
-  if (ws > r->ws_bytes) r->ws_bytes = ws;
-  return GK_SUCCESS;
-}
-
-gk_status gk_run_exec(gk_run *r, const gk_plan *p, const gk_arg *args, int nargs) {
-  size_t ws;
-  gk_plan_workspace_size(p, &ws);
-  return gk_plan_run(p, args, nargs, ws ? r->ws : NULL, ws);
 }
 
 // ---------------------------------------------------------------- the run
@@ -230,20 +120,16 @@ static gk_status head_layout(gk_run *r, head_state *h) {
   return gk_run_plan(r, &d, &h->ce);
 }
 
-static gk_status arch_layout(gk_run *r) {
-  return r->m->cfg.arch == GK_ARCH_MAMBA ? gk_mamba_layout(r) : gk_llama_layout(r);
-}
-
 gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run **out) {
   *out = NULL;
   if (batch < 1 || seq_len < 1)
-    return gk_fail(GK_ERR_INVALID_VALUE, "model: batch = %d and seq_len = %d must be >= 1", batch, seq_len);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: batch = %d and seq_len = %d must be >= 1", batch, seq_len);
   gk_run *r = calloc(1, sizeof *r);
   head_state *h = calloc(1, sizeof *h);
   if (!r || !h) {
     free(r);
     free(h);
-    return gk_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for a run");
+    return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for a run");
   }
   r->m = m;
   r->B = batch;
@@ -255,14 +141,14 @@ gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run 
     r->placing = pass == 1;
     r->arena_floats = 0;
     s = head_layout(r, h);
-    if (s == GK_SUCCESS) s = arch_layout(r);
+    if (s == GK_SUCCESS) s = arch_of(m)->layout(r);
     if (s == GK_SUCCESS && pass == 0) {
       r->arena = aligned_alloc(64, (size_t)(r->arena_floats + 16) * sizeof(float));
       r->ws = aligned_alloc(64, (r->ws_bytes + 64) / 64 * 64);
       r->index = malloc(sizeof(int32_t) * (size_t)batch * (size_t)seq_len);
       r->target = malloc(sizeof(int32_t) * (size_t)batch * (size_t)seq_len);
       if (!r->arena || !r->ws || !r->index || !r->target)
-        s = gk_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %lld activations",
+        s = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %lld activations",
                     (long long)r->arena_floats);
     }
   }
@@ -276,8 +162,7 @@ gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run 
 
 void gk_run_free(gk_run *r) {
   if (!r) return;
-  if (r->m->cfg.arch == GK_ARCH_MAMBA) gk_mamba_free(r);
-  else gk_llama_free(r);
+  arch_of(r->m)->free_run(r);
   for (int i = 0; i < r->nplans; i++) gk_plan_destroy(r->plans[i]);
   free(r->arena);
   free(r->ws);
@@ -301,13 +186,13 @@ static gk_status forward(gk_run *r, const int32_t *inputs) {
   memcpy(r->index, inputs, sizeof(int32_t) * (size_t)rows);
   gk_tensor idx;
   gk_tensor_init(&idx, r->index, GK_I32, 2, (int64_t[]){r->B, r->T});
-  gk_tensor emb = gk_pw(m, gk_model_param(m, "embedding")), nf = gk_pw(m, gk_model_param(m, "norm_f"));
+  gk_tensor emb = gk_pw(m, &m->params[GK_PARAM_EMBEDDING]), nf = gk_pw(m, &m->params[GK_PARAM_NORM_F]);
   gk_status s = gk_run_exec(r, h->emb_f,
                             (gk_arg[]){GK_A(GK_ARG_WEIGHT, emb), GK_A(GK_ARG_INDEX, idx),
                                        GK_A(GK_ARG_Y, gk_t3(h->h0, r->B, r->T, D))}, 3);
   float *hl = NULL;
   if (s == GK_SUCCESS)
-    s = m->cfg.arch == GK_ARCH_MAMBA ? gk_mamba_forward(r, h->h0, &hl) : gk_llama_forward(r, h->h0, &hl);
+    s = arch_of(m)->forward(r, h->h0, &hl);
   h->h_last = hl;
   if (s == GK_SUCCESS)
     s = gk_run_exec(r, h->norm_f,
@@ -344,8 +229,8 @@ gk_status gk_run_step(gk_run *r, const int32_t *inputs, const int32_t *targets, 
 
   // Backward: the head (dE overwritten), the final norm, the blocks, the
   // embedding (dE added).
-  gk_tensor emb = gk_pw(m, gk_model_param(m, "embedding")), demb = gk_pg(m, gk_model_param(m, "embedding"));
-  const gk_param *nfp = gk_model_param(m, "norm_f");
+  const gk_param *ep = &m->params[GK_PARAM_EMBEDDING], *nfp = &m->params[GK_PARAM_NORM_F];
+  gk_tensor emb = gk_pw(m, ep), demb = gk_pg(m, ep);
   s = gk_run_exec(r, h->head_b,
                   (gk_arg[]){GK_A(GK_ARG_DY, logits), GK_A(GK_ARG_X, gk_t2(h->hf, rows, D)),
                              GK_A(GK_ARG_WEIGHT, emb), GK_A(GK_ARG_DX, gk_t2(h->dhf, rows, D)),
@@ -356,7 +241,7 @@ gk_status gk_run_step(gk_run *r, const int32_t *inputs, const int32_t *targets, 
                              GK_A(GK_ARG_WEIGHT, gk_pw(m, nfp)), GK_A(GK_ARG_RSTD, gk_t1(h->rstd, rows)),
                              GK_A(GK_ARG_DX, gk_t2(h->dh, rows, D)), GK_A(GK_ARG_DWEIGHT, gk_pg(m, nfp))}, 6);
   if (s != GK_SUCCESS) return s;
-  s = m->cfg.arch == GK_ARCH_MAMBA ? gk_mamba_backward(r, h->dh) : gk_llama_backward(r, h->dh);
+  s = arch_of(m)->backward(r, h->dh);
   if (s != GK_SUCCESS) return s;
   gk_tensor idx;
   gk_tensor_init(&idx, r->index, GK_I32, 2, (int64_t[]){r->B, r->T});

@@ -59,8 +59,6 @@ gk_status gk_model_config_finish(gk_model_config *c);
 // 1/sqrt(2 n_layers)).
 gk_status gk_model_init(gk_model *m, const gk_model_config *c, uint64_t seed);
 void gk_model_free(gk_model *m);
-// The parameter called `name`, or NULL.
-const gk_param *gk_model_param(const gk_model *m, const char *name);
 
 typedef struct gk_run gk_run;
 

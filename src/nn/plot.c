@@ -15,11 +15,11 @@ static int has_suffix(const char *s, const char *suffix) {
 }
 
 gk_status gk_plot_check_path(const char *path) {
-  if (!path) return gk_fail(GK_ERR_NULL_POINTER, "plot: the file name is NULL");
+  if (!path) return gk_nn_fail(GK_ERR_NULL_POINTER, "plot: the file name is NULL");
   if (has_suffix(path, ".svg") && strlen(path) > 4) return GK_SUCCESS;
   if (has_suffix(path, ".png"))
-    return gk_fail(GK_ERR_UNSUPPORTED, "plot file '%s': PNG is not supported; name the file *.svg", path);
-  return gk_fail(GK_ERR_INVALID_VALUE, "plot file '%s': the name must end in .svg", path);
+    return gk_nn_fail(GK_ERR_UNSUPPORTED, "plot file '%s': PNG is not supported; name the file *.svg", path);
+  return gk_nn_fail(GK_ERR_INVALID_VALUE, "plot file '%s': the name must end in .svg", path);
 }
 
 // Text as XML character data: markup characters escaped, control characters
@@ -118,13 +118,13 @@ static void tick_label(const axis *a, double t, char *buf, size_t size) {
 
 gk_status gk_plot_svg(const gk_plot *plot, const gk_plot_series *series, size_t nseries, gk_nn_buf *out) {
   if (!plot || !out || (nseries && !series))
-    return gk_fail(GK_ERR_NULL_POINTER, "gk_plot_svg: %s is NULL", !plot ? "plot" : !out ? "out" : "series");
+    return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_plot_svg: %s is NULL", !plot ? "plot" : !out ? "out" : "series");
   int W = plot->width ? plot->width : 800, H = plot->height ? plot->height : 480;
   if (W < 200 || W > 8000 || H < 200 || H > 8000)
-    return gk_fail(GK_ERR_INVALID_VALUE, "plot: size %d x %d must be in [200, 8000] pixels each way", W, H);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "plot: size %d x %d must be in [200, 8000] pixels each way", W, H);
   for (size_t s = 0; s < nseries; s++)
     if (series[s].n && (!series[s].x || !series[s].y))
-      return gk_fail(GK_ERR_NULL_POINTER, "plot: series %zu ('%s') has %zu points but x or y is NULL", s,
+      return gk_nn_fail(GK_ERR_NULL_POINTER, "plot: series %zu ('%s') has %zu points but x or y is NULL", s,
                      series[s].label ? series[s].label : "", series[s].n);
 
   // Data ranges over the drawable points.
@@ -263,7 +263,7 @@ gk_status gk_plot_svg(const gk_plot *plot, const gk_plot_series *series, size_t 
   gk_nn_buf_puts(out, "</svg>\n");
 #undef PX
 #undef PY
-  if (out->failed) return gk_fail(GK_ERR_OUT_OF_MEMORY, "plot: out of memory building the SVG");
+  if (out->failed) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "plot: out of memory building the SVG");
   return GK_SUCCESS;
 }
 

@@ -35,14 +35,14 @@ static const char *format_rate(double r, char *buf, size_t size) {
 
 gk_status gk_progress_init(gk_progress *p, FILE *out, gk_progress_mode mode, int64_t total, int64_t start_step,
                            int64_t tokens_per_step, int64_t every) {
-  if (!p || !out) return gk_fail(GK_ERR_NULL_POINTER, "gk_progress_init: %s is NULL", p ? "out" : "p");
+  if (!p || !out) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_progress_init: %s is NULL", p ? "out" : "p");
   if (mode < GK_PROGRESS_AUTO || mode > GK_PROGRESS_QUIET)
-    return gk_fail(GK_ERR_INVALID_VALUE, "gk_progress_init: mode %d is not a progress mode", (int)mode);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_progress_init: mode %d is not a progress mode", (int)mode);
   if (total < 1 || start_step < 0 || start_step > total)
-    return gk_fail(GK_ERR_INVALID_VALUE, "gk_progress_init: steps %lld .. %lld are not a range of a run",
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_progress_init: steps %lld .. %lld are not a range of a run",
                    (long long)start_step, (long long)total);
   if (tokens_per_step < 0 || every < 1)
-    return gk_fail(GK_ERR_INVALID_VALUE, "gk_progress_init: tokens per step %lld must be >= 0 and every %lld >= 1",
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_progress_init: tokens per step %lld must be >= 0 and every %lld >= 1",
                    (long long)tokens_per_step, (long long)every);
   memset(p, 0, sizeof *p);
   p->out = out;

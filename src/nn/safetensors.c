@@ -46,7 +46,11 @@ static void sort(void *base, size_t n, size_t size, int (*cmp)(const void *, con
 
 // "[2, 3]" into buf.
 static const char *shape_str(char *buf, size_t size, int rank, const int64_t *shape) {
-  return gk_format_shape(buf, size, rank, shape);
+  size_t used = (size_t)snprintf(buf, size, "[");
+  for (int i = 0; i < rank && used < size; i++)
+    used += (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld", (long long)shape[i]);
+  if (used < size) snprintf(buf + used, size - used, "]");
+  return buf;
 }
 
 // Bytes of a tensor of this dtype and shape, or 0 with *overflow set when
@@ -106,7 +110,7 @@ static gk_status bad(const gk_st_file *f, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return gk_fail(GK_NN_ERR_FILE, "safetensors file '%.120s': %s", f->what, msg);
+  return gk_nn_fail(GK_NN_ERR_FILE, "safetensors file '%.120s': %s", f->what, msg);
 }
 
 // The JSON parser's state: the header bytes and the position in them.
@@ -255,7 +259,7 @@ static gk_status parse_string(jp *p, char **out, const char *ctx) {
     }
     put_utf8(&b, cp);
   }
-  if (st == GK_SUCCESS && b.failed) st = gk_fail(GK_ERR_OUT_OF_MEMORY, "safetensors: out of memory reading a string");
+  if (st == GK_SUCCESS && b.failed) st = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "safetensors: out of memory reading a string");
   if (st != GK_SUCCESS) {
     gk_nn_buf_free(&b);
     return st;
@@ -372,7 +376,7 @@ static gk_status parse_metadata(jp *p, size_t *cap) {
     if (f->nmeta == *cap) {
       size_t ncap = *cap ? 2 * *cap : 8;
       gk_st_meta *m = realloc(f->meta, ncap * sizeof *m);
-      if (!m) return gk_fail(GK_ERR_OUT_OF_MEMORY, "safetensors: out of memory reading metadata");
+      if (!m) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "safetensors: out of memory reading metadata");
       f->meta = m;
       *cap = ncap;
     }
@@ -424,7 +428,7 @@ static gk_status parse_header(jp *p) {
         entry *e = realloc(f->entries, ncap * sizeof *e);
         if (!e) {
           free(name);
-          return gk_fail(GK_ERR_OUT_OF_MEMORY, "safetensors: out of memory reading the header");
+          return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "safetensors: out of memory reading the header");
         }
         f->entries = e;
         cap = ncap;
@@ -462,7 +466,7 @@ static gk_status validate(gk_st_file *f, size_t data_start) {
   uint64_t data_len = f->size - data_start;
   char sb[128];
   f->by_name = malloc((f->nentries ? f->nentries : 1) * sizeof *f->by_name);
-  if (!f->by_name) return gk_fail(GK_ERR_OUT_OF_MEMORY, "safetensors: out of memory");
+  if (!f->by_name) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "safetensors: out of memory");
   for (size_t i = 0; i < f->nentries; i++) f->by_name[i] = &f->entries[i];
   sort(f->by_name, f->nentries, sizeof *f->by_name, cmp_entry_name);
   for (size_t i = 1; i < f->nentries; i++)
@@ -528,14 +532,14 @@ static gk_status parse_owned(unsigned char *bytes, size_t size, const char *what
     free(f);
     free(w);
     free(bytes);
-    return gk_fail(GK_ERR_OUT_OF_MEMORY, "safetensors: out of memory");
+    return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "safetensors: out of memory");
   }
   f->bytes = bytes;
   f->size = size;
   f->what = w;
   gk_status st = GK_SUCCESS;
   if (!host_is_little_endian()) {
-    st = gk_fail(GK_ERR_UNSUPPORTED, "safetensors: only little-endian hosts are supported");
+    st = gk_nn_fail(GK_ERR_UNSUPPORTED, "safetensors: only little-endian hosts are supported");
   } else if (size < 8) {
     st = bad(f, "the file has %zu bytes, fewer than the 8 of the header length (truncated?)", size);
   } else {
@@ -562,7 +566,7 @@ static gk_status parse_owned(unsigned char *bytes, size_t size, const char *what
 }
 
 gk_status gk_st_load(const char *path, gk_st_file **file) {
-  if (!path || !file) return gk_fail(GK_ERR_NULL_POINTER, "gk_st_load: %s is NULL", path ? "file" : "path");
+  if (!path || !file) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_load: %s is NULL", path ? "file" : "path");
   *file = NULL;
   unsigned char *bytes;
   size_t size;
@@ -573,10 +577,10 @@ gk_status gk_st_load(const char *path, gk_st_file **file) {
 
 gk_status gk_st_parse(const void *bytes, size_t size, const char *what, gk_st_file **file) {
   if (!file || !what || (!bytes && size))
-    return gk_fail(GK_ERR_NULL_POINTER, "gk_st_parse: %s is NULL", !file ? "file" : !what ? "what" : "bytes");
+    return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_parse: %s is NULL", !file ? "file" : !what ? "what" : "bytes");
   *file = NULL;
   unsigned char *copy = malloc(size ? size : 1);
-  if (!copy) return gk_fail(GK_ERR_OUT_OF_MEMORY, "gk_st_parse: cannot allocate %zu bytes", size);
+  if (!copy) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "gk_st_parse: cannot allocate %zu bytes", size);
   if (size) memcpy(copy, bytes, size);
   return parse_owned(copy, size, what, file);
 }
@@ -602,12 +606,12 @@ const gk_st_tensor *gk_st_lookup(const gk_st_file *f, const char *name) {
 
 gk_status gk_st_read(const gk_st_file *f, const char *name, gk_st_dtype dtype, int rank, const int64_t *shape,
                      void *dst) {
-  if (!f || !name) return gk_fail(GK_ERR_NULL_POINTER, "gk_st_read: %s is NULL", f ? "name" : "file");
+  if (!f || !name) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_read: %s is NULL", f ? "name" : "file");
   if ((unsigned)dtype >= GK_ST_DTYPE_COUNT_)
-    return gk_fail(GK_ERR_INVALID_VALUE, "gk_st_read: dtype %d is not a safetensors dtype", (int)dtype);
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_st_read: dtype %d is not a safetensors dtype", (int)dtype);
   if (rank < 0 || rank > GK_MAX_RANK)
-    return gk_fail(GK_ERR_BAD_RANK, "gk_st_read: rank %d is not in [0, %d]", rank, GK_MAX_RANK);
-  if (rank && !shape) return gk_fail(GK_ERR_NULL_POINTER, "gk_st_read: shape is NULL");
+    return gk_nn_fail(GK_ERR_BAD_RANK, "gk_st_read: rank %d is not in [0, %d]", rank, GK_MAX_RANK);
+  if (rank && !shape) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_read: shape is NULL");
   const gk_st_tensor *t = gk_st_lookup(f, name);
   if (!t) return bad(f, "there is no tensor named '%.80s'", name);
   int same = t->dtype == dtype && t->rank == rank;
@@ -619,7 +623,7 @@ gk_status gk_st_read(const gk_st_file *f, const char *name, gk_st_dtype dtype, i
     return bad(f, "tensor '%.80s' is %s %s, expected %s %s", name, dtype_names[t->dtype], got, dtype_names[dtype],
                want);
   }
-  if (t->nbytes && !dst) return gk_fail(GK_ERR_NULL_POINTER, "gk_st_read: dst is NULL");
+  if (t->nbytes && !dst) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_read: dst is NULL");
   if (t->nbytes) memcpy(dst, t->data, t->nbytes);
   return GK_SUCCESS;
 }
@@ -637,7 +641,7 @@ const char *gk_st_metadata(const gk_st_file *f, const char *key) {
 
 gk_status gk_st_get_metadata(const gk_st_file *f, const char *key, const char **value) {
   if (!f || !key || !value)
-    return gk_fail(GK_ERR_NULL_POINTER, "gk_st_get_metadata: %s is NULL", !f ? "file" : !key ? "key" : "value");
+    return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_get_metadata: %s is NULL", !f ? "file" : !key ? "key" : "value");
   *value = gk_st_metadata(f, key);
   if (!*value) return bad(f, "there is no metadata entry '%.80s'", key);
   return GK_SUCCESS;
@@ -685,60 +689,60 @@ static gk_status check_save_args(const gk_st_tensor *tensors, size_t n, const gk
   char sb[128];
   for (size_t i = 0; i < n; i++) {
     const gk_st_tensor *t = &tensors[i];
-    if (!t->name) return gk_fail(GK_ERR_NULL_POINTER, "gk_st_save: tensors[%zu].name is NULL", i);
-    if (!*t->name) return gk_fail(GK_ERR_INVALID_VALUE, "gk_st_save: tensors[%zu].name is empty", i);
-    if (!utf8_valid(t->name)) return gk_fail(GK_ERR_INVALID_VALUE, "gk_st_save: tensors[%zu].name is not valid UTF-8", i);
+    if (!t->name) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_save: tensors[%zu].name is NULL", i);
+    if (!*t->name) return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_st_save: tensors[%zu].name is empty", i);
+    if (!utf8_valid(t->name)) return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_st_save: tensors[%zu].name is not valid UTF-8", i);
     if (!strcmp(t->name, "__metadata__"))
-      return gk_fail(GK_ERR_INVALID_VALUE, "gk_st_save: tensors[%zu].name '__metadata__' is reserved", i);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_st_save: tensors[%zu].name '__metadata__' is reserved", i);
     if ((unsigned)t->dtype >= GK_ST_DTYPE_COUNT_)
-      return gk_fail(GK_ERR_BAD_DTYPE, "gk_st_save: tensor '%.80s': dtype %d is not a safetensors dtype", t->name,
+      return gk_nn_fail(GK_ERR_BAD_DTYPE, "gk_st_save: tensor '%.80s': dtype %d is not a safetensors dtype", t->name,
                      (int)t->dtype);
     if (t->rank < 0 || t->rank > GK_MAX_RANK)
-      return gk_fail(GK_ERR_BAD_RANK, "gk_st_save: tensor '%.80s': rank %d is not in [0, %d]", t->name, t->rank,
+      return gk_nn_fail(GK_ERR_BAD_RANK, "gk_st_save: tensor '%.80s': rank %d is not in [0, %d]", t->name, t->rank,
                      GK_MAX_RANK);
     for (int d = 0; d < t->rank; d++)
       if (t->shape[d] < 0)
-        return gk_fail(GK_ERR_BAD_SHAPE, "gk_st_save: tensor '%.80s': shape %s has a negative dimension", t->name,
+        return gk_nn_fail(GK_ERR_BAD_SHAPE, "gk_st_save: tensor '%.80s': shape %s has a negative dimension", t->name,
                        shape_str(sb, sizeof sb, t->rank, t->shape));
     int overflow;
     uint64_t bytes = tensor_bytes(t->dtype, t->rank, t->shape, &overflow);
     if (overflow || bytes > (uint64_t)SIZE_MAX / 2)
-      return gk_fail(GK_ERR_BAD_SHAPE, "gk_st_save: tensor '%.80s': shape %s is too large", t->name,
+      return gk_nn_fail(GK_ERR_BAD_SHAPE, "gk_st_save: tensor '%.80s': shape %s is too large", t->name,
                      shape_str(sb, sizeof sb, t->rank, t->shape));
-    if (bytes && !t->data) return gk_fail(GK_ERR_NULL_POINTER, "gk_st_save: tensor '%.80s': data is NULL", t->name);
+    if (bytes && !t->data) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_save: tensor '%.80s': data is NULL", t->name);
     items[i] = (order_item){t, i, bytes};
   }
   sort(items, n, sizeof *items, cmp_order_name);
   for (size_t i = 1; i < n; i++)
     if (!strcmp(items[i].t->name, items[i - 1].t->name))
-      return gk_fail(GK_ERR_INVALID_VALUE, "gk_st_save: tensor name '%.80s' appears twice", items[i].t->name);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_st_save: tensor name '%.80s' appears twice", items[i].t->name);
   for (size_t i = 0; i < nmeta; i++) {
     if (!meta[i].key || !meta[i].value)
-      return gk_fail(GK_ERR_NULL_POINTER, "gk_st_save: meta[%zu].%s is NULL", i, meta[i].key ? "value" : "key");
+      return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_save: meta[%zu].%s is NULL", i, meta[i].key ? "value" : "key");
     if (!utf8_valid(meta[i].key) || !utf8_valid(meta[i].value))
-      return gk_fail(GK_ERR_INVALID_VALUE, "gk_st_save: metadata '%.80s': the %s is not valid UTF-8", meta[i].key,
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_st_save: metadata '%.80s': the %s is not valid UTF-8", meta[i].key,
                      utf8_valid(meta[i].key) ? "value" : "key");
     mptr[i] = &meta[i];
   }
   sort(mptr, nmeta, sizeof *mptr, cmp_meta_ptr);
   for (size_t i = 1; i < nmeta; i++)
     if (!strcmp(mptr[i]->key, mptr[i - 1]->key))
-      return gk_fail(GK_ERR_INVALID_VALUE, "gk_st_save: metadata key '%.80s' appears twice", mptr[i]->key);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_st_save: metadata key '%.80s' appears twice", mptr[i]->key);
   return GK_SUCCESS;
 }
 
 gk_status gk_st_save(const char *path, const gk_st_tensor *tensors, size_t n, const gk_st_meta *meta, size_t nmeta) {
-  if (!path) return gk_fail(GK_ERR_NULL_POINTER, "gk_st_save: path is NULL");
-  if (n && !tensors) return gk_fail(GK_ERR_NULL_POINTER, "gk_st_save: tensors is NULL");
-  if (nmeta && !meta) return gk_fail(GK_ERR_NULL_POINTER, "gk_st_save: meta is NULL");
-  if (!host_is_little_endian()) return gk_fail(GK_ERR_UNSUPPORTED, "gk_st_save: only little-endian hosts are supported");
+  if (!path) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_save: path is NULL");
+  if (n && !tensors) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_save: tensors is NULL");
+  if (nmeta && !meta) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_save: meta is NULL");
+  if (!host_is_little_endian()) return gk_nn_fail(GK_ERR_UNSUPPORTED, "gk_st_save: only little-endian hosts are supported");
   order_item *items = malloc((n ? n : 1) * sizeof *items);
   const gk_st_meta **mptr = malloc((nmeta ? nmeta : 1) * sizeof *mptr);
   gk_nn_chunk *chunks = malloc((n + 2) * sizeof *chunks);
   gk_nn_buf h = {0};
   gk_status st = GK_SUCCESS;
   if (!items || !mptr || !chunks) {
-    st = gk_fail(GK_ERR_OUT_OF_MEMORY, "gk_st_save: out of memory for %zu tensors", n);
+    st = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "gk_st_save: out of memory for %zu tensors", n);
     goto done;
   }
   if ((st = check_save_args(tensors, n, meta, nmeta, items, mptr))) goto done;
@@ -771,7 +775,7 @@ gk_status gk_st_save(const char *path, const gk_st_tensor *tensors, size_t n, co
   gk_nn_buf_puts(&h, "}");
   while (h.len % 8) gk_nn_buf_puts(&h, " ");
   if (h.failed) {
-    st = gk_fail(GK_ERR_OUT_OF_MEMORY, "gk_st_save: out of memory building the header");
+    st = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "gk_st_save: out of memory building the header");
     goto done;
   }
   unsigned char len8[8];
@@ -816,9 +820,9 @@ static char *checksum_key(const char *name) {
 
 gk_status gk_st_save_checksummed(const char *path, const gk_st_tensor *tensors, size_t n, const gk_st_meta *meta,
                                  size_t nmeta) {
-  if (!path) return gk_fail(GK_ERR_NULL_POINTER, "gk_st_save_checksummed: path is NULL");
+  if (!path) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_save_checksummed: path is NULL");
   if ((n && !tensors) || (nmeta && !meta))
-    return gk_fail(GK_ERR_NULL_POINTER, "gk_st_save_checksummed: %s is NULL", n && !tensors ? "tensors" : "meta");
+    return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_save_checksummed: %s is NULL", n && !tensors ? "tensors" : "meta");
   // A tensor the checksum cannot be taken of: gk_st_save refuses it, with
   // the message that names the problem, before it writes anything.
   for (size_t i = 0; i < n; i++) {
@@ -833,7 +837,7 @@ gk_status gk_st_save_checksummed(const char *path, const gk_st_tensor *tensors, 
   gk_st_meta *all = calloc(nmeta + n + 1, sizeof *all);
   char *values = malloc(n * 9 + 1);  // 8 hex digits and a NUL per tensor
   gk_status st = GK_SUCCESS;
-  if (!all || !values) st = gk_fail(GK_ERR_OUT_OF_MEMORY, "gk_st_save_checksummed: out of memory for %zu tensors", n);
+  if (!all || !values) st = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "gk_st_save_checksummed: out of memory for %zu tensors", n);
   for (size_t i = 0; i < nmeta && st == GK_SUCCESS; i++) all[i] = meta[i];
   for (size_t i = 0; i < n && st == GK_SUCCESS; i++) {
     const gk_st_tensor *t = &tensors[i];
@@ -841,7 +845,7 @@ gk_status gk_st_save_checksummed(const char *path, const gk_st_tensor *tensors, 
     size_t bytes = (size_t)tensor_bytes(t->dtype, t->rank, t->shape, &overflow);
     snprintf(values + 9 * i, 9, "%08x", (unsigned)gk_st_crc32(0, t->data, bytes));
     all[nmeta + i] = (gk_st_meta){checksum_key(t->name), values + 9 * i};
-    if (!all[nmeta + i].key) st = gk_fail(GK_ERR_OUT_OF_MEMORY, "gk_st_save_checksummed: out of memory");
+    if (!all[nmeta + i].key) st = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "gk_st_save_checksummed: out of memory");
   }
   if (st == GK_SUCCESS) st = gk_st_save(path, tensors, n, all, nmeta + n);
   for (size_t i = 0; all && i < n; i++) free((char *)all[nmeta + i].key);
@@ -851,7 +855,7 @@ gk_status gk_st_save_checksummed(const char *path, const gk_st_tensor *tensors, 
 }
 
 gk_status gk_st_verify_checksums(const gk_st_file *f, size_t *checked) {
-  if (!f || !checked) return gk_fail(GK_ERR_NULL_POINTER, "gk_st_verify_checksums: %s is NULL", f ? "checked" : "file");
+  if (!f || !checked) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_st_verify_checksums: %s is NULL", f ? "checked" : "file");
   *checked = 0;
   size_t plen = strlen(CRC_PREFIX);
   for (size_t i = 0; i < f->nmeta; i++) {
@@ -877,7 +881,7 @@ gk_status gk_st_verify_checksums(const gk_st_file *f, size_t *checked) {
   // Some tensors with a checksum and others without: an entry was lost.
   for (size_t i = 0; *checked && *checked != f->nentries && i < f->nentries; i++) {
     char *key = checksum_key(f->entries[i].t.name);
-    if (!key) return gk_fail(GK_ERR_OUT_OF_MEMORY, "gk_st_verify_checksums: out of memory");
+    if (!key) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "gk_st_verify_checksums: out of memory");
     int missing = !gk_st_metadata(f, key);
     free(key);
     if (missing)

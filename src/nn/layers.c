@@ -1,0 +1,171 @@
+// What the architectures and the generic model code share (see layers.h):
+// the parameter table, tensor views, op descriptions, the training run's
+// arena, plans and workspace, and generation's buffers, workspace and the
+// ops every block runs.
+#include "layers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+gk_status gk_model_add_param(gk_model *m, const char *name, int rank, int64_t d0, int64_t d1, bool decay) {
+  gk_param *grown = realloc(m->params, sizeof *grown * (size_t)(m->nparams + 1));
+  if (!grown) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for the parameter table");
+  m->params = grown;
+  gk_param *p = &m->params[m->nparams++];
+  memset(p, 0, sizeof *p);
+  snprintf(p->name, sizeof p->name, "%s", name);
+  p->rank = rank;
+  p->shape[0] = d0;
+  p->shape[1] = rank > 1 ? d1 : 1;
+  p->numel = d0 * p->shape[1];
+  p->decay = decay;
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- tensors and plans
+
+// Views are built by hand, not with gk_tensor_init, which would clear the
+// message of an op that failed just before.
+gk_tensor gk_strided(float *p, int rank, const int64_t *shape, const int64_t *strides) {
+  gk_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = p;
+  t.dtype = GK_F32;
+  t.device = GK_DEVICE_CPU;
+  t.rank = rank;
+  for (int i = 0; i < rank; i++) {
+    t.shape[i] = shape[i];
+    t.strides[i] = strides[i];
+  }
+  return t;
+}
+
+gk_tensor gk_t1(float *p, int64_t a) { return gk_strided(p, 1, (int64_t[]){a}, (int64_t[]){1}); }
+
+gk_tensor gk_t2(float *p, int64_t a, int64_t b) { return gk_strided(p, 2, (int64_t[]){a, b}, (int64_t[]){b, 1}); }
+
+gk_tensor gk_t3(float *p, int64_t a, int64_t b, int64_t c) {
+  return gk_strided(p, 3, (int64_t[]){a, b, c}, (int64_t[]){b * c, c, 1});
+}
+
+gk_tensor gk_t4(float *p, int64_t a, int64_t b, int64_t c, int64_t d) {
+  return gk_strided(p, 4, (int64_t[]){a, b, c, d}, (int64_t[]){b * c * d, c * d, d, 1});
+}
+
+gk_tensor gk_pw(const gk_model *m, const gk_param *p) {
+  return gk_strided(m->w + p->offset, p->rank, p->shape, (int64_t[]){p->rank > 1 ? p->shape[1] : 1, 1});
+}
+
+gk_tensor gk_pg(const gk_model *m, const gk_param *p) {
+  return gk_strided(m->g + p->offset, p->rank, p->shape, (int64_t[]){p->rank > 1 ? p->shape[1] : 1, 1});
+}
+
+gk_op_desc gk_desc_linear(gk_direction dir, int64_t rows, int64_t in, int64_t out) {
+  gk_op_desc d;
+  gk_op_desc_init(&d, GK_OP_LINEAR, dir, GK_F32, 2, (int64_t[]){rows, in});
+  d.linear.out_features = out;
+  d.linear.has_bias = 0;
+  return d;
+}
+
+gk_op_desc gk_desc_rmsnorm(gk_direction dir, int64_t rows, int64_t dm, double eps) {
+  gk_op_desc d;
+  gk_op_desc_init(&d, GK_OP_RMSNORM, dir, GK_F32, 2, (int64_t[]){rows, dm});
+  d.norm.eps = eps;
+  return d;
+}
+
+gk_op_desc gk_desc_add(int64_t rows, int64_t dm) {
+  gk_op_desc d;
+  gk_op_desc_init(&d, GK_OP_ADD, GK_FORWARD, GK_F32, 2, (int64_t[]){rows, dm});
+  return d;
+}
+
+void gk_run_carve(gk_run *r, float **p, int64_t n) {
+  *p = r->placing ? r->arena + r->arena_floats : NULL;
+  r->arena_floats += (n + 15) / 16 * 16;
+}
+
+gk_status gk_run_plan(gk_run *r, const gk_op_desc *d, gk_plan **out) {
+  if (r->nplans == GK_RUN_MAX_PLANS)
+    return gk_nn_fail(GK_ERR_INTERNAL, "model: more than %d plans in one run", GK_RUN_MAX_PLANS);
+  gk_status s = gk_plan_create(d, out);
+  if (s != GK_SUCCESS) return s;
+  r->plans[r->nplans++] = *out;
+  size_t ws;
+  gk_plan_workspace_size(*out, &ws);
+  if (ws > r->ws_bytes) r->ws_bytes = ws;
+  return GK_SUCCESS;
+}
+
+gk_status gk_run_exec(gk_run *r, const gk_plan *p, const gk_arg *args, int nargs) {
+  size_t ws;
+  gk_plan_workspace_size(p, &ws);
+  return gk_plan_run(p, args, nargs, ws ? r->ws : NULL, ws);
+}
+
+// ---------------------------------------------------------------- generation
+
+gk_status gk_bufs_alloc(gk_bufs *b, size_t bytes, void **out) {
+  *out = NULL;
+  void **grown = realloc(b->p, sizeof *grown * (size_t)(b->n + 1));
+  if (!grown) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for the buffer table");
+  b->p = grown;
+  bytes = ((bytes ? bytes : 1) + 63) / 64 * 64;
+  void *p = aligned_alloc(64, bytes);
+  if (!p) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for %zu bytes", bytes);
+  memset(p, 0, bytes);
+  b->p[b->n++] = p;
+  *out = p;
+  return GK_SUCCESS;
+}
+
+gk_status gk_bufs_floats(gk_bufs *b, int64_t n, float **out) {
+  void *p;
+  gk_status s = gk_bufs_alloc(b, sizeof(float) * (size_t)(n > 0 ? n : 0), &p);
+  *out = p;
+  return s;
+}
+
+void gk_bufs_free(gk_bufs *b) {
+  for (int i = 0; i < b->n; i++) free(b->p[i]);
+  free(b->p);
+  b->p = NULL;
+  b->n = 0;
+}
+
+gk_status gk_ws_exec(gk_workspace *w, const gk_plan *p, const gk_arg *args, int nargs) {
+  size_t ws;
+  gk_status s = gk_plan_workspace_size(p, &ws);
+  if (s != GK_SUCCESS) return s;
+  if (ws > w->bytes) {
+    size_t bytes = (ws + 63) / 64 * 64;
+    void *grown = aligned_alloc(64, bytes);
+    if (!grown) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "generate: no memory for a workspace of %zu bytes", ws);
+    free(w->p);
+    w->p = grown;
+    w->bytes = bytes;
+  }
+  return gk_plan_run(p, args, nargs, ws ? w->p : NULL, ws);
+}
+
+gk_status gk_ws_linear(gk_workspace *ws, const gk_plan *p, gk_tensor x, gk_tensor w, float *y, int64_t rows,
+                       int64_t out) {
+  return gk_ws_exec(ws, p, (gk_arg[]){GK_A(GK_ARG_X, x), GK_A(GK_ARG_WEIGHT, w), GK_A(GK_ARG_Y, gk_t2(y, rows, out))},
+                    3);
+}
+
+gk_status gk_pass_rmsnorm(const gk_gen_pass *ps, float *x, gk_tensor w, float *hn) {
+  int64_t n = ps->n, D = ps->D;
+  return gk_ws_exec(ps->ws, ps->norm,
+                    (gk_arg[]){GK_A(GK_ARG_X, gk_t2(x, n, D)), GK_A(GK_ARG_WEIGHT, w), GK_A(GK_ARG_Y, gk_t2(hn, n, D)),
+                               GK_A(GK_ARG_RSTD, gk_t1(ps->rstd, n))}, 4);
+}
+
+gk_status gk_pass_residual(const gk_gen_pass *ps) {
+  int64_t n = ps->n, D = ps->D;
+  return gk_ws_exec(ps->ws, ps->add,
+                    (gk_arg[]){GK_A(GK_ARG_A, gk_t2(ps->h, n, D)), GK_A(GK_ARG_B, gk_t2(ps->o, n, D)),
+                               GK_A(GK_ARG_Y, gk_t2(ps->h, n, D))}, 3);
+}
