@@ -68,7 +68,9 @@ static void test_selection(void) {
   d.dtype = GK_F32;
   check(gk_plan_create(&d, &plan) == GK_SUCCESS, "toy relu f32: %s", gk_last_error());
   gk_plan_get_info(plan, &pi);
-  check(!strcmp(pi.kernel, "relu_fwd__toy_picky") && !strcmp(pi.declined, ""), "toy relu f32: %s", pi.kernel);
+  check(!strcmp(pi.kernel, "relu_fwd__toy_picky") && !strcmp(pi.declined, "") &&
+            !strcmp(pi.math, "f64 math on the toy device"),
+        "toy relu f32: %s, math '%s'", pi.kernel, pi.math);
   gk_plan_destroy(plan);
   check(inits == 1 && finis == 1, "a kernel without state: inits %d, finis %d", inits, finis);
 

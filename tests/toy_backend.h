@@ -83,8 +83,16 @@ static gk_status count_init(gk_plan *plan) {
   return GK_SUCCESS;
 }
 static void count_fini(gk_plan *plan) { finis += plan->state == &inits; }
+// toy_picky says what it computes itself (the others take the backend's:
+// ref's).
+static void picky_precision(const gk_plan *plan, gk_plan_info *info) {
+  (void)plan;
+  info->math = "f64 math on the toy device";
+  info->accumulator = GK_F64;
+  info->deterministic = 1;
+}
 static const gk_kernel toy_picky = {.name = "toy_picky", .backend = TOY_ID, .decline = decline_f64,
-                                    .workspace = toy_workspace, .run = toy_run};
+                                    .workspace = toy_workspace, .run = toy_run, .precision = picky_precision};
 static const gk_kernel toy_counted = {.name = "toy_counted", .backend = TOY_ID, .workspace = toy_workspace,
                                       .run = toy_run, .init = count_init, .fini = count_fini};
 static const gk_kernel toy_kernel = {.name = "toy", .backend = TOY_ID, .workspace = toy_workspace, .run = toy_run};

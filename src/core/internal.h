@@ -61,6 +61,9 @@ struct gk_kernel {
   // NULL: needs no workspace.
   size_t (*workspace)(const gk_plan *plan);
   gk_status (*run)(const gk_plan *plan, const gk_kernel_args args, void *workspace);
+  // What a plan of this kernel computes (math, accumulator, determinism);
+  // NULL: the backend's `precision`.
+  void (*precision)(const gk_plan *plan, gk_plan_info *info);
   // Per-plan state (a GPU backend's compiled pipelines): init sets
   // plan->state or fails with a status and message (selection then moves
   // on, the message kept as the reason); fini frees it. NULL: none.
@@ -78,8 +81,9 @@ struct gk_backend_table {
   // NULL when the backend can run in this process; else why not (no device,
   // no driver). Asked once, at registration.
   const char *(*unavailable)(void);
-  // Precision and determinism of a plan whose kernel is this backend's:
-  // sets info->math, info->accumulator and info->deterministic.
+  // Precision and determinism of a plan whose kernel is this backend's and
+  // has no `precision` of its own: sets info->math, info->accumulator and
+  // info->deterministic.
   void (*precision)(const gk_plan *plan, gk_plan_info *info);
   // kernels[op][direction]: a NULL-terminated list, in order of preference
   // (NULL: none for that op and direction).

@@ -253,7 +253,7 @@ gk_status gk_plan_get_info(const gk_plan *plan, gk_plan_info *info) {
   info->kernel = plan->kernel_name;
   info->backend = k->backend;
   info->isa = k->isa ? k->isa : gk_isa_name(gk_isa_level());
-  plan->backend->precision(plan, info);
+  (k->precision ? k->precision : plan->backend->precision)(plan, info);
   info->declined = plan->declined;
   gk_clear_error();
   return GK_SUCCESS;

@@ -16,6 +16,7 @@ set(CMAKE_DEPENDS_DEPENDENCY_FILES
 
 # Targets to which this target links.
 set(CMAKE_TARGET_LINKED_INFO_FILES
+  "/work/main/build-h/CMakeFiles/gradkern_nn_args.dir/DependInfo.cmake"
   "/work/main/build-h/CMakeFiles/gradkern_nn.dir/DependInfo.cmake"
   "/work/main/build-h/CMakeFiles/gradkern_static.dir/DependInfo.cmake"
   )

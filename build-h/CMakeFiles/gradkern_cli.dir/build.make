@@ -140,6 +140,7 @@ gradkern: CMakeFiles/gradkern_cli.dir/tools/train.c.o
 gradkern: CMakeFiles/gradkern_cli.dir/tools/sample.c.o
 gradkern: CMakeFiles/gradkern_cli.dir/tools/bench.c.o
 gradkern: CMakeFiles/gradkern_cli.dir/build.make
+gradkern: libgradkern_nn_args.a
 gradkern: libgradkern_nn.a
 gradkern: libgradkern.a
 gradkern: CMakeFiles/gradkern_cli.dir/link.txt

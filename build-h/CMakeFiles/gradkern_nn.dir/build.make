@@ -167,19 +167,19 @@ CMakeFiles/gradkern_nn.dir/src/nn/progress.c.s: cmake_force
 	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/gradkern_nn.dir/src/nn/progress.c.s"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/nn/progress.c -o CMakeFiles/gradkern_nn.dir/src/nn/progress.c.s
 
-CMakeFiles/gradkern_nn.dir/src/nn/model.c.o: CMakeFiles/gradkern_nn.dir/flags.make
-CMakeFiles/gradkern_nn.dir/src/nn/model.c.o: /work/main/src/nn/model.c
-CMakeFiles/gradkern_nn.dir/src/nn/model.c.o: CMakeFiles/gradkern_nn.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build-h/CMakeFiles --progress-num=$(CMAKE_PROGRESS_8) "Building C object CMakeFiles/gradkern_nn.dir/src/nn/model.c.o"
-	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/gradkern_nn.dir/src/nn/model.c.o -MF CMakeFiles/gradkern_nn.dir/src/nn/model.c.o.d -o CMakeFiles/gradkern_nn.dir/src/nn/model.c.o -c /work/main/src/nn/model.c
+CMakeFiles/gradkern_nn.dir/src/nn/layers.c.o: CMakeFiles/gradkern_nn.dir/flags.make
+CMakeFiles/gradkern_nn.dir/src/nn/layers.c.o: /work/main/src/nn/layers.c
+CMakeFiles/gradkern_nn.dir/src/nn/layers.c.o: CMakeFiles/gradkern_nn.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build-h/CMakeFiles --progress-num=$(CMAKE_PROGRESS_8) "Building C object CMakeFiles/gradkern_nn.dir/src/nn/layers.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/gradkern_nn.dir/src/nn/layers.c.o -MF CMakeFiles/gradkern_nn.dir/src/nn/layers.c.o.d -o CMakeFiles/gradkern_nn.dir/src/nn/layers.c.o -c /work/main/src/nn/layers.c
 
-CMakeFiles/gradkern_nn.dir/src/nn/model.c.i: cmake_force
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/gradkern_nn.dir/src/nn/model.c.i"
-	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/nn/model.c > CMakeFiles/gradkern_nn.dir/src/nn/model.c.i
+CMakeFiles/gradkern_nn.dir/src/nn/layers.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/gradkern_nn.dir/src/nn/layers.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/nn/layers.c > CMakeFiles/gradkern_nn.dir/src/nn/layers.c.i
 
-CMakeFiles/gradkern_nn.dir/src/nn/model.c.s: cmake_force
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/gradkern_nn.dir/src/nn/model.c.s"
-	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/nn/model.c -o CMakeFiles/gradkern_nn.dir/src/nn/model.c.s
+CMakeFiles/gradkern_nn.dir/src/nn/layers.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/gradkern_nn.dir/src/nn/layers.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/nn/layers.c -o CMakeFiles/gradkern_nn.dir/src/nn/layers.c.s
 
 CMakeFiles/gradkern_nn.dir/src/nn/mamba.c.o: CMakeFiles/gradkern_nn.dir/flags.make
 CMakeFiles/gradkern_nn.dir/src/nn/mamba.c.o: /work/main/src/nn/mamba.c
@@ -209,10 +209,24 @@ CMakeFiles/gradkern_nn.dir/src/nn/llama.c.s: cmake_force
 	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/gradkern_nn.dir/src/nn/llama.c.s"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/nn/llama.c -o CMakeFiles/gradkern_nn.dir/src/nn/llama.c.s
 
+CMakeFiles/gradkern_nn.dir/src/nn/model.c.o: CMakeFiles/gradkern_nn.dir/flags.make
+CMakeFiles/gradkern_nn.dir/src/nn/model.c.o: /work/main/src/nn/model.c
+CMakeFiles/gradkern_nn.dir/src/nn/model.c.o: CMakeFiles/gradkern_nn.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build-h/CMakeFiles --progress-num=$(CMAKE_PROGRESS_11) "Building C object CMakeFiles/gradkern_nn.dir/src/nn/model.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/gradkern_nn.dir/src/nn/model.c.o -MF CMakeFiles/gradkern_nn.dir/src/nn/model.c.o.d -o CMakeFiles/gradkern_nn.dir/src/nn/model.c.o -c /work/main/src/nn/model.c
+
+CMakeFiles/gradkern_nn.dir/src/nn/model.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/gradkern_nn.dir/src/nn/model.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/nn/model.c > CMakeFiles/gradkern_nn.dir/src/nn/model.c.i
+
+CMakeFiles/gradkern_nn.dir/src/nn/model.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/gradkern_nn.dir/src/nn/model.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/nn/model.c -o CMakeFiles/gradkern_nn.dir/src/nn/model.c.s
+
 CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o: CMakeFiles/gradkern_nn.dir/flags.make
 CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o: /work/main/src/nn/generate.c
 CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o: CMakeFiles/gradkern_nn.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build-h/CMakeFiles --progress-num=$(CMAKE_PROGRESS_11) "Building C object CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build-h/CMakeFiles --progress-num=$(CMAKE_PROGRESS_12) "Building C object CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o -MF CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o.d -o CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o -c /work/main/src/nn/generate.c
 
 CMakeFiles/gradkern_nn.dir/src/nn/generate.c.i: cmake_force
@@ -223,20 +237,6 @@ CMakeFiles/gradkern_nn.dir/src/nn/generate.c.s: cmake_force
 	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/gradkern_nn.dir/src/nn/generate.c.s"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/nn/generate.c -o CMakeFiles/gradkern_nn.dir/src/nn/generate.c.s
 
-CMakeFiles/gradkern_nn.dir/tools/train_args.c.o: CMakeFiles/gradkern_nn.dir/flags.make
-CMakeFiles/gradkern_nn.dir/tools/train_args.c.o: /work/main/tools/train_args.c
-CMakeFiles/gradkern_nn.dir/tools/train_args.c.o: CMakeFiles/gradkern_nn.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build-h/CMakeFiles --progress-num=$(CMAKE_PROGRESS_12) "Building C object CMakeFiles/gradkern_nn.dir/tools/train_args.c.o"
-	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/gradkern_nn.dir/tools/train_args.c.o -MF CMakeFiles/gradkern_nn.dir/tools/train_args.c.o.d -o CMakeFiles/gradkern_nn.dir/tools/train_args.c.o -c /work/main/tools/train_args.c
-
-CMakeFiles/gradkern_nn.dir/tools/train_args.c.i: cmake_force
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/gradkern_nn.dir/tools/train_args.c.i"
-	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/tools/train_args.c > CMakeFiles/gradkern_nn.dir/tools/train_args.c.i
-
-CMakeFiles/gradkern_nn.dir/tools/train_args.c.s: cmake_force
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/gradkern_nn.dir/tools/train_args.c.s"
-	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/tools/train_args.c -o CMakeFiles/gradkern_nn.dir/tools/train_args.c.s
-
 # Object files for target gradkern_nn
 gradkern_nn_OBJECTS = \
 "CMakeFiles/gradkern_nn.dir/src/nn/fileio.c.o" \
@@ -246,11 +246,11 @@ gradkern_nn_OBJECTS = \
 "CMakeFiles/gradkern_nn.dir/src/nn/schedule.c.o" \
 "CMakeFiles/gradkern_nn.dir/src/nn/plot.c.o" \
 "CMakeFiles/gradkern_nn.dir/src/nn/progress.c.o" \
-"CMakeFiles/gradkern_nn.dir/src/nn/model.c.o" \
+"CMakeFiles/gradkern_nn.dir/src/nn/layers.c.o" \
 "CMakeFiles/gradkern_nn.dir/src/nn/mamba.c.o" \
 "CMakeFiles/gradkern_nn.dir/src/nn/llama.c.o" \
-"CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o" \
-"CMakeFiles/gradkern_nn.dir/tools/train_args.c.o"
+"CMakeFiles/gradkern_nn.dir/src/nn/model.c.o" \
+"CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o"
 
 # External object files for target gradkern_nn
 gradkern_nn_EXTERNAL_OBJECTS =
@@ -262,11 +262,11 @@ libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/src/nn/data.c.o
 libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/src/nn/schedule.c.o
 libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/src/nn/plot.c.o
 libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/src/nn/progress.c.o
-libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/src/nn/model.c.o
+libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/src/nn/layers.c.o
 libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/src/nn/mamba.c.o
 libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/src/nn/llama.c.o
+libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/src/nn/model.c.o
 libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o
-libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/tools/train_args.c.o
 libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/build.make
 libgradkern_nn.a: CMakeFiles/gradkern_nn.dir/link.txt
 	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --bold --progress-dir=/work/main/build-h/CMakeFiles --progress-num=$(CMAKE_PROGRESS_13) "Linking C static library libgradkern_nn.a"

@@ -5,6 +5,8 @@ file(REMOVE_RECURSE
   "CMakeFiles/gradkern_nn.dir/src/nn/fileio.c.o.d"
   "CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o"
   "CMakeFiles/gradkern_nn.dir/src/nn/generate.c.o.d"
+  "CMakeFiles/gradkern_nn.dir/src/nn/layers.c.o"
+  "CMakeFiles/gradkern_nn.dir/src/nn/layers.c.o.d"
   "CMakeFiles/gradkern_nn.dir/src/nn/llama.c.o"
   "CMakeFiles/gradkern_nn.dir/src/nn/llama.c.o.d"
   "CMakeFiles/gradkern_nn.dir/src/nn/mamba.c.o"
@@ -21,8 +23,6 @@ file(REMOVE_RECURSE
   "CMakeFiles/gradkern_nn.dir/src/nn/safetensors.c.o.d"
   "CMakeFiles/gradkern_nn.dir/src/nn/schedule.c.o"
   "CMakeFiles/gradkern_nn.dir/src/nn/schedule.c.o.d"
-  "CMakeFiles/gradkern_nn.dir/tools/train_args.c.o"
-  "CMakeFiles/gradkern_nn.dir/tools/train_args.c.o.d"
   "libgradkern_nn.a"
   "libgradkern_nn.pdb"
 )

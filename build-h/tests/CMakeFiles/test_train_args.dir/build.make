@@ -94,6 +94,9 @@ tests/test_train_args: tests/CMakeFiles/test_train_args.dir/test_train_args.c.o
 tests/test_train_args: tests/CMakeFiles/test_train_args.dir/build.make
 tests/test_train_args: libgradkern_nn.a
 tests/test_train_args: libgradkern.a
+tests/test_train_args: libgradkern_nn_args.a
+tests/test_train_args: libgradkern_nn.a
+tests/test_train_args: libgradkern.a
 tests/test_train_args: tests/CMakeFiles/test_train_args.dir/link.txt
 	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --bold --progress-dir=/work/main/build-h/CMakeFiles --progress-num=$(CMAKE_PROGRESS_2) "Linking C executable test_train_args"
 	cd /work/main/build-h/tests && $(CMAKE_COMMAND) -E cmake_link_script CMakeFiles/test_train_args.dir/link.txt --verbose=$(VERBOSE)

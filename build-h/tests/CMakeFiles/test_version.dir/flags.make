@@ -4,7 +4,7 @@
 # compile C with /usr/bin/cc
 C_DEFINES = -DGK_CMAKE_VERSION=\"0.1.0\"
 
-C_INCLUDES = -I/work/main/src -I/work/main/tools -I/work/main/include
+C_INCLUDES = -I/work/main/src -I/work/main/include
 
 C_FLAGS = -O3 -fPIE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -std=c11
 

@@ -1,0 +1,3 @@
+file(REMOVE_RECURSE
+  "libgradkern_nn_args.a"
+)

@@ -1,0 +1,2 @@
+# Empty dependencies file for gradkern_nn_args.
+# This may be replaced when dependencies are built.
