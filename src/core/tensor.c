@@ -286,6 +286,7 @@ static void f32_to_f16(const float *src, int64_t n, uint16_t *dst) {
 }
 
 void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out) {
+  if (n <= 0) return;  // out may then be NULL (an empty workspace), and NULL + 0 is undefined in C
   if ((t->dtype == GK_BF16 || t->dtype == GK_F16) && gk_tensor_is_contiguous(t)) {
     const uint16_t *src = (const uint16_t *)t->data + start;
     if (t->dtype == GK_BF16) bf16_to_f32(src, n, out);
@@ -301,6 +302,7 @@ void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out) {
 }
 
 void gk_store_f32(const gk_tensor *t, int64_t start, int64_t n, const float *in) {
+  if (n <= 0) return;  // in may then be NULL (an empty workspace), and NULL + 0 is undefined in C
   if ((t->dtype == GK_BF16 || t->dtype == GK_F16) && gk_tensor_is_contiguous(t)) {
     uint16_t *dst = (uint16_t *)t->data + start;
     if (t->dtype == GK_BF16) f32_to_bf16(in, n, dst);
