@@ -213,10 +213,10 @@ static bool make_tensor(bytes *b, const gk_plan *plan, gk_arg_kind kind, tensor 
   size_t es = gk_dtype_size(t->dtype) ? gk_dtype_size(t->dtype) : 1;
   __int128 lo, hi;
   span(t, &lo, &hi);
-  __int128 reach = (hi - lo + 1) * (__int128)es;
-  if (mode % 8 == 6 && reach > INT64_MAX) {
-    // The library must refuse this view, or find it has no elements: give
-    // it memory for one element, all that a correct library could touch.
+  // A view the library must refuse, or find empty: memory for one element
+  // (all that a correct library could touch), left as it is.
+  bool refused = mode % 8 == 6 && (hi - lo + 1) * (__int128)es > INT64_MAX;
+  if (refused) {
     lo = hi = 0;
   } else if (hi - lo >= MAX_EXTENT) {
     set_strides(b, t, 0);
@@ -241,7 +241,7 @@ static bool make_tensor(bytes *b, const gk_plan *plan, gk_arg_kind kind, tensor 
   out->base = malloc(out->bytes);
   if (!out->base) abort();
   t->data = out->base + misalign + (size_t)(-lo) * es;
-  fill(t, next(b) * 0x9e3779b97f4a7c15u + (uint64_t)kind);
+  if (!refused) fill(t, next(b) * 0x9e3779b97f4a7c15u + (uint64_t)kind);
   return true;
 }
 
