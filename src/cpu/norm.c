@@ -54,10 +54,12 @@ static row_walk row_walk_of(const gk_tensor *t, int nr) {
     w.row0.strides[i] = t->strides[lead + i];
   }
   int64_t step = 0, span = 0;  // stride of the innermost leading dim of size > 1, and what the next must have
+  bool first = true;           // not span == 0: a broadcast dim (stride 0) has span 0 too
   for (int i = lead - 1; i >= 0; i--) {
     if (t->shape[i] == 1) continue;
-    if (span && t->strides[i] != span) return w;
-    if (!span) step = t->strides[i];
+    if (!first && t->strides[i] != span) return w;
+    if (first) step = t->strides[i];
+    first = false;
     span = t->strides[i] * t->shape[i];
   }
   w.step = step * (int64_t)gk_dtype_size(t->dtype);
