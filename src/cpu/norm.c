@@ -205,10 +205,9 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
                               const char *dyn, int64_t es) {                               \
     for (int64_t i0 = 0; i0 < m; i0 += LINE / (int64_t)sizeof(T)) {                        \
       int64_t i1 = gk_min64(m, i0 + LINE / (int64_t)sizeof(T));                            \
-      if (xn) {                                                                            \
-        __builtin_prefetch(xn + i0 * es);                                                  \
-        __builtin_prefetch(dyn + i0 * es);                                                 \
-      }                                                                                    \
+      /* each tested: x's rows may be evenly spaced and dy's not (NULL + i is UB) */       \
+      if (xn) __builtin_prefetch(xn + i0 * es);                                            \
+      if (dyn) __builtin_prefetch(dyn + i0 * es);                                          \
       if (w)                                                                               \
         for (int64_t i = i0; i < i1; i++)                                                  \
           dx[i] = rstd * (dy[i] * w[i] - mean_g - (x[i] - mean) * rstd * mean_gx);         \
