@@ -221,6 +221,9 @@ static bool make_tensor(bytes *b, const gk_plan *plan, gk_arg_kind kind, tensor 
   } else if (hi - lo >= MAX_EXTENT) {
     set_strides(b, t, 0);
     span(t, &lo, &hi);
+    // Still too far only for an empty tensor (a dim 0, others large): one
+    // element, as nothing of it may be touched.
+    if (hi - lo >= MAX_EXTENT) lo = hi = 0;
   }
   size_t nbytes = (size_t)(hi - lo + 1) * es;
   // A view into an earlier tensor's allocation, when it fits there: the
