@@ -155,27 +155,35 @@ static void fill(const gk_tensor *t, uint64_t r) {
   }
 }
 
+// s times dim n (at least 1), INT64_MAX past int64: only an empty tensor
+// has such dims, and the library refuses its strides then.
+static int64_t times(int64_t s, int64_t n) {
+  int64_t p;
+  return __builtin_mul_overflow(s, n > 0 ? n : 1, &p) ? INT64_MAX : p;
+}
+
 // Strides for t's shape by layout `mode` (0: contiguous).
 static void set_strides(bytes *b, gk_tensor *t, int mode) {
   int r = t->rank, dim = r ? next(b) % r : 0;
   int64_t s = 1;
   for (int i = r - 1; i >= 0; i--) {  // contiguous row-major
     t->strides[i] = s;
-    s *= t->shape[i] > 0 ? t->shape[i] : 1;
+    s = times(s, t->shape[i]);
   }
   switch (mode) {
   case 1:  // column-major (the transpose of every pair of dims)
     s = 1;
     for (int i = 0; i < r; i++) {
       t->strides[i] = s;
-      s *= t->shape[i] > 0 ? t->shape[i] : 1;
+      s = times(s, t->shape[i]);
     }
     break;
   case 2:  // gaps: each dim's stride one more than the span of those after it
     s = 1;
     for (int i = r - 1; i >= 0; i--) {
       t->strides[i] = s;
-      s = s * (t->shape[i] > 0 ? t->shape[i] : 1) + 1;
+      s = times(s, t->shape[i]);
+      if (s < INT64_MAX) s++;
     }
     break;
   case 3: if (r) t->strides[dim] = -t->strides[dim]; break;
