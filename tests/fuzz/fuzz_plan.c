@@ -2,9 +2,10 @@
 // description (every field can be set to ordinary or extreme values), then,
 // when gk_plan_create accepts it, the plan's tensors with fuzzed layouts
 // (contiguous, transposed, padded, negative, zero, random or overflowing
-// strides, views sharing memory, a wrong dtype, shape or alignment, missing,
-// repeated or unexpected arguments), which go to gk_plan_check and
-// gk_plan_run with a workspace of gk_plan_workspace_size() bytes.
+// strides, views sharing memory, a wrong dtype, shape, rank, device or
+// alignment, missing, repeated or unexpected arguments), which go to
+// gk_plan_check and gk_plan_run with a workspace of gk_plan_workspace_size()
+// bytes.
 //
 // Each tensor gets its own allocation holding exactly the elements its view
 // reaches, so AddressSanitizer reports a kernel that the checks let through
@@ -13,8 +14,8 @@
 // by a rejected call), and gk_plan_check and gk_plan_run must agree on the
 // tensors; either broken rule aborts.
 //
-// Sizes are bounded so that one input runs in well under a millisecond:
-// plans whose tensors exceed MAX_NUMEL elements, or whose workspace exceeds
+// Sizes are bounded so that each input runs in about a millisecond: plans
+// whose tensors exceed MAX_NUMEL elements, or whose workspace exceeds
 // MAX_WORKSPACE bytes, are created and queried but not run.
 #include "core/internal.h"  // plan->args: each argument's dtype and role
 
@@ -23,7 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_NUMEL = 4096, MAX_EXTENT = 1 << 16, MAX_WORKSPACE = 64 << 20, MAX_ARGS = GK_ARG_COUNT_ + 2 };
+// MAX_ARGS: one tensor per argument kind, and one passed twice or foreign.
+enum { MAX_NUMEL = 4096, MAX_EXTENT = 1 << 16, MAX_WORKSPACE = 64 << 20, MAX_ARGS = GK_ARG_COUNT_ + 1 };
 
 // The input, read a byte at a time; 0 once it is used up.
 typedef struct bytes {
