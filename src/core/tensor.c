@@ -205,7 +205,8 @@ void gk_set(const gk_tensor *t, int64_t i, double v) {
       w_rem /= w_t->shape[d];                                                        \
     }                                                                                \
     int64_t k = 0, w_n = (n), w_last = w_t->shape[w_r - 1];                          \
-    int64_t w_ls = w_t->strides[w_r - 1] * w_es;                                     \
+    /* a dim of size 1 may have any stride: not scaled then (it could overflow) */   \
+    int64_t w_ls = w_last > 1 ? w_t->strides[w_r - 1] * w_es : 0;                    \
     while (k < w_n) {                                                                \
       int64_t w_off = 0;                                                             \
       for (int d = 0; d < w_r; d++) w_off += w_idx[d] * w_t->strides[d];             \
