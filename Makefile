@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= 2
 
-.PHONY: all build deps test-deps bench-deps train test info bench bench-torch clean
+.PHONY: all build deps test-deps bench-deps fuzz-deps train test fuzz info bench bench-torch clean
 
 all: build
 
@@ -14,6 +14,9 @@ test-deps:
 
 bench-deps:
 	@scripts/install-deps.sh bench
+
+fuzz-deps:
+	@scripts/install-deps.sh fuzz
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -27,13 +30,22 @@ train: build
 info: build
 	$(BUILD)/gradkern info
 
-# Every test: the C tests (also under ASan+UBSan) and the PyTorch parity
-# tests with gcc; then the library and C tests again built by clang.
+# Every test: the C tests (also under ASan+UBSan, the concurrency test under
+# ThreadSanitizer) and the PyTorch parity tests with gcc; then the library,
+# the C tests (ASan+UBSan too) and short fuzzer runs built by clang.
 test: test-deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	@cmake -S . -B $(BUILD)-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD)-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DGK_FUZZ_OPT=-O0 -DGK_TSAN=OFF >/dev/null
 	@cmake --build $(BUILD)-clang -j $(JOBS)
 	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E python_parity
+
+# The libFuzzer targets (tests/fuzz), built by clang at -O1, each run for
+# FUZZ_RUNS executions (make test runs them for 20 seconds each).
+FUZZ_RUNS ?= 1000000
+fuzz: fuzz-deps
+	@cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_safetensors fuzz_plan fuzz_train_args
+	scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_RUNS)
 
 # Speed: every op against the triad bandwidth and OpenBLAS's sgemm
 # measured in the same run; bench-torch adds PyTorch side by side.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gradkern's build and tests need, when it is missing.
 #   scripts/install-deps.sh build   compiler, cmake
-#   scripts/install-deps.sh test    + clang, Python 3 with torch, numpy, pytest (Debian's)
+#   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's)
+#   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
 # As root it installs Debian packages with apt-get; otherwise it prints the
 # command to run and fails.
@@ -10,8 +11,15 @@ need=()
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v make >/dev/null 2>&1 || need+=(make)
+if [ "${1:-build}" = test ] || [ "${1:-build}" = fuzz ]; then
+  # libFuzzer (tests/fuzz) is in clang's runtime package, not in clang itself.
+  if ! command -v clang >/dev/null 2>&1; then
+    need+=(clang libclang-rt-14-dev)
+  elif [ ! -e "$(clang -print-runtime-dir)/libclang_rt.fuzzer-x86_64.a" ]; then
+    need+=(libclang-rt-14-dev)
+  fi
+fi
 if [ "${1:-build}" = test ]; then
-  command -v clang >/dev/null 2>&1 || need+=(clang)
   # Debian's torch installs for /usr/bin/python3 only (see ../shared/MACHINE.md).
   py=/usr/bin/python3
   [ -x "$py" ] || need+=(python3)

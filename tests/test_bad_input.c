@@ -158,6 +158,12 @@ int main(void) {
              "saved mean of the wrong dtype");
   EXPECT_RUN(&relu, arg_of(&f, GK_ARG_X)->tensor.strides[0] = INT64_MAX / 2, GK_ERR_BAD_STRIDES,
              "'x' with shape [4, 6] and strides", "strides past the address space");
+  // An empty tensor's strides too: kernels compute with them (layernorm's
+  // row step in bytes overflowed before).
+  int64_t no_rows[2] = {0, 6};
+  gk_op_desc ln_bwd_empty = desc(GK_OP_LAYERNORM, GK_BACKWARD, GK_F32, 2, no_rows);
+  EXPECT_RUN(&ln_bwd_empty, arg_of(&f, GK_ARG_X)->tensor.strides[0] = ((int64_t)1 << 62) + 1, GK_ERR_BAD_STRIDES,
+             "'x' with shape [0, 6] and strides", "empty tensor with strides past the address space");
   {
     fixture f;
     fixture_make(&f, &fixture_roles_of_file, &ln_bwd);

@@ -402,6 +402,9 @@ int main(void) {
     test_config(conv_opts(conv_desc(dt, 2, 5, 1030, 17, 0), 6), TRANSPOSED, false);
     test_config(conv_opts(conv_desc(dt, 3, 4, 1, 3, 0), 15), TRANSPOSED, false);
     test_config(conv_opts(conv_desc(dt, 2, 2, 0, 3, 1), 15), CONTIGUOUS, false);
+    // No batch, no channels (batch 0 once divided by zero in gk_plan_create).
+    test_config(conv_opts(conv_desc(dt, 0, 3, 9, 4, 0), 15), CONTIGUOUS, false);
+    test_config(conv_opts(conv_desc(dt, 2, 0, 9, 4, 1), 15), CONTIGUOUS, false);
 
     // scan: B and C in every layout pair (grouped ones with G = 2), options in turn.
     for (int bl = 0; bl < 3; bl++)
@@ -432,6 +435,8 @@ int main(void) {
                 false);
     test_config(scan_desc(dt, 2, 2, 0, 3, GK_SCAN_BATCH, GK_SCAN_SHARED, 1, 63, 16), CONTIGUOUS,
                 false);
+    // All empty: no workspace at all (the backward once did NULL + 0 with it).
+    test_config(scan_desc(dt, 0, 0, 0, 3, GK_SCAN_BATCH, GK_SCAN_BATCH, 1, 0, 16), CONTIGUOUS, false);
     test_config(scan_desc(dt, 1, 2, 300, 20, GK_SCAN_GROUPED, GK_SCAN_GROUPED, 2, 63, 3),
                 CONTIGUOUS, true);
   }

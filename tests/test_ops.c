@@ -210,6 +210,20 @@ static gk_op_desc make(gk_op op, gk_dtype dt, const shape_case *sc) {
 
 static int count_configs;
 
+// A norm's x broadcast along a leading dim (stride 0, as torch's expand
+// makes): the CPU kernel reads the rows the reference reads. It once took
+// such rows for evenly spaced and read past x (found by tests/fuzz).
+static void test_norm_broadcast_rows(void) {
+  static const shape_case sc = {3, {5, 6, 2}};
+  gk_op_desc d = make(GK_OP_LAYERNORM, GK_F32, &sc);
+  argset s, ref_out;
+  plan_build(&roles, &d, CONTIGUOUS, NULL, &s);
+  s.b[GK_ARG_X].t.strides[1] = 0;
+  compare_backends(&roles, &d, CONTIGUOUS, &s, &ref_out);
+  free_outputs(&roles, &d, &ref_out);
+  argset_free(&s);
+}
+
 static void run_all_layouts(gk_op_desc d, double xscale) {
   for (layout lay = CONTIGUOUS; lay < LAYOUT_COUNT; lay++) {
     test_config(&d, lay, xscale);
@@ -271,6 +285,7 @@ int main(void) {
     if (dt != GK_F64) test_in_place(GK_OP_SILU, dt);
   }
   test_in_place(GK_OP_GELU, GK_F64);
+  test_norm_broadcast_rows();
 
   // Finite differences: every backward, both backends, f64.
   static const shape_case fd_act = {2, {3, 4}}, fd_gated = {2, {4, 6}}, fd_norm = {3, {2, 3, 5}};

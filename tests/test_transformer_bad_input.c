@@ -82,6 +82,15 @@ int main(void) {
   d.embedding.padding_idx = 9;
   expect(create(&d), GK_ERR_INVALID_VALUE, "desc.embedding.padding_idx = 9", "padding_idx out of range");
   d.embedding.padding_idx = -1;
+  // An empty weight (dim 0) of a vocabulary so large that the backward's
+  // workspace size overflowed before.
+  d.direction = GK_BACKWARD;
+  d.embedding.dim = 0;
+  d.embedding.num_embeddings = INT64_MAX;
+  expect(create(&d), GK_ERR_BAD_SHAPE, "num_embeddings = 9223372036854775807 is too large", "vocabulary past int64");
+  d.direction = GK_FORWARD;
+  d.embedding.dim = 4;
+  d.embedding.num_embeddings = 9;
   d.index_dtype = GK_BF16;
   expect(create(&d), GK_ERR_BAD_DTYPE, "desc.index_dtype = bf16", "embedding bf16 indices");
   int64_t odd[4] = {1, 3, 2, 7};

@@ -421,17 +421,19 @@ static gk_status check_tensor(const gk_plan *plan, gk_arg_kind kind, const gk_te
       return gk_fail(GK_ERR_BAD_SHAPE, "%s: argument '%s' has shape %s, the plan needs %s", op, name,
                      gk_format_shape(got, sizeof got, t->rank, t->shape),
                      gk_format_shape(want, sizeof want, s->rank, s->shape));
+  // Before the return for an empty tensor too: kernels compute with the
+  // strides of empty tensors (a row's step in bytes), which must not overflow.
+  int64_t lo, hi;
+  if (!offset_span(t, &lo, &hi))
+    return gk_fail(GK_ERR_BAD_STRIDES, "%s: argument '%s' with shape %s and strides %s spans more memory than an "
+                   "address can reach", op, name, gk_format_shape(got, sizeof got, t->rank, t->shape),
+                   gk_format_shape(want, sizeof want, t->rank, t->strides));
   if (gk_tensor_numel(t) == 0) return GK_SUCCESS;
   if (!t->data) return gk_fail(GK_ERR_NULL_POINTER, "%s: argument '%s' has data = NULL", op, name);
   size_t es = gk_dtype_size(t->dtype);
   if ((uintptr_t)t->data % es != 0)
     return gk_fail(GK_ERR_BAD_ALIGNMENT, "%s: argument '%s' data = %p is not aligned to its element size %zu", op,
                    name, t->data, es);
-  int64_t lo, hi;
-  if (!offset_span(t, &lo, &hi))
-    return gk_fail(GK_ERR_BAD_STRIDES, "%s: argument '%s' with shape %s and strides %s spans more memory than an "
-                   "address can reach", op, name, gk_format_shape(got, sizeof got, t->rank, t->shape),
-                   gk_format_shape(want, sizeof want, t->rank, t->strides));
   if (s->is_output && overlaps_itself(t))
     return gk_fail(GK_ERR_BAD_STRIDES, "%s: output '%s' with shape %s and strides %s overlaps itself", op, name,
                    gk_format_shape(got, sizeof got, t->rank, t->shape),

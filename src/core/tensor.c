@@ -205,7 +205,8 @@ void gk_set(const gk_tensor *t, int64_t i, double v) {
       w_rem /= w_t->shape[d];                                                        \
     }                                                                                \
     int64_t k = 0, w_n = (n), w_last = w_t->shape[w_r - 1];                          \
-    int64_t w_ls = w_t->strides[w_r - 1] * w_es;                                     \
+    /* a dim of size 1 may have any stride: not scaled then (it could overflow) */   \
+    int64_t w_ls = w_last > 1 ? w_t->strides[w_r - 1] * w_es : 0;                    \
     while (k < w_n) {                                                                \
       int64_t w_off = 0;                                                             \
       for (int d = 0; d < w_r; d++) w_off += w_idx[d] * w_t->strides[d];             \
@@ -286,6 +287,7 @@ static void f32_to_f16(const float *src, int64_t n, uint16_t *dst) {
 }
 
 void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out) {
+  if (n <= 0) return;  // out may then be NULL (an empty workspace), and NULL + 0 is undefined in C
   if ((t->dtype == GK_BF16 || t->dtype == GK_F16) && gk_tensor_is_contiguous(t)) {
     const uint16_t *src = (const uint16_t *)t->data + start;
     if (t->dtype == GK_BF16) bf16_to_f32(src, n, out);
@@ -301,6 +303,7 @@ void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out) {
 }
 
 void gk_store_f32(const gk_tensor *t, int64_t start, int64_t n, const float *in) {
+  if (n <= 0) return;  // in may then be NULL (an empty workspace), and NULL + 0 is undefined in C
   if ((t->dtype == GK_BF16 || t->dtype == GK_F16) && gk_tensor_is_contiguous(t)) {
     uint16_t *dst = (uint16_t *)t->data + start;
     if (t->dtype == GK_BF16) f32_to_bf16(in, n, dst);

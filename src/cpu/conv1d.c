@@ -109,8 +109,11 @@ static conv_job job_of(const gk_plan *plan, const gk_tensor *const *a, void *ws)
   j.row_len = j.cl ? D : L;
   j.ntiles = L > 0 ? gk_ceil_div(L, tl) : 1;
   int64_t by_work = B * L / (j.cl ? LANES_GROUP_STEPS : TILE);
-  j.groups = gk_min64(gk_min64(B * j.ntiles, GROUPS), by_work > 1 ? by_work : 1);
-  j.per_group = gk_ceil_div(B * j.ntiles, j.groups);
+  // At least one group of at least one item, even with B = 0 (no items:
+  // the group's partial sums stay 0), so that no division is by zero.
+  int64_t items = B * j.ntiles > 0 ? B * j.ntiles : 1;
+  j.groups = gk_min64(gk_min64(items, GROUPS), by_work > 1 ? by_work : 1);
+  j.per_group = gk_ceil_div(items, j.groups);
   // forward: units of one block and tile; backward: tasks of one group and block
   int64_t unit = gk_min64(j.cl ? DB : 1, D) * steps;
   j.units_per_task = unit > 0 && unit < TASK_ELEMS ? TASK_ELEMS / unit : 1;

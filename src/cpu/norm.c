@@ -54,10 +54,12 @@ static row_walk row_walk_of(const gk_tensor *t, int nr) {
     w.row0.strides[i] = t->strides[lead + i];
   }
   int64_t step = 0, span = 0;  // stride of the innermost leading dim of size > 1, and what the next must have
+  bool first = true;           // not span == 0: a broadcast dim (stride 0) has span 0 too
   for (int i = lead - 1; i >= 0; i--) {
     if (t->shape[i] == 1) continue;
-    if (span && t->strides[i] != span) return w;
-    if (!span) step = t->strides[i];
+    if (!first && t->strides[i] != span) return w;
+    if (first) step = t->strides[i];
+    first = false;
     span = t->strides[i] * t->shape[i];
   }
   w.step = step * (int64_t)gk_dtype_size(t->dtype);
@@ -203,10 +205,9 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
                               const char *dyn, int64_t es) {                               \
     for (int64_t i0 = 0; i0 < m; i0 += LINE / (int64_t)sizeof(T)) {                        \
       int64_t i1 = gk_min64(m, i0 + LINE / (int64_t)sizeof(T));                            \
-      if (xn) {                                                                            \
-        __builtin_prefetch(xn + i0 * es);                                                  \
-        __builtin_prefetch(dyn + i0 * es);                                                 \
-      }                                                                                    \
+      /* each tested: x's rows may be evenly spaced and dy's not (NULL + i is UB) */       \
+      if (xn) __builtin_prefetch(xn + i0 * es);                                            \
+      if (dyn) __builtin_prefetch(dyn + i0 * es);                                          \
       if (w)                                                                               \
         for (int64_t i = i0; i < i1; i++)                                                  \
           dx[i] = rstd * (dy[i] * w[i] - mean_g - (x[i] - mean) * rstd * mean_gx);         \

@@ -500,7 +500,9 @@ GK_INLINE void BODY(bwd_task)(void *ctx, int64_t task) {
   int64_t N = s->N, L = s->L, K = j->K, D = s->D;
   int64_t ts = tr.c0 * s->T, te = gk_min64(L, tr.c1 * s->T);  // the range's steps
   bool var_b = s->var_b, var_c = s->var_c, has_z = a[GK_ARG_Z] != NULL;
-  REAL *slot = (REAL *)j->params + tr.slot * D * K;
+  // params is NULL when the workspace is empty (D = 0: no slot to clear),
+  // and NULL + 0 is undefined behaviour in C.
+  REAL *slot = j->params ? (REAL *)j->params + tr.slot * D * K : NULL;
   for (int64_t i = tr.d0 * K; i < tr.d1 * K; i++) slot[i] = 0;
   REAL *parts[2] = {var_b ? (REAL *)j->varB : NULL, var_c ? (REAL *)j->varC : NULL};
   for (int i = 0; i < 2; i++)

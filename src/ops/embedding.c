@@ -26,6 +26,9 @@ gk_status gk_describe_embedding(gk_plan *plan) {
       return gk_fail(GK_ERR_BAD_SHAPE, "embedding: the element count of y overflows");
   if (__builtin_mul_overflow(V, D, &n) || n > (INT64_MAX >> 4))
     return gk_fail(GK_ERR_BAD_SHAPE, "embedding: the element count of weight overflows");
+  // V itself too, even with D = 0: the backward's workspace holds V + 1 offsets.
+  if (V > (INT64_MAX >> 4))
+    return gk_fail(GK_ERR_BAD_SHAPE, "embedding: desc.embedding.num_embeddings = %lld is too large", (long long)V);
   gk_spec_set(plan, GK_ARG_INDEX, false, d->index_dtype, d->rank, d->shape);
   gk_spec_indices(plan, GK_ARG_INDEX, d->embedding.num_embeddings, false, 0);
   if (d->direction == GK_FORWARD) {
