@@ -1,4 +1,4 @@
-"""gradkern against PyTorch eager, op by op, in one run (issue 6).
+"""gradkern against PyTorch eager, op by op, in one run.
 
     /usr/bin/python3 bench/vs_torch.py [--gradkern build/gradkern] [--json] [--quick] [--op NAME]
 
