@@ -1,2 +1,0 @@
-# Empty dependencies file for gradkern.
-# This may be replaced when dependencies are built.

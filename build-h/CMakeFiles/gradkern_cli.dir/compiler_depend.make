@@ -1,2 +1,0 @@
-# Empty compiler generated dependencies file for gradkern_cli.
-# This may be replaced when dependencies are built.

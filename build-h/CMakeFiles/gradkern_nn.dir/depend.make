@@ -1,2 +1,0 @@
-# Empty dependencies file for gradkern_nn.
-# This may be replaced when dependencies are built.

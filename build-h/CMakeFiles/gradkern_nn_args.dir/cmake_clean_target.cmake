@@ -1,3 +1,0 @@
-file(REMOVE_RECURSE
-  "libgradkern_nn_args.a"
-)

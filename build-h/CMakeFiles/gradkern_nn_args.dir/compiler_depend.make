@@ -1,2 +1,0 @@
-# Empty compiler generated dependencies file for gradkern_nn_args.
-# This may be replaced when dependencies are built.

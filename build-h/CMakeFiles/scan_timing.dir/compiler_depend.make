@@ -1,2 +1,0 @@
-# Empty compiler generated dependencies file for scan_timing.
-# This may be replaced when dependencies are built.
