@@ -199,14 +199,26 @@ _ENUM_OPTIONS = {
 }
 
 
+# dtype options: a torch floating dtype or a gk_dtype value (DTYPE_SAME: desc.dtype)
+_DTYPE_OPTIONS = {("scan", "b_dtype"), ("scan", "c_dtype")}
+
+
+def _dtype_option(key, value):
+    return gk_dtype(value, key) if isinstance(value, torch.dtype) else int(value)
+
+
 def _set_group_option(desc, op, group, key, value):
-    """desc.accumulate, desc.index_dtype (a torch dtype or a gk_dtype) or
-    desc.<group>.<key>; b_shape (add, mul) is a tuple and sets b_rank too."""
+    """desc.accumulate, desc.index_dtype (a torch dtype or a gk_dtype),
+    desc.param_dtype or desc.<group>.<key>; b_shape (add, mul) is a tuple and
+    sets b_rank too."""
     if key == "accumulate":
         desc.accumulate = int(value)
         return
     if key == "index_dtype":
         desc.index_dtype = TORCH_TO_GK.get(value, -1) if isinstance(value, torch.dtype) else int(value)
+        return
+    if key == "param_dtype":
+        desc.param_dtype = _dtype_option(key, value)
         return
     sub = getattr(desc, group)
     fields = dict(sub._fields_)
@@ -221,6 +233,9 @@ def _set_group_option(desc, op, group, key, value):
         sub.b_rank = len(value)
         sub.b_shape[:len(value)] = value
         return
+    if (group, key) in _DTYPE_OPTIONS:
+        setattr(sub, key, _dtype_option(key, value))
+        return
     names = _ENUM_OPTIONS.get((group, key))
     if names is not None and isinstance(value, str):
         if value not in names:
@@ -234,14 +249,16 @@ class Plan:
 
     Options (keyword arguments), for the activations, gated ops and norms:
     approximate ('none'|'tanh'), beta, threshold, form ('split'|'two_tensor'),
-    dim, normalized_rank, eps, has_weight, has_bias, accumulate. For linear,
+    dim, normalized_rank, eps, has_weight, has_bias, accumulate, param_dtype
+    (a torch dtype: the norm weight and bias, linear's bias, the scan's A, D
+    and delta_bias may be float32 with 16-bit activations). For linear,
     matmul, softmax, log_softmax, cross_entropy, embedding, rope, attention,
     add, mul, conv1d and selective_scan: accumulate, index_dtype (torch.int32
     or torch.int64) and the fields of the op's struct in gk_op_desc by name
     (Plan("linear", "forward", torch.float32, (8, 16), out_features=4,
     has_bias=0); reduction 'mean'|'sum', layout 'bthd'|'bhtd', pairing
     'half'|'interleaved', b_layout/c_layout 'shared'|'batch'|'grouped' by
-    name; b_shape a tuple). The C plan is destroyed when this object is
+    name; b_dtype/c_dtype torch dtypes; b_shape a tuple). The C plan is destroyed when this object is
     collected (and at interpreter exit at the latest).
     """
 
@@ -278,6 +295,8 @@ class Plan:
                 setattr(desc.norm, key, int(value))
             elif key == "accumulate":
                 desc.accumulate = int(value)
+            elif key == "param_dtype":
+                desc.param_dtype = _dtype_option(key, value)
             else:
                 raise TypeError("gradkern: unknown plan option %r" % key)
         handle = ctypes.c_void_p()
