@@ -101,6 +101,16 @@ def gk_dtype(dtype, what="x"):
     return TORCH_TO_GK[dtype]
 
 
+def param_dtype(x_dtype, *params):
+    """The param_dtype option for an op on x_dtype activations whose
+    parameters are `params` (None for one not given): float32 when the first
+    one given is float32 and x is float16/bfloat16 (the mixed precision of
+    autocast and mamba-ssm), else x's dtype, so that a parameter of any other
+    dtype is refused by the library naming that argument."""
+    p = next((t.dtype for t in params if t is not None), x_dtype)
+    return p if p == torch.float32 and x_dtype in (torch.float16, torch.bfloat16) else x_dtype
+
+
 def stat_dtype(dtype):
     """dtype of the saved norm statistics (mean, rstd) for an op dtype."""
     return torch.float64 if dtype == torch.float64 else torch.float32

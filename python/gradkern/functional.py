@@ -17,7 +17,7 @@ backend chosen at forward time is used for the backward too.
 """
 import torch
 
-from ._core import get_plan, new_output, once_differentiable, resolve_backend, stat_dtype
+from ._core import get_plan, new_output, once_differentiable, param_dtype, resolve_backend, stat_dtype
 
 __all__ = [
     "relu", "gelu", "silu", "sigmoid", "softplus",
@@ -220,13 +220,6 @@ def _normalized_rank(name, x, normalized_shape):
     return k
 
 
-def _param_dtype(x, *params):
-    """The dtype of the first parameter given (the plan checks the others
-    against it), x's without one: float32 parameters with 16-bit x is the
-    mixed case the library takes."""
-    return next((p.dtype for p in params if p is not None), x.dtype)
-
-
 def rms_norm(x, normalized_shape, weight=None, eps=1e-6, *, backend=None):
     """y = x / sqrt(mean(x^2 over the normalized dims) + eps) * weight.
 
@@ -235,7 +228,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=1e-6, *, backend=None):
     float32 with a float16/bfloat16 x (its gradient then is float32)."""
     k = _normalized_rank("rms_norm", x, normalized_shape)
     opts = dict(normalized_rank=k, eps=float(eps), has_weight=int(weight is not None), has_bias=0,
-                accumulate=0, param_dtype=_param_dtype(x, weight))
+                accumulate=0, param_dtype=param_dtype(x.dtype, weight))
     return NormFunction.apply(x, weight, None, "rmsnorm", tuple(sorted(opts.items())),
                               resolve_backend(backend))
 
@@ -246,6 +239,6 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *, backend
     bias: x's dtype, or both float32 with a float16/bfloat16 x."""
     k = _normalized_rank("layer_norm", x, normalized_shape)
     opts = dict(normalized_rank=k, eps=float(eps), has_weight=int(weight is not None),
-                has_bias=int(bias is not None), accumulate=0, param_dtype=_param_dtype(x, weight, bias))
+                has_bias=int(bias is not None), accumulate=0, param_dtype=param_dtype(x.dtype, weight, bias))
     return NormFunction.apply(x, weight, bias, "layernorm", tuple(sorted(opts.items())),
                               resolve_backend(backend))

@@ -21,7 +21,7 @@ Keyword-only ``backend=None`` as everywhere in gradkern.
 """
 import torch
 
-from ._core import get_plan, new_output, once_differentiable, resolve_backend, stat_dtype
+from ._core import get_plan, new_output, once_differentiable, param_dtype, resolve_backend, stat_dtype
 
 __all__ = ["causal_conv1d", "selective_scan"]
 
@@ -172,8 +172,8 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
     opts = dict(d_state=int(A.shape[-1]) if A.dim() >= 1 else 0, b_layout=bl, c_layout=cl, groups=int(groups),
                 has_D=int(D is not None), has_z=int(z is not None), has_delta_bias=int(delta_bias is not None),
                 delta_softplus=int(bool(delta_softplus)), has_initial_state=int(initial_state is not None),
-                has_final_state=int(bool(return_last_state)), accumulate=0, param_dtype=A.dtype,
-                b_dtype=B.dtype, c_dtype=C.dtype)
+                has_final_state=int(bool(return_last_state)), accumulate=0,
+                param_dtype=param_dtype(u.dtype, A), b_dtype=param_dtype(u.dtype, B), c_dtype=param_dtype(u.dtype, C))
     if chunk_size is not None:
         opts["chunk_size"] = int(chunk_size)
     return SelectiveScanFunction.apply(u, delta, A, B, C, D, z, delta_bias, initial_state,

@@ -25,7 +25,7 @@ import math
 
 import torch
 
-from ._core import get_plan, new_output, once_differentiable, resolve_backend, stat_dtype
+from ._core import get_plan, new_output, once_differentiable, param_dtype, resolve_backend, stat_dtype
 
 __all__ = [
     "linear", "matmul", "softmax", "log_softmax", "cross_entropy", "embedding", "rope",
@@ -82,7 +82,7 @@ def linear(x, weight, bias=None, *, backend=None):
     autocast; its gradient then is float32)."""
     n = weight.shape[0] if weight.dim() >= 1 else 0
     opts = _opts(out_features=int(n), has_bias=int(bias is not None),
-                 param_dtype=x.dtype if bias is None else bias.dtype)
+                 param_dtype=param_dtype(x.dtype, bias))
     return LinearFunction.apply(x, weight, bias, opts, resolve_backend(backend))
 
 
