@@ -209,6 +209,33 @@ static void test_in_place(gk_op op, gk_dtype dt) {
   }
 }
 
+// ---------------------------------------------------------------- parameter dtype
+
+// desc.param_dtype defaults to GK_DTYPE_SAME: it follows desc.dtype set after
+// gk_op_desc_init, and the plan's description gives it resolved.
+static void test_param_dtype_default(void) {
+  int64_t shape[2] = {3, 8};
+  gk_op_desc d, got;
+  gk_plan *p = NULL;
+  gk_op_desc_init(&d, GK_OP_LAYERNORM, GK_FORWARD, GK_F32, 2, shape);
+  check(d.param_dtype == GK_DTYPE_SAME, "param_dtype default %d", d.param_dtype);
+  d.dtype = GK_BF16;
+  check(gk_plan_create(&d, &p) == GK_SUCCESS && gk_plan_get_desc(p, &got) == GK_SUCCESS &&
+            got.param_dtype == GK_BF16,
+        "param_dtype follows a later desc.dtype: %s", gk_last_error());
+  gk_plan_destroy(p);
+  argset s;
+  build(&d, CONTIGUOUS, 1.0, NULL, &s);
+  check(s.b[GK_ARG_WEIGHT].t.dtype == GK_BF16 && run_desc(&d, GK_BACKEND_AUTO, &s) == GK_SUCCESS,
+        "bf16 layernorm with the default param_dtype: %s", gk_last_error());
+  argset_free(&s);
+  d.param_dtype = GK_F32;
+  check(gk_plan_create(&d, &p) == GK_SUCCESS && gk_plan_get_desc(p, &got) == GK_SUCCESS &&
+            got.param_dtype == GK_F32,
+        "param_dtype f32 kept: %s", gk_last_error());
+  gk_plan_destroy(p);
+}
+
 // ---------------------------------------------------------------- configurations
 
 typedef struct shape_case { int rank; int64_t shape[4]; } shape_case;
@@ -281,6 +308,7 @@ int main(void) {
     if (dt != GK_F64) test_in_place(GK_OP_SILU, dt);
   }
   test_in_place(GK_OP_GELU, GK_F64);
+  test_param_dtype_default();
   // Norms with an f32 weight and bias on f16/bf16 x (autocast), rows taken
   // whole and in pieces; accumulation into the f32 gradients.
   for (gk_dtype dt = GK_F16; dt <= GK_BF16; dt++)
