@@ -260,16 +260,18 @@ class Plan:
     Options (keyword arguments), for the activations, gated ops and norms:
     approximate ('none'|'tanh'), beta, threshold, form ('split'|'two_tensor'),
     dim, normalized_rank, eps, has_weight, has_bias, accumulate, param_dtype
-    (a torch dtype: the norm weight and bias, linear's bias, the scan's A, D
-    and delta_bias may be float32 with 16-bit activations). For linear,
+    (a torch dtype or gk_dtype value, any op: the norm weight and bias,
+    linear's bias, the scan's A, D and delta_bias may be float32 with 16-bit
+    activations). For linear,
     matmul, softmax, log_softmax, cross_entropy, embedding, rope, attention,
     add, mul, conv1d and selective_scan: accumulate, index_dtype (torch.int32
     or torch.int64) and the fields of the op's struct in gk_op_desc by name
     (Plan("linear", "forward", torch.float32, (8, 16), out_features=4,
     has_bias=0); reduction 'mean'|'sum', layout 'bthd'|'bhtd', pairing
     'half'|'interleaved', b_layout/c_layout 'shared'|'batch'|'grouped' by
-    name; b_dtype/c_dtype torch dtypes; b_shape a tuple). The C plan is destroyed when this object is
-    collected (and at interpreter exit at the latest).
+    name; b_dtype/c_dtype as param_dtype; b_shape a tuple). The C plan is
+    destroyed when this object is collected (and at interpreter exit at the
+    latest).
     """
 
     def __init__(self, op, direction, dtype, shape, backend="auto", **options):

@@ -3,9 +3,9 @@
 Each function is a torch.autograd.Function over CPU tensors of dtype float32,
 float64, float16 or bfloat16 (all of one dtype, except that the norms take a
 float32 weight and bias with float16/bfloat16 x, as autocast training keeps
-them; gradients come back in each input's own dtype), contiguous or not (inputs are passed to the
-library as they are: transposed, sliced and broadcast views included; outputs
-are fresh contiguous tensors). Backward is once-differentiable: the gradient
+them; gradients come back in each input's own dtype), contiguous or not
+(inputs are passed to the library as they are: transposed, sliced and
+broadcast views included; outputs are fresh contiguous tensors). Backward is once-differentiable: the gradient
 has no graph of its own, so asking for a second derivative (backward or
 torch.autograd.grad with create_graph=True through one of these functions)
 raises a RuntimeError naming the function.

@@ -14,9 +14,10 @@ CPU tensors of float32, float64, float16 or bfloat16, any strides, all of
 one dtype except in mamba-ssm's mixed precision: with float16/bfloat16 u,
 delta and z, the scan's A, D and delta_bias (together) and B and C (each on
 its own) may be float32; gradients come back in each input's own dtype.
-causal_conv1d takes one dtype. Both also take the state of a previous piece of the sequence
-(initial_states= / initial_state=) and can return theirs, so a long sequence
-can be processed in pieces; gradients flow through those states too.
+causal_conv1d takes one dtype. Both also take the state of a previous piece
+of the sequence (initial_states= / initial_state=) and can return theirs, so
+a long sequence can be processed in pieces; gradients flow through those
+states too.
 Keyword-only ``backend=None`` as everywhere in gradkern.
 """
 import torch
