@@ -22,6 +22,15 @@
 ///   each op documents).
 /// - f16 and bf16 are storage types: kernels load them, compute in f32 and
 ///   round to nearest even on store. f64 computes in f64.
+/// - Every floating tensor of an op has desc.dtype, except where an op says
+///   otherwise: the saved statistics and states it names, and the parameters
+///   that follow desc.param_dtype. With f16 or bf16 activations, parameters
+///   may be kept in f32 (desc.param_dtype = GK_F32), as mixed-precision
+///   training (torch autocast, mamba-ssm) keeps them: RMSNorm/LayerNorm
+///   weight and bias, linear's bias and the selective scan's A, D and
+///   delta_bias (and B and C through desc.scan.b_dtype, c_dtype). Their gradients
+///   have the parameter's dtype, are summed in f32 and, with
+///   desc.accumulate = 1, added to the f32 gradient in place.
 /// - Parameter gradients (dweight, dbias) are OVERWRITTEN by default
 ///   (`desc.accumulate = 0`); with `desc.accumulate = 1` they are added to
 ///   (`+=`), so gradients can be summed over micro-batches. Input gradients
@@ -64,7 +73,8 @@ typedef enum gk_status {
   GK_ERR_INVALID_VALUE = 2,      ///< a scalar option is out of range (eps, dim, beta, enum...)
   GK_ERR_BAD_RANK = 3,           ///< a tensor's rank is not what the op needs, or over GK_MAX_RANK
   GK_ERR_BAD_SHAPE = 4,          ///< a dimension is negative/zero where not allowed, or shapes disagree
-  GK_ERR_BAD_DTYPE = 5,          ///< a tensor's dtype is not the op's dtype, or not a known dtype
+  GK_ERR_BAD_DTYPE = 5,          ///< a tensor's dtype is not the plan's, not a known dtype, or the desc's
+                                 ///< dtypes are not a combination the op takes
   GK_ERR_BAD_STRIDES = 6,        ///< an output's strides make it overlap itself
   GK_ERR_BAD_ALIGNMENT = 7,      ///< a data pointer is not aligned to its element size
   GK_ERR_ALIASING = 8,           ///< an output overlaps an input or another output where not allowed
@@ -100,6 +110,10 @@ typedef enum gk_dtype {
   GK_I32 = 4,   ///< for indices (token ids, targets)
   GK_I64 = 5,   ///< for indices (token ids, targets)
 } gk_dtype;
+
+/// desc.param_dtype, desc.scan.b_dtype and desc.scan.c_dtype (ints holding a
+/// gk_dtype) set to this follow desc.dtype. Not a tensor dtype.
+#define GK_DTYPE_SAME (-1)
 
 /// Name ("f32", "bf16", ...) or "?" for an unknown value.
 const char *gk_dtype_name(gk_dtype dtype);
@@ -183,7 +197,9 @@ typedef enum gk_op {
 
   // Norms over the trailing norm.normalized_rank dims of X (shape S = lead x
   // norm; "row" = one index of the leading dims, C = number of elements of
-  // the normalized dims). WEIGHT and BIAS have the normalized dims' shape.
+  // the normalized dims). WEIGHT and BIAS have the normalized dims' shape
+  // and dtype desc.param_dtype (f32 allowed with f16/bf16 X), as do DWEIGHT
+  // and DBIAS.
   // The saved statistics MEAN and RSTD have the leading dims' shape and dtype
   // f32 (f64 when the op's dtype is f64).
   //  RMSNorm:   rstd = 1/sqrt(mean(x^2) + eps); y = x * rstd * w
@@ -201,6 +217,8 @@ typedef enum gk_op {
   // Forward:  X, WEIGHT, [BIAS] -> Y
   // Backward: DY, X, WEIGHT -> DX (=), DWEIGHT (= or += per desc.accumulate),
   //           [DBIAS] (= or +=):  dx = dy W, dW = dy^T x, db = sum_rows dy.
+  // W, X, Y and their gradients have desc.dtype; b and db desc.param_dtype
+  // (f32 allowed with f16/bf16 X, as under torch autocast).
   // Computed by a packed, cache-blocked matrix product with f32 accumulation
   // (f64 for f64); each output element is summed over K in one fixed order.
   GK_OP_LINEAR = 11,
@@ -313,6 +331,11 @@ typedef enum gk_op {
   // (B, G, N, L) (GK_SCAN_GROUPED, G = scan.groups divides D; channel d uses
   // group d / (D/G); per-batch B and C share their groups, as in mamba-ssm:
   // BATCH with GROUPED needs groups = 1); D (D); DELTA_BIAS (D).
+  // Dtypes (mamba-ssm's mixed precision included): U, DELTA, Z, Y and their
+  // gradients desc.dtype; A, D, DELTA_BIAS, DA, DD, DDELTA_BIAS
+  // desc.param_dtype; B, DB desc.scan.b_dtype; C, DC desc.scan.c_dtype;
+  // each of these three is desc.dtype or, with f16/bf16 desc.dtype, f32
+  // (mamba-ssm: A, D, delta_bias and shared B/C f32, per-batch B/C as u).
   //   dt[b,d,t] = delta + delta_bias[d], then softplus(.) with
   //               scan.delta_softplus (threshold 20, as torch and mamba-ssm)
   //   h_t[n]   = exp(dt A[d,n]) h_{t-1}[n] + dt B_t[n] u_t   (h_{-1} = INITIAL_STATE or 0)
@@ -584,10 +607,20 @@ typedef struct gk_op_desc {
     int has_initial_state;      ///< default 0
     int has_final_state;        ///< default 0
     int64_t chunk_size;         ///< steps between saved states, 1 .. 128 (default 64)
+    int b_dtype;                ///< gk_dtype of B and dB: GK_DTYPE_SAME (default: desc.dtype), or GK_F32
+                                ///< when desc.dtype is f16 or bf16
+    int c_dtype;                ///< gk_dtype of C and dC: as b_dtype
   } scan;
+  int param_dtype;              ///< gk_dtype of the parameters the ops name (norm weight and bias, linear bias,
+                                ///< scan A, D, delta_bias) and of their gradients: GK_DTYPE_SAME (default:
+                                ///< desc.dtype, whatever it is set to), or GK_F32 when desc.dtype is f16 or
+                                ///< bf16; an op without such parameters takes only desc.dtype (or SAME)
 } gk_op_desc;
 
 /// Set every field of *desc: the given values plus the defaults listed above.
+/// (param_dtype, scan.b_dtype and scan.c_dtype default to GK_DTYPE_SAME, so
+/// they follow a later change of desc.dtype; gk_plan_get_desc gives them
+/// resolved.)
 gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction,
                           gk_dtype dtype, int rank, const int64_t *shape);
 

@@ -10,8 +10,14 @@ static gk_op_desc desc(gk_op op, gk_direction dir, gk_dtype dt, int rank, const 
 
 static bool is_stat(int k) { return k == GK_ARG_RSTD || k == GK_ARG_MEAN; }
 
+static bool is_param(int k) {
+  return k == GK_ARG_WEIGHT || k == GK_ARG_BIAS || k == GK_ARG_DWEIGHT || k == GK_ARG_DBIAS;
+}
+
+// Stats f32 (f64 for f64); norm parameters desc.param_dtype; the rest desc.dtype.
 static gk_dtype dtype_of(const gk_op_desc *d, int k) {
-  return is_stat(k) ? (d->dtype == GK_F64 ? GK_F64 : GK_F32) : d->dtype;
+  if (is_stat(k)) return d->dtype == GK_F64 ? GK_F64 : GK_F32;
+  return is_param(k) && d->param_dtype != GK_DTYPE_SAME ? (gk_dtype)d->param_dtype : d->dtype;
 }
 
 // Inputs (the saved statistics too, in backward) in [0.5, 1].
@@ -102,11 +108,35 @@ int main(void) {
   d.norm.has_weight = 3;
   expect(create(&d), GK_ERR_INVALID_VALUE, "desc.norm.has_weight = 3", "has_weight not 0/1");
 
+  // Parameter dtypes: f32 with 16-bit activations only, and only for ops with parameters.
+  d = desc(GK_OP_RMSNORM, GK_FORWARD, GK_BF16, 2, s2);
+  d.param_dtype = GK_F64;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "desc.param_dtype = f64 with desc.dtype = bf16", "f64 weight, bf16 x");
+  d = desc(GK_OP_LAYERNORM, GK_BACKWARD, GK_F32, 2, s2);
+  d.param_dtype = GK_BF16;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "desc.param_dtype = bf16 with desc.dtype = f32", "bf16 weight, f32 x");
+  d = desc(GK_OP_LAYERNORM, GK_FORWARD, GK_F16, 2, s2);
+  d.param_dtype = GK_I32;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "desc.param_dtype = i32 (4)", "integer parameter dtype");
+  d.param_dtype = 99;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "desc.param_dtype = ? (99)", "unknown parameter dtype");
+  d = desc(GK_OP_SILU, GK_BACKWARD, GK_BF16, 2, s2);
+  d.param_dtype = GK_F32;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "op silu has no parameters", "parameter dtype for silu");
+
   // Tensors at run time.
   gk_op_desc relu = desc(GK_OP_RELU, GK_FORWARD, GK_F32, 2, s2);
   gk_op_desc swiglu_bwd = desc(GK_OP_SWIGLU, GK_BACKWARD, GK_F32, 2, s2);
   gk_op_desc ln_bwd = desc(GK_OP_LAYERNORM, GK_BACKWARD, GK_F32, 2, s2);
   gk_op_desc rms_fwd = desc(GK_OP_RMSNORM, GK_FORWARD, GK_F16, 2, s2);
+  gk_op_desc ln_mixed = desc(GK_OP_LAYERNORM, GK_BACKWARD, GK_BF16, 2, s2);
+  ln_mixed.param_dtype = GK_F32;
+  EXPECT_RUN(&ln_mixed, arg_of(&f, GK_ARG_WEIGHT)->tensor.dtype = GK_BF16, GK_ERR_BAD_DTYPE,
+             "'weight' has dtype bf16 (3), the plan needs f32", "bf16 weight where param_dtype is f32");
+  EXPECT_RUN(&ln_mixed, arg_of(&f, GK_ARG_DBIAS)->tensor.dtype = GK_BF16, GK_ERR_BAD_DTYPE,
+             "'dbias' has dtype bf16 (3), the plan needs f32", "bf16 dbias where param_dtype is f32");
+  EXPECT_RUN(&ln_mixed, arg_of(&f, GK_ARG_X)->tensor.dtype = GK_F32, GK_ERR_BAD_DTYPE,
+             "'x' has dtype f32 (0), the plan needs bf16", "f32 x with f32 parameters");
   EXPECT_RUN(&relu, f.nargs = 1, GK_ERR_MISSING_ARGUMENT, "'y' is missing", "missing output");
   EXPECT_RUN(&relu, (f.args[1] = f.args[0], f.args[1].kind = GK_ARG_GATE), GK_ERR_UNEXPECTED_ARGUMENT, "'gate'",
              "argument the op does not take");

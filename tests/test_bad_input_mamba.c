@@ -15,8 +15,21 @@ static bool is_state(const gk_op_desc *d, int k) {
                                            k == GK_ARG_CHUNK_STATES);
 }
 
+// A dtype field of the desc: GK_DTYPE_SAME is desc.dtype.
+static gk_dtype resolved(const gk_op_desc *d, int t) { return t == GK_DTYPE_SAME ? d->dtype : (gk_dtype)t; }
+
+// States f32 (f64 for f64); A, D, delta_bias and their gradients
+// desc.param_dtype, B/dB and C/dC scan.b_dtype and c_dtype; the rest desc.dtype.
 static gk_dtype dtype_of(const gk_op_desc *d, int k) {
-  return is_state(d, k) && d->dtype != GK_F64 ? GK_F32 : d->dtype;
+  if (is_state(d, k)) return d->dtype != GK_F64 ? GK_F32 : d->dtype;
+  if (d->op != GK_OP_SELECTIVE_SCAN) return d->dtype;
+  switch (k) {
+  case GK_ARG_A: case GK_ARG_DA: case GK_ARG_D: case GK_ARG_DD: case GK_ARG_DELTA_BIAS: case GK_ARG_DDELTA_BIAS:
+    return resolved(d, d->param_dtype);
+  case GK_ARG_B: case GK_ARG_DB: return resolved(d, d->scan.b_dtype);
+  case GK_ARG_C: case GK_ARG_DC: return resolved(d, d->scan.c_dtype);
+  default: return d->dtype;
+  }
 }
 
 // Inputs in [0.1, 0.5], outputs left as canaries.
@@ -161,6 +174,27 @@ int main(void) {
   d.accumulate = 3;
   expect(create(&d), GK_ERR_INVALID_VALUE, "desc.accumulate = 3", "scan accumulate not 0/1");
 
+  // ---- scan dtypes: parameters and B, C in f32 with 16-bit activations only
+  d = scan(GK_FORWARD, GK_BF16);
+  d.param_dtype = GK_F64;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "desc.param_dtype = f64 with desc.dtype = bf16", "scan f64 A, bf16 u");
+  d = scan(GK_BACKWARD, GK_F32);
+  d.scan.b_dtype = GK_F16;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "desc.scan.b_dtype = f16 with desc.dtype = f32", "scan f16 B, f32 u");
+  d = scan(GK_FORWARD, GK_F64);
+  d.scan.c_dtype = GK_F32;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "desc.scan.c_dtype = f32 with desc.dtype = f64", "scan f32 C, f64 u");
+  d = scan(GK_FORWARD, GK_F16);
+  d.scan.c_dtype = GK_BF16;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "desc.scan.c_dtype = bf16 with desc.dtype = f16", "scan bf16 C, f16 u");
+  d = scan(GK_FORWARD, GK_F16);
+  d.scan.b_dtype = GK_I64;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "desc.scan.b_dtype = i64 (5)", "scan integer B dtype");
+  d = conv(GK_BACKWARD, 4);
+  d.dtype = GK_BF16;
+  d.param_dtype = GK_F32;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "op conv1d has no parameters", "conv1d f32 weight, bf16 x");
+
   // ---- scan tensors: shapes that disagree among u, delta, A, B, C, z, and more
   gk_op_desc sf = scan(GK_FORWARD, GK_F32), sb = scan(GK_BACKWARD, GK_F32), sh = scan(GK_FORWARD, GK_F16);
   EXPECT_RUN(&sf, arg_of(&f, GK_ARG_DELTA)->tensor.shape[2] = 8, GK_ERR_BAD_SHAPE, "'delta' has shape [2, 4, 8]",
@@ -190,6 +224,17 @@ int main(void) {
   EXPECT_RUN(&sb, arg_of(&f, GK_ARG_DU)->tensor.data = arg_of(&f, GK_ARG_U)->tensor.data, GK_ERR_ALIASING,
              "'du' overlaps input 'u'", "du in place of u");
   EXPECT_RUN(&sb, f.ws_bytes = 64, GK_ERR_WORKSPACE_TOO_SMALL, "workspace_bytes = 64", "scan workspace too small");
+  // mixed precision: each tensor in the dtype its field gives
+  gk_op_desc sm = scan(GK_BACKWARD, GK_BF16);
+  sm.param_dtype = sm.scan.c_dtype = GK_F32;
+  EXPECT_RUN(&sm, arg_of(&f, GK_ARG_A)->tensor.dtype = GK_BF16, GK_ERR_BAD_DTYPE,
+             "'A' has dtype bf16 (3), the plan needs f32", "scan bf16 A where param_dtype is f32");
+  EXPECT_RUN(&sm, arg_of(&f, GK_ARG_DD)->tensor.dtype = GK_BF16, GK_ERR_BAD_DTYPE,
+             "'dD' has dtype bf16 (3), the plan needs f32", "scan bf16 dD where param_dtype is f32");
+  EXPECT_RUN(&sm, arg_of(&f, GK_ARG_B)->tensor.dtype = GK_F32, GK_ERR_BAD_DTYPE,
+             "'B' has dtype f32 (0), the plan needs bf16", "scan f32 B where b_dtype follows u");
+  EXPECT_RUN(&sm, arg_of(&f, GK_ARG_DC)->tensor.dtype = GK_BF16, GK_ERR_BAD_DTYPE,
+             "'dC' has dtype bf16 (3), the plan needs f32", "scan bf16 dC where c_dtype is f32");
 
   // ---- conv1d tensors
   gk_op_desc cf = conv(GK_FORWARD, 4), cb = conv(GK_BACKWARD, 4);

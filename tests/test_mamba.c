@@ -3,8 +3,9 @@
 // reference and the CPU kernel against central finite differences in f64;
 // bit-identity across thread counts 1, 2, 3; a sequence run in two pieces
 // (state carried forward, state gradient carried backward) against the
-// whole; accumulation of parameter gradients; no byte written outside an
-// output's elements.
+// whole; accumulation of parameter gradients; f32 parameters (A, D,
+// delta_bias, B, C) with f16/bf16 activations against the reference; no
+// byte written outside an output's elements.
 #include "plan_harness.h"
 
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
@@ -28,15 +29,28 @@ static bool is_param_grad(const gk_op_desc *d, int k) {
   return false;
 }
 
-// The scan's states are kept in f32 (f64 for f64); everything else has the op's dtype.
+// The scan's states are kept in f32 (f64 for f64); A, D, delta_bias and
+// their gradients have desc.param_dtype, B and dB scan.b_dtype, C and dC
+// scan.c_dtype; everything else has the op's dtype.
 static bool is_state(const gk_op_desc *d, int k) {
   return d->op == GK_OP_SELECTIVE_SCAN && (k == GK_ARG_INITIAL_STATE || k == GK_ARG_FINAL_STATE ||
                                            k == GK_ARG_DINITIAL_STATE || k == GK_ARG_DFINAL_STATE ||
                                            k == GK_ARG_CHUNK_STATES);
 }
 
+// A dtype field of the desc: GK_DTYPE_SAME is desc.dtype.
+static gk_dtype resolved(const gk_op_desc *d, int t) { return t == GK_DTYPE_SAME ? d->dtype : (gk_dtype)t; }
+
 static gk_dtype dtype_of(const gk_op_desc *d, int k) {
-  return is_state(d, k) && d->dtype != GK_F64 ? GK_F32 : d->dtype;
+  if (is_state(d, k)) return d->dtype != GK_F64 ? GK_F32 : d->dtype;
+  if (d->op != GK_OP_SELECTIVE_SCAN) return d->dtype;
+  switch (k) {
+  case GK_ARG_A: case GK_ARG_DA: case GK_ARG_D: case GK_ARG_DD: case GK_ARG_DELTA_BIAS: case GK_ARG_DDELTA_BIAS:
+    return resolved(d, d->param_dtype);
+  case GK_ARG_B: case GK_ARG_DB: return resolved(d, d->scan.b_dtype);
+  case GK_ARG_C: case GK_ARG_DC: return resolved(d, d->scan.c_dtype);
+  default: return d->dtype;
+  }
 }
 
 // Random values for input k: decays exp(dt A) < 1 (A < 0, dt > 0 before
@@ -59,8 +73,11 @@ static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n
              d->conv.has_bias, d->conv.silu, d->conv.has_initial_state, d->conv.has_final_state, layout_name[lay]);
   else
     snprintf(buf, n,
-             "scan %s %s [%lld,%lld,%lld] N=%lld B=%d C=%d G=%lld D=%d z=%d db=%d sp=%d init=%d final=%d T=%lld %s",
-             d->direction == GK_FORWARD ? "fwd" : "bwd", gk_dtype_name(d->dtype), (long long)d->shape[0],
+             "scan %s %s (A %s, B %s, C %s) [%lld,%lld,%lld] N=%lld B=%d C=%d G=%lld D=%d z=%d db=%d sp=%d init=%d "
+             "final=%d T=%lld %s",
+             d->direction == GK_FORWARD ? "fwd" : "bwd", gk_dtype_name(d->dtype),
+             gk_dtype_name(dtype_of(d, GK_ARG_A)), gk_dtype_name(dtype_of(d, GK_ARG_B)),
+             gk_dtype_name(dtype_of(d, GK_ARG_C)), (long long)d->shape[0],
              (long long)d->shape[1], (long long)d->shape[2], (long long)d->scan.d_state, d->scan.b_layout,
              d->scan.c_layout, (long long)d->scan.groups, d->scan.has_D, d->scan.has_z, d->scan.has_delta_bias,
              d->scan.delta_softplus, d->scan.has_initial_state, d->scan.has_final_state,
@@ -369,6 +386,15 @@ static gk_op_desc scan_desc(gk_dtype dt, int64_t B, int64_t D, int64_t L, int64_
   return d;
 }
 
+// mamba-ssm's mixed precision: A, D, delta_bias in f32 (param_dtype), B and
+// C each in f32 or the activations' dtype.
+static gk_op_desc scan_mixed(gk_op_desc d, bool b_f32, bool c_f32) {
+  d.param_dtype = GK_F32;
+  if (b_f32) d.scan.b_dtype = GK_F32;
+  if (c_f32) d.scan.c_dtype = GK_F32;
+  return d;
+}
+
 static gk_op_desc conv_opts(gk_op_desc d, int opts) {
   d.conv.has_bias = opts & 1;
   d.conv.silu = opts >> 1 & 1;
@@ -440,6 +466,22 @@ int main(void) {
     test_config(scan_desc(dt, 1, 2, 300, 20, GK_SCAN_GROUPED, GK_SCAN_GROUPED, 2, 63, 3),
                 CONTIGUOUS, true);
   }
+
+  // ---- cpu against ref with f32 parameters and 16-bit activations: every
+  // B/C dtype pair, layouts and options in turn, accumulation into f32
+  // gradients; the two-level scan
+  for (gk_dtype dt = GK_F16; dt <= GK_BF16; dt++)
+    for (int bc = 0; bc < 4; bc++) {
+      for (int bl = 0; bl < 3; bl++) {
+        int cl = (bl + bc) % 3;
+        if (bl && cl && bl != cl) cl = 0;
+        int opts = bc == 3 ? 63 : 7 + 8 * bl + 16 * bc;
+        gk_op_desc d = scan_desc(dt, 2, 4, 37, 3, layouts_bc[bl], layouts_bc[cl], 2, opts, 16);
+        test_config(scan_mixed(d, bc & 1, bc >> 1), (layout)((bl + bc) % LAYOUT_COUNT), bl != 1);
+      }
+      test_config(scan_mixed(scan_desc(dt, 1, 2, 300, 20, GK_SCAN_GROUPED, GK_SCAN_GROUPED, 2, 63, 3), bc & 1,
+                             bc >> 1), CONTIGUOUS, bc == 3);
+    }
 
   // ---- finite differences in f64, both backends: every input's gradient
   double worst_fd = 0;

@@ -1,7 +1,8 @@
 // Every op x dtype x direction x layout: the threaded CPU kernel against the
 // f64 reference kernel, the reference against central finite differences in
 // f64, bit-identity across thread counts 1, 2, 3, accumulation of parameter
-// gradients, in-place use, and no byte written outside an output's elements.
+// gradients, in-place use, norms with f32 parameters on f16/bf16 x, and no
+// byte written outside an output's elements.
 #include "plan_harness.h"
 
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
@@ -10,7 +11,16 @@ static bool is_stat(int k) { return k == GK_ARG_RSTD || k == GK_ARG_MEAN; }
 
 static gk_dtype stat_dtype(gk_dtype dt) { return dt == GK_F64 ? GK_F64 : GK_F32; }
 
-static gk_dtype dtype_of(const gk_op_desc *d, int k) { return is_stat(k) ? stat_dtype(d->dtype) : d->dtype; }
+static bool is_param(int k) {
+  return k == GK_ARG_WEIGHT || k == GK_ARG_BIAS || k == GK_ARG_DWEIGHT || k == GK_ARG_DBIAS;
+}
+
+// Stats in f32 (f64 for f64), the norms' weight and bias (and their
+// gradients) in desc.param_dtype, everything else in desc.dtype.
+static gk_dtype dtype_of(const gk_op_desc *d, int k) {
+  if (is_stat(k)) return stat_dtype(d->dtype);
+  return is_param(k) && d->param_dtype != GK_DTYPE_SAME ? (gk_dtype)d->param_dtype : d->dtype;
+}
 
 static bool is_input(gk_direction dir, int k) {
   if (dir == GK_FORWARD) return k == GK_ARG_X || k == GK_ARG_GATE || k == GK_ARG_WEIGHT || k == GK_ARG_BIAS;
@@ -40,8 +50,9 @@ static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n
   char shape[128] = "[";
   for (int i = 0; i < d->rank; i++)
     snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ",%lld" : "%lld", (long long)d->shape[i]);
-  snprintf(buf, n, "%s %s %s %s%s form=%d dim=%d nr=%d w=%d b=%d %s", gk_op_name(d->op),
-           d->direction == GK_FORWARD ? "fwd" : "bwd", gk_dtype_name(d->dtype), shape, "]", d->gated.form,
+  snprintf(buf, n, "%s %s %s (params %s) %s%s form=%d dim=%d nr=%d w=%d b=%d %s", gk_op_name(d->op),
+           d->direction == GK_FORWARD ? "fwd" : "bwd", gk_dtype_name(d->dtype),
+           gk_dtype_name(dtype_of(d, GK_ARG_WEIGHT)), shape, "]", d->gated.form,
            d->gated.dim, d->norm.normalized_rank, d->norm.has_weight, d->norm.has_bias, layout_name[lay]);
   return buf;
 }
@@ -198,6 +209,33 @@ static void test_in_place(gk_op op, gk_dtype dt) {
   }
 }
 
+// ---------------------------------------------------------------- parameter dtype
+
+// desc.param_dtype defaults to GK_DTYPE_SAME: it follows desc.dtype set after
+// gk_op_desc_init, and the plan's description gives it resolved.
+static void test_param_dtype_default(void) {
+  int64_t shape[2] = {3, 8};
+  gk_op_desc d, got;
+  gk_plan *p = NULL;
+  gk_op_desc_init(&d, GK_OP_LAYERNORM, GK_FORWARD, GK_F32, 2, shape);
+  check(d.param_dtype == GK_DTYPE_SAME, "param_dtype default %d", d.param_dtype);
+  d.dtype = GK_BF16;
+  check(gk_plan_create(&d, &p) == GK_SUCCESS && gk_plan_get_desc(p, &got) == GK_SUCCESS &&
+            got.param_dtype == GK_BF16,
+        "param_dtype follows a later desc.dtype: %s", gk_last_error());
+  gk_plan_destroy(p);
+  argset s;
+  build(&d, CONTIGUOUS, 1.0, NULL, &s);
+  check(s.b[GK_ARG_WEIGHT].t.dtype == GK_BF16 && run_desc(&d, GK_BACKEND_AUTO, &s) == GK_SUCCESS,
+        "bf16 layernorm with the default param_dtype: %s", gk_last_error());
+  argset_free(&s);
+  d.param_dtype = GK_F32;
+  check(gk_plan_create(&d, &p) == GK_SUCCESS && gk_plan_get_desc(p, &got) == GK_SUCCESS &&
+            got.param_dtype == GK_F32,
+        "param_dtype f32 kept: %s", gk_last_error());
+  gk_plan_destroy(p);
+}
+
 // ---------------------------------------------------------------- configurations
 
 typedef struct shape_case { int rank; int64_t shape[4]; } shape_case;
@@ -286,6 +324,20 @@ int main(void) {
   }
   test_in_place(GK_OP_GELU, GK_F64);
   test_norm_broadcast_rows();
+  test_param_dtype_default();
+  // Norms with an f32 weight and bias on f16/bf16 x (autocast), rows taken
+  // whole and in pieces; accumulation into the f32 gradients.
+  for (gk_dtype dt = GK_F16; dt <= GK_BF16; dt++)
+    for (gk_op op = GK_OP_RMSNORM; op <= GK_OP_LAYERNORM; op++)
+      for (size_t s = 0; s < sizeof norm_shapes / sizeof *norm_shapes; s++)
+        for (int wb = 1; wb < (op == GK_OP_LAYERNORM ? 4 : 2); wb++) {
+          gk_op_desc d = make(op, dt, &norm_shapes[s]);
+          d.norm.normalized_rank = s == 1 ? 2 : 1;
+          d.norm.has_weight = wb & 1;
+          d.norm.has_bias = op == GK_OP_LAYERNORM && (wb & 2);
+          d.param_dtype = GK_F32;
+          run_all_layouts(d, 3.0);
+        }
 
   // Finite differences: every backward, both backends, f64.
   static const shape_case fd_act = {2, {3, 4}}, fd_gated = {2, {4, 6}}, fd_norm = {3, {2, 3, 5}};

@@ -1,8 +1,9 @@
 // The transformer ops (linear, matmul, ...): for every op x dtype x layout
 // the threaded CPU kernel against the f64 reference, forward and backward,
 // no byte written outside an output's elements, accumulation of parameter
-// gradients; the reference and the CPU kernel against central finite
-// differences in f64; bit-identity across thread counts 1, 2, 3.
+// gradients, linear with an f32 bias on f16/bf16 x; the reference and the
+// CPU kernel against central finite differences in f64; bit-identity across
+// thread counts 1, 2, 3.
 #include "plan_harness.h"
 
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
@@ -54,6 +55,8 @@ static const int out_pairs[][2] = {{GK_ARG_Y, GK_ARG_DY}, {GK_ARG_LOSS, GK_ARG_D
 static gk_dtype arg_dtype(const gk_op_desc *d, int k) {
   if (is_stat_kind(k)) return d->dtype == GK_F64 ? GK_F64 : GK_F32;
   if (is_index_kind(k)) return d->index_dtype;
+  // linear's bias: desc.param_dtype (f32 with f16/bf16 x under autocast)
+  if ((k == GK_ARG_BIAS || k == GK_ARG_DBIAS) && d->param_dtype != GK_DTYPE_SAME) return (gk_dtype)d->param_dtype;
   return d->dtype;
 }
 
@@ -94,8 +97,8 @@ static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n
   char shape[128] = "";
   for (int i = 0; i < d->rank; i++)
     snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ",%lld" : "%lld", (long long)d->shape[i]);
-  snprintf(buf, n, "%s %s %s [%s] %s", gk_op_name(d->op), d->direction == GK_FORWARD ? "fwd" : "bwd",
-           gk_dtype_name(d->dtype), shape, layout_name[lay]);
+  snprintf(buf, n, "%s %s %s (bias %s) [%s] %s", gk_op_name(d->op), d->direction == GK_FORWARD ? "fwd" : "bwd",
+           gk_dtype_name(d->dtype), gk_dtype_name(arg_dtype(d, GK_ARG_BIAS)), shape, layout_name[lay]);
   return buf;
 }
 
@@ -280,6 +283,10 @@ static void test_linear(void) {
     d.linear.out_features = cases[c].n;
     d.linear.has_bias = cases[c].bias;
     test_all_dtypes(d);
+    // autocast: an f32 bias (and dbias) with f16/bf16 x and weight
+    d.param_dtype = GK_F32;
+    for (d.dtype = GK_F16; d.dtype <= GK_BF16; d.dtype++)
+      if (d.linear.has_bias) test_all_layouts(&d);
   }
   // dW sums 70000 rows: a K too long for the gemm to keep B's whole panel (f64,
   // where such a long sum stays within the tolerance)
@@ -299,6 +306,9 @@ static void test_linear(void) {
     d.dtype = dtypes[t];
     test_threads(d);
   }
+  d.dtype = GK_BF16;
+  d.param_dtype = GK_F32;
+  test_threads(d);
 }
 
 static void test_matmul(void) {

@@ -19,6 +19,7 @@ static bool is_output(gk_direction dir, int k) {
 
 static gk_dtype dtype_of(const gk_op_desc *d, int k) {
   if (k == GK_ARG_TARGET || k == GK_ARG_INDEX) return d->index_dtype;
+  if ((k == GK_ARG_BIAS || k == GK_ARG_DBIAS) && d->param_dtype != GK_DTYPE_SAME) return (gk_dtype)d->param_dtype;
   if (k == GK_ARG_LSE || k == GK_ARG_LOSS || k == GK_ARG_DLOSS) return d->dtype == GK_F64 ? GK_F64 : GK_F32;
   return d->dtype;
 }
@@ -47,6 +48,14 @@ int main(void) {
   expect(create(&d), GK_ERR_INVALID_VALUE, "desc.linear.out_features = -1", "linear negative N");
   d = desc(GK_OP_LINEAR, GK_BACKWARD, 0, NULL);
   expect(create(&d), GK_ERR_BAD_RANK, "desc.rank = 0", "linear of a scalar");
+  d = desc(GK_OP_LINEAR, GK_BACKWARD, 2, x2);
+  d.dtype = GK_F16;
+  d.param_dtype = GK_BF16;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "desc.param_dtype = bf16 with desc.dtype = f16", "linear bf16 bias, f16 x");
+  d = desc(GK_OP_MATMUL, GK_FORWARD, 2, x2);
+  d.dtype = GK_BF16;
+  d.param_dtype = GK_F32;
+  expect(create(&d), GK_ERR_BAD_DTYPE, "op matmul has no parameters", "matmul with a parameter dtype");
   d = desc(GK_OP_MATMUL, GK_FORWARD, 1, x1);
   expect(create(&d), GK_ERR_BAD_RANK, "desc.rank = 1", "matmul of a vector");
   d = desc(GK_OP_MATMUL, GK_BACKWARD, 2, x2);
@@ -133,6 +142,14 @@ int main(void) {
              "linear weight of the wrong K");
   EXPECT_RUN(&lin, arg_of(&f, GK_ARG_BIAS)->tensor.shape[0] = 5, GK_ERR_BAD_SHAPE, "'bias' has shape [5]",
              "linear bias of the wrong size");
+  gk_op_desc lin_mixed = lin;
+  lin_mixed.direction = GK_BACKWARD;
+  lin_mixed.dtype = GK_BF16;
+  lin_mixed.param_dtype = GK_F32;
+  EXPECT_RUN(&lin_mixed, arg_of(&f, GK_ARG_DBIAS)->tensor.dtype = GK_BF16, GK_ERR_BAD_DTYPE,
+             "'dbias' has dtype bf16 (3), the plan needs f32", "linear bf16 dbias where param_dtype is f32");
+  EXPECT_RUN(&lin_mixed, arg_of(&f, GK_ARG_WEIGHT)->tensor.dtype = GK_F32, GK_ERR_BAD_DTYPE,
+             "'weight' has dtype f32 (0), the plan needs bf16", "linear f32 weight (only the bias is f32)");
   gk_op_desc mm = desc(GK_OP_MATMUL, GK_BACKWARD, 3, x3);
   EXPECT_RUN(&mm, arg_of(&f, GK_ARG_B)->tensor.shape[0] = 3, GK_ERR_BAD_SHAPE, "'B' has shape [3, 5, 5]",
              "matmul b with the wrong batch");

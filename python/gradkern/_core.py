@@ -101,6 +101,16 @@ def gk_dtype(dtype, what="x"):
     return TORCH_TO_GK[dtype]
 
 
+def param_dtype(x_dtype, *params):
+    """The param_dtype option for an op on x_dtype activations whose
+    parameters are `params` (None for one not given): float32 when the first
+    one given is float32 and x is float16/bfloat16 (the mixed precision of
+    autocast and mamba-ssm), else x's dtype, so that a parameter of any other
+    dtype is refused by the library naming that argument."""
+    p = next((t.dtype for t in params if t is not None), x_dtype)
+    return p if p == torch.float32 and x_dtype in (torch.float16, torch.bfloat16) else x_dtype
+
+
 def stat_dtype(dtype):
     """dtype of the saved norm statistics (mean, rstd) for an op dtype."""
     return torch.float64 if dtype == torch.float64 else torch.float32
@@ -199,14 +209,26 @@ _ENUM_OPTIONS = {
 }
 
 
+# dtype options: a torch floating dtype or a gk_dtype value (DTYPE_SAME: desc.dtype)
+_DTYPE_OPTIONS = {("scan", "b_dtype"), ("scan", "c_dtype")}
+
+
+def _dtype_option(key, value):
+    return gk_dtype(value, key) if isinstance(value, torch.dtype) else int(value)
+
+
 def _set_group_option(desc, op, group, key, value):
-    """desc.accumulate, desc.index_dtype (a torch dtype or a gk_dtype) or
-    desc.<group>.<key>; b_shape (add, mul) is a tuple and sets b_rank too."""
+    """desc.accumulate, desc.index_dtype (a torch dtype or a gk_dtype),
+    desc.param_dtype or desc.<group>.<key>; b_shape (add, mul) is a tuple and
+    sets b_rank too."""
     if key == "accumulate":
         desc.accumulate = int(value)
         return
     if key == "index_dtype":
         desc.index_dtype = TORCH_TO_GK.get(value, -1) if isinstance(value, torch.dtype) else int(value)
+        return
+    if key == "param_dtype":
+        desc.param_dtype = _dtype_option(key, value)
         return
     sub = getattr(desc, group)
     fields = dict(sub._fields_)
@@ -221,6 +243,9 @@ def _set_group_option(desc, op, group, key, value):
         sub.b_rank = len(value)
         sub.b_shape[:len(value)] = value
         return
+    if (group, key) in _DTYPE_OPTIONS:
+        setattr(sub, key, _dtype_option(key, value))
+        return
     names = _ENUM_OPTIONS.get((group, key))
     if names is not None and isinstance(value, str):
         if value not in names:
@@ -234,15 +259,19 @@ class Plan:
 
     Options (keyword arguments), for the activations, gated ops and norms:
     approximate ('none'|'tanh'), beta, threshold, form ('split'|'two_tensor'),
-    dim, normalized_rank, eps, has_weight, has_bias, accumulate. For linear,
+    dim, normalized_rank, eps, has_weight, has_bias, accumulate, param_dtype
+    (a torch dtype or gk_dtype value, any op: the norm weight and bias,
+    linear's bias, the scan's A, D and delta_bias may be float32 with 16-bit
+    activations). For linear,
     matmul, softmax, log_softmax, cross_entropy, embedding, rope, attention,
     add, mul, conv1d and selective_scan: accumulate, index_dtype (torch.int32
     or torch.int64) and the fields of the op's struct in gk_op_desc by name
     (Plan("linear", "forward", torch.float32, (8, 16), out_features=4,
     has_bias=0); reduction 'mean'|'sum', layout 'bthd'|'bhtd', pairing
     'half'|'interleaved', b_layout/c_layout 'shared'|'batch'|'grouped' by
-    name; b_shape a tuple). The C plan is destroyed when this object is
-    collected (and at interpreter exit at the latest).
+    name; b_dtype/c_dtype as param_dtype; b_shape a tuple). The C plan is
+    destroyed when this object is collected (and at interpreter exit at the
+    latest).
     """
 
     def __init__(self, op, direction, dtype, shape, backend="auto", **options):
@@ -278,6 +307,8 @@ class Plan:
                 setattr(desc.norm, key, int(value))
             elif key == "accumulate":
                 desc.accumulate = int(value)
+            elif key == "param_dtype":
+                desc.param_dtype = _dtype_option(key, value)
             else:
                 raise TypeError("gradkern: unknown plan option %r" % key)
         handle = ctypes.c_void_p()

@@ -25,6 +25,7 @@ for _value, _name in STATUS_NAMES.items():
 
 # gk_dtype
 F32, F64, F16, BF16, I32, I64 = 0, 1, 2, 3, 4, 5
+DTYPE_SAME = -1   # GK_DTYPE_SAME: desc.param_dtype, scan.b_dtype, scan.c_dtype follow desc.dtype
 # gk_device_type
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 
@@ -108,7 +109,8 @@ _conv_options = _options(("width", _i64), ("channel_last", _i), ("has_bias", _i)
                          ("has_initial_state", _i), ("has_final_state", _i))
 _scan_options = _options(("d_state", _i64), ("b_layout", _i), ("c_layout", _i), ("groups", _i64),
                          ("has_D", _i), ("has_z", _i), ("has_delta_bias", _i), ("delta_softplus", _i),
-                         ("has_initial_state", _i), ("has_final_state", _i), ("chunk_size", _i64))
+                         ("has_initial_state", _i), ("has_final_state", _i), ("chunk_size", _i64),
+                         ("b_dtype", _i), ("c_dtype", _i))
 
 
 class gk_op_desc(ctypes.Structure):
@@ -134,6 +136,7 @@ class gk_op_desc(ctypes.Structure):
         ("binary", _binary_options),
         ("conv", _conv_options),
         ("scan", _scan_options),
+        ("param_dtype", ctypes.c_int),
     ]
 
 

@@ -1,9 +1,11 @@
 """torch.nn.functional-style ops whose forward and backward both run gradkern.
 
 Each function is a torch.autograd.Function over CPU tensors of dtype float32,
-float64, float16 or bfloat16, contiguous or not (inputs are passed to the
-library as they are: transposed, sliced and broadcast views included; outputs
-are fresh contiguous tensors). Backward is once-differentiable: the gradient
+float64, float16 or bfloat16 (all of one dtype, except that the norms take a
+float32 weight and bias with float16/bfloat16 x, as autocast training keeps
+them; gradients come back in each input's own dtype), contiguous or not
+(inputs are passed to the library as they are: transposed, sliced and
+broadcast views included; outputs are fresh contiguous tensors). Backward is once-differentiable: the gradient
 has no graph of its own, so asking for a second derivative (backward or
 torch.autograd.grad with create_graph=True through one of these functions)
 raises a RuntimeError naming the function.
@@ -15,7 +17,7 @@ backend chosen at forward time is used for the backward too.
 """
 import torch
 
-from ._core import get_plan, new_output, once_differentiable, resolve_backend, stat_dtype
+from ._core import get_plan, new_output, once_differentiable, param_dtype, resolve_backend, stat_dtype
 
 __all__ = [
     "relu", "gelu", "silu", "sigmoid", "softplus",
@@ -183,7 +185,7 @@ class NormFunction(torch.autograd.Function):
         mean = new_output(plan, "mean", sdt, x) if op == "layernorm" else None
         plan.run({"x": x, "weight": weight, "bias": bias, "y": y, "rstd": rstd, "mean": mean})
         ctx.save_for_backward(x, weight, rstd, mean)
-        ctx.gk = (op, opts, backend, bias is not None)
+        ctx.gk = (op, opts, backend, None if bias is None else bias.dtype)
         ctx.gk_name = "rms_norm" if op == "rmsnorm" else "layer_norm"
         return y
 
@@ -191,15 +193,15 @@ class NormFunction(torch.autograd.Function):
     @once_differentiable()
     def backward(ctx, dy):
         x, weight, rstd, mean = ctx.saved_tensors
-        op, opts, backend, has_bias = ctx.gk
+        op, opts, backend, bias_dtype = ctx.gk
         dx = dweight = dbias = None
         if any(ctx.needs_input_grad[:3]):
             plan = _plan(op, "backward", x, backend, opts)
             dx = new_output(plan, "dx", x.dtype, x)
             if weight is not None:
-                dweight = new_output(plan, "dweight", x.dtype, x)
-            if has_bias:
-                dbias = new_output(plan, "dbias", x.dtype, x)
+                dweight = new_output(plan, "dweight", weight.dtype, x)
+            if bias_dtype is not None:
+                dbias = new_output(plan, "dbias", bias_dtype, x)
             plan.run({"dy": dy, "x": x, "weight": weight, "rstd": rstd, "mean": mean,
                       "dx": dx, "dweight": dweight, "dbias": dbias})
         needs = ctx.needs_input_grad
@@ -222,19 +224,21 @@ def rms_norm(x, normalized_shape, weight=None, eps=1e-6, *, backend=None):
     """y = x / sqrt(mean(x^2 over the normalized dims) + eps) * weight.
 
     normalized_shape: the trailing dims of x to normalize over (int or tuple);
-    weight: None or a tensor of shape normalized_shape."""
+    weight: None or a tensor of shape normalized_shape, of x's dtype or
+    float32 with a float16/bfloat16 x (its gradient then is float32)."""
     k = _normalized_rank("rms_norm", x, normalized_shape)
     opts = dict(normalized_rank=k, eps=float(eps), has_weight=int(weight is not None), has_bias=0,
-                accumulate=0)
+                accumulate=0, param_dtype=param_dtype(x.dtype, weight))
     return NormFunction.apply(x, weight, None, "rmsnorm", tuple(sorted(opts.items())),
                               resolve_backend(backend))
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *, backend=None):
     """As torch.nn.functional.layer_norm: (x - mean) / sqrt(var + eps) * weight + bias
-    over the trailing dims normalized_shape (biased variance)."""
+    over the trailing dims normalized_shape (biased variance). weight and
+    bias: x's dtype, or both float32 with a float16/bfloat16 x."""
     k = _normalized_rank("layer_norm", x, normalized_shape)
     opts = dict(normalized_rank=k, eps=float(eps), has_weight=int(weight is not None),
-                has_bias=int(bias is not None), accumulate=0)
+                has_bias=int(bias is not None), accumulate=0, param_dtype=param_dtype(x.dtype, weight, bias))
     return NormFunction.apply(x, weight, bias, "layernorm", tuple(sorted(opts.items())),
                               resolve_backend(backend))

@@ -10,15 +10,19 @@ torch.autograd.Function whose forward and backward run gradkern:
         (time-invariant), (B, N, L) or (B, G, N, L) (grouped); D and
         delta_bias (D). Returns out, or (out, last_state).
 
-CPU tensors of float32, float64, float16 or bfloat16 (all of one dtype),
-any strides. Both also take the state of a previous piece of the sequence
-(initial_states= / initial_state=) and can return theirs, so a long sequence
-can be processed in pieces; gradients flow through those states too.
+CPU tensors of float32, float64, float16 or bfloat16, any strides, all of
+one dtype except in mamba-ssm's mixed precision: with float16/bfloat16 u,
+delta and z, the scan's A, D and delta_bias (together) and B and C (each on
+its own) may be float32; gradients come back in each input's own dtype.
+causal_conv1d takes one dtype. Both also take the state of a previous piece
+of the sequence (initial_states= / initial_state=) and can return theirs, so
+a long sequence can be processed in pieces; gradients flow through those
+states too.
 Keyword-only ``backend=None`` as everywhere in gradkern.
 """
 import torch
 
-from ._core import get_plan, new_output, once_differentiable, resolve_backend, stat_dtype
+from ._core import get_plan, new_output, once_differentiable, param_dtype, resolve_backend, stat_dtype
 
 __all__ = ["causal_conv1d", "selective_scan"]
 
@@ -128,14 +132,14 @@ class SelectiveScanFunction(torch.autograd.Function):
         plan = _plan("selective_scan", "backward", u.dtype, u.shape, backend, opts)
         sdt = stat_dtype(u.dtype)
 
-        def out(kind, present=True, dtype=u.dtype):
-            return new_output(plan, kind, dtype, u) if present else None
+        def out(kind, like, dtype=None):
+            # the gradient of input `like` (None: absent), in its dtype
+            return new_output(plan, kind, dtype or like.dtype, u) if like is not None else None
 
         grads = {
-            "du": out("du"), "ddelta": out("ddelta"), "dA": out("dA"), "dB": out("dB"), "dC": out("dC"),
-            "dD": out("dD", D is not None), "dz": out("dz", z is not None),
-            "ddelta_bias": out("ddelta_bias", delta_bias is not None),
-            "dinitial_state": out("dinitial_state", init is not None, sdt),
+            "du": out("du", u), "ddelta": out("ddelta", delta), "dA": out("dA", A), "dB": out("dB", B),
+            "dC": out("dC", C), "dD": out("dD", D), "dz": out("dz", z), "ddelta_bias": out("ddelta_bias", delta_bias),
+            "dinitial_state": out("dinitial_state", init, sdt),
         }
         plan.run(dict(grads, dy=dy, u=u, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias,
                       initial_state=init, dfinal_state=dlast if return_last else None, chunk_states=chunks))
@@ -155,7 +159,9 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
     the last step, (B, D, N) in float32 (float64 for float64 inputs), also
     differentiable. initial_state: (B, D, N) of that dtype, or None.
     chunk_size: steps between the states saved for backward (1..128; None:
-    gradkern's default, 64)."""
+    gradkern's default, 64). Dtypes as mamba-ssm: u, delta, z of one dtype;
+    A, D, delta_bias of A's, which is u's or float32 with float16/bfloat16 u;
+    B and C each u's dtype or, then, float32."""
     def layout(name, t):
         if t.dim() not in _LAYOUTS:
             raise ValueError("gradkern.selective_scan: %s has rank %d; it must be (D, N), (B, N, L) or (B, G, N, L)"
@@ -167,7 +173,8 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
     opts = dict(d_state=int(A.shape[-1]) if A.dim() >= 1 else 0, b_layout=bl, c_layout=cl, groups=int(groups),
                 has_D=int(D is not None), has_z=int(z is not None), has_delta_bias=int(delta_bias is not None),
                 delta_softplus=int(bool(delta_softplus)), has_initial_state=int(initial_state is not None),
-                has_final_state=int(bool(return_last_state)), accumulate=0)
+                has_final_state=int(bool(return_last_state)), accumulate=0,
+                param_dtype=param_dtype(u.dtype, A), b_dtype=param_dtype(u.dtype, B), c_dtype=param_dtype(u.dtype, C))
     if chunk_size is not None:
         opts["chunk_size"] = int(chunk_size)
     return SelectiveScanFunction.apply(u, delta, A, B, C, D, z, delta_bias, initial_state,

@@ -25,7 +25,7 @@ import math
 
 import torch
 
-from ._core import get_plan, new_output, once_differentiable, resolve_backend, stat_dtype
+from ._core import get_plan, new_output, once_differentiable, param_dtype, resolve_backend, stat_dtype
 
 __all__ = [
     "linear", "matmul", "softmax", "log_softmax", "cross_entropy", "embedding", "rope",
@@ -57,29 +57,32 @@ class LinearFunction(torch.autograd.Function):
         y = new_output(plan, "y", x.dtype, x)
         plan.run({"x": x, "weight": weight, "bias": bias, "y": y})
         ctx.save_for_backward(x, weight)
-        ctx.gk = (opts, backend, bias is not None)
+        ctx.gk = (opts, backend, None if bias is None else bias.dtype)
         return y
 
     @staticmethod
     @once_differentiable("linear")
     def backward(ctx, dy):
         x, weight = ctx.saved_tensors
-        opts, backend, has_bias = ctx.gk
+        opts, backend, bias_dtype = ctx.gk
         dx = dweight = dbias = None
         if any(ctx.needs_input_grad[:3]):
             plan = _plan("linear", "backward", x.dtype, x.shape, backend, opts)
             dx = new_output(plan, "dx", x.dtype, x)
             dweight = new_output(plan, "dweight", x.dtype, x)
-            dbias = new_output(plan, "dbias", x.dtype, x) if has_bias else None
+            dbias = new_output(plan, "dbias", bias_dtype, x) if bias_dtype is not None else None
             plan.run({"dy": dy, "x": x, "weight": weight, "dx": dx, "dweight": dweight, "dbias": dbias})
         return _needs(ctx, dx, dweight, dbias) + (None, None)
 
 
 def linear(x, weight, bias=None, *, backend=None):
     """As torch.nn.functional.linear: y = x weight^T + bias for x (..., K),
-    weight (N, K), bias (N) or None; y is (..., N)."""
+    weight (N, K), bias (N) or None; y is (..., N). x and weight have one
+    dtype; bias has it too, or is float32 with float16/bfloat16 x (as under
+    autocast; its gradient then is float32)."""
     n = weight.shape[0] if weight.dim() >= 1 else 0
-    opts = _opts(out_features=int(n), has_bias=int(bias is not None))
+    opts = _opts(out_features=int(n), has_bias=int(bias is not None),
+                 param_dtype=param_dtype(x.dtype, bias))
     return LinearFunction.apply(x, weight, bias, opts, resolve_backend(backend))
 
 

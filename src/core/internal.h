@@ -157,6 +157,9 @@ gk_status gk_describe_conv1d(gk_plan *plan);
 gk_status gk_describe_scan(gk_plan *plan);
 
 // Helpers for describe functions.
+// desc.<field> = t must be GK_DTYPE_SAME, desc.dtype, or f32 with f16/bf16
+// desc.dtype (parameters kept in f32 under mixed precision).
+gk_status gk_check_mixed_dtype(const gk_op_desc *d, const char *field, int t);
 void gk_spec_set(gk_plan *plan, gk_arg_kind kind, bool is_output, gk_dtype dtype,
                  int rank, const int64_t *shape);
 void gk_spec_allow_alias(gk_plan *plan, gk_arg_kind output, gk_arg_kind input);

@@ -104,6 +104,9 @@ gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction, gk
   desc->scan.c_layout = GK_SCAN_BATCH;
   desc->scan.groups = 1;
   desc->scan.chunk_size = 64;
+  desc->scan.b_dtype = GK_DTYPE_SAME;
+  desc->scan.c_dtype = GK_DTYPE_SAME;
+  desc->param_dtype = GK_DTYPE_SAME;
   gk_clear_error();
   return GK_SUCCESS;
 }
@@ -145,16 +148,40 @@ void gk_spec_indices(gk_plan *plan, gk_arg_kind kind, int64_t limit, bool has_ig
   s->ignore = ignore;
 }
 
-// Checks common to every op: enums, rank, dims, element count.
+static bool is_float_dtype(gk_dtype t) { return t == GK_F32 || t == GK_F64 || t == GK_F16 || t == GK_BF16; }
+
+gk_status gk_check_mixed_dtype(const gk_op_desc *d, const char *field, int t) {
+  if (t != GK_DTYPE_SAME && !is_float_dtype((gk_dtype)t))
+    return gk_fail(GK_ERR_BAD_DTYPE, "desc.%s = %s (%d) is neither GK_DTYPE_SAME nor a floating dtype for op %s",
+                   field, gk_dtype_name((gk_dtype)t), t, gk_op_name(d->op));
+  if (t == GK_DTYPE_SAME || t == (int)d->dtype || (t == GK_F32 && (d->dtype == GK_F16 || d->dtype == GK_BF16)))
+    return GK_SUCCESS;
+  return gk_fail(GK_ERR_BAD_DTYPE, "desc.%s = %s with desc.dtype = %s: op %s takes desc.dtype there, or f32 "
+                 "with f16 or bf16 activations", field, gk_dtype_name((gk_dtype)t), gk_dtype_name(d->dtype),
+                 gk_op_name(d->op));
+}
+
+// Whether an op keeps parameters in desc.param_dtype (see gradkern.h).
+static bool takes_param_dtype(gk_op op) {
+  return op == GK_OP_RMSNORM || op == GK_OP_LAYERNORM || op == GK_OP_LINEAR || op == GK_OP_SELECTIVE_SCAN;
+}
+
+// Checks common to every op: enums, dtypes, rank, dims, element count.
 static gk_status check_desc_common(const gk_op_desc *d) {
   if ((unsigned)d->op >= GK_OP_COUNT_)
     return gk_fail(GK_ERR_INVALID_VALUE, "desc.op = %d is not a gk_op (0..%d)", (int)d->op, GK_OP_COUNT_ - 1);
   if (d->direction != GK_FORWARD && d->direction != GK_BACKWARD)
     return gk_fail(GK_ERR_INVALID_VALUE, "desc.direction = %d is neither GK_FORWARD (0) nor GK_BACKWARD (1)",
                    (int)d->direction);
-  if (d->dtype != GK_F32 && d->dtype != GK_F64 && d->dtype != GK_F16 && d->dtype != GK_BF16)
+  if (!is_float_dtype(d->dtype))
     return gk_fail(GK_ERR_BAD_DTYPE, "desc.dtype = %s (%d) is not a floating dtype (f32, f64, f16, bf16) for op %s",
                    gk_dtype_name(d->dtype), (int)d->dtype, gk_op_name(d->op));
+  gk_status s = gk_check_mixed_dtype(d, "param_dtype", d->param_dtype);
+  if (s != GK_SUCCESS) return s;
+  if (!takes_param_dtype(d->op) && d->param_dtype != GK_DTYPE_SAME && d->param_dtype != (int)d->dtype)
+    return gk_fail(GK_ERR_BAD_DTYPE, "desc.param_dtype = %s with desc.dtype = %s: op %s has no parameters kept in "
+                   "another dtype (rmsnorm, layernorm, linear and selective_scan have)",
+                   gk_dtype_name((gk_dtype)d->param_dtype), gk_dtype_name(d->dtype), gk_op_name(d->op));
   if (d->backend == GK_BACKEND_CUDA && !gk_backend_find(d->backend))
     return gk_fail(GK_ERR_UNSUPPORTED, "desc.backend = cuda: this build of gradkern has no CUDA kernels");
   if (d->backend != GK_BACKEND_AUTO && !gk_backend_find(d->backend))
@@ -220,6 +247,10 @@ gk_status gk_plan_create(const gk_op_desc *desc, gk_plan **out) {
   gk_plan *plan = calloc(1, sizeof *plan);
   if (!plan) return gk_fail(GK_ERR_OUT_OF_MEMORY, "gk_plan_create: could not allocate %zu bytes", sizeof *plan);
   plan->desc = *desc;
+  // GK_DTYPE_SAME resolved, so describe functions and kernels read dtypes.
+  if (desc->param_dtype == GK_DTYPE_SAME) plan->desc.param_dtype = (int)desc->dtype;
+  if (desc->scan.b_dtype == GK_DTYPE_SAME) plan->desc.scan.b_dtype = (int)desc->dtype;
+  if (desc->scan.c_dtype == GK_DTYPE_SAME) plan->desc.scan.c_dtype = (int)desc->dtype;
   s = describe_op[desc->op](plan);
   if (s != GK_SUCCESS) {
     free(plan);

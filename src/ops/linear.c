@@ -15,7 +15,8 @@ static gk_status check_count(const char *op, const char *what, int rank, const i
   return GK_SUCCESS;
 }
 
-// x (..., K), W (N, K), b (N) -> y (..., N)
+// x (..., K), W (N, K), b (N) -> y (..., N); b and db in desc.param_dtype
+// (f32 with f16/bf16 x under autocast), the others in desc.dtype.
 gk_status gk_describe_linear(gk_plan *plan) {
   const gk_op_desc *d = &plan->desc;
   gk_status s;
@@ -35,13 +36,13 @@ gk_status gk_describe_linear(gk_plan *plan) {
   gk_spec_set(plan, GK_ARG_X, false, d->dtype, d->rank, d->shape);
   gk_spec_set(plan, GK_ARG_WEIGHT, false, d->dtype, 2, w);
   if (d->direction == GK_FORWARD) {
-    if (d->linear.has_bias) gk_spec_set(plan, GK_ARG_BIAS, false, d->dtype, 1, &N);
+    if (d->linear.has_bias) gk_spec_set(plan, GK_ARG_BIAS, false, (gk_dtype)d->param_dtype, 1, &N);
     gk_spec_set(plan, GK_ARG_Y, true, d->dtype, d->rank, y);
   } else {
     gk_spec_set(plan, GK_ARG_DY, false, d->dtype, d->rank, y);
     gk_spec_set(plan, GK_ARG_DX, true, d->dtype, d->rank, d->shape);
     gk_spec_set(plan, GK_ARG_DWEIGHT, true, d->dtype, 2, w);
-    if (d->linear.has_bias) gk_spec_set(plan, GK_ARG_DBIAS, true, d->dtype, 1, &N);
+    if (d->linear.has_bias) gk_spec_set(plan, GK_ARG_DBIAS, true, (gk_dtype)d->param_dtype, 1, &N);
   }
   return GK_SUCCESS;
 }

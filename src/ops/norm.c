@@ -1,4 +1,7 @@
 // Descriptions of RMSNorm and LayerNorm: option checks and tensors.
+//   x, y, dy, dx (lead..., norm...) in desc.dtype; weight, bias, dweight,
+//   dbias (norm...) in desc.param_dtype (f32 with f16/bf16 x under mixed
+//   precision); rstd, mean (lead...) in f32 (f64 for f64).
 #include "../core/internal.h"
 
 #include <math.h>
@@ -27,18 +30,19 @@ gk_status gk_describe_norm(gk_plan *plan) {
     if (d->shape[i] == 0)
       return gk_fail(GK_ERR_BAD_SHAPE, "%s: desc.shape[%d] = 0 is a normalized dim: nothing to normalize over", op, i);
   gk_dtype stat = d->dtype == GK_F64 ? GK_F64 : GK_F32;
+  gk_dtype pt = (gk_dtype)d->param_dtype;  // checked by the plan, GK_DTYPE_SAME resolved
   bool w = d->norm.has_weight, b = layer && d->norm.has_bias;
   gk_spec_set(plan, GK_ARG_X, false, d->dtype, d->rank, d->shape);
-  if (w) gk_spec_set(plan, GK_ARG_WEIGHT, false, d->dtype, nr, norm_shape);
+  if (w) gk_spec_set(plan, GK_ARG_WEIGHT, false, pt, nr, norm_shape);
   bool fwd = d->direction == GK_FORWARD;
   if (fwd) {
-    if (b) gk_spec_set(plan, GK_ARG_BIAS, false, d->dtype, nr, norm_shape);
+    if (b) gk_spec_set(plan, GK_ARG_BIAS, false, pt, nr, norm_shape);
     gk_spec_set(plan, GK_ARG_Y, true, d->dtype, d->rank, d->shape);
   } else {
     gk_spec_set(plan, GK_ARG_DY, false, d->dtype, d->rank, d->shape);
     gk_spec_set(plan, GK_ARG_DX, true, d->dtype, d->rank, d->shape);
-    if (w) gk_spec_set(plan, GK_ARG_DWEIGHT, true, d->dtype, nr, norm_shape);
-    if (b) gk_spec_set(plan, GK_ARG_DBIAS, true, d->dtype, nr, norm_shape);
+    if (w) gk_spec_set(plan, GK_ARG_DWEIGHT, true, pt, nr, norm_shape);
+    if (b) gk_spec_set(plan, GK_ARG_DBIAS, true, pt, nr, norm_shape);
   }
   // Saved statistics: outputs of forward, inputs of backward.
   gk_spec_set(plan, GK_ARG_RSTD, fwd, stat, lead, d->shape);

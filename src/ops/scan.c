@@ -1,7 +1,10 @@
 // Description of the selective scan: option checks and tensors.
 //   u, delta, z, y (B, D, L); A (D, N); B, C (D, N) | (B, N, L) | (B, G, N, L);
 //   D, delta_bias (D); initial/final state (B, D, N) and chunk_states
-//   (B, D, nchunks, N) in the state dtype.
+//   (B, D, nchunks, N) in the state dtype. Dtypes: u, delta, z, y and their
+//   gradients desc.dtype; A, D, delta_bias and their gradients
+//   desc.param_dtype; B, dB desc.scan.b_dtype; C, dC desc.scan.c_dtype (each
+//   desc.dtype, or f32 with f16/bf16 desc.dtype, as mamba-ssm takes them).
 #include "scan.h"
 
 static gk_status check_flag(const char *name, int v) {
@@ -59,6 +62,9 @@ gk_status gk_describe_scan(gk_plan *plan) {
   }
   if (d->accumulate != 0 && d->accumulate != 1)
     return gk_fail(GK_ERR_INVALID_VALUE, "selective_scan: desc.accumulate = %d is neither 0 nor 1", d->accumulate);
+  gk_status status = gk_check_mixed_dtype(d, "scan.b_dtype", d->scan.b_dtype);
+  if (status == GK_SUCCESS) status = gk_check_mixed_dtype(d, "scan.c_dtype", d->scan.c_dtype);
+  if (status != GK_SUCCESS) return status;
   gk_scan_dims s = gk_scan_dims_of(d);
   // Element counts of the chunk states (B D N nchunks) and of B/C (B G N L).
   int64_t G = s.Gb > s.Gc ? s.Gb : s.Gc, n1 = s.B * s.D, n2 = s.B * s.L;
@@ -68,7 +74,8 @@ gk_status gk_describe_scan(gk_plan *plan) {
         n1 > (INT64_MAX >> 4) || n2 > (INT64_MAX >> 4))
       return gk_fail(GK_ERR_BAD_SHAPE, "selective_scan: desc.shape with desc.scan.d_state = %lld: the element "
                      "count of the states or of B/C overflows", (long long)s.N);
-  gk_dtype dt = d->dtype, st = gk_scan_state_dtype(dt);
+  gk_dtype dt = d->dtype, st = gk_scan_state_dtype(dt), pt = (gk_dtype)d->param_dtype,
+           bt = (gk_dtype)d->scan.b_dtype, ct = (gk_dtype)d->scan.c_dtype;
   int64_t a_shape[2] = {s.D, s.N}, state[3] = {s.B, s.D, s.N}, chunks[4] = {s.B, s.D, s.nchunks, s.N};
   int64_t b_shape[4], c_shape[4];
   int b_rank = bc_shape(&s, d->scan.b_layout, d->scan.groups, b_shape);
@@ -76,12 +83,12 @@ gk_status gk_describe_scan(gk_plan *plan) {
   bool fwd = d->direction == GK_FORWARD;
   gk_spec_set(plan, GK_ARG_U, false, dt, 3, d->shape);
   gk_spec_set(plan, GK_ARG_DELTA, false, dt, 3, d->shape);
-  gk_spec_set(plan, GK_ARG_A, false, dt, 2, a_shape);
-  gk_spec_set(plan, GK_ARG_B, false, dt, b_rank, b_shape);
-  gk_spec_set(plan, GK_ARG_C, false, dt, c_rank, c_shape);
-  if (d->scan.has_D) gk_spec_set(plan, GK_ARG_D, false, dt, 1, &s.D);
+  gk_spec_set(plan, GK_ARG_A, false, pt, 2, a_shape);
+  gk_spec_set(plan, GK_ARG_B, false, bt, b_rank, b_shape);
+  gk_spec_set(plan, GK_ARG_C, false, ct, c_rank, c_shape);
+  if (d->scan.has_D) gk_spec_set(plan, GK_ARG_D, false, pt, 1, &s.D);
   if (d->scan.has_z) gk_spec_set(plan, GK_ARG_Z, false, dt, 3, d->shape);
-  if (d->scan.has_delta_bias) gk_spec_set(plan, GK_ARG_DELTA_BIAS, false, dt, 1, &s.D);
+  if (d->scan.has_delta_bias) gk_spec_set(plan, GK_ARG_DELTA_BIAS, false, pt, 1, &s.D);
   if (d->scan.has_initial_state) gk_spec_set(plan, GK_ARG_INITIAL_STATE, false, st, 3, state);
   // Saved chunk states: output of forward, input of backward.
   gk_spec_set(plan, GK_ARG_CHUNK_STATES, fwd, st, 4, chunks);
@@ -94,12 +101,12 @@ gk_status gk_describe_scan(gk_plan *plan) {
   if (d->scan.has_final_state) gk_spec_set(plan, GK_ARG_DFINAL_STATE, false, st, 3, state);
   gk_spec_set(plan, GK_ARG_DU, true, dt, 3, d->shape);
   gk_spec_set(plan, GK_ARG_DDELTA, true, dt, 3, d->shape);
-  gk_spec_set(plan, GK_ARG_DA, true, dt, 2, a_shape);
-  gk_spec_set(plan, GK_ARG_DB, true, dt, b_rank, b_shape);
-  gk_spec_set(plan, GK_ARG_DC, true, dt, c_rank, c_shape);
-  if (d->scan.has_D) gk_spec_set(plan, GK_ARG_DD, true, dt, 1, &s.D);
+  gk_spec_set(plan, GK_ARG_DA, true, pt, 2, a_shape);
+  gk_spec_set(plan, GK_ARG_DB, true, bt, b_rank, b_shape);
+  gk_spec_set(plan, GK_ARG_DC, true, ct, c_rank, c_shape);
+  if (d->scan.has_D) gk_spec_set(plan, GK_ARG_DD, true, pt, 1, &s.D);
   if (d->scan.has_z) gk_spec_set(plan, GK_ARG_DZ, true, dt, 3, d->shape);
-  if (d->scan.has_delta_bias) gk_spec_set(plan, GK_ARG_DDELTA_BIAS, true, dt, 1, &s.D);
+  if (d->scan.has_delta_bias) gk_spec_set(plan, GK_ARG_DDELTA_BIAS, true, pt, 1, &s.D);
   if (d->scan.has_initial_state) gk_spec_set(plan, GK_ARG_DINITIAL_STATE, true, st, 3, state);
   return GK_SUCCESS;
 }

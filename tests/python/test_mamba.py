@@ -9,7 +9,9 @@
   z, delta_bias, softplus, return_last_state and an initial state; L = 1,
   L not a multiple of the chunk (64, 16), N = 1 and N = 512;
   outputs and every gradient, f64 / f32 / bf16 / f16, both backends, with
-  test_parity's tolerances; f32 also against the loop in f64;
+  test_parity's tolerances; f32 also against the loop in f64; bf16 / f16
+  with f32 A, D, delta_bias and f32 or 16-bit B, C (mamba-ssm's mixed
+  precision), gradients in each input's dtype;
 - a sequence processed in two pieces, the state carried over, equals it
   processed whole, gradients included;
 - gradcheck (f64) of both Functions;
@@ -267,27 +269,31 @@ SCAN_CASES = {
 }
 
 
-def _scan_inputs(case, dtype, gen):
+def _scan_inputs(case, dtype, gen, param_dtype=None, b_dtype=None, c_dtype=None):
+    """Inputs of SCAN_CASES[case] in dtype; A, D, delta_bias in param_dtype
+    and B, C in b_dtype, c_dtype where given (mamba-ssm's mixed precision)."""
     (Bs, Dd, L, N, bl, cl, G, hasD, hasz, hasb, sp, last, hasinit, chunk, ul, bcl) = SCAN_CASES[case]
 
-    def t(shape, layout="contig", f=None):
-        x = make_any(shape, layout, dtype, gen)
+    def t(shape, layout="contig", f=None, dt=None):
+        dt = dt or dtype
+        x = make_any(shape, layout, dt, gen)
         if f is not None:     # a transform of the rounded values, rounded again (in place: the layout stays)
-            x.copy_(f(x.double()).to(dtype))
+            x.copy_(f(x.double()).to(dt))
         return x
 
-    def bc(kind):
-        return {"shared": lambda: t((Dd, N)), "batch": lambda: t((Bs, N, L), bcl),
-                "grouped": lambda: t((Bs, G, N, L), bcl)}[kind]()
+    def bc(kind, dt):
+        return {"shared": lambda: t((Dd, N), dt=dt), "batch": lambda: t((Bs, N, L), bcl, dt=dt),
+                "grouped": lambda: t((Bs, G, N, L), bcl, dt=dt)}[kind]()
 
     u = t((Bs, Dd, L), ul)
     # delta > 0 without softplus (as after mamba's softplus), any sign with it
     delta = t((Bs, Dd, L), ul, (lambda v: 0.5 * v - 0.5) if sp else (lambda v: 0.05 + 0.3 * v.abs()))
-    A = t((Dd, N), "contig", lambda v: -(0.2 + v.abs()))
-    B, C = bc(bl), bc(cl)
-    D = t((Dd,)) if hasD else None
+    A = t((Dd, N), "contig", lambda v: -(0.2 + v.abs()), param_dtype)
+    B, C = bc(bl, b_dtype), bc(cl, c_dtype)
+    D = t((Dd,), dt=param_dtype) if hasD else None
     z = t((Bs, Dd, L), ul) if hasz else None
-    bias = t((Dd,), "contig", (lambda v: 0.5 * v) if sp else (lambda v: 0.1 * v.abs())) if hasb else None
+    bias = t((Dd,), "contig", (lambda v: 0.5 * v) if sp else (lambda v: 0.1 * v.abs()), param_dtype) \
+        if hasb else None
     h0 = _rand((Bs, Dd, N), gen).to(_state_dtype(dtype)) if hasinit else None
     inputs = [None if x is None else leaf(x) for x in (u, delta, A, B, C, D, z, bias, h0)]
     return inputs, dict(delta_softplus=sp, return_last_state=last), chunk
@@ -312,6 +318,35 @@ def test_selective_scan(errstats, case, dtype, backend):
     with gradkern.use_backend(backend):
         check_fn(errstats, "selective_scan", _w("selective_scan", case, dtype, backend), gk, ref, inputs,
                  SCAN_NAMES, ["y", "last_state"] if kw["return_last_state"] else ["y"], dtype, gen,
+                 scan_scales(kw))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bc", ["bc_16", "b_f32", "c_f32", "bc_f32"])
+@pytest.mark.parametrize("dtype", [BF16, F16], ids=dtype_name)
+@pytest.mark.parametrize("case", ["batch_all", "shared", "shared_B_grouped_C", "batch_B_shared_C", "L130",
+                                  "mamba_layout"])
+def test_selective_scan_mixed(errstats, case, dtype, bc, backend):
+    """mamba-ssm's mixed precision: u, delta, z in bf16/f16 with A, D,
+    delta_bias in f32 (values f32 has, not only 16-bit ones) and B, C each
+    in f32 or u's dtype. Every gradient comes back in its input's dtype and
+    is compared with TOL of that dtype: torch on the same inputs in f32
+    (16-bit results rounded once) and in f64."""
+    gen = _seed("selective_scan_mixed", case, str(dtype), bc)
+    b_dtype = F32 if bc in ("b_f32", "bc_f32") else dtype
+    c_dtype = F32 if bc in ("c_f32", "bc_f32") else dtype
+    inputs, kw, chunk = _scan_inputs(case, dtype, gen, F32, b_dtype, c_dtype)
+    assert inputs[2].dtype == F32 and inputs[3].dtype == b_dtype and inputs[4].dtype == c_dtype
+
+    def gk(u, delta, A, B, C, D, z, bias, h0):
+        return gradkern.selective_scan(u, delta, A, B, C, D, z, bias, initial_state=h0, chunk_size=chunk, **kw)
+
+    def ref(u, delta, A, B, C, D, z, bias, h0):
+        return t_scan(u, delta, A, B, C, D, z, bias, initial_state=h0, **kw)
+
+    with gradkern.use_backend(backend):
+        check_fn(errstats, "selective_scan", _w("selective_scan_mixed", case + "," + bc, dtype, backend), gk, ref,
+                 inputs, SCAN_NAMES, ["y", "last_state"] if kw["return_last_state"] else ["y"], dtype, gen,
                  scan_scales(kw))
 
 
@@ -752,8 +787,11 @@ def test_errors_name_the_argument():
     _raises(_lib.ERR_INVALID_VALUE, ["groups = 3"], gradkern.selective_scan, u, u, A, torch.randn(2, 3, 3, 6), Bm)
     _raises(_lib.ERR_BAD_DTYPE, ["'initial_state'"], gradkern.selective_scan, u.double(), u.double(), A.double(),
             Bm.double(), Bm.double(), initial_state=torch.randn(2, 4, 3))
-    _raises(_lib.ERR_BAD_DTYPE, ["'A'"], gradkern.selective_scan, u.bfloat16(), u.bfloat16(), A, Bm.bfloat16(),
-            Bm.bfloat16())
+    # f32 A with bf16 u is mamba-ssm's mixed precision (test_selective_scan_mixed); f64 A is not
+    _raises(_lib.ERR_BAD_DTYPE, ["'A'", "f64", "bf16"], gradkern.selective_scan, u.bfloat16(), u.bfloat16(),
+            A.double(), Bm.bfloat16(), Bm.bfloat16())
+    _raises(_lib.ERR_BAD_DTYPE, ["'C'", "bf16", "f16"], gradkern.selective_scan, u.half(), u.half(), A,
+            Bm.half(), Bm.bfloat16())
     _raises(_lib.ERR_INVALID_VALUE, ["chunk_size"], gradkern.selective_scan, u, u, A, Bm, Bm, chunk_size=0)
     with pytest.raises(ValueError, match="rank 1"):
         gradkern.selective_scan(u, u, A, torch.randn(3), Bm)

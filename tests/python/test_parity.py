@@ -4,6 +4,8 @@
   forward output and every gradient, on shapes with size-1 dims, odd sizes,
   transposed / step-sliced / broadcast (stride 0) inputs and gradients, and
   large |x| (+-1e4, +-80) where a naive exp overflows;
+- the norms with an f32 weight and bias on bf16 / f16 x (as under autocast),
+  each gradient in its input's dtype;
 - torch.autograd.gradcheck (central differences, f64) of every Function;
 - loss.backward() end to end through a small model;
 - bit-identical results for 1, 2 and 3 threads;
@@ -193,7 +195,8 @@ def run_torch(fn, inputs, dy, compute):
 def check_op(errstats, where, gk_fn, torch_fn, inputs, names, dtype, native_ok, gen, dy_layout, scales):
     """Forward and backward of gk_fn against torch on the same inputs.
 
-    Oracles, all asserted with TOL[dtype]:
+    Oracles, all asserted with TOL of each result's dtype (dtype, or an
+    input's own: a float32 weight's gradient of a bf16 op is float32's):
     - f64, f32: torch in the same dtype ("torch"); for f32 also torch in f64
       on the same inputs ("f64 exact").
     - bf16, f16: torch in f32 on the same (already rounded) inputs, the
@@ -214,8 +217,8 @@ def check_op(errstats, where, gk_fn, torch_fn, inputs, names, dtype, native_ok, 
     dy = make(tuple(y.shape), dy_layout, dtype, gen)
     diff = [t for t in inputs if t is not None]
     got = [y] + list(torch.autograd.grad(y, diff, dy))
-    for t, g in zip(diff, got[1:]):
-        assert g.dtype == dtype and g.shape == t.shape
+    for t, g in zip(diff, got[1:]):   # each gradient in its input's dtype (f32 norm weights of bf16 x)
+        assert g.dtype == t.dtype and g.shape == t.shape
     outs = ["y"] + ["d" + n for n in names]
     x64 = [t.detach().double() if t is not None else None for t in inputs]
     scale = scales(x64, dy.double())
@@ -224,14 +227,15 @@ def check_op(errstats, where, gk_fn, torch_fn, inputs, names, dtype, native_ok, 
     if dtype in (F64, F32):
         oracles.append(("torch", run_torch(torch_fn, inputs, dy, dtype), True))
     else:
-        oracles.append(("torch f32, rounded", [o.to(dtype) for o in run_torch(torch_fn, inputs, dy, F32)], True))
+        oracles.append(("torch f32, rounded", [o.to(g.dtype) for o, g in zip(run_torch(torch_fn, inputs, dy, F32),
+                                                                           got)], True))
     if dtype != F64:
         oracles.append(("f64 exact", exact, True))
     if dtype == BF16 and native_ok:
         oracles.append(("torch bf16 (not asserted)", run_torch(torch_fn, inputs, dy, BF16), False))
     for oracle, ref, assert_it in oracles:
         for name, g, r, sc in zip(outs, got, ref, scale):
-            compare(errstats, where, name, g, r, sc, dtype, oracle, assert_it)
+            compare(errstats, where, name, g, r, sc, g.dtype, oracle, assert_it)
 
 
 # ---------------------------------------------------------------- term sizes for atol
@@ -427,7 +431,8 @@ NORM_CASES = {
 }
 
 
-def _norm_inputs(case, dtype, gen, layer):
+def _norm_inputs(case, dtype, gen, layer, param_dtype=None):
+    """x of NORM_CASES[case] in dtype; weight and bias in param_dtype (default dtype)."""
     shape, k, xl, w, b, values, dy_layout, eps = NORM_CASES[case]
     x = make(shape, xl, dtype, gen)
     if values == "large":           # rows at scales 1e3, 80, 1, 1e-2 with a few +-1e4
@@ -439,7 +444,7 @@ def _norm_inputs(case, dtype, gen, layer):
     def param(kind):
         if not kind:
             return None
-        return leaf(make(ns, "strided" if kind == "strided" else "contig", dtype, gen))
+        return leaf(make(ns, "strided" if kind == "strided" else "contig", param_dtype or dtype, gen))
 
     weight = param(w)
     bias = param(b) if layer else None
@@ -474,6 +479,36 @@ def test_layer_norm(errstats, case, dtype, backend):
                  lambda x, w, b: gradkern.layer_norm(x, ns, w, b, **kw),
                  lambda x, w, b: F.layer_norm(x, ns, w, b, **kw),
                  [x, w, b], names, dtype, True, gen, dy_layout, norm_scales(len(ns), True, kw.get("eps", 1e-5)))
+
+
+MIXED_NORM_CASES = ["row", "two_dims", "transposed", "strided_params", "weight_only", "bias_only", "large",
+                    "many_rows"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [BF16, F16], ids=dtype_name)
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+@pytest.mark.parametrize("case", MIXED_NORM_CASES)
+def test_norm_f32_params(errstats, case, op, dtype, backend):
+    """Autocast's norms: x in bf16/f16, weight and bias in f32 (values f32
+    has, not only 16-bit ones). y and dx in x's dtype, dweight and dbias in
+    f32, each compared with TOL of its dtype."""
+    layer = op == "layer_norm"
+    if case == "bias_only" and not layer:
+        pytest.skip("RMSNorm takes no bias")
+    gen = _seed(op + "_f32_params", case, str(dtype))
+    x, ns, w, b, eps, dy_layout = _norm_inputs(case, dtype, gen, layer, F32)
+    assert all(p is None or p.dtype == F32 for p in (w, b))
+    eps = {} if eps is None else {"eps": eps}
+    names = ["x"] + (["weight"] if w is not None else []) + (["bias"] if b is not None else [])
+    gk = (lambda x, w, b: gradkern.layer_norm(x, ns, w, b, **eps)) if layer else \
+        (lambda x, w, b: gradkern.rms_norm(x, ns, w, **eps))
+    ref = (lambda x, w, b: F.layer_norm(x, ns, w, b, **eps)) if layer else \
+        (lambda x, w, b: t_rms_norm(x, ns, w, **eps))
+    with gradkern.use_backend(backend):
+        check_op(errstats, "%s_f32_params[%s,%s,%s]" % (op, case, dtype_name(dtype), backend), gk, ref, [x, w, b],
+                 names, dtype, False, gen, dy_layout,
+                 norm_scales(len(ns), layer, eps.get("eps", 1e-5 if layer else 1e-6)))
 
 
 def test_norm_saved_statistics():

@@ -9,7 +9,8 @@
   plain-torch softmax(q k^T scale + causal mask) v with k, v
   repeat_interleave'd for GQA (torch 1.13 has no
   F.scaled_dot_product_attention): T not a multiple of any tile, T = 1;
-  add / mul with broadcasting vs torch;
+  add / mul with broadcasting vs torch; linear with an f32 bias on bf16 /
+  f16 x and weight (autocast), dbias in f32;
 - torch.autograd.gradcheck (f64) of every Function;
 - the fused cross-entropy never writes into the caller's logits;
 - bad calls raise gradkern.Error naming the argument;
@@ -30,6 +31,7 @@ from helpers import (
     BACKENDS,
     BF16,
     DTYPES,
+    F16,
     F32,
     F64,
     GRADCHECK,
@@ -63,6 +65,23 @@ LINEAR_CASES = {  # name: (x shape, N, bias, x layout, weight layout, bias layou
     "broadcast_x": ((6, 8), 5, False, "broadcast", "contig", None, "contig"),
     "empty_rows": ((0, 5), 3, True, "contig", "contig", "contig", "contig"),
 }
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [BF16, F16], ids=dtype_name)
+@pytest.mark.parametrize("case", [c for c, v in LINEAR_CASES.items() if v[2]])
+def test_linear_f32_bias(errstats, case, dtype, backend):
+    """Autocast's linear: x and weight in bf16/f16, bias in f32 (values f32
+    has, not only 16-bit ones); y, dx, dweight in x's dtype, dbias in f32."""
+    shape, n, _, xl, wl, bl, dyl = LINEAR_CASES[case]
+    gen = _seed("linear_f32_bias", case, str(dtype))
+    x = leaf(make_any(shape, xl, dtype, gen))
+    w = leaf(make_any((n, shape[-1]), wl, dtype, gen))
+    b = leaf(make_any((n,), bl, F32, gen))
+    with gradkern.use_backend(backend):
+        check_fn(errstats, "linear", _w("linear_f32_bias", case, dtype, backend),
+                 lambda x, w, b: gradkern.linear(x, w, b), lambda x, w, b: F.linear(x, w, b),
+                 [x, w, b], ["x", "weight", "bias"], ["y"], dtype, gen, linear_scales, dyl)
 
 
 def linear_scales(xs, dys):
