@@ -48,6 +48,17 @@ static inline int tested_backends(gk_backend *out, int max) {
   return n;
 }
 
+// Every backend the tests run: ref (i = 0), then the tested ones.
+static inline int backends_under_test(void) {
+  gk_backend bes[16];
+  return 1 + tested_backends(bes, 16);
+}
+static inline gk_backend backend_under_test(int i) {
+  gk_backend bes[16];
+  tested_backends(bes, 16);
+  return i == 0 ? GK_BACKEND_REF : bes[i - 1];
+}
+
 // Backends a test run adds by registering: GK_TEST_BACKEND=toy registers
 // the toy device backend (toy_backend.h), which then gets every comparison
 // with ref that the cpu backend gets.

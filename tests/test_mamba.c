@@ -115,7 +115,8 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
   describe(bwd, lay, name, sizeof name);
   gk_op_desc acc = *bwd;
   acc.accumulate = 1;
-  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+  for (int ib = 0; ib < backends_under_test(); ib++) {
+    gk_backend be = backend_under_test(ib);
     argset o;
     tbuf prior[GK_ARG_COUNT_];
     clone_outputs(&roles, bwd, s, lay, &o);
@@ -483,10 +484,11 @@ int main(void) {
                              bc >> 1), CONTIGUOUS, bc == 3);
     }
 
-  // ---- finite differences in f64, both backends: every input's gradient
+  // ---- finite differences in f64, every backend under test: every input's gradient
   double worst_fd = 0;
   int fd_cases = 0;
-  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+  for (int ib = 0; ib < backends_under_test(); ib++) {
+    gk_backend be = backend_under_test(ib);
     gk_op_desc cases[16];
     int n = 0;
     cases[n++] = conv_opts(conv_desc(GK_F64, 2, 2, 6, 3, 0), 15);
@@ -521,9 +523,10 @@ int main(void) {
   }
 
   // ---- a sequence in two pieces equals it whole
-  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++)
+  for (int ib = 0; ib < backends_under_test(); ib++)
     for (size_t ti = 0; ti < 2; ti++) {
       gk_dtype dt = dtypes[ti];
+      gk_backend be = backend_under_test(ib);
       test_pieces(conv_opts(conv_desc(dt, 2, 3, 40, 4, 0), 3), 17, be);
       test_pieces(conv_opts(conv_desc(dt, 2, 3, 20, 5, 1), 1), 2, be);
       test_pieces(scan_desc(dt, 2, 3, 50, 4, GK_SCAN_BATCH, GK_SCAN_BATCH, 1, 15, 8), 24, be);

@@ -76,7 +76,8 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
   describe(bwd, lay, name, sizeof name);
   gk_op_desc acc = *bwd;
   acc.accumulate = 1;
-  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+  for (int ib = 0; ib < backends_under_test(); ib++) {
+    gk_backend be = backend_under_test(ib);
     argset o;
     clone_outputs(&roles, bwd, s, lay, &o);
     for (int k = GK_ARG_DWEIGHT; k <= GK_ARG_DBIAS; k += 2)
@@ -185,7 +186,8 @@ static void test_in_place(gk_op op, gk_dtype dt) {
   int64_t shape[2] = {37, 1100};
   gk_op_desc d;
   gk_op_desc_init(&d, op, GK_FORWARD, dt, 2, shape);
-  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+  for (int ib = 0; ib < backends_under_test(); ib++) {
+    gk_backend be = backend_under_test(ib);
     argset s;
     build(&d, CONTIGUOUS, 3.0, NULL, &s);
     run_desc(&d, be, &s);
@@ -339,10 +341,11 @@ int main(void) {
           run_all_layouts(d, 3.0);
         }
 
-  // Finite differences: every backward, both backends, f64.
+  // Finite differences: every backward, every backend under test, f64.
   static const shape_case fd_act = {2, {3, 4}}, fd_gated = {2, {4, 6}}, fd_norm = {3, {2, 3, 5}};
   int fd_cases = 0;
-  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+  for (int ib = 0; ib < backends_under_test(); ib++) {
+    gk_backend be = backend_under_test(ib);
     for (gk_op op = GK_OP_RELU; op <= GK_OP_LAYERNORM; op++)
       for (int variant = 0; variant < 4; variant++) {
         const shape_case *sc = op <= GK_OP_SOFTPLUS ? &fd_act : op <= GK_OP_GEGLU ? &fd_gated : &fd_norm;

@@ -143,7 +143,8 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
   describe(bwd, lay, name, sizeof name);
   gk_op_desc acc = *bwd;
   acc.accumulate = 1;
-  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+  for (int ib = 0; ib < backends_under_test(); ib++) {
+    gk_backend be = backend_under_test(ib);
     argset o;
     clone_outputs(&roles, bwd, s, lay, &o);
     tbuf prior[2];
@@ -239,9 +240,8 @@ static void fd_check(gk_op_desc fwd, gk_backend be) {
         gk_backend_name(be), worst);
 }
 
-static void fd_both(gk_op_desc d) {
-  fd_check(d, GK_BACKEND_REF);
-  fd_check(d, GK_BACKEND_CPU);
+static void fd_every_backend(gk_op_desc d) {
+  for (int ib = 0; ib < backends_under_test(); ib++) fd_check(d, backend_under_test(ib));
 }
 
 // ---------------------------------------------------------------- threads
@@ -298,7 +298,7 @@ static void test_linear(void) {
   int64_t fd[3] = {2, 3, 5};
   d = make(GK_OP_LINEAR, 3, fd);
   d.linear.out_features = 4;
-  fd_both(d);
+  fd_every_backend(d);
   int64_t big[2] = {100, 300};
   d = make(GK_OP_LINEAR, 2, big);
   d.linear.out_features = 260;
@@ -331,7 +331,7 @@ static void test_matmul(void) {
     d.matmul.trans_a = v & 1;
     d.matmul.trans_b = v >> 1;
     d.matmul.shared_b = v == 3;
-    fd_both(d);
+    fd_every_backend(d);
   }
   int64_t big[3] = {3, 70, 270};
   gk_op_desc d = make(GK_OP_MATMUL, 3, big);
@@ -344,9 +344,10 @@ static void test_matmul(void) {
 }
 
 // The output written over an input (the very same view) gives the same bits
-// as the out-of-place run, on both backends.
+// as the out-of-place run, on every backend under test.
 static void test_in_place(const gk_op_desc *d, int out, int in) {
-  for (gk_backend be = GK_BACKEND_REF; be <= GK_BACKEND_CPU; be++) {
+  for (int ib = 0; ib < backends_under_test(); ib++) {
+    gk_backend be = backend_under_test(ib);
     argset s;
     build(d, CONTIGUOUS, NULL, &s);
     if (d->direction == GK_BACKWARD && s.have[GK_ARG_Y]) {
@@ -394,7 +395,7 @@ static void test_softmax(void) {
       int64_t fd[3] = {2, 3, 5};
       gk_op_desc d = make(op, 3, fd);
       d.softmax.dim = dim;
-      fd_both(d);
+      fd_every_backend(d);
     }
     int64_t big[2] = {200, 300};
     gk_op_desc d = make(op, 2, big);
@@ -435,7 +436,7 @@ static void test_cross_entropy(void) {
     gk_op_desc d = make(GK_OP_CROSS_ENTROPY, 3, fd);
     d.ce.reduction = v & 1 ? GK_REDUCTION_SUM : GK_REDUCTION_MEAN;
     d.ce.label_smoothing = v & 2 ? 0.2 : 0.0;
-    fd_both(d);
+    fd_every_backend(d);
   }
   int64_t big[2] = {300, 515};
   gk_op_desc d = make(GK_OP_CROSS_ENTROPY, 2, big);
@@ -470,7 +471,7 @@ static void test_embedding(void) {
   gk_op_desc d = make(GK_OP_EMBEDDING, 2, fd);
   d.embedding.num_embeddings = 5;
   d.embedding.dim = 3;
-  fd_both(d);  // no padding_idx: its row has no gradient, unlike the finite difference
+  fd_every_backend(d);  // no padding_idx: its row has no gradient, unlike the finite difference
   int64_t big[1] = {3000};
   d = make(GK_OP_EMBEDDING, 1, big);
   d.embedding.num_embeddings = 300;
@@ -500,7 +501,7 @@ static void test_rope(void) {
     d.rope.layout = v & 1 ? GK_ROPE_BHTD : GK_ROPE_BTHD;
     d.rope.pairing = v & 2 ? GK_ROPE_INTERLEAVED : GK_ROPE_HALF;
     d.rope.offset = 5;
-    fd_both(d);
+    fd_every_backend(d);
   }
   int64_t big[4] = {2, 100, 4, 128};
   gk_op_desc d = make(GK_OP_ROPE, 4, big);
@@ -577,7 +578,7 @@ static void test_attention(void) {
   }
   for (int v = 0; v < 3; v++) {
     gk_op_desc d = attention(1, 2, 5, 3, v == 2 ? 1 : 2, v != 1);
-    fd_both(d);
+    fd_every_backend(d);
   }
   gk_op_desc d = attention(1, 4, 250, 16, 2, 1);
   for (size_t t = 0; t < thread_dtypes; t++) {
@@ -609,7 +610,7 @@ static void test_binary(void) {
     for (size_t c = 1; c < 5; c++) {
       gk_op_desc d = binary(op, cases[c].ra, cases[c].a, cases[c].rb, cases[c].b);
       d.binary.alpha = 0.7;
-      fd_both(d);
+      fd_every_backend(d);
     }
   int64_t big[3] = {50, 30, 400}, bias[1] = {400}, small[3] = {5, 6, 40};
   for (gk_op op = GK_OP_ADD; op <= GK_OP_MUL; op++) {
