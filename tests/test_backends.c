@@ -39,7 +39,7 @@ static void test_registry(void) {
   check(gk_backend_get(4, &bi) == GK_ERR_INVALID_VALUE && strstr(gk_last_error(), "index = 4"),
         "gk_backend_get(4): %s", gk_last_error());
   check(!strcmp(gk_backend_name(TOY_ID), "toy"), "gk_backend_name(%d) = %s", (int)TOY_ID, gk_backend_name(TOY_ID));
-  gk_buffer *b;
+  gk_buffer *b = NULL;
   check(gk_buffer_alloc(ABSENT_ID, 64, &b) == GK_ERR_UNSUPPORTED && strstr(gk_last_error(), "no toy device"),
         "a buffer of the absent backend: %s", gk_last_error());
 }
@@ -49,7 +49,7 @@ static void test_selection(void) {
   int64_t shape[2] = {3, 5};
   gk_op_desc d;
   gk_op_desc_init(&d, GK_OP_RELU, GK_FORWARD, GK_F64, 2, shape);
-  gk_plan *plan;
+  gk_plan *plan = NULL;
   gk_plan_info pi;
   check(gk_plan_create(&d, &plan) == GK_SUCCESS, "auto relu: %s", gk_last_error());
   gk_plan_get_info(plan, &pi);
@@ -102,7 +102,7 @@ static void test_device_memory(void) {
   gk_op_desc_init(&f, GK_OP_SOFTMAX, GK_FORWARD, GK_F32, 2, shape);
   bw = f;
   bw.direction = GK_BACKWARD;
-  gk_plan *pf, *pb;
+  gk_plan *pf = NULL, *pb = NULL;
   gk_arg a[3];
   check(gk_plan_create(&f, &pf) == GK_SUCCESS && gk_plan_create(&bw, &pb) == GK_SUCCESS, "cpu softmax: %s",
         gk_last_error());
@@ -123,7 +123,7 @@ static void test_device_memory(void) {
   f.backend = bw.backend = TOY_ID;
   check(gk_plan_create(&f, &pf) == GK_SUCCESS && gk_plan_create(&bw, &pb) == GK_SUCCESS, "toy softmax: %s",
         gk_last_error());
-  gk_buffer *buf, *other;
+  gk_buffer *buf = NULL, *other = NULL;
   check(gk_buffer_alloc(TOY_ID, 4 * bytes, &buf) == GK_SUCCESS && live_buffers == 1, "toy buffer: %s",
         gk_last_error());
   check(gk_buffer_size(buf) == 4 * bytes, "gk_buffer_size = %zu", gk_buffer_size(buf));
@@ -186,12 +186,12 @@ static void test_index_check(void) {
   d.embedding.num_embeddings = 4;
   d.embedding.dim = 2;
   d.backend = TOY_ID;
-  gk_plan *plan;
+  gk_plan *plan = NULL;
   check(gk_plan_create(&d, &plan) == GK_SUCCESS, "toy embedding: %s", gk_last_error());
   int64_t idx[3] = {1, 4, 0};
   float w[8] = {0}, out[6];
   for (int i = 0; i < 6; i++) out[i] = 42;
-  gk_buffer *buf;
+  gk_buffer *buf = NULL;
   gk_buffer_alloc(TOY_ID, 24 + 32 + 24, &buf);
   gk_buffer_upload(buf, 0, idx, 24);
   gk_buffer_upload(buf, 24, w, 32);
