@@ -1,5 +1,6 @@
 // Bad input: every rejected call returns its status and a message naming the
 // argument, and writes nothing to any output.
+#include "arg_dtypes.h"
 #include "bad_input_harness.h"
 
 static gk_op_desc desc(gk_op op, gk_direction dir, gk_dtype dt, int rank, const int64_t *shape) {
@@ -9,16 +10,6 @@ static gk_op_desc desc(gk_op op, gk_direction dir, gk_dtype dt, int rank, const 
 }
 
 static bool is_stat(int k) { return k == GK_ARG_RSTD || k == GK_ARG_MEAN; }
-
-static bool is_param(int k) {
-  return k == GK_ARG_WEIGHT || k == GK_ARG_BIAS || k == GK_ARG_DWEIGHT || k == GK_ARG_DBIAS;
-}
-
-// Stats f32 (f64 for f64); norm parameters desc.param_dtype; the rest desc.dtype.
-static gk_dtype dtype_of(const gk_op_desc *d, int k) {
-  if (is_stat(k)) return d->dtype == GK_F64 ? GK_F64 : GK_F32;
-  return is_param(k) && d->param_dtype != GK_DTYPE_SAME ? (gk_dtype)d->param_dtype : d->dtype;
-}
 
 // Inputs (the saved statistics too, in backward) in [0.5, 1].
 static void fill(const gk_op_desc *d, const gk_tensor *t, int k) {
@@ -32,7 +23,8 @@ static bool is_output(fixture *f, int k) {
          (is_stat(k) && arg_of(f, GK_ARG_Y));
 }
 
-static const fixture_roles fixture_roles_of_file = {.dtype_of = dtype_of, .fill = fill, .is_output = is_output};
+static const fixture_roles fixture_roles_of_file = {.dtype_of = expected_arg_dtype, .fill = fill,
+                                                    .is_output = is_output};
 
 int main(void) {
   int64_t s2[2] = {4, 6}, s9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, neg[2] = {4, -3}, odd[2] = {4, 5}, zero[2] = {4, 0};

@@ -1,35 +1,13 @@
 // Bad input to conv1d, the selective scan, the optimizers and clipping:
 // every rejected call returns its status and a message naming the argument
 // and the value, and writes nothing.
+#include "arg_dtypes.h"
 #include "bad_input_harness.h"
 
 static bool is_output(gk_direction dir, int k) {
   if (dir == GK_FORWARD) return k == GK_ARG_Y || k == GK_ARG_FINAL_STATE || k == GK_ARG_CHUNK_STATES;
   return k == GK_ARG_DX || k == GK_ARG_DWEIGHT || k == GK_ARG_DBIAS || k == GK_ARG_DINITIAL_STATE ||
          (k >= GK_ARG_DU && k <= GK_ARG_DDELTA_BIAS && (k - GK_ARG_DU) % 2 == 0);
-}
-
-static bool is_state(const gk_op_desc *d, int k) {
-  return d->op == GK_OP_SELECTIVE_SCAN && (k == GK_ARG_INITIAL_STATE || k == GK_ARG_FINAL_STATE ||
-                                           k == GK_ARG_DINITIAL_STATE || k == GK_ARG_DFINAL_STATE ||
-                                           k == GK_ARG_CHUNK_STATES);
-}
-
-// A dtype field of the desc: GK_DTYPE_SAME is desc.dtype.
-static gk_dtype resolved(const gk_op_desc *d, int t) { return t == GK_DTYPE_SAME ? d->dtype : (gk_dtype)t; }
-
-// States f32 (f64 for f64); A, D, delta_bias and their gradients
-// desc.param_dtype, B/dB and C/dC scan.b_dtype and c_dtype; the rest desc.dtype.
-static gk_dtype dtype_of(const gk_op_desc *d, int k) {
-  if (is_state(d, k)) return d->dtype != GK_F64 ? GK_F32 : d->dtype;
-  if (d->op != GK_OP_SELECTIVE_SCAN) return d->dtype;
-  switch (k) {
-  case GK_ARG_A: case GK_ARG_DA: case GK_ARG_D: case GK_ARG_DD: case GK_ARG_DELTA_BIAS: case GK_ARG_DDELTA_BIAS:
-    return resolved(d, d->param_dtype);
-  case GK_ARG_B: case GK_ARG_DB: return resolved(d, d->scan.b_dtype);
-  case GK_ARG_C: case GK_ARG_DC: return resolved(d, d->scan.c_dtype);
-  default: return d->dtype;
-  }
 }
 
 // Inputs in [0.1, 0.5], outputs left as canaries.
@@ -39,7 +17,7 @@ static void fill(const gk_op_desc *d, const gk_tensor *t, int k) {
 
 static bool is_fixture_output(fixture *f, int k) { return is_output(f->dir, k); }
 
-static const fixture_roles fixture_roles_of_file = {.dtype_of = dtype_of, .fill = fill,
+static const fixture_roles fixture_roles_of_file = {.dtype_of = expected_arg_dtype, .fill = fill,
                                                     .is_output = is_fixture_output};
 
 static gk_op_desc conv(gk_direction dir, int64_t W) {

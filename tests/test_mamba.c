@@ -6,6 +6,7 @@
 // whole; accumulation of parameter gradients; f32 parameters (A, D,
 // delta_bias, B, C) with f16/bf16 activations against the reference; no
 // byte written outside an output's elements.
+#include "arg_dtypes.h"
 #include "plan_harness.h"
 
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
@@ -27,30 +28,6 @@ static bool is_param_grad(const gk_op_desc *d, int k) {
   if (k == GK_ARG_DB) return d->scan.b_layout == GK_SCAN_SHARED;
   if (k == GK_ARG_DC) return d->scan.c_layout == GK_SCAN_SHARED;
   return false;
-}
-
-// The scan's states are kept in f32 (f64 for f64); A, D, delta_bias and
-// their gradients have desc.param_dtype, B and dB scan.b_dtype, C and dC
-// scan.c_dtype; everything else has the op's dtype.
-static bool is_state(const gk_op_desc *d, int k) {
-  return d->op == GK_OP_SELECTIVE_SCAN && (k == GK_ARG_INITIAL_STATE || k == GK_ARG_FINAL_STATE ||
-                                           k == GK_ARG_DINITIAL_STATE || k == GK_ARG_DFINAL_STATE ||
-                                           k == GK_ARG_CHUNK_STATES);
-}
-
-// A dtype field of the desc: GK_DTYPE_SAME is desc.dtype.
-static gk_dtype resolved(const gk_op_desc *d, int t) { return t == GK_DTYPE_SAME ? d->dtype : (gk_dtype)t; }
-
-static gk_dtype dtype_of(const gk_op_desc *d, int k) {
-  if (is_state(d, k)) return d->dtype != GK_F64 ? GK_F32 : d->dtype;
-  if (d->op != GK_OP_SELECTIVE_SCAN) return d->dtype;
-  switch (k) {
-  case GK_ARG_A: case GK_ARG_DA: case GK_ARG_D: case GK_ARG_DD: case GK_ARG_DELTA_BIAS: case GK_ARG_DDELTA_BIAS:
-    return resolved(d, d->param_dtype);
-  case GK_ARG_B: case GK_ARG_DB: return resolved(d, d->scan.b_dtype);
-  case GK_ARG_C: case GK_ARG_DC: return resolved(d, d->scan.c_dtype);
-  default: return d->dtype;
-  }
 }
 
 // Random values for input k: decays exp(dt A) < 1 (A < 0, dt > 0 before
@@ -76,8 +53,8 @@ static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n
              "scan %s %s (A %s, B %s, C %s) [%lld,%lld,%lld] N=%lld B=%d C=%d G=%lld D=%d z=%d db=%d sp=%d init=%d "
              "final=%d T=%lld %s",
              d->direction == GK_FORWARD ? "fwd" : "bwd", gk_dtype_name(d->dtype),
-             gk_dtype_name(dtype_of(d, GK_ARG_A)), gk_dtype_name(dtype_of(d, GK_ARG_B)),
-             gk_dtype_name(dtype_of(d, GK_ARG_C)), (long long)d->shape[0],
+             gk_dtype_name(expected_arg_dtype(d, GK_ARG_A)), gk_dtype_name(expected_arg_dtype(d, GK_ARG_B)),
+             gk_dtype_name(expected_arg_dtype(d, GK_ARG_C)), (long long)d->shape[0],
              (long long)d->shape[1], (long long)d->shape[2], (long long)d->scan.d_state, d->scan.b_layout,
              d->scan.c_layout, (long long)d->scan.groups, d->scan.has_D, d->scan.has_z, d->scan.has_delta_bias,
              d->scan.delta_softplus, d->scan.has_initial_state, d->scan.has_final_state,
@@ -100,7 +77,7 @@ static tol tol_for(const gk_op_desc *d, int k, gk_dtype out_dtype) {
 static bool is_output_of(const gk_op_desc *d, int k) { return is_output(d->direction, k); }
 
 // Every argument in the layout asked for.
-static const plan_roles roles = {.is_output = is_output_of, .dtype_of = dtype_of, .fill = fill_input,
+static const plan_roles roles = {.is_output = is_output_of, .dtype_of = expected_arg_dtype, .fill = fill_input,
                                  .tol_for = tol_for, .describe = describe};
 
 // Tensors for d: inputs in layout `lay` (copied from `from` where it has

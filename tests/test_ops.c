@@ -3,24 +3,12 @@
 // f64, bit-identity across thread counts 1, 2, 3, accumulation of parameter
 // gradients, in-place use, norms with f32 parameters on f16/bf16 x, and no
 // byte written outside an output's elements.
+#include "arg_dtypes.h"
 #include "plan_harness.h"
 
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
 
 static bool is_stat(int k) { return k == GK_ARG_RSTD || k == GK_ARG_MEAN; }
-
-static gk_dtype stat_dtype(gk_dtype dt) { return dt == GK_F64 ? GK_F64 : GK_F32; }
-
-static bool is_param(int k) {
-  return k == GK_ARG_WEIGHT || k == GK_ARG_BIAS || k == GK_ARG_DWEIGHT || k == GK_ARG_DBIAS;
-}
-
-// Stats in f32 (f64 for f64), the norms' weight and bias (and their
-// gradients) in desc.param_dtype, everything else in desc.dtype.
-static gk_dtype dtype_of(const gk_op_desc *d, int k) {
-  if (is_stat(k)) return stat_dtype(d->dtype);
-  return is_param(k) && d->param_dtype != GK_DTYPE_SAME ? (gk_dtype)d->param_dtype : d->dtype;
-}
 
 static bool is_input(gk_direction dir, int k) {
   if (dir == GK_FORWARD) return k == GK_ARG_X || k == GK_ARG_GATE || k == GK_ARG_WEIGHT || k == GK_ARG_BIAS;
@@ -52,14 +40,15 @@ static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n
     snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ",%lld" : "%lld", (long long)d->shape[i]);
   snprintf(buf, n, "%s %s %s (params %s) %s%s form=%d dim=%d nr=%d w=%d b=%d %s", gk_op_name(d->op),
            d->direction == GK_FORWARD ? "fwd" : "bwd", gk_dtype_name(d->dtype),
-           gk_dtype_name(dtype_of(d, GK_ARG_WEIGHT)), shape, "]", d->gated.form,
+           gk_dtype_name(expected_arg_dtype(d, GK_ARG_WEIGHT)), shape, "]", d->gated.form,
            d->gated.dim, d->norm.normalized_rank, d->norm.has_weight, d->norm.has_bias, layout_name[lay]);
   return buf;
 }
 
 // Saved statistics stay contiguous; the tolerance is the output's dtype's.
 static const plan_roles roles = {
-    .is_output = is_output, .dtype_of = dtype_of, .contiguous = is_stat, .fill = fill_input, .describe = describe};
+    .is_output = is_output, .dtype_of = expected_arg_dtype, .contiguous = is_stat, .fill = fill_input,
+    .describe = describe};
 
 // Allocate s's tensors for d: inputs in layout `lay` filled at random (|x|
 // up to xscale), or copied from `from` when it has them (forward tensors

@@ -4,6 +4,7 @@
 // gradients, linear with an f32 bias on f16/bf16 x; the reference and the
 // CPU kernel against central finite differences in f64; bit-identity across
 // thread counts 1, 2, 3.
+#include "arg_dtypes.h"
 #include "plan_harness.h"
 
 static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
@@ -52,14 +53,6 @@ static const int grad_pairs[][2] = {{GK_ARG_X, GK_ARG_DX}, {GK_ARG_WEIGHT, GK_AR
 // is sum(output * upstream).
 static const int out_pairs[][2] = {{GK_ARG_Y, GK_ARG_DY}, {GK_ARG_LOSS, GK_ARG_DLOSS}};
 
-static gk_dtype arg_dtype(const gk_op_desc *d, int k) {
-  if (is_stat_kind(k)) return d->dtype == GK_F64 ? GK_F64 : GK_F32;
-  if (is_index_kind(k)) return d->index_dtype;
-  // linear's bias: desc.param_dtype (f32 with f16/bf16 x under autocast)
-  if ((k == GK_ARG_BIAS || k == GK_ARG_DBIAS) && d->param_dtype != GK_DTYPE_SAME) return (gk_dtype)d->param_dtype;
-  return d->dtype;
-}
-
 static double g_xscale = 1.0;      // magnitude of x-like inputs
 static double g_ignore_frac = 0.0; // fraction of targets set to ignore_index
 
@@ -98,7 +91,7 @@ static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n
   for (int i = 0; i < d->rank; i++)
     snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ",%lld" : "%lld", (long long)d->shape[i]);
   snprintf(buf, n, "%s %s %s (bias %s) [%s] %s", gk_op_name(d->op), d->direction == GK_FORWARD ? "fwd" : "bwd",
-           gk_dtype_name(d->dtype), gk_dtype_name(arg_dtype(d, GK_ARG_BIAS)), shape, layout_name[lay]);
+           gk_dtype_name(d->dtype), gk_dtype_name(expected_arg_dtype(d, GK_ARG_BIAS)), shape, layout_name[lay]);
   return buf;
 }
 
@@ -118,7 +111,7 @@ static bool is_output(const gk_op_desc *d, int k) { return !is_input(d->directio
 // Statistics and index tensors stay contiguous.
 static bool is_plain(int k) { return is_stat_kind(k) || is_index_kind(k); }
 
-static const plan_roles roles = {.is_output = is_output, .dtype_of = arg_dtype, .contiguous = is_plain,
+static const plan_roles roles = {.is_output = is_output, .dtype_of = expected_arg_dtype, .contiguous = is_plain,
                                  .fill = fill_input, .tol_for = tol_for, .describe = describe};
 
 // Allocate the tensors of the plan for d in layout `lay` (statistics and

@@ -2,6 +2,7 @@
 // and a message naming the argument and the value, and writes nothing to any
 // output (nor to the logits a rejected in-place cross-entropy would have
 // overwritten).
+#include "arg_dtypes.h"
 #include "bad_input_harness.h"
 
 static gk_op_desc desc(gk_op op, gk_direction dir, int rank, const int64_t *shape) {
@@ -17,13 +18,6 @@ static bool is_output(gk_direction dir, int k) {
          k == GK_ARG_DLOGITS || k == GK_ARG_DQ || k == GK_ARG_DK || k == GK_ARG_DV;
 }
 
-static gk_dtype dtype_of(const gk_op_desc *d, int k) {
-  if (k == GK_ARG_TARGET || k == GK_ARG_INDEX) return d->index_dtype;
-  if ((k == GK_ARG_BIAS || k == GK_ARG_DBIAS) && d->param_dtype != GK_DTYPE_SAME) return (gk_dtype)d->param_dtype;
-  if (k == GK_ARG_LSE || k == GK_ARG_LOSS || k == GK_ARG_DLOSS) return d->dtype == GK_F64 ? GK_F64 : GK_F32;
-  return d->dtype;
-}
-
 // Inputs valid (floats in [0.5, 1], indices 0), outputs left as canaries.
 static void fill(const gk_op_desc *d, const gk_tensor *t, int k) {
   if (is_output(d->direction, k)) return;
@@ -33,7 +27,7 @@ static void fill(const gk_op_desc *d, const gk_tensor *t, int k) {
 
 static bool is_fixture_output(fixture *f, int k) { return is_output(f->dir, k); }
 
-static const fixture_roles fixture_roles_of_file = {.dtype_of = dtype_of, .fill = fill,
+static const fixture_roles fixture_roles_of_file = {.dtype_of = expected_arg_dtype, .fill = fill,
                                                     .is_output = is_fixture_output};
 
 static void set_index(fixture *f, gk_arg_kind k, int64_t i, int64_t v) { tset(&f->b[k].t, i, (double)v); }
