@@ -1,8 +1,9 @@
 # gradkern: the two commands are `make train` and `make test`.
 BUILD ?= build
 JOBS ?= 2
+PREFIX ?= /usr/local
 
-.PHONY: all build deps test-deps bench-deps fuzz-deps train test fuzz info bench bench-torch clean
+.PHONY: all build deps test-deps bench-deps fuzz-deps train test fuzz info bench bench-torch clean install uninstall
 
 all: build
 
@@ -18,9 +19,11 @@ bench-deps:
 fuzz-deps:
 	@scripts/install-deps.sh fuzz
 
+# The library (shared and static) and the gradkern command only; make test
+# builds the rest (tests, sanitizer builds, examples, timing programs).
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS)
+	@cmake --build $(BUILD) -j $(JOBS) --target gradkern gradkern_static gradkern_cli
 
 # The main job: a small Mamba trained on the selective-copying task
 # (gradkern train --help for the options; TRAIN_ARGS adds some).
@@ -34,6 +37,7 @@ info: build
 # ThreadSanitizer) and the PyTorch parity tests with gcc; then the library,
 # the C tests (ASan+UBSan too) and short fuzzer runs built by clang.
 test: test-deps build
+	@cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@cmake -S . -B $(BUILD)-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DGK_FUZZ_OPT=-O0 -DGK_TSAN=OFF >/dev/null
 	@cmake --build $(BUILD)-clang -j $(JOBS)
@@ -55,6 +59,15 @@ bench: bench-deps build
 
 bench-torch: bench-deps build
 	/usr/bin/python3 bench/vs_torch.py --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
+
+# The header, the libraries, the command, gradkern.pc and the CMake package
+# under PREFIX (staged under DESTDIR when set); uninstall removes what the
+# last install listed in $(BUILD)/install_manifest.txt.
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+uninstall:
+	DESTDIR="$(DESTDIR)" scripts/uninstall.sh $(BUILD)/install_manifest.txt
 
 clean:
 	rm -rf $(BUILD)
