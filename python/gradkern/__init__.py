@@ -6,8 +6,10 @@
     y = gradkern.swiglu(gradkern.rms_norm(x, 16, w))   # split form: (4, 8)
     y.sum().backward()                                  # backward runs gradkern too
 
-The library is found through the environment variable GRADKERN_LIB (a path to
-libgradkern.so), else at <repository>/build/libgradkern.so.
+The library is $GRADKERN_LIB (a path to libgradkern.so) if set, else the one
+bundled in the package (pip install ./python), else <repository>/build's,
+else the one `make install` put in the environment's prefix or on the dynamic
+loader's path (_lib.library_candidates). `python3 -m gradkern info` says which.
 
 Ops (named and called like torch.nn.functional; each is an autograd Function
 whose forward and backward run gradkern; CPU tensors of float32, float64,

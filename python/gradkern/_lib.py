@@ -6,6 +6,7 @@ header's. Nothing in this module knows about torch.
 """
 import ctypes
 import os
+import sys
 
 GK_MAX_RANK = 8
 
@@ -170,13 +171,50 @@ class gk_sgd_config(ctypes.Structure):
     _fields_ = [("lr", _d), ("momentum", _d), ("dampening", _d), ("weight_decay", _d), ("nesterov", _i)]
 
 
-def default_library_path():
-    """$GRADKERN_LIB, else <repo>/build/libgradkern.so (../../build from here)."""
+def library_candidates():
+    """Where load() looks for libgradkern.so, in order: $GRADKERN_LIB; the
+    library bundled in the package (pip install); the repository's build/
+    (running from a checkout with PYTHONPATH=python); the environment's prefix
+    (make install PREFIX=$VIRTUAL_ENV). Then load() asks the dynamic loader
+    (LD_LIBRARY_PATH, ldconfig's cache: make install into /usr/local)."""
     env = os.environ.get("GRADKERN_LIB")
     if env:
-        return env
+        return [env]
     here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "build", "libgradkern.so"))
+    return [os.path.join(here, "libgradkern.so"),
+            os.path.normpath(os.path.join(here, "..", "..", "build", "libgradkern.so")),
+            os.path.join(sys.prefix, "lib", "libgradkern.so")]
+
+
+class _Dl_info(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _open(path=None):
+    """(CDLL, its file): path, else the first of library_candidates() that
+    exists, else what the dynamic loader finds for libgradkern.so."""
+    if path:
+        if not os.path.exists(path):
+            raise OSError("gradkern: shared library not found at %r" % path)
+        return ctypes.CDLL(path), path
+    candidates = library_candidates()
+    for candidate in candidates:
+        if os.path.exists(candidate):
+            return ctypes.CDLL(candidate), candidate
+    if os.environ.get("GRADKERN_LIB"):
+        raise OSError("gradkern: GRADKERN_LIB=%r does not exist" % candidates[0])
+    try:
+        lib = ctypes.CDLL("libgradkern.so")
+    except OSError:
+        raise OSError(
+            "gradkern: libgradkern.so not found in %s, nor by the dynamic loader. Install the "
+            "package with the library bundled (pip install ./python from the repository), or "
+            "install the library (make install; ldconfig), or build it (make) and set "
+            "GRADKERN_LIB to its path." % ", ".join(candidates)) from None
+    info = _Dl_info()
+    ctypes.CDLL(None).dladdr(ctypes.cast(lib.gk_version, ctypes.c_void_p), ctypes.byref(info))
+    return lib, info.dli_fname.decode() if info.dli_fname else "libgradkern.so"
 
 
 def _declare(lib):
@@ -223,13 +261,9 @@ def _declare(lib):
 
 
 def load(path=None):
-    path = path or default_library_path()
-    if not os.path.exists(path):
-        raise OSError(
-            "gradkern: shared library not found at %r. Build it with "
-            "`cmake -S . -B build && cmake --build build` in the repository, or set "
-            "GRADKERN_LIB to the path of libgradkern.so." % path)
-    lib = _declare(ctypes.CDLL(path))
+    """(the declared library, its path): path, else found as _open() says."""
+    lib, path = _open(path)
+    lib = _declare(lib)
     for struct in (gk_tensor, gk_arg, gk_op_desc, gk_plan_info, gk_backend_info):
         want = lib.gk_struct_size(struct.__name__.encode())
         if want != ctypes.sizeof(struct):
