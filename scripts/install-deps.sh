@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gradkern's build and tests need, when it is missing.
 #   scripts/install-deps.sh build   compiler, cmake
-#   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's)
+#   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's),
+#                                     pkg-config, pip, setuptools and venv (the install tests)
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
 # As root it installs Debian packages with apt-get; otherwise it prints the
@@ -27,9 +28,13 @@ if [ "${1:-build}" = test ]; then
     "$py" -c 'import torch' 2>/dev/null || need+=(python3-torch)
     "$py" -c 'import numpy' 2>/dev/null || need+=(python3-numpy)
     "$py" -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
+    "$py" -c 'import pip' 2>/dev/null || need+=(python3-pip)
+    "$py" -c 'import setuptools' 2>/dev/null || need+=(python3-setuptools)
+    "$py" -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
   else
-    need+=(python3-torch python3-numpy python3-pytest)
+    need+=(python3-torch python3-numpy python3-pytest python3-pip python3-setuptools python3-venv)
   fi
+  command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 fi
 if [ "${1:-build}" = bench ]; then
   ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0' || need+=(libopenblas0)
