@@ -39,7 +39,7 @@ libdir=lib  # CMAKE_INSTALL_LIBDIR for a prefix other than /usr
 uninstall_check() {
   DESTDIR=${2:-} "$src/scripts/uninstall.sh" "$manifest" >/dev/null
   while IFS= read -r f || [ -n "$f" ]; do
-    [ ! -e "${2:-}$f" ] && [ ! -L "${2:-}$f" ] || fail "uninstall left ${2:-}$f"
+    if [ -e "${2:-}$f" ] || [ -L "${2:-}$f" ]; then fail "uninstall left ${2:-}$f"; fi
   done < "$manifest"
   left=$(find "$1" ! -type d)
   [ -z "$left" ] || fail "uninstall left files under $1: $left"
