@@ -41,7 +41,7 @@ test: test-deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@cmake -S . -B $(BUILD)-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DGK_FUZZ_OPT=-O0 -DGK_TSAN=OFF >/dev/null
 	@cmake --build $(BUILD)-clang -j $(JOBS)
-	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E python_parity
+	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E 'python_parity|install_python'
 
 # The libFuzzer targets (tests/fuzz), built by clang at -O1, each run for
 # FUZZ_RUNS executions (make test runs them for 20 seconds each).

@@ -59,7 +59,10 @@ if [ "$what" = c ]; then
     fail "libgradkern.so.$major is not a link to libgradkern.so.$version"
   [ "$(readlink "$stage$prefix/$libdir/libgradkern.so")" = "libgradkern.so.$major" ] ||
     fail "libgradkern.so is not a link to libgradkern.so.$major"
-  readelf -d "$stage$prefix/$libdir/libgradkern.so.$version" | grep -q "Library soname: \[libgradkern.so.$major\]" ||
+  # (grep -q reads here-strings: on a pipe it may exit before the writer is
+  # done, which pipefail would count as a failure.)
+  dynamic=$(readelf -d "$stage$prefix/$libdir/libgradkern.so.$version")
+  grep -q "Library soname: \[libgradkern.so.$major\]" <<< "$dynamic" ||
     fail "the SONAME of libgradkern.so.$version is not libgradkern.so.$major"
   grep -q "^prefix=$prefix\$" "$stage$prefix/$libdir/pkgconfig/gradkern.pc" || fail "gradkern.pc does not name $prefix"
   outside=$(grep -v "^$prefix/" "$manifest" || true)
@@ -84,10 +87,12 @@ if [ "$what" = c ]; then
     echo "$(basename "$exe"): $out"
   done
   for exe in "$tmp/consumer_pkgconfig" "$tmp/consumer/consumer_shared"; do
-    ldd "$exe" | grep -q "libgradkern.so.$major => $prefix/$libdir/libgradkern.so.$major" ||
-      fail "$exe does not load the installed library: $(ldd "$exe" | grep gradkern)"
+    libs=$(ldd "$exe")
+    grep -q "libgradkern.so.$major => $prefix/$libdir/libgradkern.so.$major" <<< "$libs" ||
+      fail "$exe does not load the installed library: $libs"
   done
-  ! ldd "$tmp/consumer/consumer_static" | grep -q libgradkern || fail "consumer_static loads libgradkern.so"
+  libs=$(ldd "$tmp/consumer/consumer_static")
+  if grep -q libgradkern <<< "$libs"; then fail "consumer_static loads libgradkern.so: $libs"; fi
   uninstall_check "$prefix"
 
 elif [ "$what" = python ]; then
@@ -103,8 +108,8 @@ elif [ "$what" = python ]; then
     out=$("$1/bin/python" "$src/examples/consumer/autograd.py") || fail "autograd.py in $1"
     echo "$out"
     info=$("$1/bin/python" -m gradkern info) || fail "python3 -m gradkern info in $1"
-    echo "$info" | grep -q "^gradkern $version\$" || fail "python3 -m gradkern info: $info"
-    echo "$info" | grep -q "^library  $1/" || fail "the library loaded is not under $1: $info"
+    grep -q "^gradkern $version\$" <<< "$info" || fail "python3 -m gradkern info: $info"
+    grep -q "^library  $1/" <<< "$info" || fail "the library loaded is not under $1: $info"
   }
   venv=$tmp/bundled
   /usr/bin/python3 -m venv --system-site-packages --without-pip "$venv"
@@ -125,9 +130,9 @@ elif [ "$what" = python ]; then
   cmake --install "$build" --prefix "$tmp/elsewhere" >/dev/null
   info=$(LD_LIBRARY_PATH=$tmp/elsewhere/$libdir "$venv/bin/python" -m gradkern info) ||
     fail "python3 -m gradkern info with the library on LD_LIBRARY_PATH"
-  echo "$info" | grep -q "^library  $tmp/elsewhere/$libdir/libgradkern.so\$" ||
+  grep -q "^library  $tmp/elsewhere/$libdir/libgradkern.so\$" <<< "$info" ||
     fail "the library on LD_LIBRARY_PATH is not the one loaded: $info"
-  echo "without a bundled library: $(echo "$info" | grep '^library')"
+  echo "without a bundled library: $(grep '^library' <<< "$info")"
   "$src/scripts/uninstall.sh" "$manifest" >/dev/null
 else
   fail "unknown mode '$what' (c or python)"
