@@ -34,8 +34,9 @@ info: build
 	$(BUILD)/gradkern info
 
 # Every test: the C tests (also under ASan+UBSan, the concurrency test under
-# ThreadSanitizer) and the PyTorch parity tests with gcc; then the library,
-# the C tests (ASan+UBSan too) and short fuzzer runs built by clang.
+# ThreadSanitizer), the PyTorch parity tests and the install tests (C and
+# pip) with gcc; then the library, the C tests (ASan+UBSan too), the C install
+# test and short fuzzer runs built by clang.
 test: test-deps build
 	@cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
