@@ -7,7 +7,8 @@ N ranks with --batch b against one process with --batch N*b (Mamba and
 LLaMA, with and without --zero 1): the final losses within 1e-6 relative
 and the weights within f32 reassociation; two runs with the same N
 bit-identical; checkpoints that resume on another number of ranks with the
-same trajectory; the weight drift check; a killed rank stopping the job.
+same trajectory; the weight drift check; a hung rank and a killed rank
+stopping the job.
 Fails (never skips) when mpirun or MPI support is missing."""
 import json
 import os
@@ -165,11 +166,18 @@ def run_tests(p):
 
     # The drift check: one rank's weights perturbed on purpose.
     r = train(2, *replace(MAMBA, "--eval-every", "2"), "--steps", "6", "--batch", "3", "--checkpoint", p("drift.st"),
-              env=dict(ENV, GK_TEST_PERTURB_RANK="1"))
+              env=dict(ENV, GK_TEST_FAULT="perturb@1"))
     check(r.returncode != 0 and "differ between the ranks" in r.stderr and "'norm_f'" in r.stderr
           and not os.path.exists(p("drift.st")),
           "a perturbed rank: the run stops at the next check naming the tensor, no checkpoint written: " +
           ([x for x in r.stderr.splitlines() if "gradkern" in x] or ["(no message)"])[0][:200])
+
+    # A rank that hangs (test-only fault): the others stop after --rank-timeout.
+    t0 = time.time()
+    r = train(2, *MAMBA, "--steps", "10", "--batch", "3", "--rank-timeout", "2", env=dict(ENV, GK_TEST_FAULT="hang@1"),
+              timeout=60)
+    check(r.returncode != 0 and "rank 0: step 2 took more than --rank-timeout 2 s" in r.stderr,
+          "rank 1 hangs: rank 0 stops after --rank-timeout 2 s (the job ended in %.1f s)" % (time.time() - t0))
 
     # A rank killed mid-run: the job stops (mpirun ends the others) within
     # the bound, and the last checkpoint loads.

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // The built-in selective-copying task: 8 data tokens of 8 values scattered
 // in the first 56 of 64 positions, reproduced after 8 markers.
@@ -794,6 +795,7 @@ int gk_cmd_train(int argc, char **argv) {
 static int train_main(trainer *tp) {
   trainer t = *tp;
   gk_train_args *a = &t.a;
+  gk_dist_watchdog(t.dist, a->rank_timeout, "starting (checking the outputs, setting up, resuming)");
   // The output files are checked by rank 0 (which writes them).
   int bad_outputs = t.rank == 0 && check_outputs(a) != GK_SUCCESS;
   if (bad_outputs) fprintf(stderr, "gradkern train: %s\n", gk_last_error());
@@ -846,8 +848,18 @@ static int train_main(trainer *tp) {
   double loss = NAN;
   int rc = 0;
   int64_t first = t.step;
-  const char *perturb = getenv("GK_TEST_PERTURB_RANK");  // test-only: see check_replicas
+  // Test-only faults (tests/mpi_train.py): "perturb@R" changes a weight of
+  // rank R after the first step (for check_replicas), "hang@R" stops rank R
+  // in the second step (for --rank-timeout).
+  const char *fault = getenv("GK_TEST_FAULT");
+  int fault_rank = fault && strchr(fault, '@') ? atoi(strchr(fault, '@') + 1) : -1;
+  bool perturb = fault_rank == t.rank && !strncmp(fault, "perturb@", 8);
+  bool hang = fault_rank == t.rank && !strncmp(fault, "hang@", 5);
   while (t.step < a->steps) {
+    char what[64];
+    snprintf(what, sizeof what, "step %lld", (long long)t.step + 1);
+    gk_dist_watchdog(t.dist, a->rank_timeout, what);
+    while (hang && t.step == first + 1) pause();
     gk_status s = train_step(&t, &loss);
     if (s != GK_SUCCESS) {
       rc = fail_here(&t, "training step");
@@ -873,7 +885,7 @@ static int train_main(trainer *tp) {
       break;
     }
     t.step++;
-    if (perturb && t.world > 1 && atoi(perturb) == t.rank && t.step == first + 1) m->w[m->params[1].offset] += 1e-3f;
+    if (perturb && t.step == first + 1) m->w[m->params[GK_PARAM_NORM_F].offset] += 1e-3f;
     t.train_loss = loss;
     t.loss_x[t.n_loss] = (double)t.step;
     t.loss_y[t.n_loss++] = loss;
@@ -905,6 +917,7 @@ static int train_main(trainer *tp) {
     }
     if (last) break;
   }
+  gk_dist_watchdog(t.dist, 0, NULL);
   if (rc == 0 && a->plot && t.rank == 0) {
     gk_plot_series series[2] = {{"training loss", t.loss_x, t.loss_y, (size_t)t.n_loss, 0},
                                 {"evaluation loss", t.eval_x, t.eval_y, (size_t)t.n_eval, 1}};

@@ -50,6 +50,7 @@ const gk_train_args gk_train_defaults = {
     .quiet = 0,
     .allow_changes = 0,
     .zero = 0,
+    .rank_timeout = 600,
     .given = 0,
 };
 
@@ -151,6 +152,9 @@ static const option train_opts[] = {
     {NULL, "--quiet", NULL, K_FLAG, T(quiet), 0, 0, 0, NULL, 1, 0, "print only the summary and errors"},
     {"data-parallel (mpirun -np N gradkern train ...: --batch sequences per rank)", "--zero", "0|1", K_INT, T(zero), 0,
      1, 0, NULL, 0, 0, "1: each rank keeps only its share of the AdamW moments (ZeRO stage 1)"},
+    {NULL, "--rank-timeout", "S", K_INT, T(rank_timeout), 0, 1 << 24, 0, NULL, 0, 0,
+     "a step (with its evaluation and checkpoint) longer than S seconds stops every rank: one died or hangs (0: "
+     "wait forever)"},
 };
 #undef T
 

@@ -4,10 +4,12 @@
 #include "dist.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef GK_WITH_MPI
 #include <mpi.h>
@@ -106,6 +108,7 @@ gk_status gk_dist_init(gk_dist **out) {
 
 void gk_dist_free(gk_dist *d) {
   if (!d) return;
+  if (d->size > 1) alarm(0);  // the watchdog
 #ifdef GK_WITH_MPI
   if (d->initialised) {
     MPI_Comm_free(&d->scatter_comm);
@@ -134,6 +137,34 @@ void gk_dist_shard(const gk_dist *d, int rank, int64_t n, int64_t *lo, int64_t *
   int64_t q = n / d->size, r = n % d->size;
   *lo = q * rank + r * rank / d->size;
   *hi = q * (rank + 1) + r * (rank + 1) / d->size;
+}
+
+// The watchdog's message, written by the signal handler (which may only
+// call async-signal-safe functions: write, _exit).
+static char watchdog_message[256];
+static size_t watchdog_len;
+
+static void watchdog_fired(int sig) {
+  (void)sig;
+  ssize_t w = write(STDERR_FILENO, watchdog_message, watchdog_len);
+  (void)w;
+  _exit(1);
+}
+
+void gk_dist_watchdog(gk_dist *d, int seconds, const char *what) {
+  if (d->size == 1) return;
+  alarm(0);
+  if (seconds <= 0) return;
+  int n = snprintf(watchdog_message, sizeof watchdog_message,
+                   "gradkern train: rank %d: %s took more than --rank-timeout %d s: another rank died or hangs; "
+                   "stopping\n", d->rank, what, seconds);
+  watchdog_len = n < 0 ? 0 : (size_t)n < sizeof watchdog_message ? (size_t)n : sizeof watchdog_message - 1;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = watchdog_fired;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, NULL);
+  alarm((unsigned)seconds);
 }
 
 gk_status gk_dist_sum(gk_dist *d, double *v, int n) {

@@ -55,6 +55,12 @@ int gk_dist_local_size(void);
 // rank): for a failure the others cannot know of.
 void gk_dist_abort(gk_dist *d, int code);
 
+// With more than one rank: unless disarmed (seconds 0) or armed again
+// within `seconds`, this process ends (exit code 1) with a message naming
+// its rank and `what` ("step 12"): a rank that died or hangs leaves the
+// others waiting in a collective, and mpirun then stops the rest.
+void gk_dist_watchdog(gk_dist *d, int seconds, const char *what);
+
 // Collectives (every rank, same order).
 // v[0..n) = the sum over ranks, added in rank order.
 gk_status gk_dist_sum(gk_dist *d, double *v, int n);
