@@ -153,8 +153,7 @@ static const option train_opts[] = {
     {"data-parallel (mpirun -np N gradkern train ...: --batch sequences per rank)", "--zero", "0|1", K_INT, T(zero), 0,
      1, 0, NULL, 0, 0, "1: each rank keeps only its share of the AdamW moments (ZeRO stage 1)"},
     {NULL, "--rank-timeout", "S", K_INT, T(rank_timeout), 0, 1 << 24, 0, NULL, 0, 0,
-     "a step (with its evaluation and checkpoint) longer than S seconds stops every rank: one died or hangs (0: "
-     "wait forever)"},
+     "stop when a step takes longer: a rank died or hangs (0: never)"},
 };
 #undef T
 
