@@ -164,6 +164,15 @@ def run_tests(p):
     check(r.returncode != 0 and "another configuration" in r.stderr and "batch=6" in r.stderr,
           "a checkpoint of global batch 6 refuses a run of batch 4")
 
+    # Failures before the first step stop every rank, with one message.
+    r = train(2, *MAMBA, "--steps", "4", "--batch", "3", "--resume", p("missing.st"), "--checkpoint", p("m.st"),
+              timeout=60)
+    check(r.returncode != 0 and r.stderr.count("gradkern train:") == 1 and "missing.st" in r.stderr,
+          "2 ranks, a missing --resume file: every rank stops, rank 0 alone says why")
+    r = train(2, *MAMBA, "--steps", "4", "--batch", "3", "--checkpoint", p("no_dir/x.st"), timeout=60)
+    check(r.returncode == 2 and r.stderr.count("gradkern train:") == 1 and "no_dir" in r.stderr,
+          "2 ranks, an unwritable --checkpoint: exit 2, one message")
+
     # The drift check: one rank's weights perturbed on purpose.
     r = train(2, *replace(MAMBA, "--eval-every", "2"), "--steps", "6", "--batch", "3", "--checkpoint", p("drift.st"),
               env=dict(ENV, GK_TEST_FAULT="perturb@1"))

@@ -73,7 +73,7 @@ typedef struct trainer {
   gk_grad_sync *sync;
   int rank, world;
   int64_t lo, hi;
-  bool follower_stop;              // stopping because rank 0 failed (rank 0 gives the message)
+  bool follower_stop;              // stopping because another rank failed (it gives the message)
 } trainer;
 
 // The checkpoint a failed run can go back to: the last one written, else
@@ -619,7 +619,9 @@ static gk_status check_replicas(trainer *t) {
 
 // ---------------------------------------------------------------- the run
 
-static gk_status setup(trainer *t) {
+// What each rank sets up on its own: the task, the model, the runs, the
+// optimizer state.
+static gk_status setup_here(trainer *t) {
   gk_train_args *a = &t->a;
   gk_status s;
   if (a->task == GK_TASK_COPY) s = gk_task_init_copy(&t->task, COPY_DATA, COPY_VALUES);
@@ -665,6 +667,21 @@ static gk_status setup(trainer *t) {
     return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "train: no memory for the optimizer state");
   if (t->world > 1 && (s = gk_grad_sync_create(t->dist, &t->model, a->zero, &t->sync)) != GK_SUCCESS) return s;
   if (t->world > 1) gk_run_on_grads_ready(t->run, gk_grad_sync_ready, t->sync);
+  return GK_SUCCESS;
+}
+
+// Every rank's setup (a rank that failed stops the others, quietly), then
+// --resume.
+static gk_status setup(trainer *t) {
+  gk_train_args *a = &t->a;
+  gk_status s = setup_here(t);
+  int failed = s != GK_SUCCESS;
+  if (gk_dist_max(t->dist, &failed) != GK_SUCCESS) return GK_ERR_INTERNAL;
+  if (failed && s == GK_SUCCESS) {
+    t->follower_stop = true;
+    return GK_ERR_INVALID_VALUE;
+  }
+  if (s != GK_SUCCESS) return s;
   if (a->resume && (s = resume(t)) != GK_SUCCESS) return s;
   if (t->step > a->steps)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "--resume: the checkpoint is at step %lld, past --steps %lld",
@@ -803,7 +820,9 @@ static int train_main(trainer *tp) {
   t.train_loss = NAN;
   t.ev = (eval_result){NAN, NAN};
   if (setup(&t) != GK_SUCCESS) {
-    int rc = t.follower_stop ? 1 : fail(t.world > 1 && t.rank ? "setup (this rank)" : "setup");
+    int rc = 1;
+    if (!t.follower_stop && t.world == 1) rc = fail("setup");
+    else if (!t.follower_stop) fprintf(stderr, "gradkern train: rank %d: setup: %s\n", t.rank, gk_last_error());
     teardown(&t);
     return rc;
   }
