@@ -8,7 +8,8 @@
 // or bits per byte (text). Checkpoints (safetensors: weights by name, AdamW
 // moments, and metadata described at "checkpoints" below) are written
 // atomically, and only with a finite state; the output files are checked
-// before the first step.
+// before the first step. Under mpirun the ranks train data-parallel (see
+// "data-parallel" below and src/nn/dist.h).
 #include "train.h"
 
 #include "nn/dist.h"
@@ -493,6 +494,7 @@ static void whole_moments(trainer *t, float *shard[2], bool gather) {
   }
 }
 
+// Back to this rank's own moments (freeing rank 0's whole ones).
 static void shard_moments(trainer *t, float *shard[2]) {
   if (t->exp_avg != shard[0]) {
     free(t->exp_avg);
