@@ -4,7 +4,7 @@ process.
   python3 tests/mpi_train.py path/to/gradkern [mpirun]
 
 N ranks with --batch b against one process with --batch N*b (Mamba and
-LLaMA, with and without --zero 1): the final losses within 1e-6 relative
+LLaMA, with and without --zero 1; text): the final losses within 1e-6 relative
 and the weights within f32 reassociation; two runs with the same N
 bit-identical; checkpoints that resume on another number of ranks with the
 same trajectory; the weight drift check; a hung rank and a killed rank
@@ -138,6 +138,19 @@ def run_tests(p):
             r = train(2, *opts, "--steps", "20", "--batch", "3")
             check(r.returncode == 0 and r.stdout.count("final train loss") == 1 and "data-parallel: 2 ranks" in r.stdout,
                   "mamba 2 ranks: rank 0 alone prints (one summary, with the reduction's figures)")
+
+    # Text: training windows drawn from the seed, held-out windows by number.
+    words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog"]
+    with open(p("text.txt"), "w") as f:
+        f.write(" ".join(words[(i * 7 + i // 5) % 8] for i in range(3000)))
+    text = ["--task", "text", "--data", p("text.txt"), "--width", "16", "--seq-len", "32", "--warmup", "2",
+            "--eval-every", "5", "--eval-batches", "3", "--threads", "1", "--steps", "10"]
+    if ran(train(0, *text, "--batch", "6", "--checkpoint", p("text_1.st")), "text 1 process") and \
+            ran(train(3, *text, "--batch", "2", "--zero", "1", "--checkpoint", p("text_3.st")), "text 3 ranks --zero 1"):
+        for key in ("train_loss", "eval_loss"):
+            close(float(read_st(p("text_3.st"))[1][key]), float(read_st(p("text_1.st"))[1][key]), 1e-6,
+                  "text 3 ranks --zero 1: final " + key)
+        weights_close(p("text_3.st"), p("text_1.st"), "text 3 ranks --zero 1")
 
     # Resume across rank counts: 3 -> 1 and 1 -> 2 (sharded), against the
     # straight run; 2 -> 2 bit-identical to a straight 2-rank run.
