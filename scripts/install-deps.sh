@@ -2,7 +2,8 @@
 # Installs what gradkern's build and tests need, when it is missing.
 #   scripts/install-deps.sh build   compiler, cmake
 #   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's),
-#                                     pkg-config, pip, setuptools and venv (the install tests)
+#                                     pkg-config, pip, setuptools and venv (the install tests),
+#                                     OpenMPI (gradkern train under mpirun)
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
 # As root it installs Debian packages with apt-get; otherwise it prints the
@@ -35,6 +36,9 @@ if [ "${1:-build}" = test ]; then
     need+=(python3-torch python3-numpy python3-pytest python3-pip python3-setuptools python3-venv)
   fi
   command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+  # Data-parallel training (gradkern train under mpirun) and its test.
+  command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+  command -v mpicc >/dev/null 2>&1 || need+=(libopenmpi-dev)
 fi
 if [ "${1:-build}" = bench ]; then
   ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0' || need+=(libopenblas0)

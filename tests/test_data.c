@@ -1,7 +1,8 @@
 // The random number generator and the training data: known values of the
 // generator, determinism for a seed, the structure of every selective
 // copying and induction-heads sequence, the text split and windows, and the
-// errors for bad files and sizes.
+// errors for bad files and sizes; batches made in parts (as the ranks of a
+// data-parallel run make them) equal to the whole.
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 #include "nn/data.h"
@@ -74,6 +75,21 @@ static void test_rng(void) {
 
 static int32_t *in, *tg, *in2, *tg2;
 
+// Batch `index` of 6 rows made in parts (1 + 2 + 3 rows, and 2 + 2 + 2)
+// is the whole batch, row for row.
+static bool parts_match(const gk_task *t, gk_split split, int64_t index, int T) {
+  enum { B = 6 };
+  static const int cuts[2][4] = {{0, 1, 3, 6}, {0, 2, 4, 6}};
+  bool ok = gk_task_batch(t, split, 11, index, B, T, in, tg) == GK_SUCCESS;
+  for (int c = 0; c < 2; c++)
+    for (int k = 0; k < 3; k++) {
+      int first = cuts[c][k], rows = cuts[c][k + 1] - first;
+      ok &= gk_task_rows(t, split, 11, index, B, first, rows, T, in2, tg2) == GK_SUCCESS;
+      ok &= !memcmp(in + first * T, in2, sizeof *in * rows * T) && !memcmp(tg + first * T, tg2, sizeof *tg * rows * T);
+    }
+  return ok;
+}
+
 static void test_copy(void) {
   gk_task t;
   check(gk_task_init_copy(&t, 0, 8) != GK_SUCCESS && msg_has("n_data is 0"), "copy: n_data 0");
@@ -132,6 +148,13 @@ static void test_copy(void) {
   gk_task_batch(&t, GK_SPLIT_TRAIN, 3, 7, 2, T, in2, tg2);
   check(!memcmp(in, in2, sizeof *in * 2 * T), "copy: rows independent of the batch size");
 
+  check(parts_match(&t, GK_SPLIT_TRAIN, 5, T) && parts_match(&t, GK_SPLIT_EVAL, 0, T),
+        "copy: a batch made in parts is the whole batch");
+  check(gk_task_rows(&t, GK_SPLIT_TRAIN, 3, 0, 6, 4, 3, T, in, tg) != GK_SUCCESS && msg_has("rows [4, 4 + 3)") &&
+            msg_has("batch of 6"),
+        "rows past the batch");
+  check(gk_task_rows(&t, GK_SPLIT_TRAIN, 3, 0, 6, -1, 1, T, in, tg) != GK_SUCCESS && msg_has("rows [-1"),
+        "a negative first row");
   check(gk_task_batch(&t, GK_SPLIT_TRAIN, 3, 0, 0, T, in, tg) != GK_SUCCESS && msg_has("batch 0"), "batch 0");
   check(gk_task_batch(&t, GK_SPLIT_TRAIN, 3, -1, B, T, in, tg) != GK_SUCCESS && msg_has("index -1"), "index -1");
   check(gk_task_batch(&t, GK_SPLIT_TRAIN, 3, 0, B, 0, in, tg) != GK_SUCCESS && msg_has("sequence length 0"), "T 0");
@@ -190,6 +213,8 @@ static void test_induction(void) {
   gk_task_batch(&t, GK_SPLIT_TRAIN, 9, 3, B, 64, in, tg);
   gk_task_batch(&t, GK_SPLIT_TRAIN, 9, 3, B, 64, in2, tg2);
   check(!memcmp(in, in2, sizeof *in * B * 64) && !memcmp(tg, tg2, sizeof *tg * B * 64), "induction: deterministic");
+  check(parts_match(&t, GK_SPLIT_TRAIN, 2, 64) && parts_match(&t, GK_SPLIT_EVAL, 1, 256),
+        "induction: a batch made in parts is the whole batch");
   gk_task_free(&t);
 }
 
@@ -279,6 +304,8 @@ static void test_text(void) {
             gk_task_check_seq_len(&t, GK_SPLIT_TRAIN, 900) != GK_SUCCESS,
         "text: the training part fits T = 899, not 900");
   check(gk_task_eval_windows(&t, 100) == 0, "text: no eval window of 100");
+  check(parts_match(&t, GK_SPLIT_TRAIN, 3, T) && parts_match(&t, GK_SPLIT_EVAL, 0, T),
+        "text: a batch made in parts is the whole batch (training windows, held-out windows)");
   gk_task_free(&t);
   gk_task_free(&t);  // twice is harmless
 

@@ -8,9 +8,11 @@
 // or bits per byte (text). Checkpoints (safetensors: weights by name, AdamW
 // moments, and metadata described at "checkpoints" below) are written
 // atomically, and only with a finite state; the output files are checked
-// before the first step.
+// before the first step. Under mpirun the ranks train data-parallel (see
+// "data-parallel" below and src/nn/dist.h).
 #include "train.h"
 
+#include "nn/dist.h"
 #include "nn/fileio.h"
 #include "nn/layers.h"
 #include "nn/plot.h"
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // The built-in selective-copying task: 8 data tokens of 8 values scattered
 // in the first 56 of 64 positions, reproduced after 8 markers.
@@ -63,6 +66,15 @@ typedef struct trainer {
   double train_loss;               // the last training loss (NAN: none yet)
   eval_result ev;                  // the last evaluation (NANs: none yet)
   const char *last_checkpoint;     // the last checkpoint this invocation wrote (NULL: none)
+  // Data-parallel: rank of world; each rank computes rows [rank * batch,
+  // (rank + 1) * batch) of every global batch of world * batch. With
+  // --zero 1, exp_avg and exp_avg_sq hold only the shard [lo, hi) of the
+  // flat parameter array; otherwise lo = 0, hi = n_total.
+  gk_dist *dist;
+  gk_grad_sync *sync;
+  int rank, world;
+  int64_t lo, hi;
+  bool follower_stop;              // stopping because another rank failed (it gives the message)
 } trainer;
 
 // The checkpoint a failed run can go back to: the last one written, else
@@ -97,7 +109,8 @@ static void config_string(const trainer *t, char *buf, size_t n) {
            c->arch == GK_ARCH_MAMBA ? c->d_state : 0, c->arch == GK_ARCH_MAMBA ? c->dt_rank : 0,
            c->arch == GK_ARCH_MAMBA ? c->selection : 0, c->arch == GK_ARCH_LLAMA ? c->heads : 0,
            c->arch == GK_ARCH_LLAMA ? c->kv_heads : 0, c->arch == GK_ARCH_LLAMA ? c->d_ff : 0,
-           c->arch == GK_ARCH_LLAMA ? c->rope_theta : 0, gk_task_name(t->a.task), t->a.seq_len, t->a.batch);
+           c->arch == GK_ARCH_LLAMA ? c->rope_theta : 0, gk_task_name(t->a.task), t->a.seq_len,
+           t->a.batch * t->world);
 }
 
 // The options that steer the run without changing any shape, recorded by
@@ -394,18 +407,21 @@ static gk_status check_outputs(const gk_train_args *a) {
 
 // ---------------------------------------------------------------- evaluation
 
+// Each rank evaluates its rows of the global batches; the sums are added
+// over the ranks.
 static gk_status evaluate(trainer *t, eval_result *out) {
   gk_run *r = t->eval_run;
-  int B = t->a.batch, T = t->eval_len;
+  int B = t->a.batch, T = t->eval_len, global = B * t->world;
   int64_t rows = (int64_t)B * T, V = t->model.cfg.vocab;
   double loss_sum = 0;
   int64_t counted = 0, correct = 0;
   int batches = t->a.eval_batches;
   int64_t windows = gk_task_eval_windows(&t->task, t->eval_len);
-  int64_t covering = (windows + B - 1) / B;  // batches that hold every window
+  int64_t covering = (windows + global - 1) / global;  // batches that hold every window
   if (windows > 0 && covering < batches) batches = (int)covering;
   for (int i = 0; i < batches; i++) {
-    gk_status s = gk_task_batch(&t->task, GK_SPLIT_EVAL, t->a.seed, i, B, T, t->inputs, t->targets);
+    gk_status s = gk_task_rows(&t->task, GK_SPLIT_EVAL, t->a.seed, i, global, t->rank * B, B, T, t->inputs,
+                               t->targets);
     double loss;
     if (s == GK_SUCCESS) s = gk_run_step(r, t->inputs, t->targets, &loss);
     if (s != GK_SUCCESS) return s;
@@ -423,14 +439,191 @@ static gk_status evaluate(trainer *t, eval_result *out) {
     if (n) loss_sum += loss * (double)n;
     counted += n;
   }
+  double sums[3] = {loss_sum, (double)counted, (double)correct};
+  gk_status s = gk_dist_sum(t->dist, sums, 3);
+  if (s != GK_SUCCESS) return s;
+  loss_sum = sums[0];
+  counted = (int64_t)sums[1];
+  correct = (int64_t)sums[2];
   out->loss = counted ? loss_sum / (double)counted : NAN;
   out->accuracy = counted ? (double)correct / (double)counted : NAN;
   return GK_SUCCESS;
 }
 
+// ---------------------------------------------------------------- data-parallel
+//
+// Every rank holds the whole weights and gradients; rank 0 alone reads and
+// writes checkpoints and prints. A failure that every rank sees alike (a
+// non-finite loss or norm, a checkpoint rank 0 could not read or write)
+// stops every rank with the same exit code, rank 0 giving the message; any
+// other failure on one rank stops the whole job (gk_dist_abort).
+
+// Whether the moments are sharded across more than one rank.
+static bool sharded(const trainer *t) { return t->hi - t->lo < t->model.n_total; }
+
+// After rank 0's *failed: 0 if it did not fail; else 1, and a rank other
+// than 0 marks itself to stop without a message (rank 0 gives it).
+static int agree_with_rank0(trainer *t, int *failed) {
+  if (gk_dist_broadcast(t->dist, failed, sizeof *failed) != GK_SUCCESS) {
+    fprintf(stderr, "gradkern train: rank %d: %s\n", t->rank, gk_last_error());
+    gk_dist_abort(t->dist, 1);
+  }
+  return *failed != 0;
+}
+
+// With sharded moments, rank 0 holds whole ones (gathered, or to be filled
+// by a checkpoint) while it saves or loads; *shard keeps its own.
+static void whole_moments(trainer *t, float *shard[2], bool gather) {
+  shard[0] = t->exp_avg;
+  shard[1] = t->exp_avg_sq;
+  if (!sharded(t)) return;
+  float *whole[2] = {NULL, NULL};
+  size_t n = (size_t)t->model.n_total;
+  if (t->rank == 0 && (!(whole[0] = calloc(n, sizeof(float))) || !(whole[1] = calloc(n, sizeof(float))))) {
+    fprintf(stderr, "gradkern train: rank 0: no memory for the whole AdamW moments (%zu floats)\n", 2 * n);
+    gk_dist_abort(t->dist, 1);
+  }
+  for (int k = 0; k < 2 && gather; k++)
+    if (gk_dist_gather(t->dist, shard[k], whole[k], t->model.n_total) != GK_SUCCESS) {
+      fprintf(stderr, "gradkern train: rank %d: %s\n", t->rank, gk_last_error());
+      gk_dist_abort(t->dist, 1);
+    }
+  if (t->rank == 0) {
+    t->exp_avg = whole[0];
+    t->exp_avg_sq = whole[1];
+  }
+}
+
+// Back to this rank's own moments (freeing rank 0's whole ones).
+static void shard_moments(trainer *t, float *shard[2]) {
+  if (t->exp_avg != shard[0]) {
+    free(t->exp_avg);
+    free(t->exp_avg_sq);
+  }
+  t->exp_avg = shard[0];
+  t->exp_avg_sq = shard[1];
+}
+
+// --resume: rank 0 reads the checkpoint, whatever the number of ranks that
+// wrote it, and hands the state to the others.
+static gk_status resume(trainer *t) {
+  if (t->world == 1) return load_checkpoint(t, t->a.resume);
+  gk_model *m = &t->model;
+  float *shard[2];
+  whole_moments(t, shard, false);
+  gk_status s = t->rank == 0 ? load_checkpoint(t, t->a.resume) : GK_SUCCESS;
+  int failed = s != GK_SUCCESS;
+  if (agree_with_rank0(t, &failed)) {
+    shard_moments(t, shard);
+    if (t->rank) t->follower_stop = true;
+    return t->rank ? GK_ERR_INVALID_VALUE : s;
+  }
+  double figures[4] = {(double)t->step, t->train_loss, t->ev.loss, t->ev.accuracy};
+  s = gk_dist_broadcast(t->dist, figures, sizeof figures);
+  if (s == GK_SUCCESS) s = gk_dist_broadcast(t->dist, m->w, sizeof(float) * (size_t)m->n_total);
+  for (int k = 0; k < 2 && s == GK_SUCCESS; k++) {
+    float *whole = k ? t->exp_avg_sq : t->exp_avg;
+    s = sharded(t) ? gk_dist_scatter(t->dist, whole, shard[k], m->n_total)
+                   : gk_dist_broadcast(t->dist, whole, sizeof(float) * (size_t)m->n_total);
+  }
+  shard_moments(t, shard);
+  t->step = (int64_t)figures[0];
+  t->train_loss = figures[1];
+  t->ev = (eval_result){figures[2], figures[3]};
+  return s;
+}
+
+// A checkpoint of the whole state, written by rank 0 (the moments gathered
+// when sharded). Every rank returns rank 0's status.
+static gk_status save_everywhere(trainer *t, const char *path) {
+  if (t->world == 1) return save_checkpoint(t, path);
+  float *shard[2];
+  whole_moments(t, shard, true);
+  gk_status s = t->rank == 0 ? save_checkpoint(t, path) : GK_SUCCESS;
+  shard_moments(t, shard);
+  int failed = s != GK_SUCCESS;
+  if (agree_with_rank0(t, &failed) && t->rank) {
+    t->follower_stop = true;
+    return GK_ERR_INVALID_VALUE;
+  }
+  if (!failed) t->last_checkpoint = path;
+  return s;
+}
+
+// The step's batch (this rank's rows of the global batch), forward and
+// backward; then the gradient and the loss of the whole global batch: each
+// rank's part weighs its share of the counted targets, as in one process's
+// mean. The buckets reduce during backward (gk_grad_sync).
+static gk_status train_step(trainer *t, double *loss) {
+  const gk_train_args *a = &t->a;
+  gk_status s = gk_task_rows(&t->task, GK_SPLIT_TRAIN, a->seed, t->step, a->batch * t->world, t->rank * a->batch,
+                             a->batch, a->seq_len, t->inputs, t->targets);
+  if (s != GK_SUCCESS) return s;
+  if (t->world == 1) return gk_run_step(t->run, t->inputs, t->targets, loss);
+  double mine = 0, counted;
+  for (int64_t i = 0; i < (int64_t)a->batch * a->seq_len; i++) mine += t->targets[i] != GK_IGNORE_INDEX;
+  counted = mine;
+  if ((s = gk_dist_sum(t->dist, &counted, 1)) != GK_SUCCESS) return s;
+  gk_grad_sync_begin(t->sync, counted > 0 ? mine / counted : 0);
+  s = gk_run_step(t->run, t->inputs, t->targets, loss);
+  if (s == GK_SUCCESS) s = gk_grad_sync_end(t->sync);
+  double sum = mine > 0 ? *loss * mine : 0;
+  if (s == GK_SUCCESS) s = gk_dist_sum(t->dist, &sum, 1);
+  *loss = counted > 0 ? sum / counted : NAN;
+  return s;
+}
+
+// Clipping by the global norm (0: measure only). Sharded: each rank's
+// shard's sum of squares, added over the ranks; each scales its shard.
+static gk_status clip_gradients(trainer *t, double *norm) {
+  double max_norm = t->a.clip > 0 ? t->a.clip : DBL_MAX;
+  if (!t->a.zero) {
+    gk_tensor grads = gk_t1(t->model.g, t->model.n_total);
+    return gk_clip_grad_norm(1, &grads, max_norm, norm);
+  }
+  float *g = t->model.g;
+  double sumsq = 0;
+  for (int64_t i = t->lo; i < t->hi; i++) sumsq += (double)g[i] * g[i];
+  gk_status s = gk_dist_sum(t->dist, &sumsq, 1);
+  if (s != GK_SUCCESS) return s;
+  *norm = sqrt(sumsq);
+  if (!isfinite(*norm)) return gk_nn_fail(GK_ERR_NON_FINITE, "the global gradient norm is %g", *norm);
+  float scale = (float)(max_norm / (*norm + 1e-6));
+  if (max_norm / (*norm + 1e-6) < 1)
+    for (int64_t i = t->lo; i < t->hi; i++) g[i] *= scale;
+  return GK_SUCCESS;
+}
+
+// The weights must be the same on every rank: rank 0's checksum of each
+// parameter against every rank's. Differing: a message naming the first
+// differing tensor, and GK_ERR_INTERNAL on every rank.
+static gk_status check_replicas(trainer *t) {
+  if (t->world == 1) return GK_SUCCESS;
+  const gk_model *m = &t->model;
+  uint32_t *crc = malloc(2 * sizeof(uint32_t) * (size_t)m->nparams);
+  if (!crc) gk_dist_abort(t->dist, 1);
+  uint32_t *rank0 = crc + m->nparams;
+  for (int i = 0; i < m->nparams; i++)
+    rank0[i] = crc[i] = gk_st_crc32(0, m->w + m->params[i].offset, sizeof(float) * (size_t)m->params[i].numel);
+  gk_status s = gk_dist_broadcast(t->dist, rank0, sizeof(uint32_t) * (size_t)m->nparams);
+  int first = 0;  // nparams - the first differing parameter (0: none), largest over the ranks
+  for (int i = m->nparams - 1; i >= 0; i--)
+    if (crc[i] != rank0[i]) first = m->nparams - i;
+  int differs = first;
+  free(crc);
+  if (s == GK_SUCCESS) s = gk_dist_max(t->dist, &first);
+  if (s != GK_SUCCESS) return s;
+  if (!first) return GK_SUCCESS;
+  return gk_nn_fail(GK_ERR_INTERNAL, "step %lld: the weights differ between the ranks (%s): the first differing "
+                    "tensor is '%s'", (long long)t->step, differs ? "this rank's differ from rank 0's" : "another "
+                    "rank's differ from rank 0's", m->params[m->nparams - first].name);
+}
+
 // ---------------------------------------------------------------- the run
 
-static gk_status setup(trainer *t) {
+// What each rank sets up on its own: the task, the model, the runs, the
+// optimizer state.
+static gk_status setup_here(trainer *t) {
   gk_train_args *a = &t->a;
   gk_status s;
   if (a->task == GK_TASK_COPY) s = gk_task_init_copy(&t->task, COPY_DATA, COPY_VALUES);
@@ -457,7 +650,10 @@ static gk_status setup(trainer *t) {
   if ((s = gk_model_init(&t->model, &c, a->seed)) != GK_SUCCESS) return s;
   if ((s = gk_run_create(&t->model, a->batch, a->seq_len, true, &t->run)) != GK_SUCCESS) return s;
   if ((s = gk_run_create(&t->model, a->batch, t->eval_len, false, &t->eval_run)) != GK_SUCCESS) return s;
-  size_t n = (size_t)t->model.n_total;
+  t->lo = 0;
+  t->hi = t->model.n_total;
+  if (a->zero) gk_dist_shard(t->dist, t->rank, t->model.n_total, &t->lo, &t->hi);
+  size_t n = (size_t)(t->hi - t->lo) + 1;
   t->exp_avg = calloc(n, sizeof(float));
   t->exp_avg_sq = calloc(n, sizeof(float));
   size_t tokens = (size_t)a->batch * (size_t)(t->eval_len > a->seq_len ? t->eval_len : a->seq_len);
@@ -471,7 +667,24 @@ static gk_status setup(trainer *t) {
   if (!t->exp_avg || !t->exp_avg_sq || !t->inputs || !t->targets || !t->loss_x || !t->loss_y || !t->eval_x ||
       !t->eval_y)
     return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "train: no memory for the optimizer state");
-  if (a->resume && (s = load_checkpoint(t, a->resume)) != GK_SUCCESS) return s;
+  if (t->world > 1 && (s = gk_grad_sync_create(t->dist, &t->model, a->zero, &t->sync)) != GK_SUCCESS) return s;
+  if (t->world > 1) gk_run_on_grads_ready(t->run, gk_grad_sync_ready, t->sync);
+  return GK_SUCCESS;
+}
+
+// Every rank's setup (a rank that failed stops the others, quietly), then
+// --resume.
+static gk_status setup(trainer *t) {
+  gk_train_args *a = &t->a;
+  gk_status s = setup_here(t);
+  int failed = s != GK_SUCCESS;
+  if (gk_dist_max(t->dist, &failed) != GK_SUCCESS) return GK_ERR_INTERNAL;
+  if (failed && s == GK_SUCCESS) {
+    t->follower_stop = true;
+    return GK_ERR_INVALID_VALUE;
+  }
+  if (s != GK_SUCCESS) return s;
+  if (a->resume && (s = resume(t)) != GK_SUCCESS) return s;
   if (t->step > a->steps)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "--resume: the checkpoint is at step %lld, past --steps %lld",
                    (long long)t->step, (long long)a->steps);
@@ -479,6 +692,7 @@ static gk_status setup(trainer *t) {
 }
 
 static void teardown(trainer *t) {
+  gk_grad_sync_free(t->sync);
   gk_run_free(t->run);
   gk_run_free(t->eval_run);
   gk_model_free(&t->model);
@@ -503,11 +717,11 @@ static gk_status optimizer_step(trainer *t, double lr) {
   cfg.beta2 = 0.95;
   cfg.weight_decay = t->a.weight_decay;
   int64_t begin[2] = {0, m->n_decay}, end[2] = {m->n_decay, m->n_total};
-  for (int group = 0; group < 2; group++) {
-    int64_t n = end[group] - begin[group], b = begin[group];
-    if (n == 0) continue;
-    gk_tensor p = gk_t1(m->w + b, n), g = gk_t1(m->g + b, n), mo = gk_t1(t->exp_avg + b, n),
-              v = gk_t1(t->exp_avg_sq + b, n);
+  for (int group = 0; group < 2; group++) {  // within this rank's shard [lo, hi)
+    int64_t b = begin[group] > t->lo ? begin[group] : t->lo, e = end[group] < t->hi ? end[group] : t->hi, n = e - b;
+    if (n <= 0) continue;
+    gk_tensor p = gk_t1(m->w + b, n), g = gk_t1(m->g + b, n), mo = gk_t1(t->exp_avg + (b - t->lo), n),
+              v = gk_t1(t->exp_avg_sq + (b - t->lo), n);
     if (group == 1) cfg.weight_decay = 0;
     gk_status s = gk_adamw_step(&cfg, 1, &p, &g, &mo, &v, NULL, t->step + 1);
     if (s != GK_SUCCESS) return s;
@@ -519,6 +733,63 @@ static int fail(const char *what) {
   fprintf(stderr, "gradkern train: %s: %s\n", what, gk_last_error());
   return 1;
 }
+
+// A failure of this rank alone: with other ranks, the whole job stops.
+static int fail_here(trainer *t, const char *what) {
+  if (t->world == 1) return fail(what);
+  fprintf(stderr, "gradkern train: rank %d: %s: %s; stopping every rank\n", t->rank, what, gk_last_error());
+  gk_dist_abort(t->dist, 1);
+  return 1;
+}
+
+// A failure every rank sees alike (rank 0 gives the message).
+static int fail_everywhere(trainer *t, const char *what) {
+  if (t->rank == 0 && !t->follower_stop) return fail(what);
+  return 1;
+}
+
+// Under mpirun: join the job; rank 0 alone writes to stdout; each rank's
+// threads default to a share of the processors of its machine.
+static int join_ranks(trainer *t) {
+  int launched = gk_dist_launched();
+  if (!gk_dist_built_with_mpi() && launched > 1) {
+    fprintf(stderr, "gradkern train: this gradkern was built without MPI, so it cannot join a job of %d processes "
+            "(install an MPI such as Debian's libopenmpi-dev and rebuild, or run one process)\n", launched);
+    return 2;
+  }
+  if (gk_dist_init(&t->dist) != GK_SUCCESS) {
+    fprintf(stderr, "gradkern train: %s\n", gk_last_error());
+    return 1;
+  }
+  t->rank = gk_dist_rank(t->dist);
+  t->world = gk_dist_size(t->dist);
+  if (t->rank > 0 && !freopen("/dev/null", "w", stdout)) {
+    fprintf(stderr, "gradkern train: rank %d: cannot silence stdout\n", t->rank);
+    return 1;
+  }
+  int local = gk_dist_local_size();
+  if (local > 1 && t->a.threads == 0 && !getenv("GK_NUM_THREADS")) {
+    int share = gk_get_num_threads() / local;
+    gk_set_num_threads(share > 1 ? share : 1);
+  }
+  return 0;
+}
+
+// The reduction's figures, on rank 0 after the run (per step, per rank).
+static void print_dist_figures(const trainer *t, int64_t steps) {
+  if (t->world == 1 || steps == 0) return;
+  gk_grad_sync_stats st = gk_grad_sync_get_stats(t->sync);
+  double per = 1.0 / (double)(st.steps ? st.steps : 1);
+  printf("data-parallel: %d ranks%s; gradients in %lld buckets per step, %.2f MiB sent per step by rank 0 "
+         "(plus %.2f MiB of parameters gathered); %.2f ms per step in the buckets during backward, %.2f ms waiting "
+         "after it\n",
+         t->world, t->a.zero ? " (AdamW moments sharded)" : "", (long long)(st.buckets * per + 0.5),
+         st.bytes_sent * per / (1 << 20),
+         t->a.zero ? 4.0 * (double)(t->model.n_total - (t->hi - t->lo)) / (1 << 20) : 0.0, 1e3 * st.busy_seconds * per,
+         1e3 * st.wait_seconds * per);
+}
+
+static int train_main(trainer *tp);
 
 int gk_cmd_train(int argc, char **argv) {
   trainer t;
@@ -534,15 +805,26 @@ int gk_cmd_train(int argc, char **argv) {
     gk_train_usage(stdout, &defaults);
     return 0;
   }
+  int rc = join_ranks(&t);
+  if (rc == 0) rc = train_main(&t);
+  gk_dist_free(t.dist);
+  return rc;
+}
+
+static int train_main(trainer *tp) {
+  trainer t = *tp;
   gk_train_args *a = &t.a;
-  if (check_outputs(a) != GK_SUCCESS) {
-    fprintf(stderr, "gradkern train: %s\n", gk_last_error());
-    return 2;
-  }
+  gk_dist_watchdog(t.dist, a->rank_timeout, "starting (checking the outputs, setting up, resuming)");
+  // The output files are checked by rank 0 (which writes them).
+  int bad_outputs = t.rank == 0 && check_outputs(a) != GK_SUCCESS;
+  if (bad_outputs) fprintf(stderr, "gradkern train: %s\n", gk_last_error());
+  if (agree_with_rank0(&t, &bad_outputs)) return 2;
   t.train_loss = NAN;
   t.ev = (eval_result){NAN, NAN};
   if (setup(&t) != GK_SUCCESS) {
-    int rc = fail("setup");
+    int rc = 1;
+    if (!t.follower_stop && t.world == 1) rc = fail("setup");
+    else if (!t.follower_stop) fprintf(stderr, "gradkern train: rank %d: setup: %s\n", t.rank, gk_last_error());
     teardown(&t);
     return rc;
   }
@@ -559,8 +841,9 @@ int gk_cmd_train(int argc, char **argv) {
   }
   gk_model *m = &t.model;
   double mib = 1.0 / (1 << 20);
-  size_t param_bytes = (size_t)m->n_total * sizeof(float) * 4;  // weights, gradients, two moments
-  if (!a->quiet)
+  // weights, gradients, two moments (this rank's share of them)
+  size_t param_bytes = ((size_t)m->n_total * 2 + (size_t)(t.hi - t.lo) * 2) * sizeof(float);
+  if (!a->quiet && t.world == 1)
     printf("%s on %s: %d layer%s, width %d, %lld parameters; batch %d x %d tokens; memory %.1f MiB "
            "(parameters and AdamW %.1f, training activations %.1f, evaluation %.1f); %d thread%s\n",
            gk_model_name(a->model), gk_task_name(a->task), a->layers, gk_plural(a->layers), a->width,
@@ -568,44 +851,76 @@ int gk_cmd_train(int argc, char **argv) {
            (param_bytes + gk_run_bytes(t.run) + gk_run_bytes(t.eval_run)) * mib, param_bytes * mib,
            gk_run_bytes(t.run) * mib, gk_run_bytes(t.eval_run) * mib, gk_get_num_threads(),
            gk_plural(gk_get_num_threads()));
+  else if (!a->quiet)
+    printf("%s on %s: %d layer%s, width %d, %lld parameters; batch %d x %d tokens on %d ranks (%d each); memory per "
+           "rank %.1f MiB (parameters and AdamW %.1f%s, gradient buckets %.1f, training activations %.1f, evaluation "
+           "%.1f); %d thread%s per rank\n",
+           gk_model_name(a->model), gk_task_name(a->task), a->layers, gk_plural(a->layers), a->width,
+           (long long)m->n_total, a->batch * t.world, a->seq_len, t.world, a->batch,
+           (param_bytes + 2 * (size_t)m->n_total * sizeof(float) + gk_run_bytes(t.run) + gk_run_bytes(t.eval_run)) *
+               mib,
+           param_bytes * mib, a->zero ? ", moments sharded" : "", 2 * (double)m->n_total * sizeof(float) * mib,
+           gk_run_bytes(t.run) * mib, gk_run_bytes(t.eval_run) * mib, gk_get_num_threads(),
+           gk_plural(gk_get_num_threads()));
   gk_lr_schedule sched;
   gk_lr_schedule_init(&sched, a->lr, a->min_lr, a->warmup, a->steps);
   gk_progress_init(&t.progress, stdout, a->quiet ? GK_PROGRESS_QUIET : GK_PROGRESS_AUTO, a->steps, t.step,
-                   (int64_t)a->batch * a->seq_len, 50);
+                   (int64_t)a->batch * t.world * a->seq_len, 50);
   double loss = NAN;
   int rc = 0;
   int64_t first = t.step;
+  // Test-only faults (tests/mpi_train.py): "perturb@R" changes a weight of
+  // rank R after the first step (for check_replicas), "hang@R" stops rank R
+  // in the second step (for --rank-timeout).
+  const char *fault = getenv("GK_TEST_FAULT");
+  int fault_rank = fault && strchr(fault, '@') ? atoi(strchr(fault, '@') + 1) : -1;
+  bool perturb = fault_rank == t.rank && !strncmp(fault, "perturb@", 8);
+  bool hang = fault_rank == t.rank && !strncmp(fault, "hang@", 5);
   while (t.step < a->steps) {
-    gk_status s = gk_task_batch(&t.task, GK_SPLIT_TRAIN, a->seed, t.step, a->batch, a->seq_len, t.inputs, t.targets);
-    if (s == GK_SUCCESS) s = gk_run_step(t.run, t.inputs, t.targets, &loss);
+    char what[64];
+    snprintf(what, sizeof what, "step %lld", (long long)t.step + 1);
+    gk_dist_watchdog(t.dist, a->rank_timeout, what);
+    while (hang && t.step == first + 1) pause();
+    gk_status s = train_step(&t, &loss);
     if (s != GK_SUCCESS) {
-      rc = fail("training step");
+      rc = fail_here(&t, "training step");
       break;
     }
     double norm = 0;
-    gk_tensor grads = gk_t1(m->g, m->n_total);
-    s = gk_clip_grad_norm(1, &grads, a->clip > 0 ? a->clip : DBL_MAX, &norm);  // 0: measure only
+    s = clip_gradients(&t, &norm);
     if (!isfinite(loss) || s == GK_ERR_NON_FINITE) {
-      fprintf(stderr, "gradkern train: step %lld: the %s is %s; stopping before the update%s%s\n",
-              (long long)t.step + 1, isfinite(loss) ? "gradient norm" : "loss",
-              isfinite(loss) ? (isnan(norm) ? "NaN" : "infinite") : (isnan(loss) ? "NaN" : "infinite"),
-              last_good(&t) ? "; the last good checkpoint is " : "", last_good(&t) ? last_good(&t) : "");
+      if (t.rank == 0)
+        fprintf(stderr, "gradkern train: step %lld: the %s is %s; stopping before the update%s%s\n",
+                (long long)t.step + 1, isfinite(loss) ? "gradient norm" : "loss",
+                isfinite(loss) ? (isnan(norm) ? "NaN" : "infinite") : (isnan(loss) ? "NaN" : "infinite"),
+                last_good(&t) ? "; the last good checkpoint is " : "", last_good(&t) ? last_good(&t) : "");
       rc = 1;
       break;
     }
     if (s != GK_SUCCESS || optimizer_step(&t, gk_lr_at(&sched, t.step)) != GK_SUCCESS) {
-      rc = fail("optimizer");
+      rc = fail_here(&t, "optimizer");
+      break;
+    }
+    if (sharded(&t) && gk_dist_allgather(t.dist, m->w, m->n_total) != GK_SUCCESS) {
+      rc = fail_here(&t, "gathering the parameters");
       break;
     }
     t.step++;
+    if (perturb && t.step == first + 1) m->w[m->params[GK_PARAM_NORM_F].offset] += 1e-3f;
     t.train_loss = loss;
     t.loss_x[t.n_loss] = (double)t.step;
     t.loss_y[t.n_loss++] = loss;
     gk_progress_update(&t.progress, t.step, loss, gk_lr_at(&sched, t.step - 1));
     bool last = t.step == a->steps || (a->stop_after > 0 && t.step - first == a->stop_after);
-    if ((a->eval_every > 0 && t.step % a->eval_every == 0) || last) {
+    bool eval = (a->eval_every > 0 && t.step % a->eval_every == 0) || last;
+    bool save = a->checkpoint && ((a->checkpoint_every > 0 && t.step % a->checkpoint_every == 0) || last);
+    if ((eval || save) && check_replicas(&t) != GK_SUCCESS) {
+      rc = t.rank == 0 ? fail("data-parallel") : 1;
+      break;
+    }
+    if (eval) {
       if (evaluate(&t, &t.ev) != GK_SUCCESS) {
-        rc = fail("evaluation");
+        rc = fail_here(&t, "evaluation");
         break;
       }
       t.eval_x[t.n_eval] = (double)t.step;
@@ -617,21 +932,21 @@ int gk_cmd_train(int argc, char **argv) {
         gk_progress_note(&t.progress, "step %lld: eval loss %.4f, eval accuracy %.1f%%", (long long)t.step,
                          t.ev.loss, 100 * t.ev.accuracy);
     }
-    if (a->checkpoint && ((a->checkpoint_every > 0 && t.step % a->checkpoint_every == 0) || last)) {
-      if (save_checkpoint(&t, a->checkpoint) != GK_SUCCESS) {
-        rc = fail("checkpoint");
-        break;
-      }
+    if (save && save_everywhere(&t, a->checkpoint) != GK_SUCCESS) {
+      rc = fail_everywhere(&t, "checkpoint");
+      break;
     }
     if (last) break;
   }
-  if (rc == 0 && a->plot) {
+  gk_dist_watchdog(t.dist, 0, NULL);
+  if (rc == 0 && a->plot && t.rank == 0) {
     gk_plot_series series[2] = {{"training loss", t.loss_x, t.loss_y, (size_t)t.n_loss, 0},
                                 {"evaluation loss", t.eval_x, t.eval_y, (size_t)t.n_eval, 1}};
     gk_plot plot = {"gradkern train", "step", "loss (nats per token)", 1, 800, 480};
     if (gk_plot_write(a->plot, &plot, series, 2) != GK_SUCCESS) rc = fail("plot");
   }
   if (rc == 0) {
+    if (!a->quiet) print_dist_figures(&t, t.step - first);
     gk_run_summary sum = {t.train_loss, t.ev.loss, a->task == GK_TASK_TEXT ? NAN : t.ev.accuracy,
                           a->task == GK_TASK_TEXT ? t.ev.loss / log(2.0) : NAN, t.last_checkpoint};
     gk_progress_summary(&t.progress, &sum);

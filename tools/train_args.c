@@ -49,6 +49,8 @@ const gk_train_args gk_train_defaults = {
     .plot = NULL,
     .quiet = 0,
     .allow_changes = 0,
+    .zero = 0,
+    .rank_timeout = 600,
     .given = 0,
 };
 
@@ -148,6 +150,10 @@ static const option train_opts[] = {
      "stop after N steps of this invocation (0: at --steps; needs --checkpoint); with --resume, runs in pieces"},
     {NULL, "--plot", "FILE.svg", K_STRING, T(plot), 0, 0, 0, NULL, 0, 0, "draw the training and evaluation loss"},
     {NULL, "--quiet", NULL, K_FLAG, T(quiet), 0, 0, 0, NULL, 1, 0, "print only the summary and errors"},
+    {"data-parallel (mpirun -np N gradkern train ...: --batch sequences per rank)", "--zero", "0|1", K_INT, T(zero), 0,
+     1, 0, NULL, 0, 0, "1: each rank keeps only its share of the AdamW moments (ZeRO stage 1)"},
+    {NULL, "--rank-timeout", "S", K_INT, T(rank_timeout), 0, 1 << 24, 0, NULL, 0, 0,
+     "stop when a step takes longer: a rank died or hangs (0: never)"},
 };
 #undef T
 

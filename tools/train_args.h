@@ -58,6 +58,8 @@ typedef struct gk_train_args {
   const char *plot;           // --plot FILE.svg: loss curves (NULL: none)
   int quiet;                  // --quiet: only the summary and errors
   int allow_changes;          // --allow-changes: --resume although options or data differ from the checkpoint's
+  int zero;                   // --zero 0|1: under mpirun, 1 shards the AdamW moments across the ranks
+  int rank_timeout;           // --rank-timeout S: under mpirun, a step longer than S seconds stops the job (0: never)
   uint64_t given;             // which options the command line set: see gk_train_args_given
 } gk_train_args;
 

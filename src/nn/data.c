@@ -171,17 +171,26 @@ int64_t gk_task_eval_windows(const gk_task *task, int seq_len) {
 
 gk_status gk_task_batch(const gk_task *task, gk_split split, uint64_t seed, int64_t index, int batch, int seq_len,
                         int32_t *inputs, int32_t *targets) {
+  return gk_task_rows(task, split, seed, index, batch, 0, batch, seq_len, inputs, targets);
+}
+
+gk_status gk_task_rows(const gk_task *task, gk_split split, uint64_t seed, int64_t index, int batch, int first,
+                       int rows, int seq_len, int32_t *inputs, int32_t *targets) {
   if (!task || !inputs || !targets)
     return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_task_batch: %s is NULL", !task ? "task" : !inputs ? "inputs" : "targets");
   if (batch < 1) return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_task_batch: batch %d must be at least 1", batch);
   if (index < 0) return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_task_batch: index %lld is negative", (long long)index);
+  if (first < 0 || rows < 1 || rows > batch - first)
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "gk_task_rows: rows [%d, %d + %d) are not within the batch of %d", first,
+                      first, rows, batch);
   gk_status st = gk_task_check_seq_len(task, split, seq_len);
   if (st) return st;
   size_t T = (size_t)seq_len;
   if (task->kind == GK_TASK_TEXT && split == GK_SPLIT_EVAL) {
     int64_t windows = gk_task_eval_windows(task, seq_len);
-    for (int b = 0; b < batch; b++) {
-      int32_t *in = inputs + (size_t)b * T, *tgt = targets + (size_t)b * T;
+    for (int r = 0; r < rows; r++) {
+      int b = first + r;
+      int32_t *in = inputs + (size_t)r * T, *tgt = targets + (size_t)r * T;
       int64_t w = index <= (INT64_MAX - b) / batch ? index * batch + b : INT64_MAX;
       if (w < windows) {
         text_window(task, task->train_len + (size_t)w * T, seq_len, in, tgt);
@@ -194,10 +203,14 @@ gk_status gk_task_batch(const gk_task *task, gk_split split, uint64_t seed, int6
     }
     return GK_SUCCESS;
   }
+  // One stream per batch, drawn row after row: the rows before `first` are
+  // drawn too (into the first output row, overwritten after), so that row
+  // b is the same whichever part of the batch is asked for.
   gk_rng rng;
   gk_rng_seed_stream(&rng, seed, (uint64_t)split, (uint64_t)index);
-  for (int b = 0; b < batch; b++) {
-    int32_t *in = inputs + (size_t)b * T, *tgt = targets + (size_t)b * T;
+  for (int b = 0; b < first + rows; b++) {
+    int r = b < first ? 0 : b - first;
+    int32_t *in = inputs + (size_t)r * T, *tgt = targets + (size_t)r * T;
     switch (task->kind) {
     case GK_TASK_COPY: copy_row(task, &rng, seq_len, in, tgt); break;
     case GK_TASK_INDUCTION: induction_row(task, &rng, seq_len, in, tgt); break;

@@ -12,6 +12,9 @@
 // s, ...), so a resumed run sees exactly the batches of an uninterrupted one
 // without saving any generator state. The two splits draw from independent
 // random streams (synthetic tasks) or from disjoint parts of the file (text).
+// Row b of a batch does not depend on the batch size (the rows are drawn in
+// order from one stream per batch; text eval rows are windows by number), so
+// a batch can be made in parts (gk_task_rows).
 //
 // Tasks (vocabularies and sequence layouts):
 //  copy, selective copying: vocabulary n_values + 2: 0 = noise, 1..n_values
@@ -96,6 +99,12 @@ gk_status gk_task_check_seq_len(const gk_task *task, gk_split split, int seq_len
 // `split` (index >= 0).
 gk_status gk_task_batch(const gk_task *task, gk_split split, uint64_t seed, int64_t index, int batch, int seq_len,
                         int32_t *inputs, int32_t *targets);
+// Rows [first, first + rows) of that batch of `batch` rows into inputs and
+// targets, each (rows, seq_len): the same sequences gk_task_batch gives
+// there, so the ranks of a data-parallel run, each asking for its part,
+// together see the whole batch of one process.
+gk_status gk_task_rows(const gk_task *task, gk_split split, uint64_t seed, int64_t index, int batch, int first,
+                       int rows, int seq_len, int32_t *inputs, int32_t *targets);
 
 // text: the number of held-out windows of seq_len (an evaluation covers them
 // all in ceil(windows / batch) batches). Synthetic tasks: -1 (any number of

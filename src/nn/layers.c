@@ -99,6 +99,15 @@ gk_status gk_run_plan(gk_run *r, const gk_op_desc *d, gk_plan **out) {
   return GK_SUCCESS;
 }
 
+void gk_run_grads_ready(gk_run *r, int first, int n) {
+  if (r->grads_ready) r->grads_ready(r->grads_ready_ctx, first, n);
+}
+
+void gk_run_on_grads_ready(gk_run *r, gk_grads_ready_fn fn, void *ctx) {
+  r->grads_ready = fn;
+  r->grads_ready_ctx = ctx;
+}
+
 gk_status gk_run_exec(gk_run *r, const gk_plan *p, const gk_arg *args, int nargs) {
   size_t ws;
   gk_plan_workspace_size(p, &ws);

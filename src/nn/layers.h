@@ -37,7 +37,12 @@ struct gk_run {
   int32_t *target;
   void *head;                // model.c's state: embedding, final norm, head, loss
   void *arch;                // the blocks' state (the architecture's): plans, buffers
+  gk_grads_ready_fn grads_ready;  // gk_run_on_grads_ready's (NULL: none)
+  void *grads_ready_ctx;
 };
+
+// Tell the run's grads_ready that parameters [first, first + n) are final.
+void gk_run_grads_ready(gk_run *r, int first, int n);
 
 // Reserve n floats of the arena for *p (64-byte aligned). In the measuring
 // pass *p is set to NULL and only the size is counted.

@@ -330,6 +330,7 @@ static gk_status llama_backward(gk_run *r, float *dh) {
       s = linear_bwd(r, st->qkv[1], gk_t2(st->dqkv, d.rows, d.Q3), gk_t2(b->hn, d.rows, d.D), lp(m, l, P_WQKV),
                      gk_t2(st->dhn, d.rows, d.D));
     if (s == GK_SUCCESS) s = norm_bwd(r, st->norm[1], st->dhn, h_in, lp(m, l, P_ATTN_NORM), b->rstd, st->dtmp, &d);
+    if (s == GK_SUCCESS) gk_run_grads_ready(r, GK_PARAM_BLOCKS + l * P_COUNT, P_COUNT);
     if (s == GK_SUCCESS) s = add(r, st, &d, dh, st->dtmp, dh);
   }
   return s;

@@ -399,6 +399,7 @@ static gk_status mamba_backward(gk_run *r, float *dh) {
                       (gk_arg[]){GK_A(GK_ARG_DY, gk_t2(st->dhn, rows, D)), GK_A(GK_ARG_X, gk_t2((float *)h_in, rows, D)),
                                  GK_A(GK_ARG_WEIGHT, gk_pw(m, norm)), GK_A(GK_ARG_RSTD, gk_t1(b->rstd, rows)),
                                  GK_A(GK_ARG_DX, gk_t2(st->dtmp, rows, D)), GK_A(GK_ARG_DWEIGHT, gk_pg(m, norm))}, 6);
+    if (s == GK_SUCCESS) gk_run_grads_ready(r, GK_PARAM_BLOCKS + l * P_COUNT, P_COUNT);
     // The residual: dh (into the block's input) = dh + the block's part.
     if (s == GK_SUCCESS)
       s = gk_run_exec(r, st->add_d,

@@ -241,11 +241,14 @@ gk_status gk_run_step(gk_run *r, const int32_t *inputs, const int32_t *targets, 
                              GK_A(GK_ARG_WEIGHT, gk_pw(m, nfp)), GK_A(GK_ARG_RSTD, gk_t1(h->rstd, rows)),
                              GK_A(GK_ARG_DX, gk_t2(h->dh, rows, D)), GK_A(GK_ARG_DWEIGHT, gk_pg(m, nfp))}, 6);
   if (s != GK_SUCCESS) return s;
+  gk_run_grads_ready(r, GK_PARAM_NORM_F, 1);
   s = arch_of(m)->backward(r, h->dh);
   if (s != GK_SUCCESS) return s;
   gk_tensor idx;
   gk_tensor_init(&idx, r->index, GK_I32, 2, (int64_t[]){r->B, r->T});
-  return gk_run_exec(r, h->emb_b,
-                     (gk_arg[]){GK_A(GK_ARG_DY, gk_t3(h->dh, r->B, r->T, D)), GK_A(GK_ARG_INDEX, idx),
-                                GK_A(GK_ARG_DWEIGHT, demb)}, 3);
+  s = gk_run_exec(r, h->emb_b,
+                  (gk_arg[]){GK_A(GK_ARG_DY, gk_t3(h->dh, r->B, r->T, D)), GK_A(GK_ARG_INDEX, idx),
+                             GK_A(GK_ARG_DWEIGHT, demb)}, 3);
+  if (s == GK_SUCCESS) gk_run_grads_ready(r, GK_PARAM_EMBEDDING, 1);
+  return s;
 }

@@ -78,4 +78,12 @@ gk_status gk_run_step(gk_run *r, const int32_t *inputs, const int32_t *targets, 
 gk_status gk_run_forward(gk_run *r, const int32_t *inputs);
 const float *gk_run_logits(const gk_run *r);
 
+// During a train step's backward pass, fn(ctx, first, n) is called as soon
+// as the gradients of parameters [first, first + n) of m->params are final:
+// the head's first (norm_f), then each block's from the last to the first,
+// the embedding's last (the head and the embedding share it). Data-parallel
+// training starts reducing them there, while backward goes on. NULL: none.
+typedef void (*gk_grads_ready_fn)(void *ctx, int first, int n);
+void gk_run_on_grads_ready(gk_run *r, gk_grads_ready_fn fn, void *ctx);
+
 #endif
