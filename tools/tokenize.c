@@ -62,7 +62,8 @@ static gk_status print_ids(void *ctx, const int32_t *ids, size_t n) {
 static int encode(gk_bpe *t, int stats) {
   static encode_out out;
   double t0 = now();
-  gk_status st = gk_bpe_encode_stream(t, stdin, "standard input", print_ids, &out);
+  uint64_t bytes = 0;
+  gk_status st = gk_bpe_encode_stream(t, stdin, "standard input", print_ids, &out, &bytes);
   if (st == GK_SUCCESS) {
     out.buf[out.len++] = '\n';
     if (fwrite(out.buf, 1, out.len, stdout) != out.len || fflush(stdout))
@@ -73,14 +74,10 @@ static int encode(gk_bpe *t, int stats) {
     return 1;
   }
   double secs = now() - t0;
-  if (stats) {
-    long long bytes = ftell(stdin);
-    if (bytes >= 0)
-      fprintf(stderr, "encoded %lld bytes into %zu tokens in %.3f s: %.2f MB/s, %.2f bytes per token\n", bytes,
-              out.ntokens, secs, (double)bytes / 1e6 / secs, out.ntokens ? (double)bytes / (double)out.ntokens : 0.0);
-    else
-      fprintf(stderr, "encoded %zu tokens in %.3f s\n", out.ntokens, secs);
-  }
+  if (stats)
+    fprintf(stderr, "encoded %llu bytes into %zu tokens in %.3f s: %.2f MB/s, %.2f bytes per token\n",
+            (unsigned long long)bytes, out.ntokens, secs, (double)bytes / 1e6 / secs,
+            out.ntokens ? (double)bytes / (double)out.ntokens : 0.0);
   return 0;
 }
 

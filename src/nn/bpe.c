@@ -505,7 +505,8 @@ gk_status gk_bpe_encode(gk_bpe *t, const void *text, size_t n, int final, size_t
 
 // Encoding a stream: read pieces into a buffer, encode all but the tail that
 // more text could change, keep the tail, read on.
-gk_status gk_bpe_encode_stream(gk_bpe *t, FILE *in, const char *what, gk_bpe_emit_fn emit, void *ctx) {
+gk_status gk_bpe_encode_stream(gk_bpe *t, FILE *in, const char *what, gk_bpe_emit_fn emit, void *ctx,
+                               uint64_t *nbytes) {
   if (!t || !in || !what || !emit)
     return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_bpe_encode_stream: %s is NULL",
                       !t ? "tokenizer" : !in ? "in" : !what ? "what" : "emit");
@@ -542,6 +543,7 @@ gk_status gk_bpe_encode_stream(gk_bpe *t, FILE *in, const char *what, gk_bpe_emi
     len -= used;
     t->text_base += used;
   }
+  if (nbytes) *nbytes = t->text_base + len;
   t->text_base = 0;
   free(buf);
   gk_bpe_ids_free(&ids);

@@ -85,8 +85,10 @@ gk_status gk_bpe_encode(gk_bpe *t, const void *text, size_t n, int final, size_t
 // Encode everything `in` holds, reading it in pieces (never the whole file at
 // once), and hand the ids to `emit` as they come; `what` names the input in
 // messages. emit's non-success status stops the encoding and is returned.
+// *nbytes (when not NULL): the bytes read.
 typedef gk_status (*gk_bpe_emit_fn)(void *ctx, const int32_t *ids, size_t n);
-gk_status gk_bpe_encode_stream(gk_bpe *t, FILE *in, const char *what, gk_bpe_emit_fn emit, void *ctx);
+gk_status gk_bpe_encode_stream(gk_bpe *t, FILE *in, const char *what, gk_bpe_emit_fn emit, void *ctx,
+                               uint64_t *nbytes);
 
 // The bytes of token `id` (*len of them), or NULL for an id that is no token.
 const unsigned char *gk_bpe_token_bytes(const gk_bpe *t, int32_t id, size_t *len);
