@@ -778,7 +778,7 @@ static gk_status build(builder *b, const char *kind, gk_bpe **out) {
     return st;
   }
   // Added tokens, longest first; the builder hands them over.
-  qsort(b->added, b->nadded, sizeof *b->added, cmp_added_len);
+  if (b->nadded > 1) qsort(b->added, b->nadded, sizeof *b->added, cmp_added_len);
   t->added = b->added;
   t->nadded = b->nadded;
   b->added = NULL;
