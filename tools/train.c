@@ -11,6 +11,7 @@
 // before the first step.
 #include "train.h"
 
+#include "nn/bpe.h"
 #include "nn/fileio.h"
 #include "nn/layers.h"
 #include "nn/plot.h"
@@ -18,12 +19,14 @@
 #include "nn/safetensors.h"
 #include "nn/schedule.h"
 
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // The built-in selective-copying task: 8 data tokens of 8 values scattered
 // in the first 56 of 64 positions, reproduced after 8 markers.
@@ -50,6 +53,8 @@ typedef struct eval_result {
 
 typedef struct trainer {
   gk_train_args a;
+  gk_bpe *tokenizer;               // --tokenizer (NULL: bytes)
+  char *tokenizer_path;            // its absolute path, recorded in checkpoints
   gk_task task;
   gk_model model;
   gk_run *run, *eval_run;
@@ -98,6 +103,9 @@ static void config_string(const trainer *t, char *buf, size_t n) {
            c->arch == GK_ARCH_MAMBA ? c->selection : 0, c->arch == GK_ARCH_LLAMA ? c->heads : 0,
            c->arch == GK_ARCH_LLAMA ? c->kv_heads : 0, c->arch == GK_ARCH_LLAMA ? c->d_ff : 0,
            c->arch == GK_ARCH_LLAMA ? c->rope_theta : 0, gk_task_name(t->a.task), t->a.seq_len, t->a.batch);
+  // With --tokenizer: which tokenizer (another one makes other batches).
+  if (t->tokenizer)
+    snprintf(buf + strlen(buf), n - strlen(buf), " tokenizer=%08x", (unsigned)gk_bpe_fingerprint(t->tokenizer));
 }
 
 // The options that steer the run without changing any shape, recorded by
@@ -209,7 +217,7 @@ static gk_status save_checkpoint(trainer *t, const char *path) {
                                   (size_t)m->n_total * sizeof(float)};
   ts[m->nparams + 1] = (gk_st_tensor){"optimizer.exp_avg_sq", GK_ST_F32, 1, {m->n_total}, t->exp_avg_sq,
                                       (size_t)m->n_total * sizeof(float)};
-  enum { MAX_META = 3 + N_RUN_OPTIONS + 5 };
+  enum { MAX_META = 3 + N_RUN_OPTIONS + 6 };
   char config[512], step[32], values[N_RUN_OPTIONS][40], data_bytes[32], data_crc[16], figures[3][40];
   gk_st_meta meta[MAX_META];
   size_t nmeta = 0;
@@ -227,6 +235,7 @@ static gk_status save_checkpoint(trainer *t, const char *path) {
     meta[nmeta++] = (gk_st_meta){"data_bytes", data_bytes};
     meta[nmeta++] = (gk_st_meta){"data_crc32", data_crc};
   }
+  if (t->tokenizer_path) meta[nmeta++] = (gk_st_meta){"tokenizer", t->tokenizer_path};
   const char *figure_keys[3] = {"train_loss", "eval_loss", "eval_accuracy"};
   double figure_values[3] = {t->train_loss, t->ev.loss, t->a.task == GK_TASK_TEXT ? NAN : t->ev.accuracy};
   for (int k = 0; k < 3; k++)
@@ -430,12 +439,28 @@ static gk_status evaluate(trainer *t, eval_result *out) {
 
 // ---------------------------------------------------------------- the run
 
+// `path` made absolute against the working directory (malloc'd; NULL on failure).
+static char *absolute_path(const char *path) {
+  char cwd[4096];
+  if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) return NULL;
+  size_t n = strlen(path) + (path[0] == '/' ? 0 : strlen(cwd) + 1) + 1;
+  char *out = malloc(n);
+  if (out) snprintf(out, n, "%s%s%s", path[0] == '/' ? "" : cwd, path[0] == '/' ? "" : "/", path);
+  return out;
+}
+
 static gk_status setup(trainer *t) {
   gk_train_args *a = &t->a;
   gk_status s;
   if (a->task == GK_TASK_COPY) s = gk_task_init_copy(&t->task, COPY_DATA, COPY_VALUES);
   else if (a->task == GK_TASK_INDUCTION) s = gk_task_init_induction(&t->task, GK_INDUCTION_DEFAULT_VALUES);
-  else s = gk_task_init_text(&t->task, a->data, a->seq_len);
+  else if (!a->tokenizer) s = gk_task_init_text(&t->task, a->data, a->seq_len);
+  else if ((s = gk_bpe_load(a->tokenizer, &t->tokenizer)) == GK_SUCCESS) {  // BPE tokens
+    if (!(t->tokenizer_path = absolute_path(a->tokenizer)))
+      s = gk_nn_fail(GK_NN_ERR_FILE, "--tokenizer '%s': cannot make its path absolute: %s", a->tokenizer,
+                     strerror(errno));
+    else s = gk_task_init_text_tokens(&t->task, a->data, a->seq_len, t->tokenizer);
+  }
   if (s != GK_SUCCESS) return s;
   // Induction heads: evaluated on sequences 4 times longer than trained.
   t->eval_len = a->task == GK_TASK_INDUCTION ? 4 * a->seq_len : a->seq_len;
@@ -479,6 +504,8 @@ static gk_status setup(trainer *t) {
 }
 
 static void teardown(trainer *t) {
+  gk_bpe_free(t->tokenizer);
+  free(t->tokenizer_path);
   gk_run_free(t->run);
   gk_run_free(t->eval_run);
   gk_model_free(&t->model);
@@ -612,7 +639,7 @@ int gk_cmd_train(int argc, char **argv) {
       t.eval_y[t.n_eval++] = t.ev.loss;
       if (a->task == GK_TASK_TEXT)
         gk_progress_note(&t.progress, "step %lld: eval loss %.4f, %.3f bits per byte", (long long)t.step,
-                         t.ev.loss, t.ev.loss / log(2.0));
+                         t.ev.loss, gk_task_bits_per_byte(&t.task, t.ev.loss));
       else
         gk_progress_note(&t.progress, "step %lld: eval loss %.4f, eval accuracy %.1f%%", (long long)t.step,
                          t.ev.loss, 100 * t.ev.accuracy);
@@ -633,7 +660,7 @@ int gk_cmd_train(int argc, char **argv) {
   }
   if (rc == 0) {
     gk_run_summary sum = {t.train_loss, t.ev.loss, a->task == GK_TASK_TEXT ? NAN : t.ev.accuracy,
-                          a->task == GK_TASK_TEXT ? t.ev.loss / log(2.0) : NAN, t.last_checkpoint};
+                          a->task == GK_TASK_TEXT ? gk_task_bits_per_byte(&t.task, t.ev.loss) : NAN, t.last_checkpoint};
     gk_progress_summary(&t.progress, &sum);
   }
   teardown(&t);

@@ -120,6 +120,8 @@ static const option train_opts[] = {
      "the task (text: bytes of --data)"},
     {NULL, "--data", "FILE", K_STRING, T(data), 0, 0, 0, NULL, 0, 0,
      "text to learn (the last 10% is held out)"},
+    {NULL, "--tokenizer", "PATH", K_STRING, T(tokenizer), 0, 0, 0, NULL, 0, 0,
+     "text: learn BPE tokens, not bytes (a tokenizer.json, or a directory with GPT-2's encoder.json and vocab.bpe)"},
     {NULL, "--seq-len", "T", K_INT, T(seq_len), 1, 1 << 24, 0, NULL, 0, 0, "tokens per training sequence"},
     {NULL, "--batch", "B", K_INT, T(batch), 1, 1 << 20, 0, NULL, 0, 0, "sequences per step"},
     {NULL, "--seed", "S", K_U64, T(seed), 0, 0, 0, NULL, 0, 0, "seed of the weights and the data"},
@@ -156,7 +158,9 @@ static const option sample_opts[] = {
     {NULL, "--checkpoint", "FILE", K_STRING, S(checkpoint), 0, 0, 0, NULL, 0, 0,
      "checkpoint of a text model (required)"},
     {NULL, "--prompt", "TEXT", K_STRING, S(prompt), 0, 0, 0, NULL, 0, 1, "text to continue (default: a newline)"},
-    {NULL, "--tokens", "N", K_INT, S(tokens), 1, 1 << 24, 0, NULL, 0, 0, "tokens (bytes) to generate"},
+    {NULL, "--tokens", "N", K_INT, S(tokens), 1, 1 << 24, 0, NULL, 0, 0, "tokens (bytes, or BPE tokens) to generate"},
+    {NULL, "--tokenizer", "PATH", K_STRING, S(tokenizer), 0, 0, 0, NULL, 0, 0,
+     "the model's tokenizer, when it is no longer where the checkpoint says (checked against it)"},
     {NULL, "--temperature", "T", K_DOUBLE, S(temperature), 0, 100, 0, NULL, 0, 0,
      "sampling temperature (0: always the most likely)"},
     {NULL, "--top-k", "K", K_INT, S(top_k), 0, 1 << 20, 0, NULL, 0, 0, "sample among the K most likely (0: all)"},
@@ -367,6 +371,9 @@ static gk_status check_train(const gk_train_args *a) {
   if (a->task != GK_TASK_TEXT && a->data)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "--data '%.60s' is only used by --task text (the task is %s)", a->data,
                    gk_task_name(a->task));
+  if (a->task != GK_TASK_TEXT && a->tokenizer)
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--tokenizer '%.60s' is only used by --task text (the task is %s)",
+                   a->tokenizer, gk_task_name(a->task));
   // --min-lr and --warmup were made to follow --lr and --steps where not
   // given (gk_train_args_parse), so only values the user gave get here.
   if (a->min_lr > a->lr)

@@ -29,6 +29,7 @@ typedef struct gk_train_args {
   gk_model_kind model;        // --model mamba|llama
   gk_task_kind task;          // --task copy|induction|text
   const char *data;           // --data FILE: the text file of --task text (NULL: none)
+  const char *tokenizer;      // --tokenizer PATH: BPE tokens instead of bytes (src/nn/bpe.h; NULL: bytes)
   int layers;                 // --layers N: blocks
   int width;                  // --width D: d_model
   int state;                  // --state N: d_state of the selective scan (mamba)
@@ -64,6 +65,7 @@ typedef struct gk_train_args {
 typedef struct gk_sample_args {
   const char *checkpoint;     // --checkpoint FILE (required)
   const char *prompt;         // --prompt TEXT: bytes to continue (not empty)
+  const char *tokenizer;      // --tokenizer PATH: instead of the one the checkpoint names (NULL: that one)
   int tokens;                 // --tokens N: tokens to generate
   double temperature;         // --temperature T: 0 = greedy (argmax)
   int top_k;                  // --top-k K: sample among the K most likely (0: all)

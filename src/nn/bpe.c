@@ -2,6 +2,7 @@
 #include "bpe.h"
 
 #include "json.h"
+#include "safetensors.h"
 #include "unicode_tables.h"
 
 #include <errno.h>
@@ -182,6 +183,34 @@ void gk_bpe_free(gk_bpe *t) {
 
 int32_t gk_bpe_vocab_size(const gk_bpe *t) { return t ? t->vocab_size : 0; }
 const char *gk_bpe_describe(const gk_bpe *t) { return t ? t->describe : ""; }
+
+static int cmp_merge_rank(const void *x, const void *y) {
+  const merge_slot *a = x, *b = y;
+  return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+uint32_t gk_bpe_fingerprint(const gk_bpe *t) {
+  if (!t) return 0;
+  uint32_t crc = gk_st_crc32(0, &t->vocab_size, sizeof t->vocab_size);
+  crc = gk_st_crc32(crc, t->tok_len, (size_t)t->vocab_size * sizeof *t->tok_len);
+  for (int32_t id = 0; id < t->vocab_size; id++)
+    if (t->tok_len[id] > 0) crc = gk_st_crc32(crc, t->tok_bytes + t->tok_off[id], (size_t)t->tok_len[id]);
+  merge_slot *m = malloc((t->nmerges ? t->nmerges : 1) * sizeof *m);
+  size_t n = 0;
+  for (size_t i = 0; m && i < t->merge_cap; i++)
+    if (t->merges[i].pair != UINT64_MAX) m[n++] = t->merges[i];
+  if (m && n > 1) qsort(m, n, sizeof *m, cmp_merge_rank);
+  for (size_t i = 0; m && i < n; i++) {
+    int32_t v[3] = {(int32_t)(m[i].pair >> 32), (int32_t)(uint32_t)m[i].pair, m[i].result};
+    crc = gk_st_crc32(crc, v, sizeof v);
+  }
+  free(m);
+  for (size_t i = 0; i < t->nadded; i++) {
+    crc = gk_st_crc32(crc, &t->added[i].id, sizeof t->added[i].id);
+    crc = gk_st_crc32(crc, t->added[i].bytes, t->added[i].len);
+  }
+  return gk_st_crc32(crc, &t->nfc, sizeof t->nfc);
+}
 
 const unsigned char *gk_bpe_token_bytes(const gk_bpe *t, int32_t id, size_t *len) {
   if (!t || id < 0 || id >= t->vocab_size || t->tok_len[id] < 0) return NULL;

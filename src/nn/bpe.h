@@ -64,6 +64,10 @@ void gk_bpe_free(gk_bpe *t);
 
 // One more than the largest token id.
 int32_t gk_bpe_vocab_size(const gk_bpe *t);
+// A CRC-32 of everything that decides the encoding (every token's bytes, the
+// merges by rank, the added tokens, the NFC check): tokenizers with equal
+// fingerprints encode alike, wherever their files are.
+uint32_t gk_bpe_fingerprint(const gk_bpe *t);
 // "GPT-2 files, 50257 tokens, 50000 merges" or "tokenizer.json, ..., 2 added tokens".
 const char *gk_bpe_describe(const gk_bpe *t);
 
