@@ -108,14 +108,20 @@ static int decode(gk_bpe *t, int stats) {
         fail = 1;
         break;
       }
+      size_t len;
+      if (!gk_bpe_token_bytes(t, (int32_t)v, &len)) {
+        fprintf(stderr, "gradkern tokenize --decode: input word %zu: %ld is not a token id of this tokenizer (ids 0..%ld)\n",
+                nword, v, (long)gk_bpe_vocab_size(t) - 1);
+        fail = 1;
+        break;
+      }
       ids[nids++] = (int32_t)v;
       wlen = 0;
     }
     if (nids == sizeof ids / sizeof *ids || (c == EOF && nids)) {
       text.len = 0;
       if (gk_bpe_decode(t, ids, nids, &text)) {
-        fprintf(stderr, "gradkern tokenize --decode: %s (counting from the %zu-th id of the input)\n", gk_last_error(),
-                total_ids);
+        fprintf(stderr, "gradkern tokenize --decode: %s\n", gk_last_error());
         fail = 1;
         break;
       }
