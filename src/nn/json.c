@@ -247,6 +247,22 @@ static gk_status skip_number(gk_json *p, const char *ctx) {
   return ok ? GK_SUCCESS : gk_json_fail_at(p, start, "malformed number %s", ctx);
 }
 
+gk_status gk_json_double(gk_json *p, double *out, const char *ctx) {
+  int c = gk_json_peek(p);
+  char fb[64];
+  if (c != '-' && !(c >= '0' && c <= '9'))
+    return gk_json_fail_at(p, p->i, "expected a number %s, found %s", ctx, gk_json_found(p, fb, sizeof fb));
+  size_t start = p->i;
+  gk_status st = skip_number(p, ctx);
+  if (st) return st;
+  char num[64];
+  if (p->i - start >= sizeof num) return gk_json_fail_at(p, start, "number too long %s", ctx);
+  memcpy(num, p->s + start, p->i - start);
+  num[p->i - start] = 0;
+  *out = strtod(num, NULL);
+  return GK_SUCCESS;
+}
+
 static gk_status skip_value(gk_json *p, const char *ctx, int depth) {
   int c = gk_json_peek(p), more;
   gk_status st;

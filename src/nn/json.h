@@ -52,6 +52,8 @@ gk_status gk_json_string_append(gk_json *p, gk_nn_buf *b, size_t *len, const cha
 gk_status gk_json_uint(gk_json *p, uint64_t *out, const char *ctx);
 // An integer in [-2^63, 2^63).
 gk_status gk_json_int(gk_json *p, int64_t *out, const char *ctx);
+// Any JSON number, as the nearest double.
+gk_status gk_json_double(gk_json *p, double *out, const char *ctx);
 // true or false into *out (0 or 1); with null_ok, null as well (*out = -1).
 gk_status gk_json_bool(gk_json *p, int *out, int null_ok, const char *ctx);
 // Any value, checked for well-formedness and skipped.
