@@ -11,6 +11,7 @@
 
 #include "nn/bpe.h"
 #include "nn/generate.h"
+#include "nn/hf.h"
 #include "nn/progress.h"
 #include "nn/safetensors.h"
 
@@ -140,6 +141,26 @@ static gk_status load_text_model(const char *path, const char *tokenizer_path, g
   return s;
 }
 
+// A Hugging Face Mamba model directory (src/nn/hf.h) and its tokenizer:
+// `tokenizer_path`, else DIR/tokenizer.json. Mamba has no window, so
+// *seq_len only sizes the prompt's pass.
+static gk_status load_hf_model(const char *dir, const char *tokenizer_path, gk_model *m, int *seq_len,
+                               gk_bpe **tokenizer) {
+  *tokenizer = NULL;
+  *seq_len = 2048;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  if (!tokenizer_path && access(path, R_OK))
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--model '%s' has no tokenizer.json: give the model's tokenizer with "
+                      "--tokenizer PATH", dir);
+  gk_status s = gk_hf_load(dir, m, NULL);
+  if (s == GK_SUCCESS) s = gk_bpe_load(tokenizer_path ? tokenizer_path : path, tokenizer);
+  if (s == GK_SUCCESS && gk_bpe_vocab_size(*tokenizer) > m->cfg.vocab)
+    s = gk_nn_fail(GK_ERR_INVALID_VALUE, "the tokenizer has %d tokens, the model only %d", gk_bpe_vocab_size(*tokenizer),
+                   m->cfg.vocab);
+  return s;
+}
+
 // "s" after a count other than 1: "%zu byte%s".
 static const char *plural(size_t n) { return n == 1 ? "" : "s"; }
 
@@ -209,7 +230,9 @@ int gk_cmd_sample(int argc, char **argv) {
   memset(&m, 0, sizeof m);
   int seq_len = 0;
   gk_bpe *tok = NULL;
-  if (load_text_model(a.checkpoint, a.tokenizer, &m, &seq_len, &tok) != GK_SUCCESS) {
+  gk_status loaded = a.model_dir ? load_hf_model(a.model_dir, a.tokenizer, &m, &seq_len, &tok)
+                                 : load_text_model(a.checkpoint, a.tokenizer, &m, &seq_len, &tok);
+  if (loaded != GK_SUCCESS) {
     gk_model_free(&m);
     gk_bpe_free(tok);
     return fail("loading the model");

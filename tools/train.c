@@ -13,6 +13,7 @@
 
 #include "nn/bpe.h"
 #include "nn/fileio.h"
+#include "nn/hf.h"
 #include "nn/layers.h"
 #include "nn/plot.h"
 #include "nn/progress.h"
@@ -55,6 +56,7 @@ typedef struct trainer {
   gk_train_args a;
   gk_bpe *tokenizer;               // --tokenizer (NULL: bytes)
   char *tokenizer_path;            // its absolute path, recorded in checkpoints
+  gk_st_dtype hf_dtype;            // --init: the dtype of the model directory's tensors
   gk_task task;
   gk_model model;
   gk_run *run, *eval_run;
@@ -479,7 +481,16 @@ static gk_status setup(trainer *t) {
   c.selection = a->selection;
   c.heads = a->heads;
   c.kv_heads = a->kv_heads;
-  if ((s = gk_model_init(&t->model, &c, a->seed)) != GK_SUCCESS) return s;
+  if (a->init) {  // a Hugging Face model directory instead of random weights
+    if ((s = gk_hf_load(a->init, &t->model, &t->hf_dtype)) != GK_SUCCESS) return s;
+    if (t->model.cfg.vocab < t->task.vocab_size)
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "--init '%s' has %d tokens, fewer than the %d of the data's %s", a->init,
+                        t->model.cfg.vocab, t->task.vocab_size, a->tokenizer ? "tokenizer" : "bytes");
+    if (t->model.cfg.norm_eps != 1e-5)  // checkpoints do not record it
+      return gk_nn_fail(GK_ERR_UNSUPPORTED, "--init '%s': layer_norm_epsilon %g is not supported (only 1e-5)", a->init,
+                        t->model.cfg.norm_eps);
+  } else if ((s = gk_model_init(&t->model, &c, a->seed)) != GK_SUCCESS)
+    return s;
   if ((s = gk_run_create(&t->model, a->batch, a->seq_len, true, &t->run)) != GK_SUCCESS) return s;
   if ((s = gk_run_create(&t->model, a->batch, t->eval_len, false, &t->eval_run)) != GK_SUCCESS) return s;
   size_t n = (size_t)t->model.n_total;
@@ -652,6 +663,8 @@ int gk_cmd_train(int argc, char **argv) {
     }
     if (last) break;
   }
+  if (rc == 0 && a->save_hf && gk_hf_save(a->save_hf, &t.model, a->init ? t.hf_dtype : GK_ST_F32) != GK_SUCCESS)
+    rc = fail("--save-hf");
   if (rc == 0 && a->plot) {
     gk_plot_series series[2] = {{"training loss", t.loss_x, t.loss_y, (size_t)t.n_loss, 0},
                                 {"evaluation loss", t.eval_x, t.eval_y, (size_t)t.n_eval, 1}};

@@ -208,3 +208,39 @@ def test_tied_head_accepted(tmp_path):
     make_dir(tmp_path / "m", weights=w)
     r, _ = helper(tmp_path, tmp_path / "m")
     assert r.returncode == 0, r.stderr
+
+
+def test_fine_tune_and_sample_from_the_command_line(tmp_path):
+    """gradkern train --init DIR --tokenizer ... --save-hf OUT, then gradkern
+    sample --model OUT: the evaluation loss falls, the written directory reads
+    back, and sampling decodes with the tokenizer."""
+    import re
+    import test_tokenizer_cli as tc
+    bin_ = os.environ.get("GRADKERN_BIN")
+    assert bin_, "GRADKERN_BIN is not set (run through ctest)"
+    tok = tmp_path / "tokenizer.json"
+    tok.write_text(json.dumps(tc.tokenizer_json()))
+    cfg = dict(CONFIG, vocab_size=300)
+    make_dir(tmp_path / "base", cfg=cfg, weights=random_weights(cfg), dtype="BF16")
+    data = tmp_path / "text.txt"
+    data.write_text(tc.random_text(5, 20000))
+    out_dir = tmp_path / "tuned"
+    out_dir.mkdir()
+    r = subprocess.run([bin_, "train", "--task", "text", "--data", str(data), "--tokenizer", str(tok), "--init",
+                        str(tmp_path / "base"), "--steps", "20", "--seq-len", "16", "--batch", "4", "--lr", "3e-3",
+                        "--eval-every", "5", "--eval-batches", "2", "--save-hf", str(out_dir)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    evals = [float(x) for x in re.findall(r"eval loss ([0-9.]+),", r.stdout + r.stderr)]
+    assert len(evals) >= 4 and evals[-1] < evals[0], r.stdout
+    back = read_st(out_dir / "model.safetensors")
+    assert all(dt == "BF16" for dt, _ in back.values())  # written back in the dtype it was read in
+    assert json.loads((out_dir / "config.json").read_text())["vocab_size"] == 300
+    s = subprocess.run([bin_, "sample", "--model", str(out_dir), "--tokenizer", str(tok), "--prompt", "the hand",
+                        "--tokens", "20", "--seed", "2"], capture_output=True, timeout=300)
+    assert s.returncode == 0 and len(s.stdout) > 0, s.stderr.decode()
+    s = subprocess.run([bin_, "sample", "--model", str(out_dir), "--tokens", "5"], capture_output=True, text=True)
+    assert s.returncode == 1 and "--tokenizer PATH" in s.stderr
+    r = subprocess.run([bin_, "train", "--task", "text", "--data", str(data), "--init", str(tmp_path / "base"),
+                        "--width", "32"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--width cannot be given with --init" in r.stderr
