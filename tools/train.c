@@ -86,6 +86,8 @@ static const char *last_good(const trainer *t) { return t->last_checkpoint ? t->
 //   step     steps done;  seed
 //   steps lr min_lr warmup weight_decay clip   the run's options (run_options)
 //   data_bytes data_crc32                      --task text: the data file
+//   tokenizer                                  --tokenizer: its absolute path (its
+//                                              fingerprint is in config)
 //   train_loss eval_loss eval_accuracy         the last figures, when known
 //   crc32:<tensor>                             the checksum of each tensor
 // Resuming with other options or data is refused unless --allow-changes.
@@ -481,6 +483,11 @@ static gk_status setup(trainer *t) {
   c.selection = a->selection;
   c.heads = a->heads;
   c.kv_heads = a->kv_heads;
+  if (a->save_hf) {  // checked before the run, as --checkpoint is
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/model.safetensors", a->save_hf);
+    if ((s = gk_nn_check_writable(probe, "--save-hf")) != GK_SUCCESS) return s;
+  }
   if (a->init) {  // a Hugging Face model directory instead of random weights
     if ((s = gk_hf_load(a->init, &t->model, &t->hf_dtype)) != GK_SUCCESS) return s;
     if (t->model.cfg.vocab < t->task.vocab_size)
