@@ -201,9 +201,10 @@ int gk_cmd_sample(int argc, char **argv) {
     gk_sample_usage(stdout, NULL);
     // After the options: what the options' lines leave out.
     printf("\n"
-           "The prompt goes through the model in one pass; then each byte is sampled,\n"
-           "written to stdout and fed back. --tokens is at most %d.\n"
-           "--temperature is 0 (always the most likely byte) or a number from 1e-300\n"
+           "The prompt goes through the model in one pass; then each token (a byte, or\n"
+           "a BPE token, written as its bytes) is sampled, written to stdout and fed\n"
+           "back. --tokens is at most %d.\n"
+           "--temperature is 0 (always the most likely token) or a number from 1e-300\n"
            "to 100; small ones approach 0.\n"
            "\n"
            "Past the trained context: a LLaMA model sees at most the sequence length N\n"

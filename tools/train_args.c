@@ -549,8 +549,11 @@ void gk_train_usage(FILE *out, const gk_train_args *defaults) {
 
 void gk_sample_usage(FILE *out, const gk_sample_args *defaults) {
   fputs("usage: gradkern sample --checkpoint FILE [options]\n"
+        "       gradkern sample --model DIR [--tokenizer PATH] [options]\n"
         "\n"
-        "Generates text from a byte-level model trained with --task text.\n"
+        "Generates text from a model trained with --task text (on bytes, or on the\n"
+        "BPE tokens of the tokenizer the checkpoint names), or from a Hugging Face\n"
+        "Mamba model directory.\n"
         "\n",
         out);
   usage(out, sample_opts, N_SAMPLE_OPTS, defaults ? defaults : &gk_sample_defaults);
