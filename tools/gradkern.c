@@ -23,7 +23,7 @@ static const char *usage =
     "                  with no options: a small Mamba on the selective-copying task\n"
     "  sample --checkpoint FILE [options]\n"
     "                  continue a prompt with a text model trained with --task text\n"
-    "                  (or --model DIR: a Hugging Face Mamba model directory)\n"
+    "                  (or --model DIR: a Hugging Face Mamba or LLaMA model directory)\n"
     "                  (gradkern sample --help)\n"
     "  tokenize --tokenizer PATH [--decode]\n"
     "                  text on standard input to BPE token ids, or back\n"

@@ -141,9 +141,9 @@ static gk_status load_text_model(const char *path, const char *tokenizer_path, g
   return s;
 }
 
-// A Hugging Face Mamba model directory (src/nn/hf.h) and its tokenizer:
-// `tokenizer_path`, else DIR/tokenizer.json. Mamba has no window, so
-// *seq_len only sizes the prompt's pass.
+// A Hugging Face model directory (src/nn/hf.h) and its tokenizer:
+// `tokenizer_path`, else DIR/tokenizer.json. *seq_len: LLaMA's window (2048
+// tokens); Mamba has none.
 static gk_status load_hf_model(const char *dir, const char *tokenizer_path, gk_model *m, int *seq_len,
                                gk_bpe **tokenizer) {
   *tokenizer = NULL;

@@ -123,9 +123,9 @@ static const option train_opts[] = {
     {NULL, "--tokenizer", "PATH", K_STRING, T(tokenizer), 0, 0, 0, NULL, 0, 0,
      "text: learn BPE tokens, not bytes (a tokenizer.json, or a directory with GPT-2's encoder.json and vocab.bpe)"},
     {NULL, "--init", "DIR", K_STRING, T(init), 0, 0, 0, NULL, 0, 0,
-     "text: fine-tune the Hugging Face Mamba model in DIR (config.json, model.safetensors); it sets the sizes"},
+     "text: fine-tune the Hugging Face Mamba or LLaMA model in DIR (config.json, model.safetensors); it sets the sizes"},
     {NULL, "--save-hf", "DIR", K_STRING, T(save_hf), 0, 0, 0, NULL, 0, 0,
-     "at the end, write the model to DIR as a Hugging Face MambaForCausalLM (in --init's dtype, else F32)"},
+     "at the end, write the model to DIR in Hugging Face's format (in --init's dtype, else F32)"},
     {NULL, "--seq-len", "T", K_INT, T(seq_len), 1, 1 << 24, 0, NULL, 0, 0, "tokens per training sequence"},
     {NULL, "--batch", "B", K_INT, T(batch), 1, 1 << 20, 0, NULL, 0, 0, "sequences per step"},
     {NULL, "--seed", "S", K_U64, T(seed), 0, 0, 0, NULL, 0, 0, "seed of the weights and the data"},
@@ -162,7 +162,7 @@ static const option sample_opts[] = {
     {NULL, "--checkpoint", "FILE", K_STRING, S(checkpoint), 0, 0, 0, NULL, 0, 0,
      "checkpoint of a text model (this or --model)"},
     {NULL, "--model", "DIR", K_STRING, S(model_dir), 0, 0, 0, NULL, 0, 0,
-     "a Hugging Face Mamba model directory (needs --tokenizer; DIR/tokenizer.json when there)"},
+     "a Hugging Face Mamba or LLaMA model directory (its tokenizer: DIR/tokenizer.json, or --tokenizer)"},
     {NULL, "--prompt", "TEXT", K_STRING, S(prompt), 0, 0, 0, NULL, 0, 1, "text to continue (default: a newline)"},
     {NULL, "--tokens", "N", K_INT, S(tokens), 1, 1 << 24, 0, NULL, 0, 0, "tokens (bytes, or BPE tokens) to generate"},
     {NULL, "--tokenizer", "PATH", K_STRING, S(tokenizer), 0, 0, 0, NULL, 0, 0,
@@ -411,8 +411,9 @@ static gk_status check_train(const gk_train_args *a) {
         return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s cannot be given with --init '%.60s' (the model directory sets it)",
                           sized[k], a->init);
   }
-  if (a->save_hf && (a->model != GK_MODEL_MAMBA || !a->selection))
-    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--save-hf '%.60s' writes Mamba models with selection only", a->save_hf);
+  if (a->save_hf && a->model == GK_MODEL_MAMBA && !a->selection)
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--save-hf '%.60s': a Mamba model without selection has no Hugging Face form",
+                      a->save_hf);
   static const char *const llama_only[] = {"--heads", "--kv-heads"};
   static const char *const mamba_only[] = {"--state", "--no-selection"};
   for (int k = 0; k < 2; k++) {
@@ -553,7 +554,7 @@ void gk_sample_usage(FILE *out, const gk_sample_args *defaults) {
         "\n"
         "Generates text from a model trained with --task text (on bytes, or on the\n"
         "BPE tokens of the tokenizer the checkpoint names), or from a Hugging Face\n"
-        "Mamba model directory.\n"
+        "Mamba or LLaMA model directory.\n"
         "\n",
         out);
   usage(out, sample_opts, N_SAMPLE_OPTS, defaults ? defaults : &gk_sample_defaults);
