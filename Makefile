@@ -49,7 +49,7 @@ test: test-deps build
 FUZZ_RUNS ?= 1000000
 fuzz: fuzz-deps
 	@cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_safetensors fuzz_plan fuzz_train_args
+	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_safetensors fuzz_plan fuzz_train_args fuzz_bpe
 	scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_RUNS)
 
 # Speed: every op against the triad bandwidth and OpenBLAS's sgemm

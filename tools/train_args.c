@@ -122,6 +122,12 @@ static const option train_opts[] = {
      "the task (text: bytes of --data)"},
     {NULL, "--data", "FILE", K_STRING, T(data), 0, 0, 0, NULL, 0, 0,
      "text to learn (the last 10% is held out)"},
+    {NULL, "--tokenizer", "PATH", K_STRING, T(tokenizer), 0, 0, 0, NULL, 0, 0,
+     "text: learn BPE tokens, not bytes (a tokenizer.json, or a directory with GPT-2's encoder.json and vocab.bpe)"},
+    {NULL, "--init", "DIR", K_STRING, T(init), 0, 0, 0, NULL, 0, 0,
+     "text: fine-tune the Hugging Face Mamba or LLaMA model in DIR (config.json, model.safetensors); it sets the sizes"},
+    {NULL, "--save-hf", "DIR", K_STRING, T(save_hf), 0, 0, 0, NULL, 0, 0,
+     "at the end, write the model to DIR in Hugging Face's format (in --init's dtype, else F32)"},
     {NULL, "--seq-len", "T", K_INT, T(seq_len), 1, 1 << 24, 0, NULL, 0, 0, "tokens per training sequence"},
     {NULL, "--batch", "B", K_INT, T(batch), 1, 1 << 20, 0, NULL, 0, 0, "sequences per step"},
     {NULL, "--seed", "S", K_U64, T(seed), 0, 0, 0, NULL, 0, 0, "seed of the weights and the data"},
@@ -160,9 +166,13 @@ static const option train_opts[] = {
 #define S(field) offsetof(gk_sample_args, field)
 static const option sample_opts[] = {
     {NULL, "--checkpoint", "FILE", K_STRING, S(checkpoint), 0, 0, 0, NULL, 0, 0,
-     "checkpoint of a text model (required)"},
+     "checkpoint of a text model (this or --model)"},
+    {NULL, "--model", "DIR", K_STRING, S(model_dir), 0, 0, 0, NULL, 0, 0,
+     "a Hugging Face Mamba or LLaMA model directory (its tokenizer: DIR/tokenizer.json, or --tokenizer)"},
     {NULL, "--prompt", "TEXT", K_STRING, S(prompt), 0, 0, 0, NULL, 0, 1, "text to continue (default: a newline)"},
-    {NULL, "--tokens", "N", K_INT, S(tokens), 1, 1 << 24, 0, NULL, 0, 0, "tokens (bytes) to generate"},
+    {NULL, "--tokens", "N", K_INT, S(tokens), 1, 1 << 24, 0, NULL, 0, 0, "tokens (bytes, or BPE tokens) to generate"},
+    {NULL, "--tokenizer", "PATH", K_STRING, S(tokenizer), 0, 0, 0, NULL, 0, 0,
+     "the model's tokenizer, when it is no longer where the checkpoint says (checked against it)"},
     {NULL, "--temperature", "T", K_DOUBLE, S(temperature), 0, 100, 0, NULL, 0, 0,
      "sampling temperature (0: always the most likely)"},
     {NULL, "--top-k", "K", K_INT, S(top_k), 0, 1 << 20, 0, NULL, 0, 0, "sample among the K most likely (0: all)"},
@@ -373,6 +383,9 @@ static gk_status check_train(const gk_train_args *a) {
   if (a->task != GK_TASK_TEXT && a->data)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "--data '%.60s' is only used by --task text (the task is %s)", a->data,
                    gk_task_name(a->task));
+  if (a->task != GK_TASK_TEXT && a->tokenizer)
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--tokenizer '%.60s' is only used by --task text (the task is %s)",
+                   a->tokenizer, gk_task_name(a->task));
   // --min-lr and --warmup were made to follow --lr and --steps where not
   // given (gk_train_args_parse), so only values the user gave get here.
   if (a->min_lr > a->lr)
@@ -394,6 +407,19 @@ static gk_status check_train(const gk_train_args *a) {
                    a->resume);
   if (a->allow_changes && !a->resume)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "--allow-changes applies to --resume only");
+  if (a->init) {  // the model directory sets the architecture and sizes
+    static const char *const sized[] = {"--model", "--layers", "--width", "--state", "--no-selection", "--heads",
+                                        "--kv-heads"};
+    if (a->task != GK_TASK_TEXT)
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "--init '%.60s' needs --task text", a->init);
+    for (size_t k = 0; k < sizeof sized / sizeof *sized; k++)
+      if (gk_train_args_given(a, sized[k]))
+        return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s cannot be given with --init '%.60s' (the model directory sets it)",
+                          sized[k], a->init);
+  }
+  if (a->save_hf && a->model == GK_MODEL_MAMBA && !a->selection)
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--save-hf '%.60s': a Mamba model without selection has no Hugging Face form",
+                      a->save_hf);
   static const char *const llama_only[] = {"--heads", "--kv-heads"};
   static const char *const mamba_only[] = {"--state", "--no-selection"};
   for (int k = 0; k < 2; k++) {
@@ -442,8 +468,11 @@ gk_status gk_sample_args_parse(int argc, char *const *argv, gk_sample_args *args
   args->given = 0;
   gk_status st = parse(sample_opts, N_SAMPLE_OPTS, argc, argv, args, &args->given, help);
   if (st || *help) return st;
-  if (!args->checkpoint)
+  if (!args->checkpoint && !args->model_dir)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "--checkpoint FILE is required (the checkpoint of a text model)");
+  if (args->checkpoint && args->model_dir)
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--checkpoint '%.60s' and --model '%.60s': give one of them",
+                      args->checkpoint, args->model_dir);
   return GK_SUCCESS;
 }
 
@@ -527,8 +556,11 @@ void gk_train_usage(FILE *out, const gk_train_args *defaults) {
 
 void gk_sample_usage(FILE *out, const gk_sample_args *defaults) {
   fputs("usage: gradkern sample --checkpoint FILE [options]\n"
+        "       gradkern sample --model DIR [--tokenizer PATH] [options]\n"
         "\n"
-        "Generates text from a byte-level model trained with --task text.\n"
+        "Generates text from a model trained with --task text (on bytes, or on the\n"
+        "BPE tokens of the tokenizer the checkpoint names), or from a Hugging Face\n"
+        "Mamba or LLaMA model directory.\n"
         "\n",
         out);
   usage(out, sample_opts, N_SAMPLE_OPTS, defaults ? defaults : &gk_sample_defaults);

@@ -29,6 +29,9 @@ typedef struct gk_train_args {
   gk_model_kind model;        // --model mamba|llama
   gk_task_kind task;          // --task copy|induction|text
   const char *data;           // --data FILE: the text file of --task text (NULL: none)
+  const char *tokenizer;      // --tokenizer PATH: BPE tokens instead of bytes (src/nn/bpe.h; NULL: bytes)
+  const char *init;           // --init DIR: start from this Hugging Face Mamba model (src/nn/hf.h; NULL: random)
+  const char *save_hf;        // --save-hf DIR: at the end, write the model there in Hugging Face's format
   int layers;                 // --layers N: blocks
   int width;                  // --width D: d_model
   int state;                  // --state N: d_state of the selective scan (mamba)
@@ -64,8 +67,10 @@ typedef struct gk_train_args {
 } gk_train_args;
 
 typedef struct gk_sample_args {
-  const char *checkpoint;     // --checkpoint FILE (required)
+  const char *checkpoint;     // --checkpoint FILE (this or --model is required)
+  const char *model_dir;      // --model DIR: a Hugging Face Mamba model directory instead
   const char *prompt;         // --prompt TEXT: bytes to continue (not empty)
+  const char *tokenizer;      // --tokenizer PATH: instead of the one the checkpoint names (NULL: that one)
   int tokens;                 // --tokens N: tokens to generate
   double temperature;         // --temperature T: 0 = greedy (argmax)
   int top_k;                  // --top-k K: sample among the K most likely (0: all)

@@ -4,6 +4,7 @@
 #include "fileio.h"
 #include "rng.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,7 +45,11 @@ gk_status gk_task_init_induction(gk_task *task, int n_values) {
   return GK_SUCCESS;
 }
 
-gk_status gk_task_init_text(gk_task *task, const char *path, int seq_len) {
+// The text's length in the units of the windows: tokens with a tokenizer, else bytes.
+static size_t text_units(const gk_task *task) { return task->tokens ? task->n_tokens : task->text_len; }
+
+// Read the file, tokenize it when a tokenizer is given, and split it.
+static gk_status init_text(gk_task *task, const char *path, int seq_len, gk_bpe *tokenizer) {
   if (!task) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_task_init_text: task is NULL");
   memset(task, 0, sizeof *task);
   if (!path) return gk_nn_fail(GK_ERR_NULL_POINTER, "text task: no data file given");
@@ -58,25 +63,63 @@ gk_status gk_task_init_text(gk_task *task, const char *path, int seq_len) {
     free(bytes);
     return gk_nn_fail(GK_NN_ERR_FILE, "data file '%s' is empty", path);
   }
-  size_t eval_len = n / 10 > window ? n / 10 : window;
-  if (n < 2 * window || n - eval_len < window) {
-    free(bytes);
-    return gk_nn_fail(GK_NN_ERR_FILE,
-                   "data file '%s' has %zu byte%s, too short for sequence length %d: it needs at least %zu (one "
-                   "training and one held-out window of %zu bytes)",
-                   path, n, gk_plural((long long)n), seq_len, 2 * window, window);
-  }
-  task->kind = GK_TASK_TEXT;
-  task->vocab_size = 256;
   task->text = bytes;
   task->text_len = n;
-  task->train_len = n - eval_len;
+  const char *unit = "byte";
+  if (tokenizer) {
+    gk_bpe_ids ids = {0};
+    size_t used;
+    if ((st = gk_bpe_encode(tokenizer, bytes, n, 1, &used, &ids))) {
+      gk_bpe_ids_free(&ids);
+      free(bytes);
+      memset(task, 0, sizeof *task);
+      return gk_nn_fail(st, "data file '%s': %s", path, gk_last_error());
+    }
+    task->tokens = ids.data;
+    task->n_tokens = ids.len;
+    unit = "token";
+  }
+  size_t units = text_units(task);
+  size_t eval_len = units / 10 > window ? units / 10 : window;
+  if (units < 2 * window || units - eval_len < window) {
+    free(task->tokens);
+    free(bytes);
+    memset(task, 0, sizeof *task);
+    return gk_nn_fail(GK_NN_ERR_FILE,
+                   "data file '%s' has %zu %s%s, too short for sequence length %d: it needs at least %zu (one "
+                   "training and one held-out window of %zu %ss)",
+                   path, units, unit, gk_plural((long long)units), seq_len, 2 * window, window, unit);
+  }
+  task->kind = GK_TASK_TEXT;
+  task->vocab_size = tokenizer ? gk_bpe_vocab_size(tokenizer) : 256;
+  task->train_len = units - eval_len;
+  task->eval_bytes = n - (tokenizer ? 0 : task->train_len);
+  for (size_t i = 0; tokenizer && i < task->train_len; i++) {
+    size_t len = 0;
+    gk_bpe_token_bytes(tokenizer, task->tokens[i], &len);
+    task->eval_bytes -= len;
+  }
   return GK_SUCCESS;
+}
+
+double gk_task_bits_per_byte(const gk_task *task, double loss) {
+  if (!task || task->kind != GK_TASK_TEXT || !task->eval_bytes) return NAN;
+  return loss / log(2.0) * (double)(text_units(task) - task->train_len) / (double)task->eval_bytes;
+}
+
+gk_status gk_task_init_text(gk_task *task, const char *path, int seq_len) {
+  return init_text(task, path, seq_len, NULL);
+}
+
+gk_status gk_task_init_text_tokens(gk_task *task, const char *path, int seq_len, gk_bpe *tokenizer) {
+  if (!tokenizer) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_task_init_text_tokens: tokenizer is NULL");
+  return init_text(task, path, seq_len, tokenizer);
 }
 
 void gk_task_free(gk_task *task) {
   if (!task) return;
   free(task->text);
+  free(task->tokens);
   memset(task, 0, sizeof *task);
 }
 
@@ -87,7 +130,7 @@ gk_status gk_task_check_seq_len(const gk_task *task, gk_split split, int seq_len
   if (seq_len < 1) return gk_nn_fail(GK_ERR_INVALID_VALUE, "sequence length %d must be at least 1", seq_len);
   int ready = (task->kind == GK_TASK_COPY && task->n_data >= 1 && task->n_values >= 1) ||
               (task->kind == GK_TASK_INDUCTION && task->n_values >= 2) ||
-              (task->kind == GK_TASK_TEXT && task->text && task->train_len < task->text_len);
+              (task->kind == GK_TASK_TEXT && task->text && task->train_len < text_units(task));
   if (!ready)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "the %s task was not initialised (use gk_task_init_*)",
                    gk_task_name(task->kind));
@@ -107,11 +150,11 @@ gk_status gk_task_check_seq_len(const gk_task *task, gk_split split, int seq_len
                      seq_len);
     return GK_SUCCESS;
   case GK_TASK_TEXT: {
-    size_t part = split == GK_SPLIT_TRAIN ? task->train_len : task->text_len - task->train_len;
+    size_t part = split == GK_SPLIT_TRAIN ? task->train_len : text_units(task) - task->train_len;
     if (part < (size_t)seq_len + 1)
       return gk_nn_fail(GK_ERR_INVALID_VALUE,
-                     "text: sequence length %d needs windows of %d bytes, but the %s part of the data has %zu", seq_len,
-                     seq_len + 1, split == GK_SPLIT_TRAIN ? "training" : "held-out", part);
+                     "text: sequence length %d needs windows of %d %s, but the %s part of the data has %zu", seq_len,
+                     seq_len + 1, task->tokens ? "tokens" : "bytes", split == GK_SPLIT_TRAIN ? "training" : "held-out", part);
     return GK_SUCCESS;
   }
   case GK_TASK_COUNT_: break;
@@ -155,6 +198,11 @@ static void induction_row(const gk_task *task, gk_rng *rng, int T, int32_t *in, 
 }
 
 static void text_window(const gk_task *task, size_t start, int T, int32_t *in, int32_t *tgt) {
+  if (task->tokens) {
+    memcpy(in, task->tokens + start, (size_t)T * sizeof *in);
+    memcpy(tgt, task->tokens + start + 1, (size_t)T * sizeof *tgt);
+    return;
+  }
   const unsigned char *s = task->text + start;
   for (int t = 0; t < T; t++) {
     in[t] = s[t];
@@ -164,7 +212,7 @@ static void text_window(const gk_task *task, size_t start, int T, int32_t *in, i
 
 int64_t gk_task_eval_windows(const gk_task *task, int seq_len) {
   if (!task || task->kind != GK_TASK_TEXT) return -1;
-  size_t eval_len = task->text_len - task->train_len;
+  size_t eval_len = text_units(task) - task->train_len;
   if (seq_len < 1 || eval_len < (size_t)seq_len + 1) return 0;
   return (int64_t)((eval_len - 1) / (size_t)seq_len);
 }

@@ -38,9 +38,13 @@
 //    eval batch i is window i * batch + b, and rows past the last window are
 //    all GK_IGNORE_INDEX (inputs 0), so every held-out window is counted
 //    exactly once over ceil(windows / batch) batches.
+//  text with a tokenizer (gk_task_init_text_tokens): the same over the
+//    file's BPE tokens instead of its bytes; the vocabulary is the
+//    tokenizer's, and lengths above count tokens.
 #ifndef GK_NN_DATA_H
 #define GK_NN_DATA_H
 
+#include "bpe.h"
 #include "nn.h"
 
 #include <stddef.h>
@@ -80,7 +84,10 @@ typedef struct gk_task {
   int trigger_token;     // induction: n_values
   unsigned char *text;   // text: the whole file
   size_t text_len;       // text: its length in bytes
-  size_t train_len;      // text: bytes [0, train_len) train, the rest is held out
+  int32_t *tokens;       // text with a tokenizer: the file's tokens (NULL: bytes)
+  size_t n_tokens;       // text with a tokenizer: how many
+  size_t eval_bytes;     // text: bytes of the held-out part
+  size_t train_len;      // text: bytes (tokens) [0, train_len) train, the rest is held out
 } gk_task;
 
 // Set up a task. Free every task with gk_task_free.
@@ -89,6 +96,8 @@ gk_status gk_task_init_induction(gk_task *task, int n_values);
 // Read the file at `path` and split it for windows of seq_len + 1 bytes;
 // missing, empty and too-short files are errors that say what is needed.
 gk_status gk_task_init_text(gk_task *task, const char *path, int seq_len);
+// The same over the file's tokens by `tokenizer` (which the task does not keep).
+gk_status gk_task_init_text_tokens(gk_task *task, const char *path, int seq_len, gk_bpe *tokenizer);
 void gk_task_free(gk_task *task);
 
 // Whether sequences of length seq_len can be made for `split`; the message
@@ -110,5 +119,9 @@ gk_status gk_task_rows(const gk_task *task, gk_split split, uint64_t seed, int64
 // all in ceil(windows / batch) batches). Synthetic tasks: -1 (any number of
 // evaluation batches can be drawn).
 int64_t gk_task_eval_windows(const gk_task *task, int seq_len);
+
+// text: a loss in nats per token (per byte without a tokenizer) as bits per
+// byte, at the held-out part's ratio of tokens to bytes.
+double gk_task_bits_per_byte(const gk_task *task, double loss);
 
 #endif

@@ -1,8 +1,9 @@
 // safetensors reading and writing (format and rules in safetensors.h), with
-// a small JSON parser for exactly the header's grammar.
+// the header read by the JSON pull parser (json.h) in exactly its grammar.
 #include "safetensors.h"
 
 #include "fileio.h"
+#include "json.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -113,199 +114,26 @@ static gk_status bad(const gk_st_file *f, const char *fmt, ...) {
   return gk_nn_fail(GK_NN_ERR_FILE, "safetensors file '%.120s': %s", f->what, msg);
 }
 
-// The JSON parser's state: the header bytes and the position in them.
+// The header parser's state: the JSON text (the header) and the file.
 typedef struct jp {
+  gk_json j;
   gk_st_file *f;
-  const unsigned char *s;
-  size_t n, i;
 } jp;
-
-static void skip_ws(jp *p) {
-  while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r'))
-    p->i++;
-}
-
-// What is at the parse position, for messages: "'x'", "byte 0x07", "the end of the header".
-static const char *found(const jp *p, char *buf, size_t size) {
-  if (p->i >= p->n) return "the end of the header";
-  unsigned c = p->s[p->i];
-  if (c >= 0x20 && c < 0x7f) snprintf(buf, size, "'%c'", (char)c);
-  else snprintf(buf, size, "byte 0x%02x", c);
-  return buf;
-}
-
-// Skip whitespace, then consume `c` or fail naming what was expected where.
-static gk_status expect(jp *p, char c, const char *ctx) {
-  skip_ws(p);
-  if (p->i < p->n && p->s[p->i] == (unsigned char)c) {
-    p->i++;
-    return GK_SUCCESS;
-  }
-  char fb[16];
-  return bad(p->f, "header byte %zu: expected '%c' %s, found %s", p->i, c, ctx, found(p, fb, sizeof fb));
-}
-
-// After an element of an object or array: ',' (returns 1 in *more) or `close`.
-static gk_status next_or_close(jp *p, char close, int *more, const char *ctx) {
-  skip_ws(p);
-  if (p->i < p->n && (p->s[p->i] == ',' || p->s[p->i] == (unsigned char)close)) {
-    *more = p->s[p->i] == ',';
-    p->i++;
-    return GK_SUCCESS;
-  }
-  char fb[16];
-  return bad(p->f, "header byte %zu: expected ',' or '%c' %s, found %s", p->i, close, ctx, found(p, fb, sizeof fb));
-}
-
-static int hex4(const unsigned char *s, uint32_t *v) {
-  *v = 0;
-  for (int k = 0; k < 4; k++) {
-    unsigned c = s[k], d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return 0;
-    *v = *v << 4 | d;
-  }
-  return 1;
-}
-
-static void put_utf8(gk_nn_buf *b, uint32_t cp) {
-  unsigned char u[4];
-  size_t n;
-  if (cp < 0x80) u[0] = (unsigned char)cp, n = 1;
-  else if (cp < 0x800) u[0] = (unsigned char)(0xC0 | cp >> 6), u[1] = (unsigned char)(0x80 | (cp & 0x3F)), n = 2;
-  else if (cp < 0x10000)
-    u[0] = (unsigned char)(0xE0 | cp >> 12), u[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F)),
-    u[2] = (unsigned char)(0x80 | (cp & 0x3F)), n = 3;
-  else
-    u[0] = (unsigned char)(0xF0 | cp >> 18), u[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F)),
-    u[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F)), u[3] = (unsigned char)(0x80 | (cp & 0x3F)), n = 4;
-  gk_nn_buf_append(b, u, n);
-}
-
-// A JSON string, decoded into a new NUL-terminated UTF-8 string *out.
-static gk_status parse_string(jp *p, char **out, const char *ctx) {
-  *out = NULL;
-  skip_ws(p);
-  char fb[16];
-  if (p->i >= p->n || p->s[p->i] != '"')
-    return bad(p->f, "header byte %zu: expected a string %s, found %s", p->i, ctx, found(p, fb, sizeof fb));
-  size_t start = p->i++;
-  gk_nn_buf b = {0};
-  gk_nn_buf_append(&b, "", 0);
-  gk_status st = GK_SUCCESS;
-  for (;;) {
-    if (p->i >= p->n) {
-      st = bad(p->f, "header byte %zu: the header ends inside the string that starts at byte %zu %s", p->i, start,
-               ctx);
-      break;
-    }
-    unsigned c = p->s[p->i];
-    if (c == '"') {
-      p->i++;
-      break;
-    }
-    if (c < 0x20) {
-      st = bad(p->f, "header byte %zu: control character 0x%02x inside a string %s", p->i, c, ctx);
-      break;
-    }
-    if (c != '\\') {
-      size_t k = gk_nn_utf8_seq(p->s + p->i, p->n - p->i);
-      if (!k) {
-        st = bad(p->f, "header byte %zu: invalid UTF-8 inside a string %s", p->i, ctx);
-        break;
-      }
-      gk_nn_buf_append(&b, p->s + p->i, k);
-      p->i += k;
-      continue;
-    }
-    size_t at = p->i++;
-    if (p->i >= p->n) {
-      st = bad(p->f, "header byte %zu: the header ends inside an escape %s", at, ctx);
-      break;
-    }
-    char e = (char)p->s[p->i++];
-    const char *simple = strchr("\"\\/bfnrt", e);
-    if (simple && e) {
-      static const char decoded[] = "\"\\/\b\f\n\r\t";
-      gk_nn_buf_append(&b, &decoded[simple - "\"\\/bfnrt"], 1);
-      continue;
-    }
-    uint32_t cp, lo;
-    if (e != 'u') {
-      st = bad(p->f, "header byte %zu: invalid escape '\\%c' %s", at, e >= 0x20 && e < 0x7f ? e : '?', ctx);
-      break;
-    }
-    if (p->n - p->i < 4 || !hex4(p->s + p->i, &cp)) {
-      st = bad(p->f, "header byte %zu: '\\u' must be followed by 4 hex digits %s", at, ctx);
-      break;
-    }
-    p->i += 4;
-    if (cp >= 0xD800 && cp <= 0xDBFF) {
-      if (p->n - p->i < 6 || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u' || !hex4(p->s + p->i + 2, &lo) ||
-          lo < 0xDC00 || lo > 0xDFFF) {
-        st = bad(p->f, "header byte %zu: unpaired UTF-16 surrogate \\u%04X %s", at, (unsigned)cp, ctx);
-        break;
-      }
-      p->i += 6;
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-    } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-      st = bad(p->f, "header byte %zu: unpaired UTF-16 surrogate \\u%04X %s", at, (unsigned)cp, ctx);
-      break;
-    } else if (cp == 0) {
-      st = bad(p->f, "header byte %zu: the NUL character \\u0000 is not supported in a string %s", at, ctx);
-      break;
-    }
-    put_utf8(&b, cp);
-  }
-  if (st == GK_SUCCESS && b.failed) st = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "safetensors: out of memory reading a string");
-  if (st != GK_SUCCESS) {
-    gk_nn_buf_free(&b);
-    return st;
-  }
-  *out = b.data;
-  return GK_SUCCESS;
-}
-
-// A JSON number that is a non-negative integer below 2^64.
-static gk_status parse_uint(jp *p, uint64_t *out, const char *ctx) {
-  skip_ws(p);
-  char fb[16];
-  size_t start = p->i;
-  if (p->i < p->n && p->s[p->i] == '-')
-    return bad(p->f, "header byte %zu: negative number %s (it must be a non-negative integer)", start, ctx);
-  if (p->i >= p->n || p->s[p->i] < '0' || p->s[p->i] > '9')
-    return bad(p->f, "header byte %zu: expected a non-negative integer %s, found %s", start, ctx,
-               found(p, fb, sizeof fb));
-  if (p->s[p->i] == '0' && p->i + 1 < p->n && p->s[p->i + 1] >= '0' && p->s[p->i + 1] <= '9')
-    return bad(p->f, "header byte %zu: number with a leading zero %s", start, ctx);
-  uint64_t v = 0;
-  while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
-    unsigned d = p->s[p->i++] - '0';
-    if (v > (UINT64_MAX - d) / 10) return bad(p->f, "header byte %zu: number too large %s", start, ctx);
-    v = v * 10 + d;
-  }
-  if (p->i < p->n && (p->s[p->i] == '.' || p->s[p->i] == 'e' || p->s[p->i] == 'E'))
-    return bad(p->f, "header byte %zu: %s must be an integer, found a fraction or exponent", start, ctx);
-  *out = v;
-  return GK_SUCCESS;
-}
 
 // One tensor's entry: {"dtype": ..., "shape": [...], "data_offsets": [b, e]}.
 static gk_status parse_entry(jp *p, entry *e) {
   char ctx[160], fctx[200];
   snprintf(ctx, sizeof ctx, "in the entry of tensor '%.80s'", e->t.name);
-  gk_status st = expect(p, '{', ctx);
+  gk_status st = gk_json_expect(&p->j, '{', ctx);
   if (st) return st;
   int have[3] = {0, 0, 0};  // dtype, shape, data_offsets
   static const char *const fields[3] = {"dtype", "shape", "data_offsets"};
-  skip_ws(p);
-  int more = !(p->i < p->n && p->s[p->i] == '}');
-  if (!more) p->i++;
+  gk_json_peek(&p->j);
+  int more = !(p->j.i < p->j.n && p->j.s[p->j.i] == '}');
+  if (!more) p->j.i++;
   while (more) {
     char *key;
-    if ((st = parse_string(p, &key, ctx))) return st;
+    if ((st = gk_json_string(&p->j, &key, ctx))) return st;
     int field = -1;
     for (int k = 0; k < 3; k++)
       if (!strcmp(key, fields[k])) field = k;
@@ -320,10 +148,10 @@ static gk_status parse_entry(jp *p, entry *e) {
       return bad(p->f, "tensor '%.80s': field '%s' appears twice", e->t.name, fields[field]);
     have[field] = 1;
     snprintf(fctx, sizeof fctx, "in field '%s' of tensor '%.80s'", fields[field], e->t.name);
-    if ((st = expect(p, ':', fctx))) return st;
+    if ((st = gk_json_expect(&p->j, ':', fctx))) return st;
     if (field == 0) {
       char *name;
-      if ((st = parse_string(p, &name, fctx))) return st;
+      if ((st = gk_json_string(&p->j, &name, fctx))) return st;
       int dt = -1;
       for (int k = 0; k < GK_ST_DTYPE_COUNT_; k++)
         if (!strcmp(name, dtype_names[k])) dt = k;
@@ -337,27 +165,27 @@ static gk_status parse_entry(jp *p, entry *e) {
       free(name);
       e->t.dtype = (gk_st_dtype)dt;
     } else if (field == 1) {
-      if ((st = expect(p, '[', fctx))) return st;
-      skip_ws(p);
-      int more_dims = !(p->i < p->n && p->s[p->i] == ']');
-      if (!more_dims) p->i++;
+      if ((st = gk_json_expect(&p->j, '[', fctx))) return st;
+      gk_json_peek(&p->j);
+      int more_dims = !(p->j.i < p->j.n && p->j.s[p->j.i] == ']');
+      if (!more_dims) p->j.i++;
       while (more_dims) {
         uint64_t dim;
-        if ((st = parse_uint(p, &dim, fctx))) return st;
+        if ((st = gk_json_uint(&p->j, &dim, fctx))) return st;
         if (e->t.rank == GK_MAX_RANK)
           return bad(p->f, "tensor '%.80s': field 'shape' has more than %d dimensions", e->t.name, GK_MAX_RANK);
         if (dim > (uint64_t)INT64_MAX)
           return bad(p->f, "tensor '%.80s': field 'shape': dimension %d is %llu, too large", e->t.name, e->t.rank,
                      (unsigned long long)dim);
         e->t.shape[e->t.rank++] = (int64_t)dim;
-        if ((st = next_or_close(p, ']', &more_dims, fctx))) return st;
+        if ((st = gk_json_next_or_close(&p->j, ']', &more_dims, fctx))) return st;
       }
     } else {
-      if ((st = expect(p, '[', fctx)) || (st = parse_uint(p, &e->begin, fctx)) || (st = expect(p, ',', fctx)) ||
-          (st = parse_uint(p, &e->end, fctx)) || (st = expect(p, ']', fctx)))
+      if ((st = gk_json_expect(&p->j, '[', fctx)) || (st = gk_json_uint(&p->j, &e->begin, fctx)) || (st = gk_json_expect(&p->j, ',', fctx)) ||
+          (st = gk_json_uint(&p->j, &e->end, fctx)) || (st = gk_json_expect(&p->j, ']', fctx)))
         return st;
     }
-    if ((st = next_or_close(p, '}', &more, ctx))) return st;
+    if ((st = gk_json_next_or_close(&p->j, '}', &more, ctx))) return st;
   }
   for (int k = 0; k < 3; k++)
     if (!have[k]) return bad(p->f, "tensor '%.80s': field '%s' is missing", e->t.name, fields[k]);
@@ -367,11 +195,11 @@ static gk_status parse_entry(jp *p, entry *e) {
 // "__metadata__": {"key": "value", ...}, appended to f->meta.
 static gk_status parse_metadata(jp *p, size_t *cap) {
   gk_st_file *f = p->f;
-  gk_status st = expect(p, '{', "as the value of __metadata__");
+  gk_status st = gk_json_expect(&p->j, '{', "as the value of __metadata__");
   if (st) return st;
-  skip_ws(p);
-  int more = !(p->i < p->n && p->s[p->i] == '}');
-  if (!more) p->i++;
+  gk_json_peek(&p->j);
+  int more = !(p->j.i < p->j.n && p->j.s[p->j.i] == '}');
+  if (!more) p->j.i++;
   while (more) {
     if (f->nmeta == *cap) {
       size_t ncap = *cap ? 2 * *cap : 8;
@@ -381,16 +209,16 @@ static gk_status parse_metadata(jp *p, size_t *cap) {
       *cap = ncap;
     }
     char *key, *value, ctx[160];
-    if ((st = parse_string(p, &key, "as a key of __metadata__"))) return st;
+    if ((st = gk_json_string(&p->j, &key, "as a key of __metadata__"))) return st;
     snprintf(ctx, sizeof ctx, "as the value of metadata '%.80s' (values must be strings)", key);
-    if ((st = expect(p, ':', "after a key of __metadata__")) || (st = parse_string(p, &value, ctx))) {
+    if ((st = gk_json_expect(&p->j, ':', "after a key of __metadata__")) || (st = gk_json_string(&p->j, &value, ctx))) {
       free(key);
       return st;
     }
     f->meta[f->nmeta].key = key;
     f->meta[f->nmeta].value = value;
     f->nmeta++;
-    if ((st = next_or_close(p, '}', &more, "in __metadata__"))) return st;
+    if ((st = gk_json_next_or_close(&p->j, '}', &more, "in __metadata__"))) return st;
   }
   return GK_SUCCESS;
 }
@@ -398,22 +226,22 @@ static gk_status parse_metadata(jp *p, size_t *cap) {
 // The whole header object.
 static gk_status parse_header(jp *p) {
   gk_st_file *f = p->f;
-  char fb[16];
-  if (p->n == 0) return bad(f, "the header is empty (header length 0)");
-  if (p->s[0] != '{') return bad(f, "the header does not start with '{' (found %s)", found(p, fb, sizeof fb));
-  p->i = 1;
+  char fb[64];
+  if (p->j.n == 0) return bad(f, "the header is empty (header length 0)");
+  if (p->j.s[0] != '{') return bad(f, "the header does not start with '{' (found %s)", gk_json_found(&p->j, fb, sizeof fb));
+  p->j.i = 1;
   size_t cap = 0, meta_cap = 0;
   int seen_meta = 0;
   gk_status st;
-  skip_ws(p);
-  int more = !(p->i < p->n && p->s[p->i] == '}');
-  if (!more) p->i++;
+  gk_json_peek(&p->j);
+  int more = !(p->j.i < p->j.n && p->j.s[p->j.i] == '}');
+  if (!more) p->j.i++;
   while (more) {
     char *name;
-    if ((st = parse_string(p, &name, "as a tensor name"))) return st;
+    if ((st = gk_json_string(&p->j, &name, "as a tensor name"))) return st;
     char ctx[160];
     snprintf(ctx, sizeof ctx, "after the name '%.80s'", name);
-    if ((st = expect(p, ':', ctx))) {
+    if ((st = gk_json_expect(&p->j, ':', ctx))) {
       free(name);
       return st;
     }
@@ -438,12 +266,12 @@ static gk_status parse_header(jp *p) {
       e->t.name = name;
       if ((st = parse_entry(p, e))) return st;
     }
-    if ((st = next_or_close(p, '}', &more, "in the header object"))) return st;
+    if ((st = gk_json_next_or_close(&p->j, '}', &more, "in the header object"))) return st;
   }
-  skip_ws(p);
-  if (p->i < p->n)
-    return bad(f, "header byte %zu: %s after the end of the JSON object (only spaces may pad the header)", p->i,
-               found(p, fb, sizeof fb));
+  gk_json_peek(&p->j);
+  if (p->j.i < p->j.n)
+    return bad(f, "header byte %zu: %s after the end of the JSON object (only spaces may pad the header)", p->j.i,
+               gk_json_found(&p->j, fb, sizeof fb));
   return GK_SUCCESS;
 }
 
@@ -552,7 +380,9 @@ static gk_status parse_owned(unsigned char *bytes, size_t size, const char *what
                   "not a safetensors file",
                (unsigned long long)n, size - 8);
     else {
-      jp p = {f, bytes + 8, (size_t)n, 0};
+      char json_what[160];
+      snprintf(json_what, sizeof json_what, "safetensors file '%.120s'", f->what);
+      jp p = {{bytes + 8, (size_t)n, 0, json_what, "header"}, f};
       st = parse_header(&p);
       if (st == GK_SUCCESS) st = validate(f, 8 + (size_t)n);
     }
