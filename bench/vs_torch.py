@@ -382,7 +382,7 @@ def kernel_table(a):
                         torch_ms=round(ms, 4), speedup=round(ms / r["gradkern_ms"], 3),
                         fraction_of_limit=r.get("fraction_of_limit"), limit_name=r.get("limit_name"), note=note))
         progress("%-20s %-8s %-5s torch %10.2f ms" % (op, direction, dtype, ms))
-    lines = ["gradkern bench: " + limits_line]
+    lines = [limits_line]
     limits = {r["limit_name"]: r["limit_value"] for r in gk_rows if r.get("limit_name") and r.get("limit_value")}
     if limits:
         lines.append("limits measured in gradkern's run: " + ", ".join("%s %.1f" % kv for kv in sorted(limits.items())))
@@ -527,9 +527,19 @@ MODEL = dict(vocab_size=8192, hidden_size=256, intermediate_size=688, num_hidden
 MODEL_BATCH, MODEL_SEQ = 8, 256
 
 
+def rss_mib(field):
+    """VmRSS (now) or VmHWM (the peak) of this process, in MiB: from
+    /proc/self/status, which starts again at exec (getrusage's ru_maxrss
+    carries the parent's peak over)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def train_one(patched, steps):
     """One process's training run: prints JSON with tokens/s and peak RSS."""
-    import resource
     sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
     from hf_llama import LlamaConfig, LlamaForCausalLM  # noqa: E402
     import gradkern  # noqa: E402
@@ -539,7 +549,7 @@ def train_one(patched, steps):
         gradkern.patch(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(0, MODEL["vocab_size"], (MODEL_BATCH, MODEL_SEQ), generator=torch.Generator().manual_seed(1))
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss0 = rss_mib("VmRSS")
     times, losses = [], []
     for _ in range(steps + 1):       # the first step warms up
         t0 = time.perf_counter()
@@ -552,8 +562,7 @@ def train_one(patched, steps):
     step_s = statistics.median(times[1:])
     print(json.dumps(dict(patched=patched, step_ms=round(1e3 * step_s, 2),
                           tokens_per_s=round(MODEL_BATCH * MODEL_SEQ / step_s, 1),
-                          peak_rss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                          rss_before_training_mib=round(rss0 / 1024, 1),
+                          peak_rss_mib=round(rss_mib("VmHWM"), 1), rss_before_training_mib=round(rss0, 1),
                           params=sum(p.numel() for p in model.parameters()), last_loss=round(losses[-1], 4))))
 
 
