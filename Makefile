@@ -54,12 +54,13 @@ fuzz: fuzz-deps
 
 # Speed: every op against the triad bandwidth and OpenBLAS's sgemm
 # measured in the same run; bench-torch adds PyTorch side by side.
-# BENCH_ARGS adds options (--quick, --op NAME, --json).
+# BENCH_ARGS adds options (--quick, --op NAME, --json; bench-torch also
+# --tables kernels,user,overhead,model).
 bench: bench-deps build
 	$(BUILD)/gradkern bench $(BENCH_ARGS)
 
 bench-torch: bench-deps build
-	/usr/bin/python3 bench/vs_torch.py --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
+	GRADKERN_LIB=$(BUILD)/libgradkern.so /usr/bin/python3 bench/vs_torch.py --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
 
 # The header, the libraries, the command, gradkern.pc and the CMake package
 # under PREFIX (staged under DESTDIR when set); uninstall removes what the

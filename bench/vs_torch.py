@@ -1,14 +1,31 @@
-"""gradkern against PyTorch eager, op by op, in one run.
+"""gradkern against PyTorch eager, in one run, like with like.
 
     /usr/bin/python3 bench/vs_torch.py [--gradkern build/gradkern] [--json] [--quick] [--op NAME]
+                                       [--tables kernels,user,overhead,model]
 
-Runs `gradkern bench --json` first, then the same ops, shapes and dtypes in
-PyTorch (2 threads, OPENBLAS_CORETYPE=SkylakeX exported before torch loads:
-the script re-executes itself with it when it is unset), forward and backward
-through autograd with the same kind of inputs, plus a training step
-(forward + backward) of PyTorch twins of the two models. Prints markdown
-(or JSON rows with --json): op, direction, dtype, shape, gradkern_ms,
-torch_ms, speedup (torch / gradkern), fraction_of_limit.
+Conditions, the same on both sides and printed with the results: 2 threads
+(torch.set_num_threads(2), gradkern's default pool of 2); OpenBLAS told the
+CPU (OPENBLAS_CORETYPE=SkylakeX, which also reaches torch's BLAS); glibc told
+to keep freed memory (MALLOC_MMAP_THRESHOLD_=4294967296,
+MALLOC_TRIM_THRESHOLD_=68719476736), so that an allocation that a previous
+repeat freed costs no page faults. The script re-executes itself with these
+variables when they are unset; it runs `gradkern bench --json` under them.
+
+Four tables:
+- kernels: each op's kernels alone. gradkern (`gradkern bench`) writes into
+  preallocated outputs; PyTorch writes into preallocated outputs too
+  (`out=`, through torch.ops.aten where the Python API has none) wherever
+  the op has an out= variant, and otherwise (composite ops such as RMSNorm,
+  autograd backwards) allocates under the caching policy above. Each row's
+  note says which.
+- user: as a PyTorch user sees it: the binding's autograd functions against
+  torch.nn.functional in the same loop, forward and backward, both
+  allocating, once with y.backward(dy) and once with y.sum().backward()
+  (autograd then hands a stride-0 dy).
+- overhead: per-call cost on 64 elements (the binding's Python work).
+- model: training steps of a LLaMA written as Hugging Face writes it
+  (tests/python/hf_llama.py), unpatched against gradkern.patch(model):
+  tokens/s and the process's peak resident memory, each in a fresh process.
 
 The selective scan's PyTorch reference is a loop over time; at L = 1024 it
 is very slow, so it runs a few steps of L and the time is extrapolated
@@ -23,8 +40,11 @@ import subprocess
 import sys
 import time
 
-if os.environ.get("OPENBLAS_CORETYPE") is None:
-    os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
+ENVIRONMENT = {"OPENBLAS_CORETYPE": "SkylakeX", "MALLOC_MMAP_THRESHOLD_": "4294967296",
+               "MALLOC_TRIM_THRESHOLD_": "68719476736"}
+if any(k not in os.environ for k in ENVIRONMENT):
+    for k, v in ENVIRONMENT.items():
+        os.environ.setdefault(k, v)
     os.execv(sys.executable, [sys.executable] + sys.argv)
 
 import torch  # noqa: E402
@@ -41,7 +61,16 @@ def parse():
     p.add_argument("--json", action="store_true", help="JSON rows instead of markdown")
     p.add_argument("--quick", action="store_true", help="fewer repeats (gradkern bench --quick)")
     p.add_argument("--op", help="only this op (as gradkern bench --op)")
-    return p.parse_args()
+    p.add_argument("--tables", default="kernels,user,overhead,model",
+                   help="which tables, comma-separated (default: kernels,user,overhead,model)")
+    p.add_argument("--python", default=os.path.join(HERE, "..", "python"),
+                   help="directory of the gradkern package to measure (default: the repository's python/)")
+    p.add_argument("--train-one", choices=("patched", "unpatched"), help=argparse.SUPPRESS)
+    p.add_argument("--steps", type=int, default=10, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if not set(a.tables.split(",")) <= {"kernels", "user", "overhead", "model"}:
+        p.error("--tables: choose from kernels, user, overhead, model")
+    return a
 
 
 def median_ms(fn, repeat, budget):
@@ -64,26 +93,68 @@ def rnd(shape, dtype, grad=True, scale=1.0):
 class Op:
     """An op: forward(*inputs) on tensors from inputs(dtype, dims), where dims
     is the shape of gradkern's row (the rows' shape text up to the first
-    space, e.g. 4096x8192); ops with one fixed shape ignore it."""
+    space, e.g. 4096x8192); ops with one fixed shape ignore it.
 
-    def __init__(self, name, inputs, forward):
+    fwd_out(ins, y) and bwd_out(ins, y, dy, grads), where the op has them,
+    compute into the preallocated y and grads (torch's out= variants), as
+    gradkern bench does; without them the op allocates its outputs (under
+    glibc's caching policy set above)."""
+
+    def __init__(self, name, inputs, forward, fwd_out=None, bwd_out=None):
         self.name, self.inputs, self.forward = name, inputs, forward
+        self.fwd_out, self.bwd_out = fwd_out, bwd_out
 
     def timers(self, dtype, dims):
+        """(forward timer, backward timer, how each treats its outputs)."""
         ins = self.inputs(DTYPES[dtype], dims)
         grads = [t for t in ins if isinstance(t, torch.Tensor) and t.requires_grad]
-
-        def fwd():
-            with torch.no_grad():
-                self.forward(*ins)
-
         out = self.forward(*ins)
         dy = torch.randn_like(out) if out.dim() else torch.ones_like(out)
+        plain = [t.detach() if isinstance(t, torch.Tensor) else t for t in ins]
+        y = out.detach().clone()
 
-        def bwd():
-            torch.autograd.grad(out, grads, dy, retain_graph=True)
+        if self.fwd_out:
+            def fwd():
+                with torch.no_grad():
+                    self.fwd_out(plain, y)
+        else:
+            def fwd():
+                with torch.no_grad():
+                    self.forward(*ins)
 
-        return fwd, bwd
+        if self.bwd_out:
+            gouts = [torch.empty_like(t) for t in grads]
+
+            def bwd():
+                with torch.no_grad():
+                    self.bwd_out(plain, y, dy, gouts)
+        else:
+            def bwd():
+                torch.autograd.grad(out, grads, dy, retain_graph=True)
+
+        return fwd, bwd, ("out=" if self.fwd_out else "allocates"), ("out=" if self.bwd_out else "allocates")
+
+
+aten = torch.ops.aten
+
+
+def act_out(fwd, bwd):
+    """out= forward and backward of an elementwise op: fwd(x, y), bwd(dy, x, y, dx)."""
+    return dict(fwd_out=lambda ins, y: fwd(ins[0], y), bwd_out=lambda ins, y, dy, g: bwd(dy, ins[0], y, g[0]))
+
+
+def gated_out(act_fwd):
+    """y = x * act(gate) as two kernels into preallocated memory (the
+    activation into a preallocated temporary)."""
+    tmp = {}
+
+    def fwd(ins, y):
+        t = tmp.get(y.shape)
+        if t is None:
+            t = tmp[y.shape] = torch.empty_like(y)
+        act_fwd(ins[1], t)
+        torch.mul(ins[0], t, out=y)
+    return dict(fwd_out=fwd)
 
 
 def rms_norm(x, w):
@@ -153,23 +224,40 @@ def ops(scan_steps):
     one = lambda dt, R: (rnd(R, dt),)  # noqa: E731
     two = lambda dt, R: (rnd(R, dt), rnd(R, dt))  # noqa: E731
     table = [
-        Op("relu", one, F.relu),
-        Op("gelu", one, F.gelu),
-        Op("silu", one, F.silu),
-        Op("sigmoid", one, torch.sigmoid),
-        Op("softplus", one, F.softplus),
-        Op("glu", two, lambda x, g: x * torch.sigmoid(g)),
-        Op("reglu", two, lambda x, g: x * F.relu(g)),
-        Op("swiglu", two, lambda x, g: x * F.silu(g)),
-        Op("geglu", two, lambda x, g: x * F.gelu(g)),
+        Op("relu", one, F.relu, **act_out(lambda x, y: torch.clamp_min(x, 0, out=y),
+                                          lambda dy, x, y, dx: aten.threshold_backward.grad_input(dy, y, 0,
+                                                                                                 grad_input=dx))),
+        Op("gelu", one, F.gelu, **act_out(lambda x, y: torch._C._nn.gelu(x, out=y),
+                                          lambda dy, x, y, dx: aten.gelu_backward.grad_input(dy, x, grad_input=dx))),
+        Op("silu", one, F.silu, **act_out(lambda x, y: torch._C._nn.silu(x, out=y),
+                                          lambda dy, x, y, dx: aten.silu_backward.grad_input(dy, x, grad_input=dx))),
+        Op("sigmoid", one, torch.sigmoid, **act_out(
+            lambda x, y: torch.sigmoid(x, out=y),
+            lambda dy, x, y, dx: aten.sigmoid_backward.grad_input(dy, y, grad_input=dx))),
+        Op("softplus", one, F.softplus, **act_out(
+            lambda x, y: torch._C._nn.softplus(x, out=y),
+            lambda dy, x, y, dx: aten.softplus_backward.grad_input(dy, x, 1, 20, grad_input=dx))),
+        Op("glu", two, lambda x, g: x * torch.sigmoid(g), **gated_out(lambda g, t: torch.sigmoid(g, out=t))),
+        Op("reglu", two, lambda x, g: x * F.relu(g), **gated_out(lambda g, t: torch.clamp_min(g, 0, out=t))),
+        Op("swiglu", two, lambda x, g: x * F.silu(g), **gated_out(lambda g, t: torch._C._nn.silu(g, out=t))),
+        Op("geglu", two, lambda x, g: x * F.gelu(g), **gated_out(lambda g, t: torch._C._nn.gelu(g, out=t))),
         Op("rmsnorm", lambda dt, R: (rnd(R, dt), rnd(R[-1:], dt)), rms_norm),
         Op("layernorm", lambda dt, R: (rnd(R, dt), rnd(R[-1:], dt), rnd(R[-1:], dt)),
            lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b)),
-        Op("softmax", one, lambda x: torch.softmax(x, -1)),
-        Op("add", two, lambda a, b: a + b),
-        Op("mul", two, lambda a, b: a * b),
-        Op("linear", lambda dt, R: (rnd(R, dt), rnd((5632, 2048), dt, scale=0.02), rnd((5632,), dt)), F.linear),
-        Op("matmul", lambda dt, R: (rnd(R, dt), rnd((2048, 5632), dt, scale=0.02)), torch.matmul),
+        Op("softmax", one, lambda x: torch.softmax(x, -1),
+           fwd_out=lambda ins, y: aten._softmax.out(ins[0], -1, False, out=y),
+           bwd_out=lambda ins, y, dy, g: aten._softmax_backward_data.out(dy, y, -1, y.dtype, grad_input=g[0])),
+        Op("add", two, lambda a, b: a + b, fwd_out=lambda ins, y: torch.add(ins[0], ins[1], out=y),
+           bwd_out=lambda ins, y, dy, g: (g[0].copy_(dy), g[1].copy_(dy))),
+        Op("mul", two, lambda a, b: a * b, fwd_out=lambda ins, y: torch.mul(ins[0], ins[1], out=y),
+           bwd_out=lambda ins, y, dy, g: (torch.mul(dy, ins[1], out=g[0]), torch.mul(dy, ins[0], out=g[1]))),
+        Op("linear", lambda dt, R: (rnd(R, dt), rnd((5632, 2048), dt, scale=0.02), rnd((5632,), dt)), F.linear,
+           fwd_out=lambda ins, y: torch.addmm(ins[2], ins[0], ins[1].t(), out=y),
+           bwd_out=lambda ins, y, dy, g: (torch.mm(dy, ins[1], out=g[0]), torch.mm(dy.t(), ins[0], out=g[1]),
+                                          torch.sum(dy, 0, out=g[2]))),
+        Op("matmul", lambda dt, R: (rnd(R, dt), rnd((2048, 5632), dt, scale=0.02)), torch.matmul,
+           fwd_out=lambda ins, y: torch.matmul(ins[0], ins[1], out=y),
+           bwd_out=lambda ins, y, dy, g: (torch.mm(dy, ins[1].t(), out=g[0]), torch.mm(ins[0].t(), dy, out=g[1]))),
         Op("attention", attention_inputs, attention),
         Op("cross_entropy", lambda dt, R: (rnd(R, dt), torch.randint(0, R[1], (R[0],))), F.cross_entropy),
         Op("embedding", lambda dt, R: (torch.randint(0, 32000, R), rnd((32000, 2048), dt)), F.embedding),
@@ -228,9 +316,8 @@ def row_dims(shape):
     return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
 
 
-def main():
-    a = parse()
-    torch.set_num_threads(2)
+def kernel_table(a):
+    """The kernels table: (rows, markdown lines)."""
     cmd = [a.gradkern, "bench", "--json"] + (["--quick"] if a.quick else []) + (["--op", a.op] if a.op else [])
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     limits_line = proc.stderr.strip()
@@ -256,20 +343,22 @@ def main():
                     timers.clear()  # one op's inputs at a time: the big ones take GiBs
                     timers[key] = table[op].timers(dtype, dims)
                 fn = timers[key][0 if direction == "forward" else 1]
+                how = timers[key][2 if direction == "forward" else 3]
                 ms = median_ms(fn, repeat, budget)
+                note = "torch " + how
                 if op == "attention" and dims[2] >= ATTN_BIG_T:
                     ms *= dims[0] * dims[1] / ATTN_BIG_HEADS
-                    note = "torch timed on %d heads of one sequence, scaled to %d x %d" % (ATTN_BIG_HEADS, dims[0],
+                    note += "; torch timed on %d heads of one sequence, scaled to %d x %d" % (ATTN_BIG_HEADS, dims[0],
                                                                                            dims[1])
                 if op == "add" and direction == "backward":
-                    note = "torch: autograd hands dy on as da and db (no copy), gradkern writes both"
+                    note = "torch out=: dy copied into da and db, as gradkern writes both"
                 if op == "selective_scan":
                     ms *= 1024 / scan_steps
-                    note = "torch loop timed over L=%d steps, extrapolated linearly to L=1024" % scan_steps
+                    note += "; torch loop timed over L=%d steps, extrapolated linearly to L=1024" % scan_steps
             elif op == "cross_entropy_fused":
-                fwd, bwd = timers.get(("cross_entropy", dtype, dims)) or table["cross_entropy"].timers(dtype, dims)
+                fwd, bwd = (timers.get(("cross_entropy", dtype, dims)) or table["cross_entropy"].timers(dtype, dims))[:2]
                 ms = median_ms(fwd, repeat, budget) + median_ms(bwd, repeat, budget)
-                note = "torch: loss forward + backward (two passes, separate dlogits)"
+                note = "torch allocates: loss forward + backward (two passes, separate dlogits)"
             elif op == "adamw":
                 n = 50 * 1000 * 1000
                 w = torch.nn.Parameter(torch.zeros(n, dtype=DTYPES[dtype]))
@@ -281,7 +370,7 @@ def main():
                 del w, opt
             elif op in ("train_mamba", "train_llama"):
                 ms = median_ms(train_timer(op[6:]), repeat, budget)
-                note = "forward + backward; torch twins of tests/python/test_models.py"
+                note = "torch allocates: forward + backward; torch twins of tests/python/test_models.py"
             else:
                 continue
         except RuntimeError as e:  # a dtype torch's CPU kernels do not take
@@ -292,32 +381,243 @@ def main():
         out.append(dict(op=op, direction=direction, dtype=dtype, shape=r["shape"], gradkern_ms=r["gradkern_ms"],
                         torch_ms=round(ms, 4), speedup=round(ms / r["gradkern_ms"], 3),
                         fraction_of_limit=r.get("fraction_of_limit"), limit_name=r.get("limit_name"), note=note))
-        if not a.json:
-            print("  %-20s %-8s %-5s torch %10.2f ms" % (op, direction, dtype, ms), file=sys.stderr, flush=True)
-    if a.json:
-        print(json.dumps(out, indent=1))
-        return
-    print("torch %s, %d threads, OPENBLAS_CORETYPE=%s; %s" % (torch.__version__, torch.get_num_threads(),
-                                                              os.environ["OPENBLAS_CORETYPE"], limits_line))
+        progress("%-20s %-8s %-5s torch %10.2f ms" % (op, direction, dtype, ms))
+    lines = [limits_line]
     limits = {r["limit_name"]: r["limit_value"] for r in gk_rows if r.get("limit_name") and r.get("limit_value")}
     if limits:
-        print("limits measured in gradkern's run: " + ", ".join("%s %.1f" % kv for kv in sorted(limits.items())))
-    print()
-    print("| op | dir | dtype | shape | gradkern ms | torch ms | speedup | of limit | note |")
-    print("|---|---|---|---|---:|---:|---:|---:|---|")
+        lines.append("limits measured in gradkern's run: " + ", ".join("%s %.1f" % kv for kv in sorted(limits.items())))
+    lines += ["", "| op | dir | dtype | shape | gradkern ms | torch ms | speedup | of limit | note |",
+              "|---|---|---|---|---:|---:|---:|---:|---|"]
     for o in out:
         frac = "%.0f%% %s" % (100 * o["fraction_of_limit"], o.get("limit_name", "").replace("_gb_s", "").replace(
             "_gflop_s", "")) if o["fraction_of_limit"] is not None else "-"
         tm = "%.2f" % o["torch_ms"] if o["torch_ms"] is not None else "-"
         sp = "%.2fx" % o["speedup"] if o["speedup"] is not None else "-"
-        print("| %s | %s | %s | %s | %.2f | %s | %s | %s | %s |" % (o["op"], o["direction"], o["dtype"], o["shape"],
-                                                                   o["gradkern_ms"], tm, sp, frac, o["note"]))
+        lines.append("| %s | %s | %s | %s | %.2f | %s | %s | %s | %s |" % (
+            o["op"], o["direction"], o["dtype"], o["shape"], o["gradkern_ms"], tm, sp, frac, o["note"]))
     scan = {o["direction"]: o for o in out if o["op"] == "selective_scan" and o["dtype"] == "f32"}
     if len(scan) == 2 and all(o["torch_ms"] for o in scan.values()):
         g = sum(o["gradkern_ms"] for o in scan.values())
         t = sum(o["torch_ms"] for o in scan.values())
-        print("\nselective scan f32 forward + backward: gradkern %.1f ms, torch loop %.1f ms (extrapolated): %.1fx"
-              % (g, t, t / g))
+        lines.append("\nselective scan f32 forward + backward: gradkern %.1f ms, torch loop %.1f ms (extrapolated): %.1fx"
+                     % (g, t, t / g))
+    return out, lines
+
+
+def progress(text):
+    print("  " + text, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- as a user sees it
+
+def user_ops(gk):
+    """(name, shape text, inputs(), gradkern function, torch function): the
+    binding's autograd functions against their torch.nn.functional
+    equivalents, on the same inputs."""
+    R = (4096, 2048)
+    one = lambda: (rnd(R, torch.float32),)  # noqa: E731
+    two = lambda: (rnd(R, torch.float32), rnd(R, torch.float32))  # noqa: E731
+    B, T, H, Dh = 4, 1024, 16, 64
+    rope_tab = rope_inputs(torch.float32, None)[1:]
+
+    def attn_in():
+        return tuple(rnd((B, H, T, Dh), torch.float32) for _ in range(3))
+    return [
+        ("relu", "4096x2048", one, gk.relu, F.relu),
+        ("gelu", "4096x2048", one, gk.gelu, F.gelu),
+        ("silu", "4096x2048", one, gk.silu, F.silu),
+        ("sigmoid", "4096x2048", one, gk.sigmoid, torch.sigmoid),
+        ("softplus", "4096x2048", one, gk.softplus, F.softplus),
+        ("swiglu", "4096x2048 (x, gate)", two, lambda x, g: gk.swiglu(x, gate=g), lambda x, g: x * F.silu(g)),
+        ("rms_norm", "4096x2048", lambda: (rnd(R, torch.float32), rnd(R[-1:], torch.float32)),
+         lambda x, w: gk.rms_norm(x, 2048, w, eps=1e-6), rms_norm),
+        ("layer_norm", "4096x2048", lambda: (rnd(R, torch.float32), rnd(R[-1:], torch.float32),
+                                             rnd(R[-1:], torch.float32)),
+         lambda x, w, b: gk.layer_norm(x, 2048, w, b), lambda x, w, b: F.layer_norm(x, (2048,), w, b)),
+        ("softmax", "4096x2048", one, lambda x: gk.softmax(x, -1), lambda x: F.softmax(x, -1)),
+        ("cross_entropy", "2048x32000", lambda: (rnd((2048, 32000), torch.float32), torch.randint(0, 32000, (2048,))),
+         gk.cross_entropy, F.cross_entropy),
+        ("rope", "4x1024x16x64", lambda: (rnd((B, T, H, Dh), torch.float32),),
+         lambda x: gk.rope(x), lambda x: rope(x, *rope_tab)),
+        ("attention", "4x16x1024x64 causal", attn_in,
+         lambda q, k, v: gk.scaled_dot_product_attention(q, k, v, is_causal=True), attention),
+        ("linear", "4096x2048 -> 5632", lambda: (rnd(R, torch.float32), rnd((5632, 2048), torch.float32, scale=0.02),
+                                                 rnd((5632,), torch.float32)),
+         gk.linear, F.linear),
+    ]
+
+
+def user_table(a, gk):
+    """Forward + backward through autograd, both allocating: y.backward(dy)
+    with a contiguous dy, and y.sum().backward() (a stride-0 dy)."""
+    repeat, budget = (3, 0.6) if a.quick else (7, 3.0)
+    rows = []
+    for name, shape, make, gk_fn, torch_fn in user_ops(gk):
+        if a.op and a.op not in (name, name.replace("_", "")):
+            continue
+        ins = make()
+        grads = [t for t in ins if t.requires_grad]
+        dy = torch.randn_like(torch_fn(*ins)) if name != "cross_entropy" else None
+        row = dict(op=name, shape=shape)
+        for side, fn in (("gradkern", gk_fn), ("torch", torch_fn)):
+            def step_dy(fn=fn):
+                y = fn(*ins)
+                torch.autograd.grad(y, grads, dy if dy is not None else torch.ones_like(y))
+
+            def step_sum(fn=fn):
+                torch.autograd.grad(fn(*ins).sum(), grads)
+            row[side + "_dy_ms"] = round(median_ms(step_dy, repeat, budget), 3)
+            row[side + "_sum_ms"] = round(median_ms(step_sum, repeat, budget), 3)
+        row["speedup_dy"] = round(row["torch_dy_ms"] / row["gradkern_dy_ms"], 3)
+        row["speedup_sum"] = round(row["torch_sum_ms"] / row["gradkern_sum_ms"], 3)
+        rows.append(row)
+        progress("user %-14s gradkern %8.2f / %8.2f ms, torch %8.2f / %8.2f ms" % (
+            name, row["gradkern_dy_ms"], row["gradkern_sum_ms"], row["torch_dy_ms"], row["torch_sum_ms"]))
+    names = {"rms_norm": "torch: the composite x * rsqrt(mean(x^2) + eps) * w",
+             "swiglu": "torch: x * F.silu(gate)", "rope": "torch: the rotate-half composite with cos/sin tables",
+             "attention": "torch %s has no F.scaled_dot_product_attention: softmax(q k^T s + mask) v" % torch.__version__}
+    lines = ["| op | shape | gradkern ms y.backward(dy) | torch ms | speedup | gradkern ms y.sum().backward() "
+             "| torch ms | speedup | note |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        lines.append("| %s | %s | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx | %s |" % (
+            r["op"], r["shape"], r["gradkern_dy_ms"], r["torch_dy_ms"], r["speedup_dy"], r["gradkern_sum_ms"],
+            r["torch_sum_ms"], r["speedup_sum"], names.get(r["op"], "")))
+    return rows, lines
+
+
+# ---------------------------------------------------------------- per-call overhead
+
+def overhead_table(a, gk):
+    """Microseconds per call on tiny tensors: what the binding's Python and
+    ctypes work costs against torch's dispatch."""
+    def per_call_us(fn, n=2000 if a.quick else 20000):
+        for _ in range(200):
+            fn()
+        best = math.inf
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            best = min(best, (time.perf_counter() - t0) / n)
+        return best * 1e6
+
+    x = torch.randn(64)
+    xg = x.clone().requires_grad_(True)
+    xr, w = torch.randn(4, 64, requires_grad=True), torch.ones(64, requires_grad=True)
+    cases = [
+        ("silu forward, no grad", "64", lambda: gk.silu(x), lambda: F.silu(x)),
+        ("silu forward, requires_grad", "64", lambda: gk.silu(xg), lambda: F.silu(xg)),
+        ("silu forward + y.sum().backward()", "64", lambda: gk.silu(xg).sum().backward(),
+         lambda: F.silu(xg).sum().backward()),
+        ("rms_norm forward, requires_grad", "4x64", lambda: gk.rms_norm(xr, 64, w), lambda: rms_norm(xr, w)),
+    ]
+    rows, lines = [], ["| call | shape | gradkern us | torch us | ratio |", "|---|---|---:|---:|---:|"]
+    for name, shape, g, t in cases:
+        r = dict(call=name, shape=shape, gradkern_us=round(per_call_us(g), 2), torch_us=round(per_call_us(t), 2))
+        r["ratio"] = round(r["gradkern_us"] / r["torch_us"], 2)
+        rows.append(r)
+        lines.append("| %s | %s | %.1f | %.1f | %.1fx |" % (name, shape, r["gradkern_us"], r["torch_us"], r["ratio"]))
+    return rows, lines
+
+
+# ---------------------------------------------------------------- patched model
+
+MODEL = dict(vocab_size=8192, hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=8,
+             num_key_value_heads=4)
+MODEL_BATCH, MODEL_SEQ = 8, 256
+
+
+def rss_mib(field):
+    """VmRSS (now) or VmHWM (the peak) of this process, in MiB: from
+    /proc/self/status, which starts again at exec (getrusage's ru_maxrss
+    carries the parent's peak over)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def train_one(patched, steps):
+    """One process's training run: prints JSON with tokens/s and peak RSS."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
+    from hf_llama import LlamaConfig, LlamaForCausalLM  # noqa: E402
+    import gradkern  # noqa: E402
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(**MODEL))
+    if patched:
+        gradkern.patch(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, MODEL["vocab_size"], (MODEL_BATCH, MODEL_SEQ), generator=torch.Generator().manual_seed(1))
+    rss0 = rss_mib("VmRSS")
+    times, losses = [], []
+    for _ in range(steps + 1):       # the first step warms up
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss, _ = model(ids, labels=ids)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        losses.append(float(loss))
+    step_s = statistics.median(times[1:])
+    print(json.dumps(dict(patched=patched, step_ms=round(1e3 * step_s, 2),
+                          tokens_per_s=round(MODEL_BATCH * MODEL_SEQ / step_s, 1),
+                          peak_rss_mib=round(rss_mib("VmHWM"), 1), rss_before_training_mib=round(rss0, 1),
+                          params=sum(p.numel() for p in model.parameters()), last_loss=round(losses[-1], 4))))
+
+
+def model_table(a):
+    steps = 3 if a.quick else 10
+    rows = []
+    for patched in (False, True):
+        cmd = [sys.executable, os.path.abspath(__file__), "--train-one", "patched" if patched else "unpatched",
+               "--steps", str(steps), "--python", a.python]
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if proc.returncode:
+            sys.exit("vs_torch: %s failed: %s" % (" ".join(cmd), proc.stderr))
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        progress("model patched=%s %s" % (patched, rows[-1]))
+    base, pat = rows
+    lines = ["LLaMA as Hugging Face writes it (tests/python/hf_llama.py): %s, %.1fM parameters, batch %d x %d tokens, "
+             "AdamW (torch's), f32; median of %d steps after one warm-up, each model in a fresh process"
+             % (", ".join("%s=%s" % kv for kv in MODEL.items()), base["params"] / 1e6, MODEL_BATCH, MODEL_SEQ, steps),
+             "", "| model | step ms | tokens/s | peak RSS MiB | RSS before training MiB |", "|---|---:|---:|---:|---:|"]
+    for name, r in (("unpatched (PyTorch eager)", base), ("gradkern.patch(model)", pat)):
+        lines.append("| %s | %.1f | %.0f | %.0f | %.0f |" % (name, r["step_ms"], r["tokens_per_s"], r["peak_rss_mib"],
+                                                          r["rss_before_training_mib"]))
+    lines.append("\npatched / unpatched: throughput %.2fx, peak RSS %.2fx" % (
+        pat["tokens_per_s"] / base["tokens_per_s"], pat["peak_rss_mib"] / base["peak_rss_mib"]))
+    return rows, lines
+
+
+def main():
+    a = parse()
+    torch.set_num_threads(2)
+    sys.path.insert(0, a.python)
+    if a.train_one:
+        train_one(a.train_one == "patched", a.steps)
+        return
+    import gradkern as gk  # noqa: E402
+    gk.set_num_threads(2)
+    tables = a.tables.split(",")
+    conditions = ("torch %s and gradkern %s (%s), %d threads each; OPENBLAS_CORETYPE=%s; glibc MALLOC_MMAP_THRESHOLD_=%s "
+                  "MALLOC_TRIM_THRESHOLD_=%s (freed memory kept and reused)"
+                  % (torch.__version__, gk.__version__, gk.library_path, torch.get_num_threads(),
+                     os.environ["OPENBLAS_CORETYPE"], os.environ["MALLOC_MMAP_THRESHOLD_"],
+                     os.environ["MALLOC_TRIM_THRESHOLD_"]))
+    results, text = {"conditions": conditions}, [conditions]
+    titles = {"kernels": "Kernels: gradkern into preallocated outputs; torch with out= where the op has it "
+                         "(else allocating, under the policy above)",
+              "user": "As a PyTorch user sees it: the binding's autograd functions against torch, forward + "
+                      "backward, both allocating",
+              "overhead": "Per-call overhead (best of 5 loops)",
+              "model": "Training a LLaMA-style torch model: unpatched against gradkern.patch(model)"}
+    for name in tables:
+        rows, lines = {"kernels": lambda: kernel_table(a), "user": lambda: user_table(a, gk),
+                       "overhead": lambda: overhead_table(a, gk), "model": lambda: model_table(a)}[name]()
+        results[name] = rows
+        text += ["", "## " + titles[name], ""] + lines
+    print(json.dumps(results, indent=1) if a.json else "\n".join(text))
 
 
 if __name__ == "__main__":

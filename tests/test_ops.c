@@ -253,6 +253,28 @@ static void test_norm_broadcast_rows(void) {
   argset_free(&s);
 }
 
+// dy broadcast from one value (every stride 0: the dy autograd hands the
+// backward of y.sum()), over more elements than one task of the threaded
+// kernels takes: the CPU kernels read it as the reference does.
+static void test_broadcast_scalar_dy(gk_dtype dt) {
+  static const shape_case sc = {2, {70, 1030}};
+  static const gk_op ops[] = {GK_OP_SILU, GK_OP_GELU, GK_OP_SWIGLU, GK_OP_SWIGLU, GK_OP_RMSNORM, GK_OP_LAYERNORM};
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+    gk_op_desc d = make(ops[i], dt, &sc);
+    d.direction = GK_BACKWARD;
+    d.gated.dim = 1;
+    if (i == 3) d.gated.form = GK_GATED_TWO_TENSOR;
+    d.norm.has_weight = 1;
+    argset s, ref_out;
+    plan_build(&roles, &d, CONTIGUOUS, NULL, &s);
+    gk_tensor *dy = &s.b[GK_ARG_DY].t;
+    for (int k = 0; k < dy->rank; k++) dy->strides[k] = 0;
+    compare_backends(&roles, &d, CONTIGUOUS, &s, &ref_out);
+    free_outputs(&roles, &d, &ref_out);
+    argset_free(&s);
+  }
+}
+
 static void run_all_layouts(gk_op_desc d, double xscale) {
   for (layout lay = CONTIGUOUS; lay < LAYOUT_COUNT; lay++) {
     test_config(&d, lay, xscale);
@@ -312,6 +334,7 @@ int main(void) {
             run_all_layouts(d, 3.0);
           }
     if (dt != GK_F64) test_in_place(GK_OP_SILU, dt);
+    test_broadcast_scalar_dy(dt);
   }
   test_in_place(GK_OP_GELU, GK_F64);
   test_norm_broadcast_rows();

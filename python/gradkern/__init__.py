@@ -40,6 +40,10 @@ Backward passes are once-differentiable: the gradients have no graph of their
 own, so a second derivative (create_graph=True through a gradkern op) raises a
 RuntimeError naming the op.
 
+gradkern.patch(model) runs a PyTorch LLaMA-style model's RMSNorm, SwiGLU MLP,
+attention (RoPE + causal attention) and cross-entropy modules through
+gradkern, in place, parameters and state_dict unchanged (gradkern.patch).
+
 gradkern.__version__ and gradkern.version() give the library's version.
 
 Errors from the library raise gradkern.Error (a RuntimeError) with .status,
@@ -89,6 +93,7 @@ from .transformer import (
 from .mamba import causal_conv1d, selective_scan
 from . import optim
 from .optim import clip_grad_norm_
+from .patch import patch, unpatch
 
 __version__ = version()  # the loaded library's: include/gradkern.h defines it
 
@@ -124,5 +129,5 @@ __all__ = [
     "rms_norm", "layer_norm",
     "linear", "matmul", "softmax", "log_softmax", "cross_entropy", "embedding", "rope",
     "scaled_dot_product_attention", "add", "mul", "causal_conv1d", "selective_scan",
-    "optim", "clip_grad_norm_",
+    "optim", "clip_grad_norm_", "patch", "unpatch",
 ]

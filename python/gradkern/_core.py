@@ -5,6 +5,7 @@ import ctypes
 import functools
 import threading
 import weakref
+from threading import get_ident
 
 import torch
 
@@ -174,7 +175,8 @@ def _backend_code(name):
 
 
 def resolve_backend(name):
-    name = _default_backend if name is None else name
+    if name is None:
+        return _default_backend       # checked when it was set
     _backend_code(name)
     return name
 
@@ -320,9 +322,14 @@ class Plan:
         check(lib.gk_plan_workspace_size(handle, ctypes.byref(size)), "gk_plan_workspace_size")
         self.workspace_size = int(size.value)
         self._arg_shapes = {}
+        # layout key -> (int64 view of a gk_arg array (which keeps the array
+        # alive), the data pointers' indices in it, its address, its length)
+        self._bound = {}
+        self._handle_value = handle.value
 
     def destroy(self):
         """Destroy the C plan now (later calls on this Plan raise)."""
+        self._handle_value = None
         self._finalizer()
 
     @property
@@ -380,17 +387,63 @@ class Plan:
 
     def run(self, tensors):
         """gk_plan_run on a dict {kind: tensor} (None entries are left out).
-
         The workspace is a fresh torch uint8 buffer, 64-byte aligned."""
-        arr, n = self._args(tensors)
-        ws, ws_ptr = None, None
+        items = [(k, t) for k, t in tensors.items() if t is not None]
+        self.call(tuple([k for k, _ in items]), [t for _, t in items])
+
+    def call(self, kinds, ts):
+        """run() with the argument kinds as a tuple and their tensors as a
+        list in the same order (no None).
+
+        The gk_arg array for one layout of the arguments (their kinds,
+        shapes, strides, dtypes and devices, on this thread) is built once
+        and kept with the plan; a later call with that layout only writes
+        the data pointers into it. The library checks every argument again
+        on each run."""
+        try:
+            key = (get_ident(), kinds, tuple([(t.shape, t.stride(), t.dtype, t.device) for t in ts]))
+        except AttributeError:                 # not a tensor: to_gk_tensor names it
+            key = None
+        bound = self._bound.get(key) if key is not None else None
+        if bound is None:
+            bound = self._bind(key, dict(zip(kinds, ts)))
+        words, data_words, addr, n = bound
+        for w, t in zip(data_words, ts):
+            words[w] = t.data_ptr()
         if self.workspace_size:
             ws = torch.empty(self.workspace_size + 64, dtype=torch.uint8)
             base = ws.data_ptr()
-            ws_ptr = base + (-base) % 64
-        check(lib.gk_plan_run(self.handle, arr, n, ws_ptr, self.workspace_size), "gk_plan_run")
-        del ws  # kept alive through the call above
+            status = _plan_run(self._handle_value, addr, n, base + (-base) % 64, self.workspace_size)
+            del ws  # kept alive through the call above
+        else:
+            status = _plan_run(self._handle_value, addr, n, None, 0)
+        if status != _lib.SUCCESS:
+            if self._handle_value is None:
+                raise ValueError("gradkern: this plan was destroyed")
+            check(status, "gk_plan_run")
 
+    def _bind(self, key, tensors):
+        """The gk_arg array for this layout, as kept under `key` in _bound."""
+        arr, n = self._args(tensors)
+        words = (ctypes.c_int64 * (ctypes.sizeof(arr) // 8)).from_buffer(arr)
+        data_words = [(i * ctypes.sizeof(_lib.gk_arg) + _ARG_DATA_OFFSET) // 8 for i in range(n)]
+        bound = (words, data_words, ctypes.addressof(arr), n)
+        if key is not None:
+            if len(self._bound) >= _BOUND_CAPACITY:
+                self._bound.clear()
+            self._bound[key] = bound
+        return bound
+
+
+# gk_plan_run on addresses: the plan handle, the gk_arg array and the
+# workspace as ints (None for NULL).
+_plan_run = lib["gk_plan_run"]
+_plan_run.restype = ctypes.c_int
+_plan_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+_ARG_DATA_OFFSET = _lib.gk_arg.tensor.offset + _lib.gk_tensor.data.offset
+assert _ARG_DATA_OFFSET % 8 == 0 and ctypes.sizeof(_lib.gk_arg) % 8 == 0
+# argument layouts kept per plan (past this many, the plan starts again)
+_BOUND_CAPACITY = 64
 
 _CACHE_CAPACITY = 512
 _cache = collections.OrderedDict()
@@ -400,14 +453,22 @@ _cache_lock = threading.Lock()
 def get_plan(op, direction, dtype, shape, backend=None, **options):
     """A cached Plan for this description (least recently used ones are
     dropped, and so destroyed, past a fixed number of entries)."""
-    backend = resolve_backend(backend)
-    key = (op, direction, dtype, tuple(shape), backend, tuple(sorted(options.items())))
-    with _cache_lock:
-        plan = _cache.get(key)
-        if plan is not None:
+    return plan_for(op, direction, dtype, tuple(shape), resolve_backend(backend), tuple(sorted(options.items())))
+
+
+def plan_for(op, direction, dtype, shape, backend, options):
+    """get_plan for callers that hold the description in its key's form:
+    shape a tuple (or torch.Size), backend resolved, options a sorted tuple
+    of (name, value) pairs. A hit is one dict lookup."""
+    key = (op, direction, dtype, shape, backend, options)
+    plan = _cache.get(key)
+    if plan is not None:
+        try:
             _cache.move_to_end(key)
-            return plan
-    plan = Plan(op, direction, dtype, shape, backend, **options)
+        except KeyError:       # dropped by another thread meanwhile: still a valid plan
+            pass
+        return plan
+    plan = Plan(op, direction, dtype, shape, backend, **dict(options))
     with _cache_lock:
         plan = _cache.setdefault(key, plan)
         _cache.move_to_end(key)
@@ -429,3 +490,9 @@ def plan_cache_size():
 def new_output(plan, kind, dtype, like):
     """A fresh contiguous output for argument `kind` of plan."""
     return torch.empty(plan.arg_shape(kind), dtype=dtype, device=like.device)
+
+
+def new_like(x):
+    """A fresh contiguous tensor of x's shape and dtype (an output the shape of
+    the op's input: cheaper than new_output)."""
+    return torch.empty_like(x, memory_format=torch.contiguous_format)

@@ -17,7 +17,7 @@ backend chosen at forward time is used for the backward too.
 """
 import torch
 
-from ._core import get_plan, new_output, once_differentiable, param_dtype, resolve_backend, stat_dtype
+from ._core import new_like, new_output, once_differentiable, param_dtype, plan_for, resolve_backend, stat_dtype
 
 __all__ = [
     "relu", "gelu", "silu", "sigmoid", "softplus",
@@ -26,8 +26,12 @@ __all__ = [
 ]
 
 
+_GATED = ("glu", "reglu", "swiglu", "geglu")
+_X_Y, _DY_X_DX = ("x", "y"), ("dy", "x", "dx")
+
+
 def _plan(op, direction, x, backend, opts):
-    return get_plan(op, direction, x.dtype, x.shape, backend, **dict(opts))
+    return plan_for(op, direction, x.dtype, x.shape, backend, opts)
 
 
 # ---------------------------------------------------------------- activations
@@ -39,9 +43,7 @@ class UnaryFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, op, opts, backend):
-        plan = _plan(op, "forward", x, backend, opts)
-        y = new_output(plan, "y", x.dtype, x)
-        plan.run({"x": x, "y": y})
+        y = _unary_forward(x, op, opts, backend)
         ctx.save_for_backward(x)
         ctx.gk = (op, opts, backend)
         ctx.gk_name = op
@@ -55,13 +57,27 @@ class UnaryFunction(torch.autograd.Function):
         dx = None
         if ctx.needs_input_grad[0]:
             plan = _plan(op, "backward", x, backend, opts)
-            dx = new_output(plan, "dx", x.dtype, x)
-            plan.run({"dy": dy, "x": x, "dx": dx})
+            dx = new_like(x)
+            plan.call(_DY_X_DX, [dy, x, dx])
         return dx, None, None, None
 
 
+def _unary_forward(x, op, opts, backend):
+    """y = op(x) without autograd (nothing to record)."""
+    plan = _plan(op, "forward", x, backend, opts)
+    y = new_output(plan, "y", x.dtype, x) if op in _GATED else new_like(x)
+    plan.call(_X_Y, [x, y])
+    return y
+
+
+def _unary(x, op, opts, backend):
+    if x.requires_grad and torch.is_grad_enabled():
+        return UnaryFunction.apply(x, op, opts, backend)
+    return _unary_forward(x, op, opts, backend)
+
+
 def _activation(op, x, backend, **opts):
-    return UnaryFunction.apply(x, op, tuple(sorted(opts.items())), resolve_backend(backend))
+    return _unary(x, op, tuple(sorted(opts.items())), resolve_backend(backend))
 
 
 def relu(x, *, backend=None):
@@ -127,7 +143,7 @@ def _gated(op, x, dim, gate, backend, **opts):
     backend = resolve_backend(backend)
     if gate is None:
         opts.update(form="split", dim=int(dim))
-        return UnaryFunction.apply(x, op, tuple(sorted(opts.items())), backend)
+        return _unary(x, op, tuple(sorted(opts.items())), backend)
     opts.update(form="two_tensor")
     return GatedTwoTensorFunction.apply(x, gate, op, tuple(sorted(opts.items())), backend)
 

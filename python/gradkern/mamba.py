@@ -22,13 +22,13 @@ Keyword-only ``backend=None`` as everywhere in gradkern.
 """
 import torch
 
-from ._core import get_plan, new_output, once_differentiable, param_dtype, resolve_backend, stat_dtype
+from ._core import plan_for, new_output, once_differentiable, param_dtype, resolve_backend, stat_dtype
 
 __all__ = ["causal_conv1d", "selective_scan"]
 
 
 def _plan(op, direction, dtype, shape, backend, opts):
-    return get_plan(op, direction, dtype, tuple(shape), backend, **dict(opts))
+    return plan_for(op, direction, dtype, shape, backend, opts)
 
 
 # ---------------------------------------------------------------- causal conv1d

@@ -25,7 +25,7 @@ import math
 
 import torch
 
-from ._core import get_plan, new_output, once_differentiable, param_dtype, resolve_backend, stat_dtype
+from ._core import plan_for, new_output, once_differentiable, param_dtype, resolve_backend, stat_dtype
 
 __all__ = [
     "linear", "matmul", "softmax", "log_softmax", "cross_entropy", "embedding", "rope",
@@ -34,7 +34,7 @@ __all__ = [
 
 
 def _plan(op, direction, dtype, shape, backend, opts):
-    return get_plan(op, direction, dtype, tuple(shape), backend, **dict(opts))
+    return plan_for(op, direction, dtype, shape, backend, opts)
 
 
 def _opts(**kw):

@@ -185,6 +185,9 @@ bool gk_tensor_overlaps_itself(const gk_tensor *t);
 static inline size_t gk_elem_size(gk_dtype d) { return gk_dtype_size(d); }
 // Whether the tensor is row-major contiguous.
 bool gk_tensor_is_contiguous(const gk_tensor *t);
+// Whether every element of t is the one at t->data (each dim of size > 1 has
+// stride 0: a scalar broadcast, as autograd hands the dy of a sum).
+bool gk_tensor_is_one_value(const gk_tensor *t);
 // Element offset (in elements) of the element with row-major flat index `i`.
 int64_t gk_tensor_offset(const gk_tensor *t, int64_t i);
 // A view of t with dimension `dim` restricted to [start, start + len).

@@ -47,6 +47,12 @@ bool gk_tensor_is_contiguous(const gk_tensor *t) {
   return true;
 }
 
+bool gk_tensor_is_one_value(const gk_tensor *t) {
+  for (int i = 0; i < t->rank; i++)
+    if (t->shape[i] != 1 && t->strides[i] != 0) return false;
+  return true;
+}
+
 int64_t gk_tensor_offset(const gk_tensor *t, int64_t i) {
   int64_t off = 0;
   for (int d = t->rank - 1; d >= 0; d--) {
@@ -288,6 +294,11 @@ static void f32_to_f16(const float *src, int64_t n, uint16_t *dst) {
 
 void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out) {
   if (n <= 0) return;  // out may then be NULL (an empty workspace), and NULL + 0 is undefined in C
+  if (gk_tensor_is_one_value(t)) {  // a broadcast scalar (autograd's dy of a sum): one load, a fill
+    float v = (float)load_one(t->dtype, t->data);
+    for (int64_t k = 0; k < n; k++) out[k] = v;
+    return;
+  }
   if ((t->dtype == GK_BF16 || t->dtype == GK_F16) && gk_tensor_is_contiguous(t)) {
     const uint16_t *src = (const uint16_t *)t->data + start;
     if (t->dtype == GK_BF16) bf16_to_f32(src, n, out);
@@ -319,6 +330,11 @@ void gk_store_f32(const gk_tensor *t, int64_t start, int64_t n, const float *in)
 }
 
 void gk_load_f64(const gk_tensor *t, int64_t start, int64_t n, double *out) {
+  if (n > 0 && gk_tensor_is_one_value(t)) {  // a broadcast scalar: one load, a fill
+    double v = load_one(t->dtype, t->data);
+    for (int64_t k = 0; k < n; k++) out[k] = v;
+    return;
+  }
   GK_WALK(t, start, n, out[k] = load_one(t->dtype, p));
 }
 

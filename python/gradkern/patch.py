@@ -1,0 +1,134 @@
+"""gradkern.patch(model): run a PyTorch LLaMA-style model's RMSNorm, SwiGLU
+MLP, attention (RoPE and causal attention) and cross-entropy through
+gradkern, in one call, in place.
+
+    model = MyLlamaForCausalLM(config)
+    gradkern.patch(model)            # {'rms_norm': 5, 'mlp': 2, 'attention': 2, 'cross_entropy': 1}
+
+Modules are recognised by what they hold, as Hugging Face writes its LLaMA
+modules, and only their `forward` is replaced (an instance attribute): the
+parameters, buffers and state_dict() stay the model's own, so checkpoints
+load into the patched and the unpatched model alike, and
+gradkern.unpatch(model) gives back the original forwards.
+
+- RMSNorm: a module whose class name ends in "RMSNorm", with a `weight` of
+  one dim and `variance_epsilon` or `eps`: y = rms_norm(x) * weight.
+- SwiGLU MLP: `gate_proj`, `up_proj`, `down_proj` (nn.Linear) and `act_fn`
+  an nn.SiLU: down_proj(up_proj(x) * silu(gate_proj(x))), the product fused.
+- Attention: `q_proj`, `k_proj`, `v_proj`, `o_proj`, `num_heads`,
+  `head_dim` (and `num_key_value_heads` for grouped-query attention) and a
+  RoPE theta in `rope_theta` or `rotary_emb.base`: rotate-half RoPE on q and
+  k in their (B, T, H, Dh) layout, causal attention on (B, H, T, Dh) views
+  (no copy), keeping only the row log-sum-exp for backward instead of the
+  (T, T) probabilities. Called with anything but hidden states (an
+  attention mask, position ids, a cache), the original forward runs.
+- nn.CrossEntropyLoss without class weights: gradkern.cross_entropy, whose
+  forward writes the gradient of the logits in the same pass.
+
+The model's dtype and shapes are whatever its tensors are (float32, float64,
+float16, bfloat16; CPU).
+"""
+
+import torch
+
+from . import functional as _F
+from . import transformer as _T
+
+__all__ = ["patch", "unpatch"]
+
+
+def _rms_norm_forward(module):
+    eps = float(getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6)))
+
+    def forward(hidden_states):
+        w = module.weight
+        return _F.rms_norm(hidden_states, w.shape, w, eps)
+    return forward
+
+
+def _mlp_forward(module):
+    def forward(x):
+        return module.down_proj(_F.swiglu(module.up_proj(x), gate=module.gate_proj(x)))
+    return forward
+
+
+def _attention_forward(module, original):
+    H = int(module.num_heads)
+    Dh = int(module.head_dim)
+    Hkv = int(getattr(module, "num_key_value_heads", H))
+    theta = float(getattr(module, "rope_theta", None) or module.rotary_emb.base)
+
+    def forward(hidden_states, *args, **kwargs):
+        if args or any(v is not None for v in kwargs.values()):
+            return original(hidden_states, *args, **kwargs)
+        B, T = hidden_states.shape[0], hidden_states.shape[1]
+        q = _T.rope(module.q_proj(hidden_states).view(B, T, H, Dh), theta)
+        k = _T.rope(module.k_proj(hidden_states).view(B, T, Hkv, Dh), theta)
+        v = module.v_proj(hidden_states).view(B, T, Hkv, Dh)
+        o = _T.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        return module.o_proj(o.transpose(1, 2).reshape(B, T, H * Dh))
+    return forward
+
+
+def _cross_entropy_forward(module):
+    def forward(input, target):
+        return _T.cross_entropy(input, target, ignore_index=module.ignore_index, reduction=module.reduction,
+                                label_smoothing=module.label_smoothing)
+    return forward
+
+
+def _is_rms_norm(m):
+    w = getattr(m, "weight", None)
+    return (type(m).__name__.endswith("RMSNorm") and isinstance(w, torch.Tensor) and w.dim() == 1
+            and (hasattr(m, "variance_epsilon") or hasattr(m, "eps")))
+
+
+def _is_swiglu_mlp(m):
+    return (all(isinstance(getattr(m, n, None), torch.nn.Linear) for n in ("gate_proj", "up_proj", "down_proj"))
+            and isinstance(getattr(m, "act_fn", None), torch.nn.SiLU))
+
+
+def _is_attention(m):
+    if not all(isinstance(getattr(m, n, None), torch.nn.Linear) for n in ("q_proj", "k_proj", "v_proj", "o_proj")):
+        return False
+    if not (hasattr(m, "num_heads") and hasattr(m, "head_dim")):
+        return False
+    rotary = getattr(m, "rotary_emb", None)
+    return getattr(m, "rope_theta", None) is not None or getattr(rotary, "base", None) is not None
+
+
+def _is_cross_entropy(m):
+    return (isinstance(m, torch.nn.CrossEntropyLoss) and m.weight is None and m.reduction in ("mean", "sum"))
+
+
+def patch(model, *, rms_norm=True, mlp=True, attention=True, cross_entropy=True):
+    """Replace the forward of every recognised module of `model` (itself
+    included) with gradkern's; returns how many of each kind were patched
+    (a dict). Patching twice changes nothing more."""
+    counts = {"rms_norm": 0, "mlp": 0, "attention": 0, "cross_entropy": 0}
+    for m in model.modules():
+        if "forward" in vars(m):                      # patched already (or a custom forward)
+            continue
+        if rms_norm and _is_rms_norm(m):
+            kind, fwd = "rms_norm", _rms_norm_forward(m)
+        elif mlp and _is_swiglu_mlp(m):
+            kind, fwd = "mlp", _mlp_forward(m)
+        elif attention and _is_attention(m):
+            kind, fwd = "attention", _attention_forward(m, m.forward)
+        elif cross_entropy and _is_cross_entropy(m):
+            kind, fwd = "cross_entropy", _cross_entropy_forward(m)
+        else:
+            continue
+        m.forward = fwd
+        m._gradkern_patched = kind
+        counts[kind] += 1
+    return counts
+
+
+def unpatch(model):
+    """Give back the original forwards of the modules patch() replaced."""
+    for m in model.modules():
+        if getattr(m, "_gradkern_patched", None):
+            del m.forward
+            del m._gradkern_patched
+    return model
