@@ -52,8 +52,10 @@ export function hasSimd() {
 async function compileModule(source, simd) {
   if (source instanceof WebAssembly.Module) return source;
   if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) return WebAssembly.compile(source);
-  const url = source ? new URL(String(source), isNode ? `file://${process.cwd()}/` : globalThis.location?.href)
-    : new URL(simd ? '../build/wasm/gradkern.wasm' : '../build/wasm/gradkern-plain.wasm', import.meta.url);
+  let url = new URL(simd ? '../build/wasm/gradkern.wasm' : '../build/wasm/gradkern-plain.wasm', import.meta.url);
+  if (source instanceof URL) url = source;
+  else if (source && isNode && !/^[a-z][a-z0-9+.-]*:/i.test(source)) url = (await import('node:url')).pathToFileURL(source);
+  else if (source) url = new URL(String(source), globalThis.location?.href);
   if (url.protocol === 'file:') {
     const { readFile } = await import('node:fs/promises');
     return WebAssembly.compile(await readFile(url));
@@ -101,16 +103,13 @@ function normalizePath(path) {
   return '/' + parts.join('/');
 }
 
-// Files in memory: a map of absolute path -> bytes; the directories are "/",
-// those named by a file's path, and those made with mkdir().
+// Files in memory: a map of absolute path -> bytes; the directories are "/"
+// and those named by a file's path.
 class MemoryFiles {
-  constructor() {
-    this.files = new Map();
-    this.dirs = new Set(['/']);
-  }
+  constructor() { this.files = new Map(); }
 
   isDir(path) {
-    if (this.dirs.has(path)) return true;
+    if (path === '/') return true;
     for (const name of this.files.keys()) if (name.startsWith(path + '/')) return true;
     return false;
   }
@@ -170,8 +169,8 @@ class MemoryFiles {
   list(path) {
     const prefix = path === '/' ? '/' : path + '/';
     const names = new Set();
-    for (const name of [...this.files.keys(), ...this.dirs])
-      if (name.startsWith(prefix) && name !== prefix) names.add(name.slice(prefix.length).split('/')[0]);
+    for (const name of this.files.keys())
+      if (name.startsWith(prefix)) names.add(name.slice(prefix.length).split('/')[0]);
     return [...names].sort().map((name) => ({ name, type: this.stat(prefix + name).type }));
   }
 
