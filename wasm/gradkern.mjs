@@ -103,13 +103,16 @@ function normalizePath(path) {
   return '/' + parts.join('/');
 }
 
-// Files in memory: a map of absolute path -> bytes; the directories are "/"
-// and those named by a file's path.
+// Files in memory: a map of absolute path -> bytes; the directories are "/",
+// those named by a file's path, and those made with mkdir().
 class MemoryFiles {
-  constructor() { this.files = new Map(); }
+  constructor() {
+    this.files = new Map();
+    this.dirs = new Set(['/']);
+  }
 
   isDir(path) {
-    if (path === '/') return true;
+    if (this.dirs.has(path)) return true;
     for (const name of this.files.keys()) if (name.startsWith(path + '/')) return true;
     return false;
   }
@@ -169,8 +172,8 @@ class MemoryFiles {
   list(path) {
     const prefix = path === '/' ? '/' : path + '/';
     const names = new Set();
-    for (const name of this.files.keys())
-      if (name.startsWith(prefix)) names.add(name.slice(prefix.length).split('/')[0]);
+    for (const name of [...this.files.keys(), ...this.dirs])
+      if (name.startsWith(prefix) && name !== prefix) names.add(name.slice(prefix.length).split('/')[0]);
     return [...names].sort().map((name) => ({ name, type: this.stat(prefix + name).type }));
   }
 
