@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 PREFIX ?= /usr/local
 
-.PHONY: all build deps test-deps bench-deps fuzz-deps train test fuzz info bench bench-torch clean install uninstall
+.PHONY: all build deps test-deps bench-deps fuzz-deps wasm-deps train test fuzz info bench bench-torch wasm clean install uninstall
 
 all: build
 
@@ -19,11 +19,26 @@ bench-deps:
 fuzz-deps:
 	@scripts/install-deps.sh fuzz
 
+wasm-deps:
+	@scripts/install-deps.sh wasm
+
 # The library (shared and static) and the gradkern command only; make test
 # builds the rest (tests, sanitizer builds, examples, timing programs).
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) --target gradkern gradkern_static gradkern_cli
+
+# WebAssembly (clang's wasm32-wasi target, cmake/wasm32-wasi.cmake): the
+# library and the training code as static archives (libgradkern.a,
+# libgradkern_nn.a, libgradkern_nn_args.a) and the modules, in $(BUILD)/wasm,
+# with WebAssembly SIMD; then gradkern-plain.wasm, the same without SIMD,
+# built in $(BUILD)/wasm-plain.
+wasm: wasm-deps
+	@cmake -S . -B $(BUILD)/wasm -DCMAKE_TOOLCHAIN_FILE=cmake/wasm32-wasi.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD)/wasm -j $(JOBS)
+	@cmake -S . -B $(BUILD)/wasm-plain -DCMAKE_TOOLCHAIN_FILE=cmake/wasm32-wasi.cmake -DCMAKE_BUILD_TYPE=Release \
+	  -DGK_WASM_SIMD=OFF -DGK_WASM_OUT=$(abspath $(BUILD)/wasm) >/dev/null
+	@cmake --build $(BUILD)/wasm-plain -j $(JOBS) --target gradkern_wasm
 
 # The main job: a small Mamba trained on the selective-copying task
 # (gradkern train --help for the options; TRAIN_ARGS adds some).
@@ -34,15 +49,16 @@ info: build
 	$(BUILD)/gradkern info
 
 # Every test: the C tests (also under ASan+UBSan, the concurrency test under
-# ThreadSanitizer), the PyTorch parity tests and the install tests (C and
-# pip) with gcc; then the library, the C tests (ASan+UBSan too), the C install
-# test and short fuzzer runs built by clang.
-test: test-deps build
+# ThreadSanitizer), the PyTorch parity tests, the install tests (C and pip)
+# and the WebAssembly tests in Node (make wasm first) with gcc; then the
+# library, the C tests (ASan+UBSan too), the C install test and short fuzzer
+# runs built by clang.
+test: test-deps build wasm
 	@cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@cmake -S . -B $(BUILD)-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DGK_FUZZ_OPT=-O0 -DGK_TSAN=OFF >/dev/null
 	@cmake --build $(BUILD)-clang -j $(JOBS)
-	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E 'python_parity|install_python'
+	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E 'python_parity|install_python|^wasm_'
 
 # The libFuzzer targets (tests/fuzz), built by clang at -O1, each run for
 # FUZZ_RUNS executions (make test runs them for 20 seconds each).

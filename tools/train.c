@@ -81,6 +81,7 @@ typedef struct trainer {
   int rank, world;
   int64_t lo, hi;
   bool follower_stop;              // stopping because another rank failed (it gives the message)
+  const gk_train_hooks *hooks;     // a program embedding the trainer (NULL: none)
 } trainer;
 
 // The checkpoint a failed run can go back to: the last one written, else
@@ -835,9 +836,12 @@ static void print_dist_figures(const trainer *t, int64_t steps) {
 
 static int train_main(trainer *tp);
 
-int gk_cmd_train(int argc, char **argv) {
+int gk_cmd_train(int argc, char **argv) { return gk_train_run(argc, argv, NULL); }
+
+int gk_train_run(int argc, char **argv, const gk_train_hooks *hooks) {
   trainer t;
   memset(&t, 0, sizeof t);
+  t.hooks = hooks;
   t.a = train_defaults();
   int help = 0;
   gk_train_args defaults = t.a;
@@ -955,7 +959,9 @@ static int train_main(trainer *tp) {
     t.loss_x[t.n_loss] = (double)t.step;
     t.loss_y[t.n_loss++] = loss;
     gk_progress_update(&t.progress, t.step, loss, gk_lr_at(&sched, t.step - 1));
-    bool last = t.step == a->steps || (a->stop_after > 0 && t.step - first == a->stop_after);
+    bool stop = t.hooks && t.hooks->on_step &&
+                t.hooks->on_step(t.hooks->ctx, t.step, a->steps, loss, gk_lr_at(&sched, t.step - 1));
+    bool last = t.step == a->steps || (a->stop_after > 0 && t.step - first == a->stop_after) || stop;
     bool eval = (a->eval_every > 0 && t.step % a->eval_every == 0) || last;
     bool save = a->checkpoint && ((a->checkpoint_every > 0 && t.step % a->checkpoint_every == 0) || last);
     if ((eval || save) && check_replicas(&t) != GK_SUCCESS) {
@@ -969,6 +975,8 @@ static int train_main(trainer *tp) {
       }
       t.eval_x[t.n_eval] = (double)t.step;
       t.eval_y[t.n_eval++] = t.ev.loss;
+      if (t.hooks && t.hooks->on_eval)
+        t.hooks->on_eval(t.hooks->ctx, t.step, t.ev.loss, a->task == GK_TASK_TEXT ? NAN : t.ev.accuracy);
       if (a->task == GK_TASK_TEXT)
         gk_progress_note(&t.progress, "step %lld: eval loss %.4f, %.3f bits per byte", (long long)t.step,
                          t.ev.loss, gk_task_bits_per_byte(&t.task, t.ev.loss));

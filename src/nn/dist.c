@@ -4,7 +4,6 @@
 #include "dist.h"
 
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 
 #ifdef GK_WITH_MPI
 #include <mpi.h>
+#include <signal.h>
 #endif
 
 struct gk_dist {
@@ -108,8 +108,8 @@ gk_status gk_dist_init(gk_dist **out) {
 
 void gk_dist_free(gk_dist *d) {
   if (!d) return;
-  if (d->size > 1) alarm(0);  // the watchdog
 #ifdef GK_WITH_MPI
+  if (d->size > 1) alarm(0);  // the watchdog
   if (d->initialised) {
     MPI_Comm_free(&d->scatter_comm);
     MPI_Comm_free(&d->gather_comm);
@@ -139,6 +139,8 @@ void gk_dist_shard(const gk_dist *d, int rank, int64_t n, int64_t *lo, int64_t *
   *hi = q * (rank + 1) + r * (rank + 1) / d->size;
 }
 
+// One rank has no other to wait for: the watchdog exists with MPI only.
+#ifdef GK_WITH_MPI
 // The watchdog's message, written by the signal handler (which may only
 // call async-signal-safe functions: write, _exit).
 static char watchdog_message[256];
@@ -150,9 +152,11 @@ static void watchdog_fired(int sig) {
   (void)w;
   _exit(1);
 }
+#endif
 
 void gk_dist_watchdog(gk_dist *d, int seconds, const char *what) {
-  if (d->size == 1) return;
+  if (d->size == 1) return;  // always so without MPI (and in WebAssembly, which has no signals)
+#ifdef GK_WITH_MPI
   alarm(0);
   if (seconds <= 0) return;
   int n = snprintf(watchdog_message, sizeof watchdog_message,
@@ -165,6 +169,10 @@ void gk_dist_watchdog(gk_dist *d, int seconds, const char *what) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGALRM, &sa, NULL);
   alarm((unsigned)seconds);
+#else
+  (void)seconds;
+  (void)what;
+#endif
 }
 
 gk_status gk_dist_sum(gk_dist *d, double *v, int n) {
