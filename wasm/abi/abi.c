@@ -369,7 +369,9 @@ static bool in_host_memory(const gk_abi_memory *mem, uint32_t offset, uint32_t s
   if (size == 0) return true;
   uint64_t lo = offset, hi = (uint64_t)offset + size;
   if (lo < mem->host_start || hi > mem->bytes) return false;
-  return hi <= mem->owned_lo || lo >= mem->owned_hi;
+  for (int i = 0; i < mem->n_owned; i++)
+    if (lo < mem->owned[i].hi && mem->owned[i].lo < hi) return false;
+  return true;
 }
 
 static bool overlap(uint32_t a_off, uint32_t a_size, uint32_t b_off, uint32_t b_size) {

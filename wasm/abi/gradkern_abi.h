@@ -78,14 +78,18 @@ typedef struct gk_abi_info {
 } gk_abi_info;
 
 /// Linear memory as the ABI layer sees it: byte 0 at `base`, `bytes` long,
-/// the host's part starting at `host_start`, and a range [owned_lo, owned_hi)
-/// above it that the module took for itself (empty when owned_lo == owned_hi).
+/// the host's part starting at `host_start`, less the blocks above it that
+/// the module grew for itself (owned[0 .. n_owned-1], [lo, hi) each).
 /// In a module base is 0; natively (tests) an arena stands in for it.
+typedef struct gk_abi_range {
+  uint64_t lo, hi;
+} gk_abi_range;
 typedef struct gk_abi_memory {
   uintptr_t base;
   uint64_t bytes;
   uint64_t host_start;
-  uint64_t owned_lo, owned_hi;
+  const gk_abi_range *owned;
+  int n_owned;
 } gk_abi_memory;
 
 /// Run `op` in `dtype` on the descriptor at desc_ptr (the body of
