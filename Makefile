@@ -42,12 +42,13 @@ info: build
 
 # Every test: the C tests (also under ASan+UBSan, the concurrency test under
 # ThreadSanitizer) and the PyTorch parity tests with gcc; then the library,
-# the C tests (ASan+UBSan too) and short fuzzer runs built by clang.
-test: test-deps build
+# the C tests (ASan+UBSan too) and short fuzzer runs built by clang. The
+# WebAssembly modules (make wasm) are tested in Node by the first run only.
+test: test-deps build wasm
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@cmake -S . -B $(BUILD)-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DGK_FUZZ_OPT=-O0 -DGK_TSAN=OFF >/dev/null
 	@cmake --build $(BUILD)-clang -j $(JOBS)
-	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E python_parity
+	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E 'python_parity|wasm_abi_node'
 
 # The libFuzzer targets (tests/fuzz), built by clang at -O1, each run for
 # FUZZ_RUNS executions (make test runs them for 20 seconds each).

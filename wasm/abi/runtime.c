@@ -4,8 +4,8 @@
 //
 // Allocator. Every call allocates the same way (a plan, the library's
 // workspace, RMSNorm's rstd) and frees all of it before returning, so
-// allocation is a bump pointer that gk_abi_wasm_release() rewinds at the end
-// of each call: first in a 1 MiB arena in the module's data, then in blocks
+// allocation is a bump pointer that gk_abi_wasm_release() rewinds (and
+// zeroes) at the end of each call: first in a 1 MiB arena in the module's data, then in blocks
 // grown at the end of memory (memory.grow) when a workspace needs more. The
 // grown blocks stay the module's (reused by later calls) and are listed for
 // the checks, which refuse a region that overlaps one.
@@ -93,8 +93,13 @@ int posix_memalign(void **out, size_t alignment, size_t bytes) {
   return 0;
 }
 
+// Rewind, zeroing what the call used: the module's memory is as it was
+// before the call (a rejected call leaves no trace in it either).
 void gk_abi_wasm_release(void) {
-  for (int i = 0; i < nblocks; i++) blocks[i].used = 0;
+  for (int i = 0; i < nblocks; i++) {
+    memset((void *)blocks[i].start, 0, blocks[i].used);
+    blocks[i].used = 0;
+  }
 }
 
 void gk_abi_wasm_memory(gk_abi_memory *mem) {
