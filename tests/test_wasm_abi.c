@@ -20,6 +20,8 @@ enum { HOST_START = 65536, MEM_BYTES = 512 << 10 };
 
 static const char *const dtype_names[] = {"f32", "f64", "f16", "bf16"};
 
+static const char *op_name(gk_op op) { return op == GK_ABI_OP_ADAMW ? "adamw" : gk_op_name(op); }
+
 // ---------------------------------------------------------------- the cases
 
 static uint32_t f32_bits(float f) {
@@ -70,12 +72,20 @@ static const abi_case cases[] = {
     {GK_OP_CONV1D, "plain", 8, {2, 6, 9, 3, 1, 0, 0, 0}},
     {GK_OP_SELECTIVE_SCAN, "all", 14, {2, 6, 10, 4, 1, 0, 1, 1, 1, 1, 1, 1, 1, 4}},
     {GK_OP_SELECTIVE_SCAN, "grouped", 14, {2, 6, 10, 4, 2, 2, 3, 0, 0, 0, 0, 0, 0, 64}},
+    {GK_ABI_OP_ADAMW, "", 7, {9, F(0x3c23d70a /* 0.01f */), F(0x3f666666 /* 0.9f */), F(0x3f7fbe77 /* 0.999f */), F(0x322bcc77 /* 1e-08f */), F(0x3d4ccccd /* 0.05f */), 3}},
 };
 #undef F
 
 // The README's table: the tensors of each region (a | b | output | scratch),
 // for the cases above (their optional tensors present or not).
-static const char *expected_layout(const abi_case *c, gk_direction dir) {
+static const char *table_layout(const abi_case *c, gk_direction dir);
+static const char *expected_layout(const abi_case *c, gk_dtype dt, gk_direction dir, char *buf, size_t size) {
+  const char *want = table_layout(c, dir);
+  snprintf(buf, size, want, c->op == GK_ABI_OP_ADAMW && (dt == GK_F16 || dt == GK_BF16) ? ", master" : "");
+  return buf;
+}
+
+static const char *table_layout(const abi_case *c, gk_direction dir) {
   bool fwd = dir == GK_FORWARD;
   switch (c->op) {
   case GK_OP_RELU: case GK_OP_GELU: case GK_OP_SILU: case GK_OP_SIGMOID: case GK_OP_SOFTPLUS:
@@ -107,6 +117,7 @@ static const char *expected_layout(const abi_case *c, gk_direction dir) {
                  : "dy, dfinal_state | u, delta, A, B, C, D, z, delta_bias, initial_state | "
                    "du, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dinitial_state | chunk_states";
     return fwd ? "u, delta | A, B, C | y | chunk_states" : "dy | u, delta, A, B, C | du, ddelta, dA, dB, dC | chunk_states";
+  case GK_ABI_OP_ADAMW: return "grad | - | param, exp_avg, exp_avg_sq%s | -";
   default: return "?";
   }
 }
@@ -117,7 +128,7 @@ static void layout_string(const gk_abi_layout *l, char *buf, size_t size) {
     if (r) used += (size_t)snprintf(buf + used, size - used, " | ");
     if (!l->region[r].n) used += (size_t)snprintf(buf + used, size - used, "-");
     for (int i = 0; i < l->region[r].n; i++)
-      used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", gk_arg_name(l->region[r].tensors[i].kind));
+      used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", l->region[r].tensors[i].name);
   }
 }
 
@@ -193,6 +204,7 @@ static void desc_of(const abi_case *c, gk_dtype dt, gk_direction dir, gk_op_desc
 
 typedef struct host {
   uint8_t *mem;
+  uint8_t *before;  // the memory before the call
   gk_abi_memory m;
   uint32_t next;  // bump allocation of host offsets
 } host;
@@ -231,6 +243,7 @@ static void fill_tensor(host *h, uint32_t at, const gk_abi_tensor *t, const abi_
       continue;
     }
     if (t->kind == GK_ARG_RSTD) x = rng_uniform(0.5, 2);  // rms, positive
+    if (!strcmp(t->name, "exp_avg_sq")) x = rng_uniform(0, 1);
     tset(&v, i, x);
   }
 }
@@ -241,13 +254,13 @@ static void prepare(host *h, const abi_case *c, gk_dtype dt, gk_direction dir, c
   params[c->nfields] = (uint32_t)dt;
   k->params_len = 4 * (c->nfields + 1);
   gk_abi_code code = gk_abi_describe(c->op, dt, dir, params, k->params_len, &k->lay);
-  check(code == GK_ABI_OK, "%s %s: describe gave %d", gk_op_name(c->op), dtype_names[dt], code);
+  check(code == GK_ABI_OK, "%s %s: describe gave %d", op_name(c->op), dtype_names[dt], code);
   uint32_t p = host_place(h, k->params_len);
   memcpy(h->mem + p, params, k->params_len);
   for (int r = 0; r < GK_ABI_REGIONS; r++) {
     const gk_abi_region *reg = &k->lay.region[r];
     k->off[r] = reg->bytes ? host_place(h, reg->bytes) : 0;
-    bool input = r == 0 || r == 1 || (r == 3 && dir == GK_BACKWARD);
+    bool input = r == 0 || r == 1 || (r == 3 && dir == GK_BACKWARD) || c->op == GK_ABI_OP_ADAMW;  // AdamW: in place
     for (int i = 0; i < reg->n; i++) {
       uint32_t at = k->off[r] + reg->tensors[i].offset;
       if (input) fill_tensor(h, at, &reg->tensors[i], c);
@@ -265,12 +278,45 @@ static void prepare(host *h, const abi_case *c, gk_dtype dt, gk_direction dir, c
 
 // Run the plan directly on separately allocated copies of the call's inputs;
 // compare its outputs with the ABI's.
+// AdamW: gk_adamw_step on copies, with the config the params define.
+static void compare_adamw(host *h, const abi_case *c, gk_dtype dt, const call *k) {
+  float fl[16];
+  memcpy(fl, c->fields, sizeof fl);
+  gk_adamw_config cfg;
+  gk_adamw_config_init(&cfg);
+  cfg.lr = fl[1], cfg.beta1 = fl[2], cfg.beta2 = fl[3], cfg.eps = fl[4], cfg.weight_decay = fl[5];
+  gk_tensor t[5];
+  void *bufs[5];
+  int n = 0;
+  for (int r = 0; r < GK_ABI_REGIONS; r += 2)
+    for (int i = 0; i < k->lay.region[r].n; i++, n++) {
+      const gk_abi_tensor *a = &k->lay.region[r].tensors[i];
+      bufs[n] = calloc(1, a->bytes + 8);
+      memcpy(bufs[n], h->before + k->off[r] + a->offset, a->bytes);
+      gk_tensor_init(&t[n], bufs[n], a->dtype, 1, a->shape);
+    }
+  gk_status s = gk_adamw_step(&cfg, 1, &t[1], &t[0], &t[2], &t[3], n == 5 ? &t[4] : NULL, c->fields[6]);
+  check(s == GK_SUCCESS, "adamw %s: %s", dtype_names[dt], gk_last_error());
+  for (int i = 0; i < k->lay.region[2].n; i++) {
+    const gk_abi_tensor *a = &k->lay.region[2].tensors[i];
+    gk_tensor got;
+    gk_tensor_init(&got, h->mem + k->off[2] + a->offset, a->dtype, 1, a->shape);
+    double worst = tcompare(&got, &t[1 + i], tol_of(a->dtype), false);
+    check(worst <= 1, "adamw %s: %s differs from gk_adamw_step (%.3g of tolerance)", dtype_names[dt], a->name, worst);
+  }
+  for (int i = 0; i < n; i++) free(bufs[i]);
+}
+
 static void compare_direct(host *h, const abi_case *c, gk_dtype dt, gk_direction dir, const call *k) {
+  if (c->op == GK_ABI_OP_ADAMW) {
+    compare_adamw(h, c, dt, k);
+    return;
+  }
   gk_op_desc d;
   desc_of(c, dt, dir, &d);
   gk_plan *plan = NULL;
   gk_status s = gk_plan_create(&d, &plan);
-  check(s == GK_SUCCESS, "%s %s: plan: %s", gk_op_name(c->op), dtype_names[dt], gk_last_error());
+  check(s == GK_SUCCESS, "%s %s: plan: %s", op_name(c->op), dtype_names[dt], gk_last_error());
   if (s != GK_SUCCESS) return;
   gk_arg args[GK_ABI_REGIONS * GK_ABI_MAX_TENSORS];
   void *bufs[GK_ABI_REGIONS * GK_ABI_MAX_TENSORS];
@@ -291,7 +337,7 @@ static void compare_direct(host *h, const abi_case *c, gk_dtype dt, gk_direction
   gk_plan_workspace_size(plan, &ws);
   void *w = ws ? aligned_alloc(64, (ws + 63) / 64 * 64) : NULL;
   s = gk_plan_run(plan, args, n, w, ws);
-  check(s == GK_SUCCESS, "%s %s: run: %s", gk_op_name(c->op), dtype_names[dt], gk_last_error());
+  check(s == GK_SUCCESS, "%s %s: run: %s", op_name(c->op), dtype_names[dt], gk_last_error());
   n = 0;
   for (int r = 0; r < GK_ABI_REGIONS; r++)
     for (int i = 0; i < k->lay.region[r].n; i++, n++) {
@@ -306,7 +352,7 @@ static void compare_direct(host *h, const abi_case *c, gk_dtype dt, gk_direction
       tol tl = tol_of(t->dtype);
       double worst = tcompare(&got, &args[n].tensor, tl, false);
       check(worst <= 1, "%s %s %s %s: %s differs from the plan run directly (%.3g of tolerance)",
-            gk_op_name(c->op), c->variant, dtype_names[dt], dir ? "bwd" : "fwd", gk_arg_name(t->kind), worst);
+            op_name(c->op), c->variant, dtype_names[dt], dir ? "bwd" : "fwd", gk_arg_name(t->kind), worst);
     }
   for (int i = 0; i < n; i++) free(bufs[i]);
   free(w);
@@ -331,7 +377,7 @@ static void write_file(const char *dir, const char *name, const void *data, size
 static void write_case(const char *dir, const host *h, const uint8_t *before, uint32_t lo, uint32_t hi,
                        const abi_case *c, gk_dtype dt, gk_direction dir_, const call *k) {
   char name[160], file[200];
-  snprintf(name, sizeof name, "%s%s%s_%s_%s", gk_op_name(c->op), *c->variant ? "_" : "", c->variant,
+  snprintf(name, sizeof name, "%s%s%s_%s_%s", op_name(c->op), *c->variant ? "_" : "", c->variant,
            dtype_names[dt], dir_ ? "bwd" : "fwd");
   snprintf(file, sizeof file, "%s.in.bin", name);
   write_file(dir, file, before + lo, hi - lo);
@@ -339,7 +385,7 @@ static void write_case(const char *dir, const host *h, const uint8_t *before, ui
   write_file(dir, file, h->mem + lo, hi - lo);
   fprintf(json, "%s{\"name\":\"%s\",\"module\":\"%s_%s\",\"direction\":\"%s\",\"base\":%u,\"bytes\":%u,"
                 "\"desc\":%u,\"outputs\":[",
-          json_count++ ? ",\n" : "", name, gk_op_name(c->op), dtype_names[dt], dir_ ? "backward" : "forward", lo,
+          json_count++ ? ",\n" : "", name, op_name(c->op), dtype_names[dt], dir_ ? "backward" : "forward", lo,
           hi - lo, k->desc_ptr);
   int n = 0;
   for (int r = 2; r < GK_ABI_REGIONS; r++) {
@@ -348,7 +394,7 @@ static void write_case(const char *dir, const host *h, const uint8_t *before, ui
       const gk_abi_tensor *t = &k->lay.region[r].tensors[i];
       tol tl = tol_of(t->dtype);
       fprintf(json, "%s{\"name\":\"%s\",\"dtype\":\"%s\",\"offset\":%u,\"bytes\":%u,\"rtol\":%g,\"atol\":%g}",
-              n++ ? "," : "", gk_arg_name(t->kind), gk_dtype_name(t->dtype), k->off[r] + t->offset, t->bytes,
+              n++ ? "," : "", t->name, gk_dtype_name(t->dtype), k->off[r] + t->offset, t->bytes,
               tl.rtol, tl.atol);
     }
   }
@@ -368,8 +414,8 @@ static void expect_code(host *h, const call *k, gk_abi_desc d, const abi_case *c
   uint8_t *before = malloc(MEM_BYTES);
   memcpy(before, h->mem, MEM_BYTES);
   int got = gk_abi_run(&h->m, c->op, GK_F32, dir, at);
-  check(got == want, "%s %s: %s: code %d, want %d", gk_op_name(c->op), dir ? "bwd" : "fwd", what, got, want);
-  check(memcmp(before, h->mem, MEM_BYTES) == 0, "%s: %s: memory changed", gk_op_name(c->op), what);
+  check(got == want, "%s %s: %s: code %d, want %d", op_name(c->op), dir ? "bwd" : "fwd", what, got, want);
+  check(memcmp(before, h->mem, MEM_BYTES) == 0, "%s: %s: memory changed", op_name(c->op), what);
   free(before);
   (void)k;
 }
@@ -475,15 +521,15 @@ static void info_and_init(void) {
   host_init(&h);
   uint32_t at = host_place(&h, 16);
   memset(h.mem + at, 0xEE, 16);
-  check(gk_abi_info_write(&h.m, at, 1234, 10) == GK_ABI_OK, "info");
+  check(gk_abi_info_write(&h.m, GK_OP_SWIGLU, at, 1234, 10) == GK_ABI_OK, "info");
   gk_abi_info info;
   memcpy(&info, h.mem + at, sizeof info);
   check(info.name_ptr == 1234 && info.name_len == 10 && info.version_major == GK_VERSION_MAJOR &&
             info.version_minor == GK_VERSION_MINOR && info.supports_backward == 1 && h.mem[at + 15] == 0xEE,
         "info fields");
-  check(gk_abi_info_write(&h.m, 0, 1, 1) == GK_ABI_INVALID_PARAMS, "info at 0");
-  check(gk_abi_info_write(&h.m, MEM_BYTES - 8, 1, 1) == GK_ABI_OUT_OF_BOUNDS, "info past the end");
-  check(gk_abi_info_write(&h.m, at + 2, 1, 1) == GK_ABI_MISALIGNED, "info misaligned");
+  check(gk_abi_info_write(&h.m, GK_OP_SWIGLU, 0, 1, 1) == GK_ABI_INVALID_PARAMS, "info at 0");
+  check(gk_abi_info_write(&h.m, GK_OP_SWIGLU, MEM_BYTES - 8, 1, 1) == GK_ABI_OUT_OF_BOUNDS, "info past the end");
+  check(gk_abi_info_write(&h.m, GK_OP_SWIGLU, at + 2, 1, 1) == GK_ABI_MISALIGNED, "info misaligned");
   uint32_t params[3] = {4, 8, f32_bits(1.0f)};
   uint32_t p = host_place(&h, sizeof params);
   memcpy(h.mem + p, params, sizeof params);
@@ -524,16 +570,26 @@ int main(int argc, char **argv) {
         const abi_case *c = &cases[ci];
         memset(h.mem, 0, MEM_BYTES);
         h.next = HOST_START;
+        if (c->op == GK_ABI_OP_ADAMW && dir == GK_BACKWARD) {
+          uint32_t params[8];
+          memcpy(params, c->fields, 28);
+          params[7] = (uint32_t)dt;
+          gk_abi_layout lay;
+          check(gk_abi_describe(c->op, (gk_dtype)dt, GK_BACKWARD, params, 32, &lay) == GK_ABI_UNSUPPORTED,
+                "adamw has no backward");
+          continue;
+        }
         call k;
         prepare(&h, c, (gk_dtype)dt, (gk_direction)dir, &k);
-        char got[512];
+        char got[512], table[512];
         layout_string(&k.lay, got, sizeof got);
-        const char *want = expected_layout(c, (gk_direction)dir);
-        check(!strcmp(got, want), "%s %s: layout \"%s\", the table says \"%s\"", gk_op_name(c->op),
+        const char *want = expected_layout(c, (gk_dtype)dt, (gk_direction)dir, table, sizeof table);
+        check(!strcmp(got, want), "%s %s: layout \"%s\", the table says \"%s\"", op_name(c->op),
               dir ? "bwd" : "fwd", got, want);
         memcpy(before, h.mem, MEM_BYTES);
+        h.before = before;
         gk_abi_code code = gk_abi_run(&h.m, c->op, (gk_dtype)dt, (gk_direction)dir, k.desc_ptr);
-        check(code == GK_ABI_OK, "%s %s %s %s: code %d", gk_op_name(c->op), c->variant, dtype_names[dt],
+        check(code == GK_ABI_OK, "%s %s %s %s: code %d", op_name(c->op), c->variant, dtype_names[dt],
               dir ? "bwd" : "fwd", code);
         compare_direct(&h, c, (gk_dtype)dt, (gk_direction)dir, &k);
         if (out_dir) write_case(out_dir, &h, before, HOST_START, h.next, c, (gk_dtype)dt, (gk_direction)dir, &k);
@@ -542,7 +598,8 @@ int main(int argc, char **argv) {
   free(h.mem);
   host_init(&bad_host);
   for (int ci = 0; ci < ncases; ci++)
-    for (int dir = GK_FORWARD; dir <= GK_BACKWARD; dir++) bad_inputs(&cases[ci], (gk_direction)dir);
+    for (int dir = GK_FORWARD; dir <= GK_BACKWARD; dir++)
+      if (cases[ci].op != GK_ABI_OP_ADAMW || dir == GK_FORWARD) bad_inputs(&cases[ci], (gk_direction)dir);
   free(bad_host.mem);
   if (json) {
     fprintf(json, "\n]}\n");

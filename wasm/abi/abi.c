@@ -40,6 +40,8 @@
 //   selective_scan        {batch, channels, seq_len, d_state, b_layout, c_layout, groups, has_D, has_z,
 //                          has_delta_bias, delta_softplus, has_initial_state, has_final_state,
 //                          chunk_size, dtype}   layouts 0 shared (D,N), 1 batch (B,N,L), 2 grouped (B,G,N,L)
+//   adamw                 {num_elements, f32 lr, f32 beta1, f32 beta2, f32 eps, f32 weight_decay, step, dtype}
+//                         one step of torch's AdamW; step counts from 1
 
 enum { MAX_FIELDS = 16 };
 
@@ -53,6 +55,7 @@ static uint32_t field_count(gk_op op) {
   case GK_OP_MATMUL: case GK_OP_ATTENTION: return 8;
   case GK_OP_ROPE: case GK_OP_CONV1D: return 9;
   case GK_OP_SELECTIVE_SCAN: return 15;
+  case GK_ABI_OP_ADAMW: return 8;
   default: return 0;
   }
 }
@@ -80,7 +83,7 @@ static bool dims_and_flags_ok(gk_op op, const uint32_t *f) {
                        rope_flags[] = {4, 5, 0xff}, attn[] = {0, 1, 2, 3, 4, 0xff}, attn_flags[] = {5, 0xff},
                        bin[] = {0, 1, 2, 3, 0xff}, conv[] = {0, 1, 2, 3, 0xff}, conv_flags[] = {4, 5, 6, 7, 0xff},
                        scan[] = {0, 1, 2, 3, 6, 13, 0xff}, scan_flags[] = {7, 8, 9, 10, 11, 12, 0xff},
-                       gelu_flags[] = {2, 0xff}, ce_flags[] = {2, 0xff};
+                       gelu_flags[] = {2, 0xff}, ce_flags[] = {2, 0xff}, adamw[] = {0, 6, 0xff};
   switch (op) {
   case GK_OP_RMSNORM: case GK_OP_LAYERNORM: dims = norm; break;
   case GK_OP_LINEAR: dims = linear; flags = linear_flags; break;
@@ -93,6 +96,7 @@ static bool dims_and_flags_ok(gk_op op, const uint32_t *f) {
   case GK_OP_CONV1D: dims = conv; flags = conv_flags; break;
   case GK_OP_SELECTIVE_SCAN: dims = scan; flags = scan_flags; break;
   case GK_OP_GELU: dims = rows_cols; flags = gelu_flags; break;
+  case GK_ABI_OP_ADAMW: dims = adamw; break;
   default: dims = rows_cols; break;
   }
   for (const uint8_t *i = dims; *i != 0xff; i++)
@@ -102,21 +106,28 @@ static bool dims_and_flags_ok(gk_op op, const uint32_t *f) {
   return true;
 }
 
-// Read and check the params at [ptr, ptr + len) (in bounds already) and fill
-// the op description.
-static gk_abi_code decode_params(const uint8_t *p, uint32_t len, gk_op op, gk_dtype dtype, gk_direction dir,
-                                 gk_op_desc *d) {
-  uint32_t n = field_count(op), f[MAX_FIELDS] = {0};
+// Read and check the params at [p, p + len) (in bounds already) into f.
+static gk_abi_code read_fields(const uint8_t *p, uint32_t len, gk_op op, gk_dtype dtype, uint32_t *f) {
+  uint32_t n = field_count(op);
   if (n == 0) return GK_ABI_INVALID_PARAMS;
   bool full = len == 4 * n, short_form = has_short_form(op) && len == 4 * (n - 1);
   if (!full && !short_form) return GK_ABI_INVALID_PARAMS;
+  memset(f, 0, 4 * MAX_FIELDS);
   memcpy(f, p, len);
   if (full) {
     uint32_t dt = f[n - 1];
     if (dt > GK_BF16) return GK_ABI_UNKNOWN_DTYPE;
     if (dt != (uint32_t)dtype) return GK_ABI_WRONG_DTYPE;
   }
-  if (!dims_and_flags_ok(op, f)) return GK_ABI_INVALID_PARAMS;
+  return dims_and_flags_ok(op, f) ? GK_ABI_OK : GK_ABI_INVALID_PARAMS;
+}
+
+// The op description the params define.
+static gk_abi_code decode_params(const uint8_t *p, uint32_t len, gk_op op, gk_dtype dtype, gk_direction dir,
+                                 gk_op_desc *d) {
+  uint32_t f[MAX_FIELDS];
+  gk_abi_code code = read_fields(p, len, op, dtype, f);
+  if (code != GK_ABI_OK) return code;
 
   int64_t shape[GK_MAX_RANK];
   int rank = 2;
@@ -236,6 +247,12 @@ static gk_abi_code decode_params(const uint8_t *p, uint32_t len, gk_op op, gk_dt
 //                    |     |                    |  [delta_bias], [initial_state]            |  [dz], [ddelta_bias],         |
 //                    |     |                    |                                           |  [dinitial_state]             |
 //
+// adamw              | fwd | grad               | -                                         | param, exp_avg, exp_avg_sq,   | -
+//                    |     |                    |                                           |  [master: f16, bf16]          |
+//                    | bwd | (none: code 9)
+// (AdamW's output region is read and written: the step updates it in place;
+// exp_avg, exp_avg_sq f32 (f64 for f64), master the f32 copy of f16/bf16 params.)
+//
 // RMSNorm's scratch holds the per-row rms = sqrt(mean(x^2) + eps), as the
 // ABI's first RMSNorm kernel stored it (forward writes it when the scratch
 // region is at least that size, and ignores a smaller one); the library's
@@ -339,6 +356,7 @@ static bool plan_region(const gk_plan *plan, const gk_op_desc *d, const uint8_t 
     s->kind = (gk_arg_kind)kinds[i];
     if (gk_plan_arg_shape(plan, s->kind, &s->rank, s->shape) != GK_SUCCESS) return false;
     if (s->rank < 0) continue;  // an optional tensor the params leave out
+    s->name = gk_arg_name(s->kind);
     s->dtype = arg_dtype(d, s->kind);
     uint64_t bytes = gk_dtype_size(s->dtype);
     for (int j = 0; j < s->rank; j++) {
@@ -402,14 +420,18 @@ gk_abi_code gk_abi_check_params(const gk_abi_memory *mem, gk_op op, gk_dtype dty
   if (!in_host_memory(mem, params_ptr, params_len)) return GK_ABI_OUT_OF_BOUNDS;
   if (params_len > 4 * MAX_FIELDS) return GK_ABI_INVALID_PARAMS;
   gk_op_desc d;
+  uint32_t f[MAX_FIELDS];
+  if (op == GK_ABI_OP_ADAMW) return read_fields(address(mem, params_ptr), params_len, op, dtype, f);
   return decode_params(address(mem, params_ptr), params_len, op, dtype, GK_FORWARD, &d);
 }
 
-gk_abi_code gk_abi_info_write(const gk_abi_memory *mem, uint32_t info_ptr, uint32_t name_ptr, uint32_t name_len) {
+gk_abi_code gk_abi_info_write(const gk_abi_memory *mem, gk_op op, uint32_t info_ptr, uint32_t name_ptr,
+                              uint32_t name_len) {
   if (info_ptr == 0) return GK_ABI_INVALID_PARAMS;
   if (!in_host_memory(mem, info_ptr, 15)) return GK_ABI_OUT_OF_BOUNDS;
   if (info_ptr % 4) return GK_ABI_MISALIGNED;
-  gk_abi_info info = {name_ptr, name_len, GK_VERSION_MAJOR, GK_VERSION_MINOR, GK_VERSION_PATCH, 1};
+  gk_abi_info info = {name_ptr, name_len, GK_VERSION_MAJOR, GK_VERSION_MINOR, GK_VERSION_PATCH,
+                      op != GK_ABI_OP_ADAMW};
   memcpy(address(mem, info_ptr), &info, 15);  // byte 15 is the struct's padding
   return GK_ABI_OK;
 }
@@ -435,7 +457,48 @@ static void invert(void *dst, const void *src, uint64_t n, gk_dtype dt) {
 
 static void *alloc64(uint64_t bytes) { return aligned_alloc(64, (size_t)((bytes + 63) & ~UINT64_C(63))); }
 
-// The op's description and plan from params (in bounds already).
+// AdamW: the config, the step and the layout from params (in bounds already).
+typedef struct adamw_call {
+  gk_adamw_config config;
+  int64_t step;
+} adamw_call;
+
+static gk_abi_code adamw_layout(const uint8_t *params, uint32_t len, gk_dtype dtype, gk_direction dir,
+                                adamw_call *a, gk_abi_layout *lay) {
+  uint32_t f[MAX_FIELDS];
+  gk_abi_code code = read_fields(params, len, GK_ABI_OP_ADAMW, dtype, f);
+  if (code != GK_ABI_OK) return code;
+  if (dir == GK_BACKWARD) return GK_ABI_UNSUPPORTED;
+  gk_adamw_config_init(&a->config);
+  a->config.lr = as_f32(f[1]), a->config.beta1 = as_f32(f[2]), a->config.beta2 = as_f32(f[3]);
+  a->config.eps = as_f32(f[4]), a->config.weight_decay = as_f32(f[5]);
+  a->step = f[6];
+  const gk_adamw_config *c = &a->config;
+  bool ok = c->lr >= 0 && c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps >= 0 &&
+            c->weight_decay >= 0 && isfinite(c->lr) && isfinite(c->eps) && isfinite(c->weight_decay);
+  if (!ok) return GK_ABI_INVALID_PARAMS;
+  memset(lay, 0, sizeof *lay);
+  gk_dtype state = dtype == GK_F64 ? GK_F64 : GK_F32;
+  const struct { int region; const char *name; gk_dtype dtype; } tensors[] = {
+      {REGION_A, "grad", dtype}, {REGION_OUT, "param", dtype}, {REGION_OUT, "exp_avg", state},
+      {REGION_OUT, "exp_avg_sq", state}, {REGION_OUT, "master", GK_F32}};
+  int count = dtype == GK_F16 || dtype == GK_BF16 ? 5 : 4;
+  uint64_t end[REGION_COUNT] = {0};
+  for (int i = 0; i < count; i++) {
+    gk_abi_region *r = &lay->region[tensors[i].region];
+    gk_abi_tensor *t = &r->tensors[r->n++];
+    uint64_t bytes = (uint64_t)f[0] * gk_dtype_size(tensors[i].dtype);
+    uint64_t start = (end[tensors[i].region] + 7) & ~UINT64_C(7);
+    end[tensors[i].region] = start + bytes;
+    if (start + bytes > UINT32_MAX) return GK_ABI_INVALID_PARAMS;
+    *t = (gk_abi_tensor){.kind = GK_ARG_COUNT_, .name = tensors[i].name, .dtype = tensors[i].dtype, .rank = 1,
+                         .shape = {f[0]}, .offset = (uint32_t)start, .bytes = (uint32_t)bytes};
+    r->bytes = (uint32_t)(start + bytes);
+  }
+  return GK_ABI_OK;
+}
+
+// The op's description, plan and layout from params (in bounds already).
 static gk_abi_code make_plan(const uint8_t *params, uint32_t len, gk_op op, gk_dtype dtype, gk_direction dir,
                              gk_op_desc *d, gk_plan **plan, gk_abi_layout *lay) {
   gk_abi_code code = decode_params(params, len, op, dtype, dir, d);
@@ -452,6 +515,10 @@ static gk_abi_code make_plan(const uint8_t *params, uint32_t len, gk_op op, gk_d
 gk_abi_code gk_abi_describe(gk_op op, gk_dtype dtype, gk_direction dir, const void *params, uint32_t len,
                             gk_abi_layout *lay) {
   if (len == 0 || len > 4 * MAX_FIELDS) return GK_ABI_INVALID_PARAMS;
+  if (op == GK_ABI_OP_ADAMW) {
+    adamw_call a;
+    return adamw_layout(params, len, dtype, dir, &a, lay);
+  }
   gk_op_desc d;
   gk_plan *plan = NULL;
   gk_abi_code code = make_plan(params, len, op, dtype, dir, &d, &plan, lay);
@@ -459,59 +526,66 @@ gk_abi_code gk_abi_describe(gk_op op, gk_dtype dtype, gk_direction dir, const vo
   return code;
 }
 
-gk_abi_code gk_abi_run(const gk_abi_memory *mem, gk_op op, gk_dtype dtype, gk_direction dir, uint32_t desc_ptr) {
-  if (!in_host_memory(mem, desc_ptr, sizeof(gk_abi_desc))) return GK_ABI_OUT_OF_BOUNDS;
-  gk_abi_desc desc;
-  memcpy(&desc, address(mem, desc_ptr), sizeof desc);
-  const uint32_t off[REGION_COUNT] = {desc.input_a_offset, desc.input_b_offset, desc.output_offset,
-                                      desc.scratch_offset};
-  const uint32_t size[REGION_COUNT] = {desc.input_a_size, desc.input_b_size, desc.output_size, desc.scratch_size};
-
-  if (!in_host_memory(mem, desc.params_offset, desc.params_size)) return GK_ABI_OUT_OF_BOUNDS;
-  if (desc.params_size == 0 || desc.params_size > 4 * MAX_FIELDS) return GK_ABI_INVALID_PARAMS;
-  gk_op_desc d;
-  gk_plan *plan = NULL;
-  gk_abi_layout lay;
-  gk_abi_code code = make_plan(address(mem, desc.params_offset), desc.params_size, op, dtype, dir, &d, &plan, &lay);
-  if (code != GK_ABI_OK) return code;
-  const gk_abi_region *r = lay.region;
-
-  bool fwd = dir == GK_FORWARD, rms = op == GK_OP_RMSNORM;
-  // The regions the call touches: a region that holds no tensor is ignored,
-  // and so is RMSNorm's forward scratch when smaller than the rms.
-  uint32_t used[REGION_COUNT];
+// The region checks of a call, in order: sizes against the layout, bounds,
+// alignment, overlap of the written regions. used[i] is set to the bytes of
+// region i the call touches: a region that holds no tensor is ignored, and
+// so is RMSNorm's forward scratch when smaller than the rms (`optional_scratch`).
+static gk_abi_code check_regions(const gk_abi_memory *mem, const gk_abi_desc *desc, uint32_t desc_ptr,
+                                 const gk_abi_layout *lay, bool fwd, bool optional_scratch, uint32_t *used) {
+  const uint32_t off[REGION_COUNT] = {desc->input_a_offset, desc->input_b_offset, desc->output_offset,
+                                      desc->scratch_offset};
+  const uint32_t size[REGION_COUNT] = {desc->input_a_size, desc->input_b_size, desc->output_size,
+                                       desc->scratch_size};
+  const gk_abi_region *r = lay->region;
   for (int i = 0; i < REGION_COUNT; i++) used[i] = r[i].n ? size[i] : 0;
-  bool rms_out = rms && fwd && size[REGION_SCRATCH] >= r[REGION_SCRATCH].bytes;
-  if (rms && fwd && !rms_out) used[REGION_SCRATCH] = 0;
-  // Sizes against the shapes.
-  for (int i = 0; i < REGION_COUNT && code == GK_ABI_OK; i++) {
+  if (optional_scratch && size[REGION_SCRATCH] < r[REGION_SCRATCH].bytes) used[REGION_SCRATCH] = 0;
+  for (int i = 0; i < REGION_COUNT; i++) {
     bool written = i == REGION_OUT || (i == REGION_SCRATCH && fwd);
-    bool optional = rms && fwd && i == REGION_SCRATCH;
-    if (r[i].n && !optional && size[i] != r[i].bytes) code = written ? GK_ABI_INVALID_OUTPUT : GK_ABI_INVALID_INPUT;
+    bool optional = optional_scratch && i == REGION_SCRATCH;
+    if (r[i].n && !optional && size[i] != r[i].bytes) return written ? GK_ABI_INVALID_OUTPUT : GK_ABI_INVALID_INPUT;
   }
-  // Bounds, then the alignment of every tensor.
-  for (int i = 0; i < REGION_COUNT && code == GK_ABI_OK; i++)
-    if (!in_host_memory(mem, off[i], used[i])) code = GK_ABI_OUT_OF_BOUNDS;
-  for (int i = 0; i < REGION_COUNT && code == GK_ABI_OK; i++)
+  for (int i = 0; i < REGION_COUNT; i++)
+    if (!in_host_memory(mem, off[i], used[i])) return GK_ABI_OUT_OF_BOUNDS;
+  for (int i = 0; i < REGION_COUNT; i++)
     for (int j = 0; j < r[i].n && used[i]; j++)
-      if (((uint64_t)off[i] + r[i].tensors[j].offset) % gk_dtype_size(r[i].tensors[j].dtype))
-        code = GK_ABI_MISALIGNED;
-  // Written regions against every other region, the params and the descriptor.
-  for (int w = 0; w < REGION_COUNT && code == GK_ABI_OK; w++) {
+      if (((uint64_t)off[i] + r[i].tensors[j].offset) % gk_dtype_size(r[i].tensors[j].dtype)) return GK_ABI_MISALIGNED;
+  for (int w = 0; w < REGION_COUNT; w++) {
     if (w != REGION_OUT && !(w == REGION_SCRATCH && fwd)) continue;
     for (int i = 0; i < REGION_COUNT; i++)
-      if (i != w && overlap(off[w], used[w], off[i], used[i])) code = GK_ABI_OVERLAP;
-    if (overlap(off[w], used[w], desc.params_offset, desc.params_size) ||
-        overlap(off[w], used[w], desc_ptr, sizeof desc))
-      code = GK_ABI_OVERLAP;
+      if (i != w && overlap(off[w], used[w], off[i], used[i])) return GK_ABI_OVERLAP;
+    if (overlap(off[w], used[w], desc->params_offset, desc->params_size) ||
+        overlap(off[w], used[w], desc_ptr, sizeof *desc))
+      return GK_ABI_OVERLAP;
   }
+  return GK_ABI_OK;
+}
 
+static gk_abi_code run_adamw(const gk_abi_memory *mem, const gk_abi_desc *desc, const gk_abi_layout *lay,
+                             const adamw_call *a) {
+  gk_tensor t[5];
+  const gk_abi_region *out = &lay->region[REGION_OUT];
+  const gk_abi_tensor *g = &lay->region[REGION_A].tensors[0];
+  gk_tensor_init(&t[0], address(mem, (uint64_t)desc->input_a_offset + g->offset), g->dtype, 1, g->shape);
+  for (int i = 0; i < out->n; i++)
+    gk_tensor_init(&t[1 + i], address(mem, (uint64_t)desc->output_offset + out->tensors[i].offset),
+                   out->tensors[i].dtype, 1, out->tensors[i].shape);
+  gk_status s = gk_adamw_step(&a->config, 1, &t[1], &t[0], &t[2], &t[3], out->n == 4 ? &t[4] : NULL, a->step);
+  return s == GK_ERR_INVALID_VALUE ? GK_ABI_INVALID_PARAMS : status_code(s);
+}
+
+// Run the plan on the regions (checked).
+static gk_abi_code run_plan(const gk_abi_memory *mem, const gk_abi_desc *desc, const gk_plan *plan,
+                            const gk_abi_layout *lay, bool fwd, bool rms, bool rms_out) {
+  const uint32_t off[REGION_COUNT] = {desc->input_a_offset, desc->input_b_offset, desc->output_offset,
+                                      desc->scratch_offset};
+  const gk_abi_region *r = lay->region;
+  gk_abi_code code = GK_ABI_OK;
   // RMSNorm's rstd lives in the module's memory; the scratch region holds rms.
   void *rstd = NULL, *workspace = NULL;
   size_t ws_bytes = 0;
   const gk_abi_tensor *rstd_t = rms ? &r[REGION_SCRATCH].tensors[0] : NULL;
   uint64_t rows = rms ? rstd_t->bytes / gk_dtype_size(rstd_t->dtype) : 0;
-  if (code == GK_ABI_OK && rms) {
+  if (rms) {
     rstd = alloc64(rstd_t->bytes);
     if (!rstd) code = GK_ABI_FAILED;
     else if (!fwd) invert(rstd, address(mem, off[REGION_SCRATCH]), rows, rstd_t->dtype);
@@ -520,7 +594,6 @@ gk_abi_code gk_abi_run(const gk_abi_memory *mem, gk_op op, gk_dtype dtype, gk_di
     workspace = alloc64(ws_bytes);
     if (!workspace) code = GK_ABI_FAILED;
   }
-
   if (code == GK_ABI_OK) {
     gk_arg args[REGION_COUNT * MAX_TENSORS];
     int nargs = 0;
@@ -539,6 +612,34 @@ gk_abi_code gk_abi_run(const gk_abi_memory *mem, gk_op op, gk_dtype dtype, gk_di
   }
   free(workspace);
   free(rstd);
+  return code;
+}
+
+gk_abi_code gk_abi_run(const gk_abi_memory *mem, gk_op op, gk_dtype dtype, gk_direction dir, uint32_t desc_ptr) {
+  if (!in_host_memory(mem, desc_ptr, sizeof(gk_abi_desc))) return GK_ABI_OUT_OF_BOUNDS;
+  gk_abi_desc desc;
+  memcpy(&desc, address(mem, desc_ptr), sizeof desc);
+  if (!in_host_memory(mem, desc.params_offset, desc.params_size)) return GK_ABI_OUT_OF_BOUNDS;
+  if (desc.params_size == 0 || desc.params_size > 4 * MAX_FIELDS) return GK_ABI_INVALID_PARAMS;
+  const uint8_t *params = address(mem, desc.params_offset);
+  bool fwd = dir == GK_FORWARD, rms = op == GK_OP_RMSNORM;
+  gk_abi_layout lay;
+  uint32_t used[REGION_COUNT];
+
+  if (op == GK_ABI_OP_ADAMW) {
+    adamw_call a;
+    gk_abi_code code = adamw_layout(params, desc.params_size, dtype, dir, &a, &lay);
+    if (code == GK_ABI_OK) code = check_regions(mem, &desc, desc_ptr, &lay, fwd, false, used);
+    return code == GK_ABI_OK ? run_adamw(mem, &desc, &lay, &a) : code;
+  }
+
+  gk_op_desc d;
+  gk_plan *plan = NULL;
+  gk_abi_code code = make_plan(params, desc.params_size, op, dtype, dir, &d, &plan, &lay);
+  if (code != GK_ABI_OK) return code;
+  code = check_regions(mem, &desc, desc_ptr, &lay, fwd, rms && fwd, used);
+  bool rms_out = rms && fwd && used[REGION_SCRATCH];
+  if (code == GK_ABI_OK) code = run_plan(mem, &desc, plan, &lay, fwd, rms, rms_out);
   gk_plan_destroy(plan);
   return code;
 }

@@ -53,9 +53,13 @@ typedef enum gk_abi_code {
   GK_ABI_UNKNOWN_DTYPE = 6,   ///< params dtype is not 0 f32, 1 f64, 2 f16, 3 bf16
   GK_ABI_WRONG_DTYPE = 7,     ///< params dtype is a dtype, but not this module's
   GK_ABI_MISALIGNED = 8,      ///< a tensor's address is not a multiple of its element size
-  GK_ABI_UNSUPPORTED = 9,     ///< a valid request this module does not serve (SwiGLU beta != 1)
+  GK_ABI_UNSUPPORTED = 9,     ///< a valid request this module does not serve (a gated op's beta != 1, AdamW's
+                              ///< backward)
   GK_ABI_FAILED = 10,         ///< the library failed (out of memory; a bug): nothing was written
 } gk_abi_code;
+
+/// AdamW (gk_adamw_step) is served as one more op, after the plan API's.
+#define GK_ABI_OP_ADAMW ((gk_op)GK_OP_COUNT_)
 
 /// The descriptor: byte offset and size of each region in linear memory.
 typedef struct gk_abi_desc {
@@ -99,14 +103,16 @@ gk_abi_code gk_abi_run(const gk_abi_memory *mem, gk_op op, gk_dtype dtype, gk_di
 gk_abi_code gk_abi_check_params(const gk_abi_memory *mem, gk_op op, gk_dtype dtype, uint32_t params_ptr,
                                 uint32_t params_len);
 /// Fill the info struct at info_ptr (kernel_info); name lies in the module's memory.
-gk_abi_code gk_abi_info_write(const gk_abi_memory *mem, uint32_t info_ptr, uint32_t name_ptr, uint32_t name_len);
+gk_abi_code gk_abi_info_write(const gk_abi_memory *mem, gk_op op, uint32_t info_ptr, uint32_t name_ptr,
+                              uint32_t name_len);
 
 /// Where each tensor of a call goes: for each region (a, b, output,
 /// scratch), its tensors in order, with their byte offsets from the region's
 /// start, and the region's size. For native tools and tests.
 enum { GK_ABI_REGIONS = 4, GK_ABI_MAX_TENSORS = 10 };
 typedef struct gk_abi_tensor {
-  gk_arg_kind kind;
+  gk_arg_kind kind;  ///< GK_ARG_COUNT_ for AdamW's tensors, which are not plan arguments
+  const char *name;  ///< gk_arg_name(kind), or AdamW's: grad, param, exp_avg, exp_avg_sq, master
   gk_dtype dtype;
   int rank;
   int64_t shape[GK_MAX_RANK];

@@ -35,7 +35,7 @@ __attribute__((export_name("kernel_backward"))) int32_t kernel_backward(uint32_t
 __attribute__((export_name("kernel_info"))) int32_t kernel_info(uint32_t info_ptr) {
   gk_abi_memory mem;
   gk_abi_wasm_memory(&mem);
-  return gk_abi_info_write(&mem, info_ptr, (uint32_t)(uintptr_t)module_name, sizeof module_name - 1);
+  return gk_abi_info_write(&mem, GK_ABI_OP, info_ptr, (uint32_t)(uintptr_t)module_name, sizeof module_name - 1);
 }
 
 __attribute__((export_name("kernel_cleanup"))) int32_t kernel_cleanup(void) {
