@@ -274,3 +274,37 @@ test('RMSNorm forward as a host of the first RMSNorm kernel calls it (rms in scr
     }
   }
 });
+
+test('a workspace larger than the module arena: memory grown once, those pages refused to the host', () => {
+  const e = instance('embedding_f32');
+  const V = 200000, D = 2, n = 5;  // the backward's workspace, (V + 1 + n) int64, passes 1 MiB
+  const base = hostRoom(e, 4 * V * D + 4096);
+  const dyOff = base, idxOff = base + 64, dwOff = base + 128, paramsOff = dwOff + 4 * V * D, descOff = paramsOff + 32;
+  const dv = new DataView(e.memory.buffer);
+  const index = [7, 199999, 7, 0, 12345];
+  for (let p = 0; p < n; p++) {
+    dv.setInt32(idxOff + 4 * p, index[p], true);
+    for (let j = 0; j < D; j++) dv.setFloat32(dyOff + 4 * (p * D + j), p + 0.25 * j, true);
+  }
+  [n, V, D, -1, 0].forEach((v, i) => dv.setInt32(paramsOff + 4 * i, v, true));  // {num_indices, V, D, padding_idx, dtype}
+  const desc = [dyOff, 4 * n * D, idxOff, 4 * n, dwOff, 4 * V * D, 0, 0, paramsOff, 20];
+  desc.forEach((v, i) => dv.setUint32(descOff + 4 * i, v, true));
+  const before = e.memory.buffer.byteLength;
+  assert.equal(e.kernel_backward(descOff), 0);
+  const grown = e.memory.buffer.byteLength;
+  assert.ok(grown > before, 'the module grew the memory for its workspace');
+  const want = new Float64Array(V * D);
+  for (let p = 0; p < n; p++) for (let j = 0; j < D; j++) want[index[p] * D + j] += p + 0.25 * j;
+  const F = new Float32Array(e.memory.buffer, dwOff, V * D);
+  for (let i = 0; i < V * D; i++) if (F[i] !== want[i]) assert.fail(`dweight[${i}] = ${F[i]}, want ${want[i]}`);
+  // Again: the module's pages are reused, not grown again.
+  assert.equal(e.kernel_backward(descOff), 0);
+  assert.equal(e.memory.buffer.byteLength, grown);
+  // A region in the module's pages (between the host's and the end) is refused.
+  const d2 = desc.slice();
+  d2[0] = before + 64;
+  d2.forEach((v, i) => new DataView(e.memory.buffer).setUint32(descOff + 4 * i, v, true));
+  const snapshot = Buffer.from(new Uint8Array(e.memory.buffer).slice(STACK_BYTES));
+  assert.equal(e.kernel_backward(descOff), CODE.OUT_OF_BOUNDS);
+  assert.ok(Buffer.from(new Uint8Array(e.memory.buffer).slice(STACK_BYTES)).equals(snapshot), 'nothing changed');
+});
