@@ -308,3 +308,18 @@ test('a workspace larger than the module arena: memory grown once, those pages r
   assert.equal(e.kernel_backward(descOff), CODE.OUT_OF_BOUNDS);
   assert.ok(Buffer.from(new Uint8Array(e.memory.buffer).slice(STACK_BYTES)).equals(snapshot), 'nothing changed');
 });
+
+test('an option the library refuses (RMSNorm eps 0, attention kv_heads not dividing heads): code 3, host memory unchanged', () => {
+  for (const c of manifest.cases.filter((x) => x.name === 'rmsnorm_f32_fwd' || x.name === 'attention_causal_gqa_f32_fwd')) {
+    const { e, start, descAt } = place(c);
+    const dv = new DataView(e.memory.buffer);
+    const paramsAt = dv.getUint32(descAt + 32, true);
+    if (c.name.startsWith('rmsnorm')) dv.setFloat32(paramsAt, 0, true);  // eps
+    else dv.setUint32(paramsAt + 8, 3, true);                            // kv_heads 3 of 4 heads
+    const pages = e.memory.buffer.byteLength;
+    const host = Buffer.from(new Uint8Array(e.memory.buffer).slice(start));
+    assert.equal(e.kernel_forward(descAt), CODE.INVALID_PARAMS, c.name);
+    assert.equal(e.memory.buffer.byteLength, pages);
+    assert.ok(Buffer.from(new Uint8Array(e.memory.buffer).slice(start)).equals(host), `${c.name}: host memory changed`);
+  }
+});

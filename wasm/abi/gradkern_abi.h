@@ -32,7 +32,9 @@
 // params, each tensor's alignment against its element size, and the output
 // (and, forward, the scratch region, which is written then) against every
 // other region for overlap. A rejected call returns its code and leaves the
-// host's memory and the memory's size unchanged.
+// host's memory and the memory's size unchanged (in the module's own memory,
+// only the shadow stack, the library's one-time set-up on a first call and,
+// when the library refuses an option, its error message change).
 #ifndef GRADKERN_ABI_H
 #define GRADKERN_ABI_H
 
