@@ -64,7 +64,6 @@ static bool has_short_form(gk_op op) {
   return op == GK_OP_GLU || op == GK_OP_REGLU || op == GK_OP_SWIGLU || op == GK_OP_GEGLU || op == GK_OP_RMSNORM;
 }
 
-uint32_t gk_abi_params_size(gk_op op) { return 4 * field_count(op); }
 uint32_t gk_abi_params_short_size(gk_op op) { return has_short_form(op) ? 4 * (field_count(op) - 1) : 0; }
 
 static float as_f32(uint32_t bits) {
@@ -134,7 +133,6 @@ static gk_abi_code decode_params(const uint8_t *p, uint32_t len, gk_op op, gk_dt
   shape[0] = f[0], shape[1] = f[1];
   switch (op) {
   case GK_OP_RMSNORM: case GK_OP_LAYERNORM: shape[0] = f[2], shape[1] = f[1]; break;
-  case GK_OP_LINEAR: shape[0] = f[0], shape[1] = f[1]; break;
   case GK_OP_MATMUL:
     rank = 3, shape[0] = f[0];
     shape[1] = f[4] ? f[2] : f[1], shape[2] = f[4] ? f[1] : f[2];
@@ -246,7 +244,6 @@ static gk_abi_code decode_params(const uint8_t *p, uint32_t len, gk_op op, gk_dt
 //                    | bwd | dy, [dfinal_state] | u, delta, A, B, C, [D], [z],              | du, ddelta, dA, dB, dC, [dD], | chunk_states
 //                    |     |                    |  [delta_bias], [initial_state]            |  [dz], [ddelta_bias],         |
 //                    |     |                    |                                           |  [dinitial_state]             |
-//
 // adamw              | fwd | grad               | -                                         | param, exp_avg, exp_avg_sq,   | -
 //                    |     |                    |                                           |  [master: f16, bf16]          |
 //                    | bwd | (none: code 9)

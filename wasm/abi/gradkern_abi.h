@@ -131,10 +131,9 @@ typedef struct gk_abi_layout {
 gk_abi_code gk_abi_describe(gk_op op, gk_dtype dtype, gk_direction dir, const void *params, uint32_t len,
                             gk_abi_layout *layout);
 
-/// Size in bytes of the op's params struct (the dtype field included), and
-/// the shorter form without the dtype field that the two first kernels'
-/// hosts pass (SwiGLU and the other gated ops, RMSNorm), 0 for the others.
-uint32_t gk_abi_params_size(gk_op op);
+/// Size in bytes of the op's params struct without its dtype field, the form
+/// the hosts of the two first kernels pass (SwiGLU and the other gated ops,
+/// RMSNorm); 0 for the ops that have no such form.
 uint32_t gk_abi_params_short_size(gk_op op);
 
 #endif
