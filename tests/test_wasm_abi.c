@@ -7,7 +7,9 @@
 // - the bad inputs: offsets and sizes past the end of memory, u32
 //   wrap-around, regions in the module's memory, overlapping regions, short
 //   params, unknown and wrong dtypes, zero dims and sizes, misalignment; each
-//   returns its code and leaves the host's memory unchanged, byte for byte.
+//   returns its code and leaves the host's memory unchanged, byte for byte;
+//   and random changes of good calls' descriptors and params: a rejected
+//   call changes nothing, an accepted one writes only its output.
 // With `--write-cases DIR` it writes, for the node tests of the modules,
 // every case's memory image before and after the native call (cases.json,
 // *.bin); nothing of it is committed.
@@ -514,6 +516,54 @@ static void bad_inputs(const abi_case *c, gk_direction dir) {
   expect_code(h, &k, e, c, dir, GK_ABI_INVALID_PARAMS, "a zero dim");
 }
 
+// Random descriptors and params: each field or params byte of a good call
+// changed to an edge value (0, the end of memory, near 2^32, another field's
+// value, off by a few). A rejected call changes nothing; an accepted one
+// writes only its output region (and forward's scratch). Any access outside
+// the arena is an ASan report in test_wasm_abi_asan.
+static void random_inputs(const abi_case *c, gk_direction dir, int rounds) {
+  host *h = &bad_host;
+  uint8_t *before = malloc(MEM_BYTES);
+  for (int round = 0; round < rounds; round++) {
+    h->next = HOST_START;
+    memset(h->mem, 0, MEM_BYTES);
+    call k;
+    prepare(h, c, GK_F32, dir, &k);
+    uint32_t f[10];
+    memcpy(f, &k.desc, sizeof f);
+    int changes = 1 + (int)(rng_next() % 3);
+    for (int i = 0; i < changes; i++) {
+      uint32_t end = (uint32_t)h->m.bytes, pick = (uint32_t)(rng_next() % 10), small = (uint32_t)(rng_next() % 16);
+      uint32_t edges[] = {0, small, end - small, end + small, UINT32_MAX - small, f[rng_next() % 10],
+                          f[pick] + small, f[pick] - small, (uint32_t)rng_next()};
+      if (rng_next() % 4 == 0) {  // a params byte
+        uint32_t at = k.desc.params_offset + (uint32_t)(rng_next() % k.params_len);
+        h->mem[at] = (uint8_t)(rng_next() % 4 == 0 ? 0 : rng_next());
+      } else {
+        f[pick] = edges[rng_next() % (sizeof edges / sizeof edges[0])];
+      }
+    }
+    memcpy(h->mem + k.desc_ptr, f, sizeof f);
+    memcpy(before, h->mem, MEM_BYTES);
+    gk_abi_code code = gk_abi_run(&h->m, c->op, GK_F32, dir, k.desc_ptr);
+    gk_abi_desc d;
+    memcpy(&d, f, sizeof d);
+    if (code == GK_ABI_OK) {
+      // Only the output (and forward's scratch) may differ.
+      uint64_t lo[2] = {d.output_offset, dir == GK_FORWARD ? d.scratch_offset : 0};
+      uint64_t hi[2] = {lo[0] + d.output_size, dir == GK_FORWARD ? lo[1] + d.scratch_size : 0};
+      bool outside = false;
+      for (uint64_t i = 0; i < MEM_BYTES && !outside; i++)
+        if (h->mem[i] != before[i] && !(i >= lo[0] && i < hi[0]) && !(i >= lo[1] && i < hi[1])) outside = true;
+      check(!outside, "%s %s: an accepted random call wrote outside its output", op_name(c->op), dir ? "bwd" : "fwd");
+    } else {
+      check(memcmp(before, h->mem, MEM_BYTES) == 0, "%s %s: a rejected random call (code %d) changed memory",
+            op_name(c->op), dir ? "bwd" : "fwd", code);
+    }
+  }
+  free(before);
+}
+
 // ---------------------------------------------------------------- main
 
 static void info_and_init(void) {
@@ -599,7 +649,10 @@ int main(int argc, char **argv) {
   host_init(&bad_host);
   for (int ci = 0; ci < ncases; ci++)
     for (int dir = GK_FORWARD; dir <= GK_BACKWARD; dir++)
-      if (cases[ci].op != GK_ABI_OP_ADAMW || dir == GK_FORWARD) bad_inputs(&cases[ci], (gk_direction)dir);
+      if (cases[ci].op != GK_ABI_OP_ADAMW || dir == GK_FORWARD) {
+        bad_inputs(&cases[ci], (gk_direction)dir);
+        random_inputs(&cases[ci], (gk_direction)dir, 200);
+      }
   free(bad_host.mem);
   if (json) {
     fprintf(json, "\n]}\n");
