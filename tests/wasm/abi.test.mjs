@@ -85,7 +85,10 @@ test('every module imports nothing and exports its memory and the five functions
     assert.deepEqual(WebAssembly.Module.imports(m), [], `${op}_${dt} imports`);
     assert.deepEqual(WebAssembly.Module.exports(m).map((x) => x.name).sort(), want, `${op}_${dt} exports`);
     const e = instance(`${op}_${dt}`);
+    const initial = e.memory.buffer.byteLength;  // all of it the module's own
+    assert.equal(e.kernel_info(initial - 16), 4, 'info in the module\'s memory');
     const at = hostRoom(e, 16);
+    assert.equal(at, initial);
     assert.equal(e.kernel_info(at), 0);
     const dv = new DataView(e.memory.buffer);
     const name = new TextDecoder().decode(new Uint8Array(e.memory.buffer, dv.getUint32(at, true), dv.getUint32(at + 4, true)));
