@@ -13,9 +13,6 @@ set(CMAKE_C_COMPILER clang)
 set(CMAKE_C_COMPILER_TARGET wasm32-wasi)
 set(CMAKE_AR llvm-ar CACHE FILEPATH "")
 set(CMAKE_RANLIB llvm-ranlib CACHE FILEPATH "")
-set(CMAKE_EXECUTABLE_SUFFIX .wasm)
-# Static archives and modules only: no shared libraries, no -fPIC.
-set(CMAKE_POSITION_INDEPENDENT_CODE OFF)
 set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
 # Debian's wasi-libc lives in the multiarch directories of /usr.
 set(CMAKE_FIND_ROOT_PATH /usr/lib/wasm32-wasi /usr/include/wasm32-wasi)
@@ -25,5 +22,5 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 
 # -DGK_WASM_SIMD=OFF: the plain build, for hosts without WebAssembly SIMD.
 if(NOT DEFINED GK_WASM_SIMD OR GK_WASM_SIMD)
-  string(APPEND CMAKE_C_FLAGS_INIT " -msimd128")
+  set(CMAKE_C_FLAGS_INIT -msimd128)
 endif()
