@@ -218,15 +218,15 @@ test('bad inputs: each returns its code and changes nothing', () => {
 
 // ---------------------------------------------------------------- the first kernels' hosts
 
-function seedHost(name) {
-  const { instance: inst } = { instance: new WebAssembly.Instance(moduleOf(name), {}) };
-  const e = inst.exports;
+// Such a host instantiates with no imports and takes pages of its own.
+function firstKernelsHost(name) {
+  const e = new WebAssembly.Instance(moduleOf(name), {}).exports;
   const base = e.memory.grow(4) * 65536;
   return { e, base };
 }
 
 test('SwiGLU forward as a host of the first SwiGLU kernel calls it', () => {
-  const { e, base } = seedHost('swiglu_f32');
+  const { e, base } = firstKernelsHost('swiglu_f32');
   const numElements = 6, hiddenDim = 40, n = numElements * hiddenDim;
   const xOff = base, gateOff = base + 4 * n, yOff = base + 8 * n, paramsOff = base + 12 * n, descOff = paramsOff + 16;
   const f = new Float32Array(e.memory.buffer);
@@ -249,7 +249,7 @@ test('SwiGLU forward as a host of the first SwiGLU kernel calls it', () => {
 
 test('RMSNorm forward as a host of the first RMSNorm kernel calls it (rms in scratch, or none)', () => {
   for (const withScratch of [true, false]) {
-    const { e, base } = seedHost('rmsnorm_f32');
+    const { e, base } = firstKernelsHost('rmsnorm_f32');
     const numElements = 5, hiddenDim = 48, n = numElements * hiddenDim, eps = 1e-5;
     const xOff = base, wOff = base + 4 * n, yOff = wOff + 4 * hiddenDim, rmsOff = yOff + 4 * n;
     const paramsOff = rmsOff + 4 * numElements, descOff = paramsOff + 16;
