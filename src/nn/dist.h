@@ -60,6 +60,9 @@ void gk_dist_abort(gk_dist *d, int code);
 // its rank and `what` ("step 12"): a rank that died or hangs leaves the
 // others waiting in a collective, and mpirun then stops the rest.
 void gk_dist_watchdog(gk_dist *d, int seconds, const char *what);
+// Test-only (GK_TEST_FAULT=hang@R): this rank stops answering, as a hung
+// rank does, until a signal (the watchdog's) ends it. One rank: returns.
+void gk_dist_test_hang(const gk_dist *d);
 
 // Collectives (every rank, same order).
 // v[0..n) = the sum over ranks, added in rank order.
