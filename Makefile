@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= 2
 
-.PHONY: all build deps test-deps bench-deps fuzz-deps train test fuzz info bench bench-torch clean
+.PHONY: all build deps test-deps bench-deps fuzz-deps wasm-deps train test fuzz info bench bench-torch wasm clean
 
 all: build
 
@@ -18,9 +18,19 @@ bench-deps:
 fuzz-deps:
 	@scripts/install-deps.sh fuzz
 
+wasm-deps:
+	@scripts/install-deps.sh wasm
+
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# WebAssembly (clang's wasm32-wasi target, cmake/wasm32-wasi.cmake): the
+# library and the training code as static archives (libgradkern.a,
+# libgradkern_nn.a, libgradkern_nn_args.a) and the modules, in $(BUILD)/wasm.
+wasm: wasm-deps
+	@cmake -S . -B $(BUILD)/wasm -DCMAKE_TOOLCHAIN_FILE=cmake/wasm32-wasi.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD)/wasm -j $(JOBS)
 
 # The main job: a small Mamba trained on the selective-copying task
 # (gradkern train --help for the options; TRAIN_ARGS adds some).

@@ -4,6 +4,8 @@
 #   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's)
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
+#   scripts/install-deps.sh wasm    clang, wasm-ld, llvm-ar, Debian's wasi-libc and clang's wasm32
+#                                   runtime (make wasm), node (its tests); test includes these
 # As root it installs Debian packages with apt-get; otherwise it prints the
 # command to run and fails.
 set -euo pipefail
@@ -18,6 +20,18 @@ if [ "${1:-build}" = test ] || [ "${1:-build}" = fuzz ]; then
   elif [ ! -e "$(clang -print-runtime-dir)/libclang_rt.fuzzer-x86_64.a" ]; then
     need+=(libclang-rt-14-dev)
   fi
+fi
+if [ "${1:-build}" = wasm ] || [ "${1:-build}" = test ]; then
+  # WebAssembly (make wasm): clang's wasm32-wasi target, Debian's wasi-libc.
+  command -v clang >/dev/null 2>&1 || need+=(clang)
+  command -v wasm-ld >/dev/null 2>&1 || need+=(lld)
+  command -v llvm-ar >/dev/null 2>&1 || need+=(llvm)
+  [ -e /usr/lib/wasm32-wasi/libc.a ] || need+=(wasi-libc)
+  if ! command -v clang >/dev/null 2>&1 ||
+     [ ! -e "$(clang -print-resource-dir)/lib/wasi/libclang_rt.builtins-wasm32.a" ]; then
+    need+=(libclang-rt-14-dev-wasm32)
+  fi
+  command -v node >/dev/null 2>&1 || need+=(nodejs)
 fi
 if [ "${1:-build}" = test ]; then
   # Debian's torch installs for /usr/bin/python3 only (see ../shared/MACHINE.md).

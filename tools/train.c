@@ -520,7 +520,9 @@ static int fail(const char *what) {
   return 1;
 }
 
-int gk_cmd_train(int argc, char **argv) {
+int gk_cmd_train(int argc, char **argv) { return gk_train_run(argc, argv, NULL); }
+
+int gk_train_run(int argc, char **argv, const gk_train_hooks *hooks) {
   trainer t;
   memset(&t, 0, sizeof t);
   t.a = train_defaults();
@@ -602,7 +604,9 @@ int gk_cmd_train(int argc, char **argv) {
     t.loss_x[t.n_loss] = (double)t.step;
     t.loss_y[t.n_loss++] = loss;
     gk_progress_update(&t.progress, t.step, loss, gk_lr_at(&sched, t.step - 1));
-    bool last = t.step == a->steps || (a->stop_after > 0 && t.step - first == a->stop_after);
+    bool stop = hooks && hooks->on_step &&
+                hooks->on_step(hooks->ctx, t.step, a->steps, loss, gk_lr_at(&sched, t.step - 1));
+    bool last = t.step == a->steps || (a->stop_after > 0 && t.step - first == a->stop_after) || stop;
     if ((a->eval_every > 0 && t.step % a->eval_every == 0) || last) {
       if (evaluate(&t, &t.ev) != GK_SUCCESS) {
         rc = fail("evaluation");
@@ -610,6 +614,8 @@ int gk_cmd_train(int argc, char **argv) {
       }
       t.eval_x[t.n_eval] = (double)t.step;
       t.eval_y[t.n_eval++] = t.ev.loss;
+      if (hooks && hooks->on_eval)
+        hooks->on_eval(hooks->ctx, t.step, t.ev.loss, a->task == GK_TASK_TEXT ? NAN : t.ev.accuracy);
       if (a->task == GK_TASK_TEXT)
         gk_progress_note(&t.progress, "step %lld: eval loss %.4f, %.3f bits per byte", (long long)t.step,
                          t.ev.loss, t.ev.loss / log(2.0));

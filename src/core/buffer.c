@@ -19,6 +19,8 @@ struct gk_buffer {
 // Device buffers take address ranges upwards from the middle of the address
 // space, each rounded to 64 bytes and followed by a 64-byte gap, so no two
 // share an address; host pointers of device tensors are never formed.
+// (wasm32: the upper 2 GiB, which the modules' memory, capped at 2 GiB by
+// wasm/CMakeLists.txt, never reaches.)
 static uintptr_t next_base = UINTPTR_MAX / 2 + 1;
 static gk_buffer *live;
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -35,7 +37,7 @@ gk_status gk_buffer_alloc(gk_backend backend, size_t bytes, gk_buffer **out) {
   const char *why = gk_backend_unavailable_reason(b);
   if (why) return gk_fail(GK_ERR_UNSUPPORTED, "gk_buffer_alloc: backend '%s' is unavailable: %s", b->name, why);
   if (bytes == 0 || bytes > SIZE_MAX / 2)
-    return gk_fail(GK_ERR_INVALID_VALUE, "gk_buffer_alloc: bytes = %zu is outside 1..%zu", bytes, SIZE_MAX / 2);
+    return gk_fail(GK_ERR_INVALID_VALUE, "gk_buffer_alloc: bytes = %zu is outside 1..%zu", bytes, (size_t)(SIZE_MAX / 2));
   gk_buffer *buf = calloc(1, sizeof *buf);
   if (!buf) return gk_fail(GK_ERR_OUT_OF_MEMORY, "gk_buffer_alloc: could not allocate %zu bytes", sizeof *buf);
   buf->backend = b;

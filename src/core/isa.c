@@ -13,9 +13,9 @@
 static gk_isa level = GK_ISA_SCALAR;
 static pthread_once_t level_once = PTHREAD_ONCE_INIT;
 
-static const char *const names[] = {"scalar", "avx2", "avx512"};
+static const char *const names[] = {"scalar", "avx2", "avx512", "simd128"};
 
-const char *gk_isa_name(gk_isa l) { return l >= GK_ISA_SCALAR && l <= GK_ISA_AVX512 ? names[l] : "?"; }
+const char *gk_isa_name(gk_isa l) { return l >= GK_ISA_SCALAR && l <= GK_ISA_SIMD128 ? names[l] : "?"; }
 
 // The best level this CPU runs.
 static gk_isa cpu_level(void) {
@@ -28,6 +28,8 @@ static gk_isa cpu_level(void) {
   bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   return avx512 ? GK_ISA_AVX512 : avx2 ? GK_ISA_AVX2 : GK_ISA_SCALAR;
+#elif defined(__wasm_simd128__)
+  return GK_ISA_SIMD128;
 #else
   return GK_ISA_SCALAR;
 #endif
@@ -38,6 +40,11 @@ static void pick_level(void) {
   level = best;
   const char *want = getenv("GK_ISA");
   if (!want || !*want) return;
+#if !GK_X86
+  // One level per build: a WebAssembly module is compiled for one.
+  if (strcmp(want, names[best]))
+    fprintf(stderr, "gradkern: GK_ISA=%s: this build has only the %s level; using it\n", want, names[best]);
+#else
   for (int l = GK_ISA_SCALAR; l <= GK_ISA_AVX512; l++) {
     if (strcmp(want, names[l])) continue;
     if ((gk_isa)l > best)
@@ -47,6 +54,7 @@ static void pick_level(void) {
     return;
   }
   fprintf(stderr, "gradkern: GK_ISA=%s is not avx512, avx2 or scalar; using %s\n", want, names[best]);
+#endif
 }
 
 gk_isa gk_isa_level(void) {

@@ -6,7 +6,11 @@
 // The level is picked once, from cpuid, the first time a kernel runs;
 // GK_ISA=avx512|avx2|scalar in the environment forces one (a level above what
 // the CPU has is lowered to the best it has, with a warning on stderr, as is
-// an unknown name). Off x86-64 there is one level, "scalar".
+// an unknown name). Off x86-64 there is one level: under WebAssembly
+// "simd128" when the module is compiled with -msimd128 (the same loops,
+// vectorized to 128-bit wasm SIMD) and "scalar" for the plain build (a wasm
+// module cannot switch levels at run time: a host without SIMD cannot even
+// load one that has it); elsewhere "scalar".
 //
 // The pattern, in a kernel file:
 //   GK_INLINE void fwd_task_body(void *ctx, int64_t task) { ... }
@@ -19,11 +23,11 @@
 #ifndef GK_ISA_H
 #define GK_ISA_H
 
-typedef enum gk_isa { GK_ISA_SCALAR = 0, GK_ISA_AVX2 = 1, GK_ISA_AVX512 = 2 } gk_isa;
+typedef enum gk_isa { GK_ISA_SCALAR = 0, GK_ISA_AVX2 = 1, GK_ISA_AVX512 = 2, GK_ISA_SIMD128 = 3 } gk_isa;
 
 // The level in use (cpuid, lowered by GK_ISA), fixed after the first call.
 gk_isa gk_isa_level(void);
-// "avx512", "avx2" or "scalar".
+// "avx512", "avx2", "simd128" or "scalar".
 const char *gk_isa_name(gk_isa level);
 
 #define GK_INLINE static inline __attribute__((always_inline))

@@ -8,7 +8,26 @@
 // one it was created in exactly once (it copies the job under the lock and
 // reports back through `active`), and the caller returns only when every
 // worker has reported, so no task runs after gk_parallel_for returns.
+//
+// A target without threads (GK_NO_THREADS: WebAssembly under WASI) has no
+// pool: every task runs on the calling thread, in order, and
+// gk_get_num_threads() is 1 whatever gk_set_num_threads was given.
 #include "internal.h"
+
+#ifdef GK_NO_THREADS
+gk_status gk_set_num_threads(int n) {
+  if (n < 1 || n > 1024)
+    return gk_fail(GK_ERR_INVALID_VALUE, "gk_set_num_threads: n = %d is outside 1..1024", n);
+  gk_clear_error();
+  return GK_SUCCESS;
+}
+
+int gk_get_num_threads(void) { return 1; }
+
+void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx) {
+  for (int64_t t = 0; t < ntasks; t++) fn(ctx, t);
+}
+#else
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -165,3 +184,4 @@ void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx) {
   pthread_mutex_unlock(&pool.lock);
   pthread_mutex_unlock(&pool_owner);
 }
+#endif

@@ -1,0 +1,26 @@
+# CMake toolchain for WebAssembly: clang's wasm32-wasi target with Debian's
+# wasi-libc (apt-get install wasi-libc libclang-rt-14-dev-wasm32; `make wasm`
+# passes this file). The whole project configures with it; CMakeLists.txt then
+# builds only the library, the training code and the modules in wasm/.
+#
+# GK_WASM_SIMD (ON by default): compile everything with -msimd128, the CPU
+# backend's "simd128" level; OFF gives the plain build for hosts without SIMD.
+set(CMAKE_SYSTEM_NAME Generic)
+set(CMAKE_SYSTEM_PROCESSOR wasm32)
+set(GK_WASM ON)
+
+set(CMAKE_C_COMPILER clang)
+set(CMAKE_C_COMPILER_TARGET wasm32-wasi)
+set(CMAKE_AR llvm-ar CACHE FILEPATH "")
+set(CMAKE_RANLIB llvm-ranlib CACHE FILEPATH "")
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
+# Debian's wasi-libc lives in the multiarch directories of /usr.
+set(CMAKE_FIND_ROOT_PATH /usr/lib/wasm32-wasi /usr/include/wasm32-wasi)
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+
+# -DGK_WASM_SIMD=OFF: the plain build, for hosts without WebAssembly SIMD.
+if(NOT DEFINED GK_WASM_SIMD OR GK_WASM_SIMD)
+  set(CMAKE_C_FLAGS_INIT -msimd128)
+endif()

@@ -1,0 +1,136 @@
+// TypeScript declarations of wasm/gradkern.mjs: gradkern (every op forward
+// and backward, and the trainer of `gradkern train`) in WebAssembly, for
+// Node 20 and browsers.
+
+/** Tensor element types, as the C library names them. */
+export type DType = 'f32' | 'f64' | 'f16' | 'bf16' | 'i32' | 'i64';
+
+/** The typed array of each dtype: f16 and bf16 are raw bit patterns. */
+export type TypedArrayOf = {
+  f32: Float32Array; f64: Float64Array; f16: Uint16Array; bf16: Uint16Array; i32: Int32Array; i64: BigInt64Array;
+};
+export type Tensor = Float32Array | Float64Array | Uint16Array | Int32Array | BigInt64Array;
+
+/**
+ * An op description: gk_op_desc of include/gradkern.h. `op` is the library's
+ * op name (gk_op_name: 'relu', 'gelu', 'silu', 'sigmoid', 'softplus', 'glu',
+ * 'reglu', 'swiglu', 'geglu', 'rmsnorm', 'layernorm', 'linear', 'matmul',
+ * 'softmax', 'log_softmax', 'cross_entropy', 'embedding', 'rope',
+ * 'attention', 'add', 'mul', 'conv1d', 'selective_scan'); `shape` is the
+ * op's main input's. Every other field has the C field's name and meaning,
+ * nested as in C (`norm: { eps: 1e-5 }`, `accumulate: 1`,
+ * `binary: { b_shape: [1, 8] }`). Enum fields take the C value or a name:
+ * dtype fields ('f32', ... or 'same'), act.approximate ('erf' | 'tanh'),
+ * gated.form ('split' | 'two_tensor'), ce.reduction ('mean' | 'sum'),
+ * rope.layout ('bthd' | 'bhtd'), rope.pairing ('half' | 'interleaved'),
+ * scan.b_layout / c_layout ('shared' | 'batch' | 'grouped'), backend
+ * ('auto' | 'ref' | 'cpu'). Booleans are 0/1.
+ */
+export interface OpDesc {
+  op: string;
+  direction?: 'forward' | 'backward';   // default 'forward'
+  dtype?: DType;                         // default 'f32'
+  shape: number[];
+  [field: string]: unknown;
+}
+
+/** One argument of a plan, as gk_plan_arg_shape and the plan's checks see it. */
+export interface PlanArg {
+  name: string;        // gk_arg_name: 'x', 'weight', 'dy', 'rstd', 'A', 'delta_bias', ...
+  kind: number;        // gk_arg_kind
+  shape: number[];
+  numel: number;
+  dtype: DType;
+  output: boolean;     // written by the run
+}
+
+/** A rejected call: `message` is the library's gk_last_error(). */
+export class GradKernError extends Error {
+  status: number;      // gk_status
+  statusName: string;  // gk_status_string(status)
+}
+
+export interface Plan {
+  readonly kernel: string;          // e.g. 'rmsnorm_fwd__cpu_threads'
+  readonly isa: string;             // 'simd128' or 'scalar' (the module's level); 'scalar' for ref kernels
+  readonly workspaceBytes: number;
+  readonly args: PlanArg[];
+  /**
+   * Run on contiguous row-major typed arrays keyed by argument name. Every
+   * input is required; an output may be given (its values are read first:
+   * `accumulate: 1`) and is then written in place; the others are returned
+   * as new arrays. Throws TypeError for a missing, unknown or wrongly typed
+   * or sized array, GradKernError for what the library rejects.
+   */
+  run(tensors: Record<string, Tensor>): Record<string, Tensor>;
+  destroy(): void;
+}
+
+/** Progress of a training step (after the optimizer update). */
+export interface TrainStep { step: number; steps: number; loss: number; lr: number; }
+/** An evaluation on held-out sequences; accuracy is NaN for the text task. */
+export interface TrainEval { step: number; loss: number; accuracy: number; }
+
+export interface TrainOptions {
+  /** The options of `gradkern train` (see `--help`), e.g. ['--steps', '300', '--checkpoint', 'run.safetensors']. */
+  args?: string[];
+  /** Files put in the module's file system before the run, by path ('/book.txt' or 'book.txt': both are '/book.txt'). */
+  files?: Record<string, Uint8Array>;
+  /** Environment of the run (GK_ISA, ...). */
+  env?: Record<string, string>;
+  /** Called after every step; return true to end the run there (evaluation and checkpoint follow, as --stop-after). */
+  onStep?: (p: TrainStep) => boolean | void;
+  /** Called after every evaluation (--eval-every, and at the end). */
+  onEval?: (e: TrainEval) => void;
+  /** The program's output as it is written (the same text as `gradkern train` prints to a pipe). */
+  onOutput?: (text: string, stream: 'stdout' | 'stderr') => void;
+}
+
+export interface TrainResult {
+  exitCode: number;                        // 0: done; 2: bad options; 1: failed (stderr says why)
+  stdout: string;
+  stderr: string;
+  /** Every file of the module's file system after the run (the checkpoint, the plot, the inputs), by absolute path. */
+  files: Record<string, Uint8Array>;
+}
+
+export interface GradKern {
+  readonly version: string;                // gk_version()
+  readonly simd: boolean;                  // the SIMD module (gradkern.wasm) or the plain one (gradkern-plain.wasm)
+  readonly ops: string[];                  // op names, by gk_op value
+  readonly exports: WebAssembly.Exports;   // the module's own exports (the C API, malloc, free)
+  readonly memory: WebAssembly.Memory;
+  /** Create a plan (kernel selected, arguments known). Throws GradKernError naming a bad field. */
+  plan(desc: OpDesc): Plan;
+  /** plan(desc).run(tensors), then destroy. */
+  run(desc: OpDesc, tensors: Record<string, Tensor>): Record<string, Tensor>;
+  /**
+   * `gradkern train` with the same C code, options and output. Synchronous
+   * (the step loop runs in this thread): call it in a Worker from a page.
+   * Files live in memory in the module (see TrainOptions.files / TrainResult.files).
+   */
+  train(options?: TrainOptions): TrainResult;
+  /** gk_set_num_threads / gk_get_num_threads (this build has no threads: always 1). */
+  setNumThreads(n: number): void;
+  getNumThreads(): number;
+  /** f32 values to f16/bf16 bits and back, rounded to nearest even as the library stores them. */
+  toHalf(values: ArrayLike<number>, dtype: 'f16' | 'bf16'): Uint16Array;
+  fromHalf(bits: ArrayLike<number>, dtype: 'f16' | 'bf16'): Float32Array;
+}
+
+export interface LoadOptions {
+  /** The module: a URL or path, its bytes, or a compiled module. Default: build/wasm/gradkern.wasm beside this
+   *  file's directory (gradkern-plain.wasm where the host has no SIMD). */
+  module?: string | URL | BufferSource | WebAssembly.Module;
+  /** Use the SIMD module (default: hasSimd()). */
+  simd?: boolean;
+  /** Node only: a `node:wasi` WASI object (version 'preview1') to run on instead of the in-memory file system:
+   *  the module then reads and writes this machine's files (as `node gradkern.mjs train` does), and
+   *  TrainOptions.files / TrainResult.files are not used. */
+  nodeWasi?: unknown;
+}
+
+/** Instantiate gradkern.wasm. */
+export function load(options?: LoadOptions): Promise<GradKern>;
+/** Whether this host runs WebAssembly SIMD. */
+export function hasSimd(): boolean;

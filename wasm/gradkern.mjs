@@ -1,0 +1,693 @@
+// gradkern in WebAssembly: an ES module for Node 20 and browsers around
+// build/wasm/gradkern.wasm (the library, every op, the trainer). The API is
+// declared and documented in gradkern.d.ts; in short:
+//
+//   import { load } from './gradkern.mjs';
+//   const gk = await load();
+//   const { y, rstd } = gk.run({ op: 'rmsnorm', direction: 'forward', dtype: 'f32', shape: [4, 8],
+//                                norm: { eps: 1e-6 } }, { x, weight });
+//   const r = gk.train({ args: ['--steps', '200'], onStep: (p) => console.log(p.step, p.loss) });
+//
+// As a program: `node wasm/gradkern.mjs train [options]` runs `gradkern train`
+// (same options and output) on the files of this machine.
+
+const DTYPES = ['f32', 'f64', 'f16', 'bf16', 'i32', 'i64'];
+const ARRAYS = { f32: Float32Array, f64: Float64Array, f16: Uint16Array, bf16: Uint16Array, i32: Int32Array,
+                 i64: BigInt64Array };
+const DTYPE_SAME = -1;
+// Names for the enum fields of gk_op_desc (the C enum's values, in order).
+const ENUMS = {
+  'backend': ['auto', 'ref', 'cpu'],
+  'act.approximate': ['erf', 'tanh'],
+  'gated.form': ['split', 'two_tensor'],
+  'ce.reduction': ['mean', 'sum'],
+  'rope.layout': ['bthd', 'bhtd'],
+  'rope.pairing': ['half', 'interleaved'],
+  'scan.b_layout': ['shared', 'batch', 'grouped'],
+  'scan.c_layout': ['shared', 'batch', 'grouped'],
+};
+const DTYPE_FIELDS = new Set(['param_dtype', 'index_dtype', 'scan.b_dtype', 'scan.c_dtype']);
+const MAX_RANK = 8;
+const ALIGN = 64;
+const isNode = typeof process !== 'undefined' && !!process.versions?.node;
+
+// A call the library rejected: `message` is its gk_last_error(), `status`
+// the gk_status code and `statusName` gk_status_string().
+export class GradKernError extends Error {
+  constructor(message, status, statusName) {
+    super(message);
+    this.name = 'GradKernError';
+    this.status = status;
+    this.statusName = statusName;
+  }
+}
+
+// Whether this host runs WebAssembly SIMD (a module whose one function
+// splats an i32 into a v128).
+export function hasSimd() {
+  return WebAssembly.validate(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 0x60, 0, 1, 0x7b, 3, 2, 1, 0,
+                                              10, 8, 1, 6, 0, 0x41, 0, 0xfd, 0x0f, 0x0b]));
+}
+
+async function compileModule(source, simd) {
+  if (source instanceof WebAssembly.Module) return source;
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) return WebAssembly.compile(source);
+  const url = source ? new URL(String(source), isNode ? `file://${process.cwd()}/` : globalThis.location?.href)
+    : new URL(simd ? '../build/wasm/gradkern.wasm' : '../build/wasm/gradkern-plain.wasm', import.meta.url);
+  if (url.protocol === 'file:') {
+    const { readFile } = await import('node:fs/promises');
+    return WebAssembly.compile(await readFile(url));
+  }
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`gradkern: fetching ${url}: HTTP ${response.status}`);
+  return WebAssembly.compile(await response.arrayBuffer());
+}
+
+// ---------------------------------------------------------------- WASI in memory
+
+const ERRNO = { SUCCESS: 0, BADF: 8, EXIST: 20, INVAL: 28, ISDIR: 31, NOENT: 44, NOSYS: 52, NOTDIR: 54, SPIPE: 70 };
+const FILETYPE = { UNKNOWN: 0, CHARACTER_DEVICE: 2, DIRECTORY: 3, REGULAR_FILE: 4 };
+
+class ProcExit extends Error {
+  constructor(code) {
+    super(`exit ${code}`);
+    this.code = code;
+  }
+}
+
+// The WASI functions gradkern.wasm imports, over a file system held in
+// memory (a map of absolute path -> bytes; directories are "/" and those
+// named by a file's path), the same in Node and in browsers. The one
+// preopened directory, fd 3, is "/"; the module's working directory is "/".
+class MemoryWasi {
+  constructor() {
+    this.files = new Map();
+    this.env = {};
+    this.fds = new Map();   // fd -> { path, pos, dir } (0-2: standard streams)
+    this.nextFd = 4;
+    this.output = null;     // (stream, bytes) for fds 1 and 2
+    this.memory = null;
+  }
+
+  view() { return new DataView(this.memory.buffer); }
+  bytes(ptr, len) { return new Uint8Array(this.memory.buffer, ptr, len); }
+  string(ptr, len) { return new TextDecoder().decode(this.bytes(ptr, len)); }
+
+  static normalize(path) {
+    const parts = [];
+    for (const p of path.split('/')) {
+      if (p === '' || p === '.') continue;
+      if (p === '..') parts.pop();
+      else parts.push(p);
+    }
+    return '/' + parts.join('/');
+  }
+
+  isDir(path) {
+    if (path === '/') return true;
+    const prefix = path + '/';
+    for (const name of this.files.keys()) if (name.startsWith(prefix)) return true;
+    return false;
+  }
+
+  resolve(dirFd, ptr, len) {
+    const dir = this.fds.get(dirFd);
+    if (dirFd !== 3 && !(dir && dir.dir)) return null;
+    const base = dirFd === 3 ? '/' : dir.path;
+    return MemoryWasi.normalize(base + '/' + this.string(ptr, len));
+  }
+
+  writeFilestat(ptr, type, size) {
+    const v = this.view();
+    for (let i = 0; i < 64; i += 8) v.setBigUint64(ptr + i, 0n, true);
+    v.setUint8(ptr + 16, type);
+    v.setBigUint64(ptr + 24, 1n, true);
+    v.setBigUint64(ptr + 32, BigInt(size), true);
+  }
+
+  imports() {
+    const w = this;
+    const guard = (fn) => (...args) => {
+      try {
+        return fn(...args);
+      } catch (e) {
+        if (e instanceof ProcExit) throw e;
+        return ERRNO.INVAL;
+      }
+    };
+    return {
+      environ_sizes_get: guard((countPtr, sizePtr) => {
+        const entries = Object.entries(w.env).map(([k, v]) => new TextEncoder().encode(`${k}=${v}\0`));
+        w.view().setUint32(countPtr, entries.length, true);
+        w.view().setUint32(sizePtr, entries.reduce((n, e) => n + e.length, 0), true);
+        return ERRNO.SUCCESS;
+      }),
+      environ_get: guard((ptrs, buf) => {
+        for (const [k, v] of Object.entries(w.env)) {
+          const e = new TextEncoder().encode(`${k}=${v}\0`);
+          w.view().setUint32(ptrs, buf, true);
+          w.bytes(buf, e.length).set(e);
+          ptrs += 4;
+          buf += e.length;
+        }
+        return ERRNO.SUCCESS;
+      }),
+      clock_time_get: guard((id, precision, out) => {
+        const ns = id === 0 ? BigInt(Date.now()) * 1000000n
+          : BigInt(Math.round((globalThis.performance?.now() ?? Date.now()) * 1e6));
+        w.view().setBigUint64(out, ns, true);
+        return ERRNO.SUCCESS;
+      }),
+      fd_write: guard((fd, iovs, n, written) => {
+        const v = w.view();
+        let total = 0;
+        const chunks = [];
+        for (let i = 0; i < n; i++) {
+          const ptr = v.getUint32(iovs + 8 * i, true), len = v.getUint32(iovs + 8 * i + 4, true);
+          chunks.push(w.bytes(ptr, len).slice());
+          total += len;
+        }
+        const data = new Uint8Array(total);
+        chunks.reduce((at, c) => (data.set(c, at), at + c.length), 0);
+        if (fd === 1 || fd === 2) {
+          if (w.output) w.output(fd === 1 ? 'stdout' : 'stderr', data);
+        } else {
+          const f = w.fds.get(fd);
+          if (!f || f.dir) return ERRNO.BADF;
+          const old = w.files.get(f.path);
+          const grown = new Uint8Array(Math.max(old.length, f.pos + total));
+          grown.set(old);
+          grown.set(data, f.pos);
+          w.files.set(f.path, grown);
+          f.pos += total;
+        }
+        w.view().setUint32(written, total, true);
+        return ERRNO.SUCCESS;
+      }),
+      fd_read: guard((fd, iovs, n, readPtr) => {
+        const f = w.fds.get(fd);
+        if (!f || f.dir) return fd === 0 ? (w.view().setUint32(readPtr, 0, true), ERRNO.SUCCESS) : ERRNO.BADF;
+        const data = w.files.get(f.path) ?? new Uint8Array(0);
+        const v = w.view();
+        let total = 0;
+        for (let i = 0; i < n; i++) {
+          const ptr = v.getUint32(iovs + 8 * i, true), len = v.getUint32(iovs + 8 * i + 4, true);
+          const part = data.subarray(f.pos, Math.min(data.length, f.pos + len));
+          w.bytes(ptr, part.length).set(part);
+          f.pos += part.length;
+          total += part.length;
+          if (part.length < len) break;
+        }
+        v.setUint32(readPtr, total, true);
+        return ERRNO.SUCCESS;
+      }),
+      fd_seek: guard((fd, offset, whence, out) => {
+        const f = w.fds.get(fd);
+        if (!f) return fd <= 2 ? ERRNO.SPIPE : ERRNO.BADF;
+        const size = f.dir ? 0 : w.files.get(f.path).length;
+        const pos = Number(offset) + [0, f.pos, size][whence];
+        if (!(pos >= 0)) return ERRNO.INVAL;
+        f.pos = pos;
+        w.view().setBigUint64(out, BigInt(pos), true);
+        return ERRNO.SUCCESS;
+      }),
+      fd_close: guard((fd) => (w.fds.delete(fd) ? ERRNO.SUCCESS : ERRNO.BADF)),
+      fd_sync: guard((fd) => (w.fds.has(fd) ? ERRNO.SUCCESS : ERRNO.BADF)),
+      fd_fdstat_get: guard((fd, out) => {
+        const f = w.fds.get(fd);
+        if (fd > 3 && !f) return ERRNO.BADF;
+        const type = fd <= 2 ? FILETYPE.UNKNOWN : fd === 3 || f.dir ? FILETYPE.DIRECTORY : FILETYPE.REGULAR_FILE;
+        const v = w.view();
+        v.setUint8(out, type);
+        v.setUint16(out + 2, 0, true);
+        v.setBigUint64(out + 8, 0xffffffffn, true);   // every right
+        v.setBigUint64(out + 16, 0xffffffffn, true);
+        return ERRNO.SUCCESS;
+      }),
+      fd_filestat_get: guard((fd, out) => {
+        const f = w.fds.get(fd);
+        if (fd === 3 || (f && f.dir)) w.writeFilestat(out, FILETYPE.DIRECTORY, 0);
+        else if (f) w.writeFilestat(out, FILETYPE.REGULAR_FILE, w.files.get(f.path).length);
+        else if (fd <= 2) w.writeFilestat(out, FILETYPE.UNKNOWN, 0);
+        else return ERRNO.BADF;
+        return ERRNO.SUCCESS;
+      }),
+      fd_prestat_get: guard((fd, out) => {
+        if (fd !== 3) return ERRNO.BADF;
+        w.view().setUint32(out, 0, true);         // a directory
+        w.view().setUint32(out + 4, 1, true);     // its name: "/"
+        return ERRNO.SUCCESS;
+      }),
+      fd_prestat_dir_name: guard((fd, ptr, len) => {
+        if (fd !== 3) return ERRNO.BADF;
+        if (len >= 1) w.bytes(ptr, 1)[0] = 0x2f;
+        return ERRNO.SUCCESS;
+      }),
+      fd_readdir: guard((fd, buf, bufLen, cookie, usedPtr) => {
+        const f = fd === 3 ? { path: '/', dir: true } : w.fds.get(fd);
+        if (!f || !f.dir) return ERRNO.BADF;
+        const prefix = f.path === '/' ? '/' : f.path + '/';
+        const names = new Set();
+        for (const name of w.files.keys())
+          if (name.startsWith(prefix)) names.add(name.slice(prefix.length).split('/')[0]);
+        const list = [...names].sort();
+        const v = w.view();
+        let used = 0;
+        for (let i = Number(cookie); i < list.length && used < bufLen; i++) {
+          const name = new TextEncoder().encode(list[i]);
+          const entry = new Uint8Array(24 + name.length);
+          const ev = new DataView(entry.buffer);
+          ev.setBigUint64(0, BigInt(i + 1), true);
+          ev.setBigUint64(8, BigInt(i + 1), true);
+          ev.setUint32(16, name.length, true);
+          ev.setUint8(20, w.isDir(prefix + list[i]) ? FILETYPE.DIRECTORY : FILETYPE.REGULAR_FILE);
+          entry.set(name, 24);
+          const part = entry.subarray(0, Math.min(entry.length, bufLen - used));
+          w.bytes(buf + used, part.length).set(part);
+          used += part.length;
+        }
+        v.setUint32(usedPtr, used, true);
+        return ERRNO.SUCCESS;
+      }),
+      path_open: guard((dirFd, dirflags, ptr, len, oflags, rightsBase, rightsInh, fdflags, fdOut) => {
+        const path = w.resolve(dirFd, ptr, len);
+        if (!path) return ERRNO.BADF;
+        const CREAT = 1, DIRECTORY = 2, EXCL = 4, TRUNC = 8;
+        const exists = w.files.has(path), dir = w.isDir(path);
+        if (dir) {
+          if (oflags & (CREAT | EXCL | TRUNC)) return (oflags & EXCL) ? ERRNO.EXIST : ERRNO.ISDIR;
+        } else if (oflags & DIRECTORY) {
+          return exists ? ERRNO.NOTDIR : ERRNO.NOENT;
+        } else if (!exists) {
+          if (!(oflags & CREAT)) return ERRNO.NOENT;
+          const parent = path.slice(0, path.lastIndexOf('/')) || '/';
+          if (!w.isDir(parent)) return w.files.has(parent) ? ERRNO.NOTDIR : ERRNO.NOENT;
+          w.files.set(path, new Uint8Array(0));
+        } else if (oflags & EXCL) {
+          return ERRNO.EXIST;
+        } else if (oflags & TRUNC) {
+          w.files.set(path, new Uint8Array(0));
+        }
+        const fd = w.nextFd++;
+        w.fds.set(fd, { path, pos: 0, dir });
+        w.view().setUint32(fdOut, fd, true);
+        return ERRNO.SUCCESS;
+      }),
+      path_filestat_get: guard((dirFd, flags, ptr, len, out) => {
+        const path = w.resolve(dirFd, ptr, len);
+        if (!path) return ERRNO.BADF;
+        if (w.isDir(path)) w.writeFilestat(out, FILETYPE.DIRECTORY, 0);
+        else if (w.files.has(path)) w.writeFilestat(out, FILETYPE.REGULAR_FILE, w.files.get(path).length);
+        else return ERRNO.NOENT;
+        return ERRNO.SUCCESS;
+      }),
+      path_rename: guard((fd, ptr, len, newFd, newPtr, newLen) => {
+        const from = w.resolve(fd, ptr, len), to = w.resolve(newFd, newPtr, newLen);
+        if (!from || !to) return ERRNO.BADF;
+        if (!w.files.has(from)) return w.isDir(from) ? ERRNO.ISDIR : ERRNO.NOENT;
+        if (w.isDir(to)) return ERRNO.ISDIR;
+        w.files.set(to, w.files.get(from));
+        w.files.delete(from);
+        return ERRNO.SUCCESS;
+      }),
+      path_unlink_file: guard((fd, ptr, len) => {
+        const path = w.resolve(fd, ptr, len);
+        if (!path) return ERRNO.BADF;
+        if (!w.files.has(path)) return w.isDir(path) ? ERRNO.ISDIR : ERRNO.NOENT;
+        w.files.delete(path);
+        return ERRNO.SUCCESS;
+      }),
+      proc_exit: (code) => {
+        throw new ProcExit(code);
+      },
+    };
+  }
+}
+
+// ---------------------------------------------------------------- the library
+
+// gradkern.wasm, instantiated: see gradkern.d.ts.
+class GradKern {
+  constructor(instance, simd, wasi) {
+    this.exports = instance.exports;
+    this.simd = simd;
+    this.wasi = wasi;   // a MemoryWasi, or null under Node's WASI (the program)
+    this.trainHooks = null;
+    const e = this.exports;
+    this.version = this.cString(e.gk_version());
+    this.ops = [];
+    for (let i = 0; ; i++) {
+      const name = this.cString(e.gk_op_name(i));
+      if (name === '?') break;
+      this.ops.push(name);
+    }
+    this.statusNames = [];   // gk_status_string of 0, 1, ... up to the first unknown one
+    const unknown = this.cString(e.gk_status_string(-1));
+    for (let i = 0; this.cString(e.gk_status_string(i)) !== unknown; i++)
+      this.statusNames.push(this.cString(e.gk_status_string(i)));
+    this.argNames = [];
+    for (let i = 0; ; i++) {
+      const name = this.cString(e.gk_arg_name(i));
+      if (name === '?') break;
+      this.argNames.push(name);
+    }
+  }
+
+  get memory() { return this.exports.memory; }
+
+  cString(ptr) {
+    const bytes = new Uint8Array(this.memory.buffer, ptr);
+    return new TextDecoder().decode(bytes.subarray(0, bytes.indexOf(0)));
+  }
+
+  // The library's last error as a GradKernError with `status`.
+  lastError(status) {
+    const message = this.cString(this.exports.gk_last_error());
+    return new GradKernError(message || this.statusNames[status], status, this.statusNames[status]);
+  }
+
+  alloc(bytes) {
+    const ptr = this.exports.malloc(Math.max(1, bytes));
+    if (!ptr) throw new GradKernError(`gradkern.wasm: out of memory allocating ${bytes} bytes`, 14, 'out of memory');
+    return ptr;
+  }
+
+  withString(s, fn) {
+    const b = new TextEncoder().encode(s + '\0');
+    const ptr = this.alloc(b.length);
+    new Uint8Array(this.memory.buffer, ptr, b.length).set(b);
+    try {
+      return fn(ptr);
+    } finally {
+      this.exports.free(ptr);
+    }
+  }
+
+  withShape(shape, fn) {
+    const ptr = this.alloc(8 * MAX_RANK);
+    const v = new BigInt64Array(this.memory.buffer, ptr, MAX_RANK);
+    shape.forEach((n, i) => { v[i] = BigInt(n); });
+    try {
+      return fn(ptr);
+    } finally {
+      this.exports.free(ptr);
+    }
+  }
+
+  static dtypeIndex(name, what) {
+    const i = DTYPES.indexOf(name);
+    if (i < 0) throw new TypeError(`${what} = ${JSON.stringify(name)} is not one of ${DTYPES.join(', ')}`);
+    return i;
+  }
+
+  // A gk_op_desc in the module's memory from a JavaScript description.
+  makeDesc(desc) {
+    const e = this.exports;
+    const op = this.ops.indexOf(desc.op);
+    if (op < 0) throw new TypeError(`desc.op = ${JSON.stringify(desc.op)} is not one of ${this.ops.join(', ')}`);
+    const dir = ['forward', 'backward'].indexOf(desc.direction ?? 'forward');
+    if (dir < 0) throw new TypeError(`desc.direction = ${JSON.stringify(desc.direction)} is not forward or backward`);
+    const dtype = GradKern.dtypeIndex(desc.dtype ?? 'f32', 'desc.dtype');
+    const shape = desc.shape ?? [];
+    if (!Array.isArray(shape) || shape.length > MAX_RANK)
+      throw new TypeError(`desc.shape must be an array of at most ${MAX_RANK} sizes`);
+    const d = this.alloc(this.withString('gk_op_desc', (name) => e.gk_struct_size(name)));
+    try {
+      const status = this.withShape(shape, (s) => e.gk_op_desc_init(d, op, dir, dtype, shape.length, s));
+      if (status !== 0) throw this.lastError(status);
+      for (const [field, value] of Object.entries(GradKern.flatten(desc))) this.setField(d, field, value);
+    } catch (err) {
+      e.free(d);
+      throw err;
+    }
+    return d;
+  }
+
+  // { norm: { eps: 1e-6 }, accumulate: 1 } -> { 'norm.eps': 1e-6, accumulate: 1 }
+  static flatten(desc) {
+    const out = {};
+    for (const [k, v] of Object.entries(desc)) {
+      if (['op', 'direction', 'dtype', 'shape'].includes(k)) continue;
+      if (v && typeof v === 'object' && !Array.isArray(v)) {
+        for (const [k2, v2] of Object.entries(v)) out[`${k}.${k2}`] = v2;
+      } else {
+        out[k] = v;
+      }
+    }
+    return out;
+  }
+
+  setField(d, field, value) {
+    const e = this.exports;
+    let status;
+    if (Array.isArray(value)) {
+      status = this.withString(field, (f) => this.withShape(value, (s) => e.gkjs_desc_set_shape(d, f, value.length, s)));
+    } else {
+      let number = value;
+      if (typeof value === 'string') {
+        if (DTYPE_FIELDS.has(field)) number = value === 'same' ? DTYPE_SAME : GradKern.dtypeIndex(value, `desc.${field}`);
+        else if (ENUMS[field] && ENUMS[field].includes(value)) number = ENUMS[field].indexOf(value);
+        else throw new TypeError(`desc.${field} = ${JSON.stringify(value)} is not one of ${(ENUMS[field] ?? []).join(', ')}`);
+      } else if (typeof value === 'boolean') {
+        number = value ? 1 : 0;
+      } else if (typeof value !== 'number') {
+        throw new TypeError(`desc.${field} must be a number, boolean or name`);
+      }
+      status = this.withString(field, (f) => e.gkjs_desc_set(d, f, number));
+    }
+    if (status !== 0) throw this.lastError(status);
+  }
+
+  // A plan for `desc` (see gradkern.d.ts): kernel chosen, arguments known.
+  plan(desc) {
+    const e = this.exports;
+    const d = this.makeDesc(desc);
+    const out = this.alloc(4);
+    try {
+      const status = e.gk_plan_create(d, out);
+      if (status !== 0) throw this.lastError(status);
+      return new Plan(this, new Uint32Array(this.memory.buffer, out, 1)[0], `${desc.op} ${desc.direction ?? 'forward'}`);
+    } finally {
+      e.free(out);
+      e.free(d);
+    }
+  }
+
+  // Plan, run once and destroy.
+  run(desc, tensors) {
+    const plan = this.plan(desc);
+    try {
+      return plan.run(tensors);
+    } finally {
+      plan.destroy();
+    }
+  }
+
+  setNumThreads(n) {
+    const status = this.exports.gk_set_num_threads(n);
+    if (status !== 0) throw this.lastError(status);
+  }
+
+  getNumThreads() { return this.exports.gk_get_num_threads(); }
+
+  // f32 values <-> f16/bf16 bit patterns, rounded to nearest even as the library stores them.
+  toHalf(values, dtype) {
+    const f = dtype === 'bf16' ? this.exports.gk_f32_to_bf16 : this.exports.gk_f32_to_f16;
+    return Uint16Array.from(values, (x) => f(x));
+  }
+
+  fromHalf(bits, dtype) {
+    const f = dtype === 'bf16' ? this.exports.gk_bf16_to_f32 : this.exports.gk_f16_to_f32;
+    return Float32Array.from(bits, (h) => f(h));
+  }
+
+  // `gradkern train` in this module (see gradkern.d.ts).
+  train(options = {}) {
+    const e = this.exports, w = this.wasi;
+    const args = options.args ?? [];
+    const out = { stdout: [], stderr: [] };
+    const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
+    if (w) {
+      for (const [path, bytes] of Object.entries(options.files ?? {}))
+        w.files.set(MemoryWasi.normalize(path), new Uint8Array(bytes));
+      w.env = { ...(options.env ?? {}) };
+      w.output = (stream, bytes) => {
+        const text = decoders[stream].decode(bytes, { stream: true });
+        out[stream].push(text);
+        if (options.onOutput) options.onOutput(text, stream);
+      };
+    }
+    this.trainHooks = options;
+    const strings = ['train', ...args].map((a) => new TextEncoder().encode(String(a) + '\0'));
+    const argv = this.alloc(4 * strings.length);
+    const ptrs = strings.map((s) => {
+      const p = this.alloc(s.length);
+      new Uint8Array(this.memory.buffer, p, s.length).set(s);
+      return p;
+    });
+    new Uint32Array(this.memory.buffer, argv, strings.length).set(ptrs);
+    let exitCode;
+    try {
+      exitCode = e.gkjs_train(args.length, argv + 4);
+    } catch (err) {
+      if (!(err instanceof ProcExit)) throw err;
+      exitCode = err.code;
+    } finally {
+      ptrs.forEach((p) => e.free(p));
+      e.free(argv);
+      this.trainHooks = null;
+      if (w) w.output = null;
+    }
+    const files = {};
+    if (w) for (const [path, bytes] of w.files) files[path] = bytes;
+    return { exitCode, stdout: out.stdout.join(''), stderr: out.stderr.join(''), files };
+  }
+
+  // The "gradkern" imports: the trainer's progress, to the hooks of train().
+  static trainImports(self) {
+    return {
+      train_step: (step, steps, loss, lr) => (self.gk?.trainHooks?.onStep?.({ step, steps, loss, lr }) ? 1 : 0),
+      train_eval: (step, loss, accuracy) => { self.gk?.trainHooks?.onEval?.({ step, loss, accuracy }); },
+    };
+  }
+}
+
+// One plan: see gradkern.d.ts.
+class Plan {
+  constructor(gk, ptr, what) {
+    this.gk = gk;
+    this.ptr = ptr;
+    this.what = what;
+    const e = gk.exports;
+    this.kernel = gk.cString(e.gkjs_plan_kernel(ptr));
+    this.isa = gk.cString(e.gkjs_plan_isa(ptr));
+    this.workspaceBytes = e.gkjs_plan_workspace(ptr);
+    this.args = [];
+    const shapePtr = gk.alloc(8 * MAX_RANK), rolePtr = gk.alloc(8);
+    try {
+      for (let kind = 0; kind < gk.argNames.length; kind++) {
+        const rank = e.gkjs_plan_arg(ptr, kind, shapePtr, rolePtr);
+        if (rank === -2) throw gk.lastError(2);
+        if (rank < 0) continue;
+        const shape = Array.from(new BigInt64Array(gk.memory.buffer, shapePtr, rank), Number);
+        const role = new Int32Array(gk.memory.buffer, rolePtr, 2);
+        this.args.push({ name: gk.argNames[kind], kind, shape, dtype: DTYPES[role[0]], output: role[1] === 1,
+                         numel: shape.reduce((a, b) => a * b, 1) });
+      }
+    } finally {
+      e.free(shapePtr);
+      e.free(rolePtr);
+    }
+  }
+
+  // Run on typed arrays: every input, and any output given (its values are
+  // read too: accumulation). Returns every output, as new arrays (or the ones given).
+  run(tensors) {
+    if (!this.ptr) throw new Error(`${this.what}: the plan was destroyed`);
+    const gk = this.gk, e = gk.exports;
+    for (const name of Object.keys(tensors))
+      if (!this.args.some((a) => a.name === name))
+        throw new TypeError(`${this.what}: argument "${name}" is not one the plan takes (${this.args.map((a) => a.name).join(', ')})`);
+    let offset = 0;
+    const layout = this.args.map((a) => {
+      const given = tensors[a.name];
+      const Type = ARRAYS[a.dtype];
+      if (given === undefined && !a.output)
+        throw new TypeError(`${this.what}: input "${a.name}" (${a.dtype}, shape [${a.shape}]) is missing`);
+      if (given !== undefined && !(given instanceof Type && given.length === a.numel))
+        throw new TypeError(`${this.what}: "${a.name}" must be a ${Type.name} of ${a.numel} elements ` +
+                            `(${a.dtype}, shape [${a.shape}]); got ${given?.constructor?.name} of ${given?.length}`);
+      const at = offset;
+      offset += Math.ceil((a.numel * Type.BYTES_PER_ELEMENT) / ALIGN) * ALIGN || ALIGN;
+      return { a, Type, given, at };
+    });
+    const wsAt = offset;
+    offset += Math.ceil(this.workspaceBytes / ALIGN) * ALIGN;
+    const base = gk.alloc(offset + ALIGN);
+    const aligned = Math.ceil(base / ALIGN) * ALIGN;
+    const args = e.gkjs_args_new(layout.length);
+    try {
+      for (const [i, { a, Type, given, at }] of layout.entries()) {
+        const mem = new Type(gk.memory.buffer, aligned + at, a.numel);
+        if (given) mem.set(given);
+        else mem.fill(Type === BigInt64Array ? 0n : 0);
+        const s = gk.withShape(a.shape, (sp) => e.gkjs_arg_set(args, i, a.kind, aligned + at, DTYPES.indexOf(a.dtype),
+                                                               a.shape.length, sp));
+        if (s !== 0) throw gk.lastError(s);
+      }
+      const status = e.gk_plan_run(this.ptr, args, layout.length, this.workspaceBytes ? aligned + wsAt : 0,
+                                   this.workspaceBytes);
+      if (status !== 0) throw gk.lastError(status);
+      const out = {};
+      for (const { a, Type, given, at } of layout) {
+        if (!a.output) continue;
+        const mem = new Type(gk.memory.buffer, aligned + at, a.numel);
+        out[a.name] = given ? (given.set(mem), given) : mem.slice();
+      }
+      return out;
+    } finally {
+      e.free(args);
+      e.free(base);
+    }
+  }
+
+  destroy() {
+    if (this.ptr) this.gk.exports.gk_plan_destroy(this.ptr);
+    this.ptr = 0;
+  }
+}
+
+// Load gradkern.wasm (see gradkern.d.ts for the options).
+export async function load(options = {}) {
+  const simd = options.simd ?? hasSimd();
+  const module = await compileModule(options.module, simd);
+  const self = { gk: null };
+  let wasi = null, imports;
+  if (options.nodeWasi) {
+    imports = options.nodeWasi.getImportObject();
+  } else {
+    wasi = new MemoryWasi();
+    imports = { wasi_snapshot_preview1: wasi.imports() };
+  }
+  imports.gradkern = GradKern.trainImports(self);
+  const instance = await WebAssembly.instantiate(module, imports);
+  if (wasi) {
+    wasi.memory = instance.exports.memory;
+    instance.exports._initialize();
+  } else {
+    options.nodeWasi.initialize(instance);
+  }
+  self.gk = new GradKern(instance, simd, wasi);
+  return self.gk;
+}
+
+// ---------------------------------------------------------------- the program
+
+async function main(argv) {
+  if (argv[0] !== 'train') {
+    process.stderr.write('usage: node wasm/gradkern.mjs train [options]   (gradkern train in WebAssembly; ' +
+                         'node wasm/gradkern.mjs train --help lists the options)\n');
+    return 2;
+  }
+  // Node's WASI gives the module this machine's files ("/" preopened; the
+  // module's working directory set to this process's) and its terminal.
+  const emitWarning = process.emitWarning;
+  process.emitWarning = (warning, ...rest) => {
+    if (!String(warning).includes('WASI')) emitWarning.call(process, warning, ...rest);
+  };
+  const { WASI } = await import('node:wasi');
+  const nodeWasi = new WASI({ version: 'preview1', args: ['gradkern'], env: process.env, preopens: { '/': '/' },
+                              returnOnExit: true });
+  process.emitWarning = emitWarning;
+  const gk = await load({ nodeWasi });
+  const cwd = gk.withString(process.cwd(), (p) => gk.exports.gkjs_chdir(p));
+  if (cwd !== 0) throw new Error(`gradkern.wasm: cannot enter ${process.cwd()}`);
+  return gk.train({ args: argv.slice(1) }).exitCode;
+}
+
+if (isNode && process.argv[1]) {
+  const { pathToFileURL } = await import('node:url');
+  const { realpathSync } = await import('node:fs');
+  if (import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href)
+    process.exitCode = await main(process.argv.slice(2));
+}
