@@ -115,12 +115,13 @@ function drawPlot() {
   const legend = [['#2563eb', 'training loss'], ['#ea580c', 'held-out loss'], ['#8a93a6', 'chance (ln 8)']];
   ctx.textAlign = 'left';
   ctx.textBaseline = 'middle';
+  // Bottom left: below the loss early in a run, left of it late.
   legend.forEach(([color, label], i) => {
-    const ly = top + (10 + 18 * i) * px;
+    const ly = H - bottom - (14 + 18 * (legend.length - 1 - i)) * px;
     ctx.fillStyle = color;
-    ctx.fillRect(W - right - 150 * px, ly - 2 * px, 18 * px, 4 * px);
+    ctx.fillRect(left + 14 * px, ly - 2 * px, 18 * px, 4 * px);
     ctx.fillStyle = '#1d2330';
-    ctx.fillText(label, W - right - 126 * px, ly);
+    ctx.fillText(label, left + 38 * px, ly);
   });
 }
 

@@ -7,7 +7,8 @@
 //
 //   node web/serve.mjs [--port N] [--host ADDR] [--root DIR]
 //
-// Prints "serving http://ADDR:PORT/" once it listens. `startServer` does the
+// The page is at /web/ (/ redirects there). Prints "serving
+// http://ADDR:PORT/web/" once it listens. `startServer` does the
 // same from JavaScript (the browser test uses it).
 import { createServer } from 'node:http';
 import { realpathSync } from 'node:fs';
@@ -49,7 +50,7 @@ function servedFile(root, urlPath) {
   } catch {
     return null;
   }
-  if (path === '/' || path === '/index.html') path = '/web/index.html';
+  if (path.endsWith('/')) path += 'index.html';
   if (path.includes('\0')) return null;
   const file = resolve(root, '.' + path);
   for (const dir of servedDirs) {
@@ -65,6 +66,11 @@ async function handle(root, req, res) {
   };
   if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'only GET and HEAD\n');
   const url = new URL(req.url, 'http://localhost');
+  // The page is web/index.html; its scripts are beside it, under /web/.
+  if (url.pathname === '/' || url.pathname === '/index.html') {
+    res.writeHead(302, { ...isolationHeaders, Location: '/web/' + url.search, 'Content-Length': 0 });
+    return res.end();
+  }
   const file = servedFile(root, url.pathname);
   if (!file) return send(404, `not served: ${url.pathname}\n`);
   let info;
@@ -80,7 +86,7 @@ async function handle(root, req, res) {
 
 /// Starts the server on `host`:`port` (port 0: any free port) serving
 /// `root` (default: the directory above web/). Resolves to
-/// { server, url } once it listens.
+/// { server, url } once it listens (url: the page's address).
 export function startServer({ port = 8080, host = '127.0.0.1', root = packageRoot } = {}) {
   const server = createServer((req, res) => {
     handle(root, req, res).catch((err) => {
@@ -93,7 +99,7 @@ export function startServer({ port = 8080, host = '127.0.0.1', root = packageRoo
     server.listen(port, host, () => {
       const { port: bound } = server.address();
       const shownHost = host.includes(':') ? `[${host}]` : host;
-      resolvePromise({ server, url: `http://${shownHost}:${bound}/` });
+      resolvePromise({ server, url: `http://${shownHost}:${bound}/web/` });
     });
   });
 }
