@@ -41,13 +41,19 @@ info: build
 	$(BUILD)/gradkern info
 
 # Every test: the C tests (also under ASan+UBSan, the concurrency test under
-# ThreadSanitizer) and the PyTorch parity tests with gcc; then the library,
+# ThreadSanitizer), the PyTorch parity tests, the web page in headless
+# Chromium and the npm package with gcc; then the library,
 # the C tests (ASan+UBSan too) and short fuzzer runs built by clang.
-test: test-deps build
+test: test-deps build wasm node_modules/.package-lock.json
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@cmake -S . -B $(BUILD)-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DGK_FUZZ_OPT=-O0 -DGK_TSAN=OFF >/dev/null
 	@cmake --build $(BUILD)-clang -j $(JOBS)
-	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E python_parity
+	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E python_parity -LE wasm
+
+# The npm packages of the tests (package.json at the root: puppeteer-core),
+# installed from package-lock.json when missing or when it changed.
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
 
 # The libFuzzer targets (tests/fuzz), built by clang at -O1, each run for
 # FUZZ_RUNS executions (make test runs them for 20 seconds each).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gradkern's build and tests need, when it is missing.
 #   scripts/install-deps.sh build   compiler, cmake
-#   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's)
+#   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's),
+#                                   npm and Chromium (the web page's browser test)
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
 #   scripts/install-deps.sh wasm    clang, wasm-ld, llvm-ar, Debian's wasi-libc and clang's wasm32
@@ -34,6 +35,9 @@ if [ "${1:-build}" = wasm ] || [ "${1:-build}" = test ]; then
   command -v node >/dev/null 2>&1 || need+=(nodejs)
 fi
 if [ "${1:-build}" = test ]; then
+  # The web page's browser test (tests/web): Chromium, driven by npm puppeteer-core.
+  command -v npm >/dev/null 2>&1 || need+=(npm)
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
   # Debian's torch installs for /usr/bin/python3 only (see ../shared/MACHINE.md).
   py=/usr/bin/python3
   [ -x "$py" ] || need+=(python3)
