@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= 2
 
-.PHONY: all build deps test-deps bench-deps fuzz-deps wasm-deps train test fuzz info bench bench-torch wasm clean
+.PHONY: all build deps test-deps bench-deps fuzz-deps wasm-deps train test fuzz info bench bench-torch bench-wasm wasm clean
 
 all: build
 
@@ -71,6 +71,15 @@ bench: bench-deps build
 
 bench-torch: bench-deps build
 	/usr/bin/python3 bench/vs_torch.py --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
+
+# WebAssembly speed (bench/wasm): every op in Node, gradkern.wasm on one
+# thread against the native library on one thread and TensorFlow.js's
+# WebAssembly backend, in the same run (BENCH_ARGS: --quick, --op NAME, --json).
+bench-wasm: bench-deps build wasm bench/wasm/node_modules/.package-lock.json
+	node bench/wasm/bench_wasm.mjs --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
+
+bench/wasm/node_modules/.package-lock.json: bench/wasm/package.json bench/wasm/package-lock.json
+	cd bench/wasm && npm ci --no-audit --no-fund
 
 clean:
 	rm -rf $(BUILD)
