@@ -10,8 +10,8 @@
 //     and runs RMSNorm forward and backward, checked against the formulas in
 //     f64;
 //   - the installed package's server (its `gradkern-web` bin) serves the
-//     training page cross-origin isolated, and headless Chromium trains a
-//     few steps on it and gets a checkpoint.
+//     training page cross-origin isolated, and in headless Chromium it
+//     trains, and its Stop button ends the run early with a checkpoint.
 // Anything that keeps it from running is a failure naming what is missing.
 //
 //   node tests/web/test_npm_package.mjs --out DIR [--root DIR]
@@ -164,13 +164,19 @@ try {
 
   const browser = await launchChromium();
   try {
-    const { page, env, errors } = await openTrainingPage(browser, url, { steps: 5, 'eval-every': 0 });
+    const { page, env, errors } = await openTrainingPage(browser, url, { steps: 1000, 'eval-every': 0 });
     check(env.state === 'ready' && env.isolated, `the page from the package loads the module, cross-origin isolated: ` +
           (env.error ?? env.text));
-    const result = await trainInPage(page);
-    check(result.state === 'done' && result.losses.length === 5 && result.losses.every((p) => Number.isFinite(p.loss)) &&
-          result.checkpointName !== null && errors.length === 0,
-          `it trains 5 steps and holds a checkpoint: ${result.error ?? result.losses.map((p) => p.loss.toFixed(4)).join(' ')}` +
+    // Stop after a few of the 1000 steps: the run ends there with a checkpoint.
+    const finished = trainInPage(page);
+    await page.waitForFunction(() => window.gradkernPage.losses.length >= 3, { timeout: 60_000, polling: 50 });
+    await page.click('#stop');
+    const result = await finished;
+    const n = result.losses.length;
+    check(result.state === 'done' && n >= 3 && n < 1000 && result.losses.every((p) => Number.isFinite(p.loss)) &&
+          result.checkpointName?.endsWith(`-step${n}.safetensors`) && errors.length === 0,
+          `it trains, and Stop ends the run at step ${n} of 1000 with a checkpoint: ` +
+          `${result.error ?? result.losses.map((p) => p.loss.toFixed(4)).join(' ')}` +
           (errors.length ? `; page errors: ${errors.join('; ')}` : ''));
   } finally {
     await browser.close();
