@@ -87,6 +87,14 @@ class MemoryWasi {
     this.nextFd = 4;
     this.output = null;     // (stream, bytes) for fds 1 and 2
     this.memory = null;
+    this.inodes = new Map(); // path -> inode number
+  }
+
+  // A distinct inode number per path (there are no links), so that a program
+  // comparing st_dev and st_ino (gk_nn_same_file) tells two files apart.
+  inode(path) {
+    if (!this.inodes.has(path)) this.inodes.set(path, BigInt(this.inodes.size + 1));
+    return this.inodes.get(path);
   }
 
   view() { return new DataView(this.memory.buffer); }
@@ -117,9 +125,10 @@ class MemoryWasi {
     return MemoryWasi.normalize(base + '/' + this.string(ptr, len));
   }
 
-  writeFilestat(ptr, type, size) {
+  writeFilestat(ptr, type, size, path) {
     const v = this.view();
     for (let i = 0; i < 64; i += 8) v.setBigUint64(ptr + i, 0n, true);
+    v.setBigUint64(ptr + 8, this.inode(path), true);
     v.setUint8(ptr + 16, type);
     v.setBigUint64(ptr + 24, 1n, true);
     v.setBigUint64(ptr + 32, BigInt(size), true);
@@ -226,9 +235,9 @@ class MemoryWasi {
       }),
       fd_filestat_get: guard((fd, out) => {
         const f = w.fds.get(fd);
-        if (fd === 3 || (f && f.dir)) w.writeFilestat(out, FILETYPE.DIRECTORY, 0);
-        else if (f) w.writeFilestat(out, FILETYPE.REGULAR_FILE, w.files.get(f.path).length);
-        else if (fd <= 2) w.writeFilestat(out, FILETYPE.UNKNOWN, 0);
+        if (fd === 3 || (f && f.dir)) w.writeFilestat(out, FILETYPE.DIRECTORY, 0, fd === 3 ? '/' : f.path);
+        else if (f) w.writeFilestat(out, FILETYPE.REGULAR_FILE, w.files.get(f.path).length, f.path);
+        else if (fd <= 2) w.writeFilestat(out, FILETYPE.UNKNOWN, 0, `<fd ${fd}>`);
         else return ERRNO.BADF;
         return ERRNO.SUCCESS;
       }),
@@ -296,8 +305,8 @@ class MemoryWasi {
       path_filestat_get: guard((dirFd, flags, ptr, len, out) => {
         const path = w.resolve(dirFd, ptr, len);
         if (!path) return ERRNO.BADF;
-        if (w.isDir(path)) w.writeFilestat(out, FILETYPE.DIRECTORY, 0);
-        else if (w.files.has(path)) w.writeFilestat(out, FILETYPE.REGULAR_FILE, w.files.get(path).length);
+        if (w.isDir(path)) w.writeFilestat(out, FILETYPE.DIRECTORY, 0, path);
+        else if (w.files.has(path)) w.writeFilestat(out, FILETYPE.REGULAR_FILE, w.files.get(path).length, path);
         else return ERRNO.NOENT;
         return ERRNO.SUCCESS;
       }),
