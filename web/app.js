@@ -2,20 +2,24 @@
 // Mamba) in a worker (train-worker.js) and shows its progress, the loss on a
 // live plot, the held-out accuracy, and offers the checkpoint for download.
 //
-// URL parameters fill the form: ?steps=N&seed=S&eval-every=K.
+// URL parameters fill the form: ?task=copy|text&steps=N&seed=S&eval-every=K
+// (the text task needs a file chosen in the form).
 // window.gradkernPage holds the run's state for scripts (the browser test):
-// { state: 'loading'|'ready'|'training'|'done'|'error', losses: [{step, loss}],
-//   evals: [{step, loss, accuracy}], exitCode, seconds, error, checkpointName }.
+// { state: 'loading'|'ready'|'training'|'done'|'error', runs (Train presses),
+//   losses: [{step, loss}], evals: [{step, loss, accuracy}], exitCode, seconds,
+//   error, checkpointName }.
 
 const $ = (id) => document.getElementById(id);
-const CHECKPOINT = 'mamba-copy.safetensors';
-const CHANCE_LOSS = Math.log(8); // uniform over the 8 values
+const CHECKPOINT = 'mamba.safetensors';
+// The loss of a uniform guess: over the 8 values, over the 256 bytes.
+const CHANCE = { copy: [Math.log(8), 'chance (ln 8)'], text: [Math.log(256), 'uniform (ln 256)'] };
 
 const page = {
-  state: 'loading', losses: [], evals: [], exitCode: null, seconds: 0, error: null, checkpointName: null,
+  state: 'loading', runs: 0, losses: [], evals: [], exitCode: null, seconds: 0, error: null, checkpointName: null,
 };
 window.gradkernPage = page;
 let steps = 1;
+let task = 'copy'; // of the run shown
 let checkpoint = null; // Uint8Array of the last finished run
 let stopFlag = null; // Int32Array over a SharedArrayBuffer (cross-origin isolated pages only)
 
@@ -36,8 +40,12 @@ function fail(message) {
 // Fill the form from the URL's parameters (same names as the inputs).
 for (const [name, value] of new URLSearchParams(location.search)) {
   const input = $(name);
-  if (input instanceof HTMLInputElement) input.value = value;
+  if ((input instanceof HTMLInputElement && input.type !== 'file') || input instanceof HTMLSelectElement)
+    input.value = value;
 }
+const showDataInput = () => { $('data-label').hidden = $('task').value !== 'text'; };
+$('task').addEventListener('change', showDataInput);
+showDataInput();
 
 const formatTime = (s) => (s < 60 ? `${s.toFixed(0)} s` : `${Math.floor(s / 60)} min ${(s % 60).toFixed(0)} s`);
 
@@ -59,6 +67,7 @@ function drawPlot() {
   const ctx = canvas.getContext('2d');
   const W = canvas.width, H = canvas.height, px = W / canvas.clientWidth || 2;
   const left = 64 * px, right = 16 * px, top = 16 * px, bottom = 40 * px;
+  const [chanceLoss, chanceLabel] = CHANCE[task];
   const yMax = Math.max(2.4, ...page.losses.map((p) => p.loss).filter(Number.isFinite));
   const x = (step) => left + (step / steps) * (W - left - right);
   const y = (loss) => top + (1 - Math.min(loss, yMax) / yMax) * (H - top - bottom);
@@ -71,7 +80,7 @@ function drawPlot() {
   ctx.fillStyle = '#4a5366';
   ctx.textAlign = 'right';
   ctx.textBaseline = 'middle';
-  for (let v = 0; v <= yMax + 1e-9; v += 0.5) {
+  for (let v = 0; v <= yMax + 1e-9; v += yMax > 4 ? 1 : 0.5) {
     ctx.beginPath();
     ctx.moveTo(left, y(v));
     ctx.lineTo(W - right, y(v));
@@ -94,8 +103,8 @@ function drawPlot() {
   ctx.setLineDash([6 * px, 4 * px]);
   ctx.strokeStyle = '#8a93a6';
   ctx.beginPath();
-  ctx.moveTo(left, y(CHANCE_LOSS));
-  ctx.lineTo(W - right, y(CHANCE_LOSS));
+  ctx.moveTo(left, y(chanceLoss));
+  ctx.lineTo(W - right, y(chanceLoss));
   ctx.stroke();
   ctx.setLineDash([]);
 
@@ -112,7 +121,7 @@ function drawPlot() {
     ctx.fill();
   }
 
-  const legend = [['#2563eb', 'training loss'], ['#ea580c', 'held-out loss'], ['#8a93a6', 'chance (ln 8)']];
+  const legend = [['#2563eb', 'training loss'], ['#ea580c', 'held-out loss'], ['#8a93a6', chanceLabel]];
   ctx.textAlign = 'left';
   ctx.textBaseline = 'middle';
   // Bottom left: below the loss early in a run, left of it late.
@@ -153,7 +162,9 @@ worker.onmessage = ({ data }) => {
     case 'eval': {
       page.evals.push({ step: data.step, loss: data.loss, accuracy: data.accuracy });
       const row = $('evals').insertRow();
-      for (const text of [String(data.step), data.loss.toFixed(4), `${(100 * data.accuracy).toFixed(1)}%`])
+      const accuracy = Number.isFinite(data.accuracy) ? `${(100 * data.accuracy).toFixed(1)}%`
+        : `- (${(data.loss / Math.LN2).toFixed(3)} bits per byte)`;
+      for (const text of [String(data.step), data.loss.toFixed(4), accuracy])
         row.insertCell().textContent = text;
       queuePlot();
       break;
@@ -164,15 +175,18 @@ worker.onmessage = ({ data }) => {
     case 'done':
       page.exitCode = data.exitCode;
       page.seconds = data.seconds;
-      checkpoint = data.checkpoint ? new Uint8Array(data.checkpoint) : null;
+      // A failed run leaves the last run's file in the module: never offer it.
+      checkpoint = data.exitCode === 0 && data.checkpoint ? new Uint8Array(data.checkpoint) : null;
       if (data.exitCode !== 0) return fail(`gradkern train exited with status ${data.exitCode}:\n${$('log').textContent}`);
       if (!checkpoint) return fail('the run wrote no checkpoint');
       {
         const last = page.evals.at(-1);
         const lastStep = page.losses.at(-1)?.step ?? 0;
-        page.checkpointName = `gradkern-mamba-copy-seed${$('seed').value}-step${lastStep}.safetensors`;
-        $('summary').textContent = `done: ${lastStep} steps in ${formatTime(data.seconds)}` +
-          (last ? `, held-out accuracy ${(100 * last.accuracy).toFixed(1)}% (loss ${last.loss.toFixed(4)})` : '');
+        page.checkpointName = `gradkern-mamba-${task}-seed${$('seed').value}-step${lastStep}.safetensors`;
+        const figure = !last ? '' : Number.isFinite(last.accuracy)
+          ? `, held-out accuracy ${(100 * last.accuracy).toFixed(1)}% (loss ${last.loss.toFixed(4)})`
+          : `, held-out loss ${last.loss.toFixed(4)} (${(last.loss / Math.LN2).toFixed(3)} bits per byte)`;
+        $('summary').textContent = `done: ${lastStep} steps in ${formatTime(data.seconds)}${figure}`;
         $('status').textContent = `done: step ${lastStep}/${steps}`;
       }
       setState('done');
@@ -185,11 +199,21 @@ worker.onmessage = ({ data }) => {
 
 // ------------------------------------------------------------------ controls
 
-$('controls').addEventListener('submit', (event) => {
+$('controls').addEventListener('submit', async (event) => {
   event.preventDefault();
+  page.runs++;
   const value = (id) => $(id).value.trim();
   for (const id of ['steps', 'seed', 'eval-every'])
     if (!/^\d+$/.test(value(id))) return fail(`${id}: '${value(id)}' is not a whole number`);
+  const args = ['--steps', value('steps'), '--seed', value('seed'), '--eval-every', value('eval-every')];
+  const files = {};
+  if (value('task') === 'text') {
+    const file = $('data').files[0];
+    if (!file) return fail('the text task learns a file: choose one');
+    files['data.txt'] = new Uint8Array(await file.arrayBuffer());
+    args.push('--task', 'text', '--data', 'data.txt');
+  }
+  task = value('task');
   page.losses = [];
   page.evals = [];
   page.error = null;
@@ -207,7 +231,8 @@ $('controls').addEventListener('submit', (event) => {
   queuePlot();
   worker.postMessage({
     type: 'train',
-    args: ['--steps', value('steps'), '--seed', value('seed'), '--eval-every', value('eval-every')],
+    args,
+    files,
     checkpoint: CHECKPOINT,
     stop: stopFlag ? stopFlag.buffer : null,
   });

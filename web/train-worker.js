@@ -3,6 +3,7 @@
 // posting every step, evaluation and line of output to the page.
 //
 // Page -> worker: { type: 'train', args: [...options of gradkern train],
+//                   files: { 'NAME': Uint8Array } (the --data file),
 //                   checkpoint: 'NAME.safetensors', stop: SharedArrayBuffer | null }
 // Worker -> page: { type: 'ready', simd, threads }
 //                 { type: 'step', step, steps, loss, lr, seconds }
@@ -20,12 +21,13 @@ const failed = (err) => post({ type: 'error', message: err?.message ?? String(er
 const gkPromise = load();
 gkPromise.then((gk) => post({ type: 'ready', simd: hasSimd(), threads: gk.getNumThreads() }), failed);
 
-function train(gk, { args, checkpoint, stop }) {
+function train(gk, { args, files, checkpoint, stop }) {
   const stopFlag = stop ? new Int32Array(stop) : null;
   const t0 = performance.now();
   const seconds = () => (performance.now() - t0) / 1000;
   const result = gk.train({
     args: [...args, '--checkpoint', checkpoint],
+    files,
     onStep: ({ step, steps, loss, lr }) => {
       post({ type: 'step', step, steps, loss, lr, seconds: seconds() });
       return stopFlag !== null && Atomics.load(stopFlag, 0) !== 0;

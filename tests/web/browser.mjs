@@ -50,8 +50,9 @@ export async function openTrainingPage(browser, url, params) {
 
 // Presses Train and waits for the run to end; returns window.gradkernPage.
 export async function trainInPage(page) {
+  const runs = await page.evaluate(() => window.gradkernPage.runs);
   await page.click('#train');
-  await page.waitForFunction(() => ['done', 'error'].includes(window.gradkernPage.state),
-                             { timeout: 120_000, polling: 250 });
+  await page.waitForFunction((n) => window.gradkernPage.runs > n && ['done', 'error'].includes(window.gradkernPage.state),
+                             { timeout: 120_000, polling: 250 }, runs);
   return page.evaluate(() => ({ ...window.gradkernPage }));
 }

@@ -11,6 +11,8 @@
 //   - the checkpoint downloaded with the page's button loads natively:
 //     `gradkern train --resume` reports the finished run and continues it
 //     for 10 more steps;
+//   - the same page learns a text file's bytes (the text task), and the
+//     native `gradkern sample` continues text with its downloaded checkpoint;
 //   - the screenshot saved to --out is not blank (luminance variance, number
 //     of colours) and shows the plotted loss line.
 // Anything that keeps it from running (no Chromium, no puppeteer-core, no
@@ -62,6 +64,8 @@ for (const file of ['web/index.html', 'wasm/gradkern.mjs', 'build/wasm/gradkern.
   if (!existsSync(join(opts.root, file))) fatal(`cannot run: ${join(opts.root, file)} is missing (make wasm builds the module)`);
 const { startServer } = await import(pathToFileURL(join(opts.root, 'web', 'serve.mjs')).href);
 
+const textFile = join(opts.root, 'README.md');
+if (!existsSync(textFile)) fatal(`cannot run: ${textFile} (the text the text task learns) is missing`);
 mkdirSync(opts.out, { recursive: true });
 const downloads = join(opts.out, 'downloads');
 rmSync(downloads, { recursive: true, force: true });
@@ -120,22 +124,28 @@ try {
   check(linePixels > 300, `the plot shows the loss line (${linePixels} pixels of its colour)`);
 
   // ------------------------------------------------------------- download
-  await page.click('#download');
-  const name = result.checkpointName;
-  const file = join(downloads, name);
-  const deadline = Date.now() + 15_000;
-  while (Date.now() < deadline && !(existsSync(file) && !readdirSync(downloads).some((f) => f.endsWith('.crdownload'))))
-    await new Promise((r) => setTimeout(r, 100));
-  if (!check(existsSync(file) && statSync(file).size > 0, `the checkpoint downloaded: ${file}`))
-    throw new Error('no download');
+  // Presses Download and waits for the file `name` to arrive; its path.
+  const download = async (name) => {
+    await page.click('#download');
+    const file = join(downloads, name);
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline && !(existsSync(file) && !readdirSync(downloads).some((f) => f.endsWith('.crdownload'))))
+      await new Promise((r) => setTimeout(r, 100));
+    if (!check(existsSync(file) && statSync(file).size > 0, `the checkpoint downloaded: ${file}`))
+      throw new Error('no download');
+    return file;
+  };
+  const file = await download(result.checkpointName);
 
   // --------------------------------------------------------------- native
+  // The native command's exit code, stdout (bytes) and stdout + stderr (text).
   const native = async (args) => {
     try {
-      const { stdout, stderr } = await run(opts.gradkern, args, { maxBuffer: 1 << 24 });
-      return { code: 0, out: stdout + stderr };
+      const { stdout, stderr } = await run(opts.gradkern, args, { maxBuffer: 1 << 24, encoding: 'buffer' });
+      return { code: 0, stdout, out: `${stdout}${stderr}` };
     } catch (err) {
-      return { code: err.code ?? 1, out: (err.stdout ?? '') + (err.stderr ?? '') + err.message };
+      return { code: err.code ?? 1, stdout: err.stdout ?? Buffer.alloc(0),
+               out: `${err.stdout ?? ''}${err.stderr ?? ''}${err.message}` };
     }
   };
   const common = ['--steps', String(opts.steps), '--seed', '1', '--eval-every', '0', '--threads', '1'];
@@ -156,6 +166,25 @@ try {
   check(continued.code === 0 && Number.isFinite(continuedLoss) && continuedLoss < opts.maxLoss,
         `gradkern train --resume continues it natively to step ${opts.steps + 10}: final train loss ${continuedLoss}` +
         (continued.code ? `\n${continued.out}` : ''));
+
+  // ---------------------------------------------------------- text task
+  // The same page learns a file's bytes (this repository's README); the
+  // checkpoint is a text model that the native `gradkern sample` continues.
+  await page.select('#task', 'text');
+  const [dataInput] = await page.$$('#data');
+  await dataInput.uploadFile(textFile);
+  await page.$eval('#steps', (el) => { el.value = String(12); });
+  const text = await trainInPage(page);
+  const textLosses = text.losses.map((p) => p.loss);
+  check(text.state === 'done' && textLosses.length === 12 && textLosses.every(Number.isFinite) &&
+        textLosses.at(-1) < textLosses[0] - 0.5,
+        `the text task trains 12 steps on ${textFile}: loss ${textLosses[0]?.toFixed(4)} -> ` +
+        `${textLosses.at(-1)?.toFixed(4)}${text.error ? `: ${text.error}` : ''}`);
+  const textCheckpoint = await download(text.checkpointName);
+  const sampled = await native(['sample', '--checkpoint', textCheckpoint, '--prompt', 'gradkern ', '--tokens', '40',
+                                '--seed', '1']);
+  check(sampled.code === 0 && sampled.stdout.length === 40,
+        `gradkern sample writes 40 bytes with the downloaded text model: ${JSON.stringify(sampled.out.slice(0, 120))}`);
 } catch (err) {
   check(false, `the browser test stopped: ${err.stack ?? err}`);
 } finally {
