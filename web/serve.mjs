@@ -11,7 +11,7 @@
 // http://ADDR:PORT/web/" once it listens. `startServer` does the
 // same from JavaScript (the browser test uses it).
 import { createServer } from 'node:http';
-import { realpathSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { dirname, extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -149,6 +149,14 @@ if (runAsProgram()) {
     process.stderr.write(`serve.mjs: ${err.message}\n${usage}`);
     process.exit(2);
   }
+  const root = opts.root ?? packageRoot;
+  if (!existsSync(join(root, 'web', 'index.html'))) {
+    process.stderr.write(`serve.mjs: --root '${root}' has no web/index.html\n`);
+    process.exit(2);
+  }
+  if (!existsSync(join(root, 'build', 'wasm', 'gradkern.wasm')))
+    process.stderr.write(`serve.mjs: note: ${join(root, 'build', 'wasm', 'gradkern.wasm')} is missing ` +
+                         '(make wasm builds it); the page cannot train without it\n');
   startServer(opts).then(
     ({ url }) => console.log(`serving ${url}`),
     (err) => {
