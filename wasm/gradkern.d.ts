@@ -124,10 +124,10 @@ export interface LoadOptions {
   module?: string | URL | BufferSource | WebAssembly.Module;
   /** Use the SIMD module (default: hasSimd()). */
   simd?: boolean;
-  /** Node only: a `node:wasi` WASI object (version 'preview1') to run on instead of the in-memory file system:
-   *  the module then reads and writes this machine's files (as `node gradkern.mjs train` does), and
-   *  TrainOptions.files / TrainResult.files are not used. */
-  nodeWasi?: unknown;
+  /** The module's files: 'memory' (default: a file system in memory, the same in Node and browsers; see
+   *  TrainOptions.files / TrainResult.files) or, in Node only, 'host': this machine's files (as
+   *  `node gradkern.mjs train` uses; paths are absolute, or relative to "/" until gkjs_chdir). */
+  files?: 'memory' | 'host';
 }
 
 /** Instantiate gradkern.wasm. */

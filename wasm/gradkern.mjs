@@ -63,10 +63,18 @@ async function compileModule(source, simd) {
   return WebAssembly.compile(await response.arrayBuffer());
 }
 
-// ---------------------------------------------------------------- WASI in memory
+// ---------------------------------------------------------------- WASI
 
-const ERRNO = { SUCCESS: 0, BADF: 8, EXIST: 20, INVAL: 28, ISDIR: 31, NOENT: 44, NOSYS: 52, NOTDIR: 54, SPIPE: 70 };
-const FILETYPE = { UNKNOWN: 0, CHARACTER_DEVICE: 2, DIRECTORY: 3, REGULAR_FILE: 4 };
+// The WASI functions gradkern.wasm imports (wasi_snapshot_preview1), over a
+// file system object: MemoryFiles (in memory, the same in Node and browsers:
+// the API's default) or HostFiles (this machine's files through node:fs: the
+// program). One preopened directory, fd 3, is "/"; the module's working
+// directory starts as "/".
+const ERRNO = { SUCCESS: 0, ACCES: 2, BADF: 8, EXIST: 20, INVAL: 28, IO: 29, ISDIR: 31, NOENT: 44, NOSPC: 51,
+                NOTDIR: 54, NOTEMPTY: 55, PERM: 63, ROFS: 69, SPIPE: 70 };
+const FILETYPE = { UNKNOWN: 0, CHARACTER_DEVICE: 2, DIRECTORY: 3, REGULAR_FILE: 4, SYMBOLIC_LINK: 7 };
+const OFLAGS = { CREAT: 1, DIRECTORY: 2, EXCL: 4, TRUNC: 8 };
+const RIGHT_FD_WRITE = 1n << 6n;
 
 class ProcExit extends Error {
   constructor(code) {
@@ -75,257 +83,349 @@ class ProcExit extends Error {
   }
 }
 
-// The WASI functions gradkern.wasm imports, over a file system held in
-// memory (a map of absolute path -> bytes; directories are "/" and those
-// named by a file's path), the same in Node and in browsers. The one
-// preopened directory, fd 3, is "/"; the module's working directory is "/".
-class MemoryWasi {
+// A failed file operation: its WASI errno.
+class WasiError extends Error {
+  constructor(errno) {
+    super(`errno ${errno}`);
+    this.errno = errno;
+  }
+}
+
+function normalizePath(path) {
+  const parts = [];
+  for (const p of path.split('/')) {
+    if (p === '' || p === '.') continue;
+    if (p === '..') parts.pop();
+    else parts.push(p);
+  }
+  return '/' + parts.join('/');
+}
+
+// Files in memory: a map of absolute path -> bytes; the directories are "/",
+// those named by a file's path, and those made with mkdir().
+class MemoryFiles {
   constructor() {
     this.files = new Map();
-    this.env = {};
-    this.fds = new Map();   // fd -> { path, pos, dir } (0-2: standard streams)
-    this.nextFd = 4;
-    this.output = null;     // (stream, bytes) for fds 1 and 2
-    this.memory = null;
-    this.inodes = new Map(); // path -> inode number
+    this.dirs = new Set(['/']);
   }
 
-  // A distinct inode number per path (there are no links), so that a program
-  // comparing st_dev and st_ino (gk_nn_same_file) tells two files apart.
-  inode(path) {
-    if (!this.inodes.has(path)) this.inodes.set(path, BigInt(this.inodes.size + 1));
-    return this.inodes.get(path);
+  isDir(path) {
+    if (this.dirs.has(path)) return true;
+    for (const name of this.files.keys()) if (name.startsWith(path + '/')) return true;
+    return false;
+  }
+
+  put(path, bytes) {
+    const p = normalizePath(path);
+    this.files.set(p, new Uint8Array(bytes));
+  }
+
+  stat(path) {
+    if (this.isDir(path)) return { type: FILETYPE.DIRECTORY, size: 0 };
+    if (this.files.has(path)) return { type: FILETYPE.REGULAR_FILE, size: this.files.get(path).length };
+    throw new WasiError(ERRNO.NOENT);
+  }
+
+  // A handle: { path, dir } (files are read and written by path).
+  open(path, oflags) {
+    if (this.isDir(path)) {
+      if (oflags & OFLAGS.EXCL) throw new WasiError(ERRNO.EXIST);
+      if (oflags & (OFLAGS.CREAT | OFLAGS.TRUNC)) throw new WasiError(ERRNO.ISDIR);
+      return { path, dir: true };
+    }
+    const exists = this.files.has(path);
+    if (oflags & OFLAGS.DIRECTORY) throw new WasiError(exists ? ERRNO.NOTDIR : ERRNO.NOENT);
+    if (!exists) {
+      if (!(oflags & OFLAGS.CREAT)) throw new WasiError(ERRNO.NOENT);
+      const parent = path.slice(0, path.lastIndexOf('/')) || '/';
+      if (!this.isDir(parent)) throw new WasiError(this.files.has(parent) ? ERRNO.NOTDIR : ERRNO.NOENT);
+      this.files.set(path, new Uint8Array(0));
+    } else if (oflags & OFLAGS.EXCL) {
+      throw new WasiError(ERRNO.EXIST);
+    } else if (oflags & OFLAGS.TRUNC) {
+      this.files.set(path, new Uint8Array(0));
+    }
+    return { path, dir: false };
+  }
+
+  size(h) { return this.files.get(h.path).length; }
+
+  read(h, into, pos) {
+    const part = this.files.get(h.path).subarray(pos, pos + into.length);
+    into.set(part);
+    return part.length;
+  }
+
+  write(h, data, pos) {
+    const old = this.files.get(h.path);
+    const grown = old.length >= pos + data.length ? old : new Uint8Array(pos + data.length);
+    if (grown !== old) grown.set(old);
+    grown.set(data, pos);
+    this.files.set(h.path, grown);
+  }
+
+  close() {}
+  sync() {}
+
+  list(path) {
+    const prefix = path === '/' ? '/' : path + '/';
+    const names = new Set();
+    for (const name of [...this.files.keys(), ...this.dirs])
+      if (name.startsWith(prefix) && name !== prefix) names.add(name.slice(prefix.length).split('/')[0]);
+    return [...names].sort().map((name) => ({ name, type: this.stat(prefix + name).type }));
+  }
+
+  rename(from, to) {
+    if (!this.files.has(from)) throw new WasiError(this.isDir(from) ? ERRNO.ISDIR : ERRNO.NOENT);
+    if (this.isDir(to)) throw new WasiError(ERRNO.ISDIR);
+    this.files.set(to, this.files.get(from));
+    this.files.delete(from);
+  }
+
+  unlink(path) {
+    if (!this.files.has(path)) throw new WasiError(this.isDir(path) ? ERRNO.ISDIR : ERRNO.NOENT);
+    this.files.delete(path);
+  }
+}
+
+// This machine's files, through node:fs (synchronous calls).
+class HostFiles {
+  constructor(fs) { this.fs = fs; }
+
+  static errno(e) {
+    const map = { ENOENT: ERRNO.NOENT, EEXIST: ERRNO.EXIST, EISDIR: ERRNO.ISDIR, ENOTDIR: ERRNO.NOTDIR,
+                  EACCES: ERRNO.ACCES, EPERM: ERRNO.PERM, EINVAL: ERRNO.INVAL, ENOSPC: ERRNO.NOSPC,
+                  ENOTEMPTY: ERRNO.NOTEMPTY, EROFS: ERRNO.ROFS, EBADF: ERRNO.BADF };
+    return new WasiError(map[e.code] ?? ERRNO.IO);
+  }
+
+  call(fn) {
+    try {
+      return fn();
+    } catch (e) {
+      throw e instanceof WasiError ? e : HostFiles.errno(e);
+    }
+  }
+
+  static type(st) {
+    return st.isDirectory() ? FILETYPE.DIRECTORY : st.isFile() ? FILETYPE.REGULAR_FILE
+      : st.isSymbolicLink() ? FILETYPE.SYMBOLIC_LINK : st.isCharacterDevice() ? FILETYPE.CHARACTER_DEVICE
+      : FILETYPE.UNKNOWN;  // FIFOs and sockets: WASI has no file type for a FIFO
+  }
+
+  stat(path, follow = true) {
+    return this.call(() => {
+      const st = follow ? this.fs.statSync(path) : this.fs.lstatSync(path);
+      return { type: HostFiles.type(st), size: st.size };
+    });
+  }
+
+  open(path, oflags, write) {
+    return this.call(() => {
+      const c = this.fs.constants;
+      if (!(oflags & OFLAGS.CREAT)) {
+        const st = this.fs.statSync(path);
+        if (st.isDirectory()) {
+          if (oflags & OFLAGS.TRUNC) throw new WasiError(ERRNO.ISDIR);
+          return { path, dir: true };
+        }
+        if (oflags & OFLAGS.DIRECTORY) throw new WasiError(ERRNO.NOTDIR);
+      }
+      let flags = write ? c.O_RDWR : c.O_RDONLY;
+      if (oflags & OFLAGS.CREAT) flags |= c.O_CREAT;
+      if (oflags & OFLAGS.EXCL) flags |= c.O_EXCL;
+      if (oflags & OFLAGS.TRUNC) flags |= c.O_TRUNC;
+      return { path, dir: false, fd: this.fs.openSync(path, flags | c.O_NONBLOCK, 0o666) };
+    });
+  }
+
+  size(h) { return this.call(() => this.fs.fstatSync(h.fd).size); }
+  read(h, into, pos) { return this.call(() => this.fs.readSync(h.fd, into, 0, into.length, pos)); }
+  write(h, data, pos) { this.call(() => this.fs.writeSync(h.fd, data, 0, data.length, pos)); }
+  close(h) { if (!h.dir) this.call(() => this.fs.closeSync(h.fd)); }
+  sync(h) { if (!h.dir) this.call(() => this.fs.fsyncSync(h.fd)); }
+
+  list(path) {
+    return this.call(() => this.fs.readdirSync(path, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))
+      .map((d) => ({ name: d.name, type: HostFiles.type(d) })));
+  }
+
+  rename(from, to) { this.call(() => this.fs.renameSync(from, to)); }
+  unlink(path) { this.call(() => this.fs.unlinkSync(path)); }
+}
+
+class Wasi {
+  constructor(files) {
+    this.files = files;
+    this.env = {};
+    this.fds = new Map();     // fd -> { handle, pos } (3: the preopened "/")
+    this.nextFd = 4;
+    this.output = null;       // (stream, bytes) for fds 1 and 2
+    this.stdoutIsTerminal = false;
+    this.memory = null;
   }
 
   view() { return new DataView(this.memory.buffer); }
   bytes(ptr, len) { return new Uint8Array(this.memory.buffer, ptr, len); }
-  string(ptr, len) { return new TextDecoder().decode(this.bytes(ptr, len)); }
 
-  static normalize(path) {
-    const parts = [];
-    for (const p of path.split('/')) {
-      if (p === '' || p === '.') continue;
-      if (p === '..') parts.pop();
-      else parts.push(p);
-    }
-    return '/' + parts.join('/');
-  }
-
-  isDir(path) {
-    if (path === '/') return true;
-    const prefix = path + '/';
-    for (const name of this.files.keys()) if (name.startsWith(prefix)) return true;
-    return false;
+  handle(fd) {
+    if (fd === 3) return { handle: { path: '/', dir: true }, pos: 0 };
+    const f = this.fds.get(fd);
+    if (!f) throw new WasiError(ERRNO.BADF);
+    return f;
   }
 
   resolve(dirFd, ptr, len) {
-    const dir = this.fds.get(dirFd);
-    if (dirFd !== 3 && !(dir && dir.dir)) return null;
-    const base = dirFd === 3 ? '/' : dir.path;
-    return MemoryWasi.normalize(base + '/' + this.string(ptr, len));
+    const dir = this.handle(dirFd).handle;
+    if (!dir.dir) throw new WasiError(ERRNO.NOTDIR);
+    return normalizePath(dir.path + '/' + new TextDecoder().decode(this.bytes(ptr, len)));
   }
 
-  writeFilestat(ptr, type, size, path) {
+  writeFilestat(ptr, { type, size }) {
     const v = this.view();
     for (let i = 0; i < 64; i += 8) v.setBigUint64(ptr + i, 0n, true);
-    v.setBigUint64(ptr + 8, this.inode(path), true);
     v.setUint8(ptr + 16, type);
     v.setBigUint64(ptr + 24, 1n, true);
     v.setBigUint64(ptr + 32, BigInt(size), true);
   }
 
+  iovecs(iovs, n) {
+    const v = this.view(), list = [];
+    for (let i = 0; i < n; i++) list.push(this.bytes(v.getUint32(iovs + 8 * i, true), v.getUint32(iovs + 8 * i + 4, true)));
+    return list;
+  }
+
   imports() {
     const w = this;
-    const guard = (fn) => (...args) => {
+    // Every call answers an errno; a file system's failure is its WasiError.
+    const call = (fn) => (...args) => {
       try {
-        return fn(...args);
+        fn(...args);
+        return ERRNO.SUCCESS;
       } catch (e) {
-        if (e instanceof ProcExit) throw e;
-        return ERRNO.INVAL;
+        if (e instanceof WasiError) return e.errno;
+        throw e;
       }
     };
+    const environ = () => Object.entries(w.env).map(([k, v]) => new TextEncoder().encode(`${k}=${v}\0`));
     return {
-      environ_sizes_get: guard((countPtr, sizePtr) => {
-        const entries = Object.entries(w.env).map(([k, v]) => new TextEncoder().encode(`${k}=${v}\0`));
+      environ_sizes_get: call((countPtr, sizePtr) => {
+        const entries = environ();
         w.view().setUint32(countPtr, entries.length, true);
         w.view().setUint32(sizePtr, entries.reduce((n, e) => n + e.length, 0), true);
-        return ERRNO.SUCCESS;
       }),
-      environ_get: guard((ptrs, buf) => {
-        for (const [k, v] of Object.entries(w.env)) {
-          const e = new TextEncoder().encode(`${k}=${v}\0`);
+      environ_get: call((ptrs, buf) => {
+        for (const e of environ()) {
           w.view().setUint32(ptrs, buf, true);
           w.bytes(buf, e.length).set(e);
           ptrs += 4;
           buf += e.length;
         }
-        return ERRNO.SUCCESS;
       }),
-      clock_time_get: guard((id, precision, out) => {
-        const ns = id === 0 ? BigInt(Date.now()) * 1000000n
-          : BigInt(Math.round((globalThis.performance?.now() ?? Date.now()) * 1e6));
-        w.view().setBigUint64(out, ns, true);
-        return ERRNO.SUCCESS;
+      clock_time_get: call((id, precision, out) => {
+        const ms = id === 0 ? Date.now() : (globalThis.performance?.now() ?? Date.now());
+        w.view().setBigUint64(out, BigInt(Math.round(ms * 1e6)), true);
       }),
-      fd_write: guard((fd, iovs, n, written) => {
-        const v = w.view();
-        let total = 0;
-        const chunks = [];
-        for (let i = 0; i < n; i++) {
-          const ptr = v.getUint32(iovs + 8 * i, true), len = v.getUint32(iovs + 8 * i + 4, true);
-          chunks.push(w.bytes(ptr, len).slice());
-          total += len;
-        }
+      fd_write: call((fd, iovs, n, written) => {
+        const parts = w.iovecs(iovs, n);
+        const total = parts.reduce((s, p) => s + p.length, 0);
         const data = new Uint8Array(total);
-        chunks.reduce((at, c) => (data.set(c, at), at + c.length), 0);
+        parts.reduce((at, p) => (data.set(p, at), at + p.length), 0);
         if (fd === 1 || fd === 2) {
           if (w.output) w.output(fd === 1 ? 'stdout' : 'stderr', data);
         } else {
-          const f = w.fds.get(fd);
-          if (!f || f.dir) return ERRNO.BADF;
-          const old = w.files.get(f.path);
-          const grown = new Uint8Array(Math.max(old.length, f.pos + total));
-          grown.set(old);
-          grown.set(data, f.pos);
-          w.files.set(f.path, grown);
+          const f = w.handle(fd);
+          if (f.handle.dir) throw new WasiError(ERRNO.BADF);
+          w.files.write(f.handle, data, f.pos);
           f.pos += total;
         }
         w.view().setUint32(written, total, true);
-        return ERRNO.SUCCESS;
       }),
-      fd_read: guard((fd, iovs, n, readPtr) => {
-        const f = w.fds.get(fd);
-        if (!f || f.dir) return fd === 0 ? (w.view().setUint32(readPtr, 0, true), ERRNO.SUCCESS) : ERRNO.BADF;
-        const data = w.files.get(f.path) ?? new Uint8Array(0);
-        const v = w.view();
+      fd_read: call((fd, iovs, n, readPtr) => {
         let total = 0;
-        for (let i = 0; i < n; i++) {
-          const ptr = v.getUint32(iovs + 8 * i, true), len = v.getUint32(iovs + 8 * i + 4, true);
-          const part = data.subarray(f.pos, Math.min(data.length, f.pos + len));
-          w.bytes(ptr, part.length).set(part);
-          f.pos += part.length;
-          total += part.length;
-          if (part.length < len) break;
+        if (fd !== 0) {
+          const f = w.handle(fd);
+          if (f.handle.dir) throw new WasiError(ERRNO.ISDIR);
+          for (const into of w.iovecs(iovs, n)) {
+            const got = w.files.read(f.handle, into, f.pos);
+            f.pos += got;
+            total += got;
+            if (got < into.length) break;
+          }
         }
-        v.setUint32(readPtr, total, true);
-        return ERRNO.SUCCESS;
+        w.view().setUint32(readPtr, total, true);
       }),
-      fd_seek: guard((fd, offset, whence, out) => {
-        const f = w.fds.get(fd);
-        if (!f) return fd <= 2 ? ERRNO.SPIPE : ERRNO.BADF;
-        const size = f.dir ? 0 : w.files.get(f.path).length;
-        const pos = Number(offset) + [0, f.pos, size][whence];
-        if (!(pos >= 0)) return ERRNO.INVAL;
+      fd_seek: call((fd, offset, whence, out) => {
+        if (fd <= 2) throw new WasiError(ERRNO.SPIPE);
+        const f = w.handle(fd);
+        const pos = Number(offset) + [0, f.pos, f.handle.dir ? 0 : w.files.size(f.handle)][whence];
+        if (!(pos >= 0)) throw new WasiError(ERRNO.INVAL);
         f.pos = pos;
         w.view().setBigUint64(out, BigInt(pos), true);
-        return ERRNO.SUCCESS;
       }),
-      fd_close: guard((fd) => (w.fds.delete(fd) ? ERRNO.SUCCESS : ERRNO.BADF)),
-      fd_sync: guard((fd) => (w.fds.has(fd) ? ERRNO.SUCCESS : ERRNO.BADF)),
-      fd_fdstat_get: guard((fd, out) => {
-        const f = w.fds.get(fd);
-        if (fd > 3 && !f) return ERRNO.BADF;
-        const type = fd <= 2 ? FILETYPE.UNKNOWN : fd === 3 || f.dir ? FILETYPE.DIRECTORY : FILETYPE.REGULAR_FILE;
+      fd_close: call((fd) => {
+        w.files.close(w.handle(fd).handle);
+        w.fds.delete(fd);
+      }),
+      fd_sync: call((fd) => w.files.sync(w.handle(fd).handle)),
+      fd_fdstat_get: call((fd, out) => {
+        // A terminal is a character device without seek/tell rights (isatty).
+        const terminal = fd === 1 && w.stdoutIsTerminal;
+        const type = fd <= 2 ? (terminal ? FILETYPE.CHARACTER_DEVICE : FILETYPE.UNKNOWN)
+          : w.handle(fd).handle.dir ? FILETYPE.DIRECTORY : FILETYPE.REGULAR_FILE;
         const v = w.view();
         v.setUint8(out, type);
         v.setUint16(out + 2, 0, true);
-        v.setBigUint64(out + 8, 0xffffffffn, true);   // every right
-        v.setBigUint64(out + 16, 0xffffffffn, true);
-        return ERRNO.SUCCESS;
+        v.setBigUint64(out + 8, terminal ? RIGHT_FD_WRITE : 0x1fffffffn, true);
+        v.setBigUint64(out + 16, 0x1fffffffn, true);
       }),
-      fd_filestat_get: guard((fd, out) => {
-        const f = w.fds.get(fd);
-        if (fd === 3 || (f && f.dir)) w.writeFilestat(out, FILETYPE.DIRECTORY, 0, fd === 3 ? '/' : f.path);
-        else if (f) w.writeFilestat(out, FILETYPE.REGULAR_FILE, w.files.get(f.path).length, f.path);
-        else if (fd <= 2) w.writeFilestat(out, FILETYPE.UNKNOWN, 0, `<fd ${fd}>`);
-        else return ERRNO.BADF;
-        return ERRNO.SUCCESS;
+      fd_filestat_get: call((fd, out) => {
+        if (fd <= 2) return w.writeFilestat(out, { type: FILETYPE.UNKNOWN, size: 0 });
+        const f = w.handle(fd);
+        w.writeFilestat(out, f.handle.dir ? { type: FILETYPE.DIRECTORY, size: 0 }
+          : { type: FILETYPE.REGULAR_FILE, size: w.files.size(f.handle) });
       }),
-      fd_prestat_get: guard((fd, out) => {
-        if (fd !== 3) return ERRNO.BADF;
+      fd_prestat_get: call((fd, out) => {
+        if (fd !== 3) throw new WasiError(ERRNO.BADF);
         w.view().setUint32(out, 0, true);         // a directory
         w.view().setUint32(out + 4, 1, true);     // its name: "/"
-        return ERRNO.SUCCESS;
       }),
-      fd_prestat_dir_name: guard((fd, ptr, len) => {
-        if (fd !== 3) return ERRNO.BADF;
+      fd_prestat_dir_name: call((fd, ptr, len) => {
+        if (fd !== 3) throw new WasiError(ERRNO.BADF);
         if (len >= 1) w.bytes(ptr, 1)[0] = 0x2f;
-        return ERRNO.SUCCESS;
       }),
-      fd_readdir: guard((fd, buf, bufLen, cookie, usedPtr) => {
-        const f = fd === 3 ? { path: '/', dir: true } : w.fds.get(fd);
-        if (!f || !f.dir) return ERRNO.BADF;
-        const prefix = f.path === '/' ? '/' : f.path + '/';
-        const names = new Set();
-        for (const name of w.files.keys())
-          if (name.startsWith(prefix)) names.add(name.slice(prefix.length).split('/')[0]);
-        const list = [...names].sort();
-        const v = w.view();
+      fd_readdir: call((fd, buf, bufLen, cookie, usedPtr) => {
+        const dir = w.handle(fd).handle;
+        if (!dir.dir) throw new WasiError(ERRNO.NOTDIR);
+        const list = w.files.list(dir.path);
         let used = 0;
         for (let i = Number(cookie); i < list.length && used < bufLen; i++) {
-          const name = new TextEncoder().encode(list[i]);
-          const entry = new Uint8Array(24 + name.length);
-          const ev = new DataView(entry.buffer);
-          ev.setBigUint64(0, BigInt(i + 1), true);
+          const name = new TextEncoder().encode(list[i].name);
+          const entry = new Uint8Array(24 + name.length), ev = new DataView(entry.buffer);
+          ev.setBigUint64(0, BigInt(i + 1), true);   // the next entry's cookie
           ev.setBigUint64(8, BigInt(i + 1), true);
           ev.setUint32(16, name.length, true);
-          ev.setUint8(20, w.isDir(prefix + list[i]) ? FILETYPE.DIRECTORY : FILETYPE.REGULAR_FILE);
+          ev.setUint8(20, list[i].type);
           entry.set(name, 24);
           const part = entry.subarray(0, Math.min(entry.length, bufLen - used));
           w.bytes(buf + used, part.length).set(part);
           used += part.length;
         }
-        v.setUint32(usedPtr, used, true);
-        return ERRNO.SUCCESS;
+        w.view().setUint32(usedPtr, used, true);
       }),
-      path_open: guard((dirFd, dirflags, ptr, len, oflags, rightsBase, rightsInh, fdflags, fdOut) => {
-        const path = w.resolve(dirFd, ptr, len);
-        if (!path) return ERRNO.BADF;
-        const CREAT = 1, DIRECTORY = 2, EXCL = 4, TRUNC = 8;
-        const exists = w.files.has(path), dir = w.isDir(path);
-        if (dir) {
-          if (oflags & (CREAT | EXCL | TRUNC)) return (oflags & EXCL) ? ERRNO.EXIST : ERRNO.ISDIR;
-        } else if (oflags & DIRECTORY) {
-          return exists ? ERRNO.NOTDIR : ERRNO.NOENT;
-        } else if (!exists) {
-          if (!(oflags & CREAT)) return ERRNO.NOENT;
-          const parent = path.slice(0, path.lastIndexOf('/')) || '/';
-          if (!w.isDir(parent)) return w.files.has(parent) ? ERRNO.NOTDIR : ERRNO.NOENT;
-          w.files.set(path, new Uint8Array(0));
-        } else if (oflags & EXCL) {
-          return ERRNO.EXIST;
-        } else if (oflags & TRUNC) {
-          w.files.set(path, new Uint8Array(0));
-        }
+      path_open: call((dirFd, dirflags, ptr, len, oflags, rightsBase, rightsInh, fdflags, fdOut) => {
+        const handle = w.files.open(w.resolve(dirFd, ptr, len), oflags, (BigInt(rightsBase) & RIGHT_FD_WRITE) !== 0n);
         const fd = w.nextFd++;
-        w.fds.set(fd, { path, pos: 0, dir });
+        w.fds.set(fd, { handle, pos: 0 });
         w.view().setUint32(fdOut, fd, true);
-        return ERRNO.SUCCESS;
       }),
-      path_filestat_get: guard((dirFd, flags, ptr, len, out) => {
-        const path = w.resolve(dirFd, ptr, len);
-        if (!path) return ERRNO.BADF;
-        if (w.isDir(path)) w.writeFilestat(out, FILETYPE.DIRECTORY, 0, path);
-        else if (w.files.has(path)) w.writeFilestat(out, FILETYPE.REGULAR_FILE, w.files.get(path).length, path);
-        else return ERRNO.NOENT;
-        return ERRNO.SUCCESS;
+      path_filestat_get: call((dirFd, flags, ptr, len, out) => {
+        w.writeFilestat(out, w.files.stat(w.resolve(dirFd, ptr, len), (flags & 1) !== 0));
       }),
-      path_rename: guard((fd, ptr, len, newFd, newPtr, newLen) => {
-        const from = w.resolve(fd, ptr, len), to = w.resolve(newFd, newPtr, newLen);
-        if (!from || !to) return ERRNO.BADF;
-        if (!w.files.has(from)) return w.isDir(from) ? ERRNO.ISDIR : ERRNO.NOENT;
-        if (w.isDir(to)) return ERRNO.ISDIR;
-        w.files.set(to, w.files.get(from));
-        w.files.delete(from);
-        return ERRNO.SUCCESS;
+      path_rename: call((fd, ptr, len, newFd, newPtr, newLen) => {
+        w.files.rename(w.resolve(fd, ptr, len), w.resolve(newFd, newPtr, newLen));
       }),
-      path_unlink_file: guard((fd, ptr, len) => {
-        const path = w.resolve(fd, ptr, len);
-        if (!path) return ERRNO.BADF;
-        if (!w.files.has(path)) return w.isDir(path) ? ERRNO.ISDIR : ERRNO.NOENT;
-        w.files.delete(path);
-        return ERRNO.SUCCESS;
-      }),
+      path_unlink_file: call((fd, ptr, len) => w.files.unlink(w.resolve(fd, ptr, len))),
       proc_exit: (code) => {
         throw new ProcExit(code);
       },
@@ -340,7 +440,7 @@ class GradKern {
   constructor(instance, simd, wasi) {
     this.exports = instance.exports;
     this.simd = simd;
-    this.wasi = wasi;   // a MemoryWasi, or null under Node's WASI (the program)
+    this.wasi = wasi;
     this.trainHooks = null;
     const e = this.exports;
     this.version = this.cString(e.gk_version());
@@ -516,16 +616,14 @@ class GradKern {
     const args = options.args ?? [];
     const out = { stdout: [], stderr: [] };
     const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
-    if (w) {
-      for (const [path, bytes] of Object.entries(options.files ?? {}))
-        w.files.set(MemoryWasi.normalize(path), new Uint8Array(bytes));
-      w.env = { ...(options.env ?? {}) };
-      w.output = (stream, bytes) => {
-        const text = decoders[stream].decode(bytes, { stream: true });
-        out[stream].push(text);
-        if (options.onOutput) options.onOutput(text, stream);
-      };
-    }
+    const inMemory = w.files instanceof MemoryFiles;
+    if (inMemory) for (const [path, bytes] of Object.entries(options.files ?? {})) w.files.put(path, bytes);
+    w.env = { ...(options.env ?? {}) };
+    w.output = (stream, bytes) => {
+      const text = decoders[stream].decode(bytes, { stream: true });
+      out[stream].push(text);
+      if (options.onOutput) options.onOutput(text, stream);
+    };
     this.trainHooks = options;
     const strings = ['train', ...args].map((a) => new TextEncoder().encode(String(a) + '\0'));
     const argv = this.alloc(4 * strings.length);
@@ -545,10 +643,10 @@ class GradKern {
       ptrs.forEach((p) => e.free(p));
       e.free(argv);
       this.trainHooks = null;
-      if (w) w.output = null;
+      w.output = null;
     }
     const files = {};
-    if (w) for (const [path, bytes] of w.files) files[path] = bytes;
+    if (inMemory) for (const [path, bytes] of w.files.files) files[path] = bytes;
     return { exitCode, stdout: out.stdout.join(''), stderr: out.stderr.join(''), files };
   }
 
@@ -651,21 +749,12 @@ export async function load(options = {}) {
   const simd = options.simd ?? hasSimd();
   const module = await compileModule(options.module, simd);
   const self = { gk: null };
-  let wasi = null, imports;
-  if (options.nodeWasi) {
-    imports = options.nodeWasi.getImportObject();
-  } else {
-    wasi = new MemoryWasi();
-    imports = { wasi_snapshot_preview1: wasi.imports() };
-  }
-  imports.gradkern = GradKern.trainImports(self);
+  if (options.files === 'host' && !isNode) throw new Error("gradkern: files: 'host' needs Node");
+  const wasi = new Wasi(options.files === 'host' ? new HostFiles(await import('node:fs')) : new MemoryFiles());
+  const imports = { wasi_snapshot_preview1: wasi.imports(), gradkern: GradKern.trainImports(self) };
   const instance = await WebAssembly.instantiate(module, imports);
-  if (wasi) {
-    wasi.memory = instance.exports.memory;
-    instance.exports._initialize();
-  } else {
-    options.nodeWasi.initialize(instance);
-  }
+  wasi.memory = instance.exports.memory;
+  instance.exports._initialize();
   self.gk = new GradKern(instance, simd, wasi);
   return self.gk;
 }
@@ -675,23 +764,20 @@ export async function load(options = {}) {
 async function main(argv) {
   if (argv[0] !== 'train') {
     process.stderr.write('usage: node wasm/gradkern.mjs train [options]   (gradkern train in WebAssembly; ' +
-                         'node wasm/gradkern.mjs train --help lists the options)\n');
+                         'node wasm/gradkern.mjs train --help lists the options; GK_WASM_DIR: the directory ' +
+                         'of gradkern.wasm, default build/wasm)\n');
     return 2;
   }
-  // Node's WASI gives the module this machine's files ("/" preopened; the
-  // module's working directory set to this process's) and its terminal.
-  const emitWarning = process.emitWarning;
-  process.emitWarning = (warning, ...rest) => {
-    if (!String(warning).includes('WASI')) emitWarning.call(process, warning, ...rest);
-  };
-  const { WASI } = await import('node:wasi');
-  const nodeWasi = new WASI({ version: 'preview1', args: ['gradkern'], env: process.env, preopens: { '/': '/' },
-                              returnOnExit: true });
-  process.emitWarning = emitWarning;
-  const gk = await load({ nodeWasi });
+  // The module gets this machine's files (its working directory set to this
+  // process's), the environment, and this process's stdout and stderr.
+  const { join } = await import('node:path');
+  const dir = process.env.GK_WASM_DIR;   // where make wasm put the modules, if not ../build/wasm
+  const gk = await load({ files: 'host', module: dir && join(dir, hasSimd() ? 'gradkern.wasm' : 'gradkern-plain.wasm') });
+  gk.wasi.stdoutIsTerminal = !!process.stdout.isTTY;
   const cwd = gk.withString(process.cwd(), (p) => gk.exports.gkjs_chdir(p));
   if (cwd !== 0) throw new Error(`gradkern.wasm: cannot enter ${process.cwd()}`);
-  return gk.train({ args: argv.slice(1) }).exitCode;
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GK_')));
+  return gk.train({ args: argv.slice(1), env, onOutput: (text, stream) => process[stream].write(text) }).exitCode;
 }
 
 if (isNode && process.argv[1]) {
