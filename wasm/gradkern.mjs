@@ -107,6 +107,14 @@ class MemoryFiles {
   constructor() {
     this.files = new Map();
     this.dirs = new Set(['/']);
+    this.inodes = new Map(); // path -> inode number
+  }
+
+  // A distinct inode number per path (there are no links), so that a program
+  // comparing st_dev and st_ino (gk_nn_same_file) tells two files apart.
+  identity(h) {
+    if (!this.inodes.has(h.path)) this.inodes.set(h.path, this.inodes.size + 1);
+    return { dev: 0, ino: this.inodes.get(h.path) };
   }
 
   isDir(path) {
@@ -121,8 +129,8 @@ class MemoryFiles {
   }
 
   stat(path) {
-    if (this.isDir(path)) return { type: FILETYPE.DIRECTORY, size: 0 };
-    if (this.files.has(path)) return { type: FILETYPE.REGULAR_FILE, size: this.files.get(path).length };
+    if (this.isDir(path)) return { type: FILETYPE.DIRECTORY, size: 0, ...this.identity({ path }) };
+    if (this.files.has(path)) return { type: FILETYPE.REGULAR_FILE, size: this.files.get(path).length, ...this.identity({ path }) };
     throw new WasiError(ERRNO.NOENT);
   }
 
@@ -216,7 +224,15 @@ class HostFiles {
   stat(path, follow = true) {
     return this.call(() => {
       const st = follow ? this.fs.statSync(path) : this.fs.lstatSync(path);
-      return { type: HostFiles.type(st), size: st.size };
+      return { type: HostFiles.type(st), size: st.size, dev: st.dev, ino: st.ino };
+    });
+  }
+
+  // The device and inode numbers of an open handle.
+  identity(h) {
+    return this.call(() => {
+      const st = h.dir ? this.fs.statSync(h.path) : this.fs.fstatSync(h.fd);
+      return { dev: st.dev, ino: st.ino };
     });
   }
 
@@ -281,9 +297,11 @@ class Wasi {
     return normalizePath(dir.path + '/' + new TextDecoder().decode(this.bytes(ptr, len)));
   }
 
-  writeFilestat(ptr, { type, size }) {
+  writeFilestat(ptr, { type, size, dev = 0, ino = 0 }) {
     const v = this.view();
     for (let i = 0; i < 64; i += 8) v.setBigUint64(ptr + i, 0n, true);
+    v.setBigUint64(ptr, BigInt(dev), true);
+    v.setBigUint64(ptr + 8, BigInt(ino), true);
     v.setUint8(ptr + 16, type);
     v.setBigUint64(ptr + 24, 1n, true);
     v.setBigUint64(ptr + 32, BigInt(size), true);
@@ -382,8 +400,8 @@ class Wasi {
       fd_filestat_get: call((fd, out) => {
         if (fd <= 2) return w.writeFilestat(out, { type: FILETYPE.UNKNOWN, size: 0 });
         const f = w.handle(fd);
-        w.writeFilestat(out, f.handle.dir ? { type: FILETYPE.DIRECTORY, size: 0 }
-          : { type: FILETYPE.REGULAR_FILE, size: w.files.size(f.handle) });
+        w.writeFilestat(out, { ...w.files.identity(f.handle), ...(f.handle.dir ? { type: FILETYPE.DIRECTORY, size: 0 }
+          : { type: FILETYPE.REGULAR_FILE, size: w.files.size(f.handle) }) });
       }),
       fd_prestat_get: call((fd, out) => {
         if (fd !== 3) throw new WasiError(ERRNO.BADF);
