@@ -205,11 +205,12 @@ $('controls').addEventListener('submit', async (event) => {
   const value = (id) => $(id).value.trim();
   for (const id of ['steps', 'seed', 'eval-every'])
     if (!/^\d+$/.test(value(id))) return fail(`${id}: '${value(id)}' is not a whole number`);
+  const file = $('data').files[0];
+  if (value('task') === 'text' && !file) return fail('the text task learns a file: choose one');
+  setState('training'); // before reading the file: the run has begun
   const args = ['--steps', value('steps'), '--seed', value('seed'), '--eval-every', value('eval-every')];
   const files = {};
   if (value('task') === 'text') {
-    const file = $('data').files[0];
-    if (!file) return fail('the text task learns a file: choose one');
     files['data.txt'] = new Uint8Array(await file.arrayBuffer());
     args.push('--task', 'text', '--data', 'data.txt');
   }
@@ -227,7 +228,7 @@ $('controls').addEventListener('submit', async (event) => {
   $('progress').value = 0;
   $('status').textContent = 'starting';
   stopFlag = window.crossOriginIsolated ? new Int32Array(new SharedArrayBuffer(4)) : null;
-  setState('training');
+  setState('training'); // again: the Stop button needs the flag
   queuePlot();
   worker.postMessage({
     type: 'train',
