@@ -84,10 +84,11 @@ const row = (op, desc, extra = '', more = {}) =>
 // TensorFlow.js's versions; x, a, b... are tf tensors made by tfInputs.
 const tfUnary = (f) => ({ inputs: [R], forward: (tf, [x]) => f(tf, x) });
 const gelu = (tf, x) => tf.mul(tf.mul(x, 0.5), tf.add(tf.erf(tf.mul(x, Math.SQRT1_2)), 1));
-// tfjs-layers' LayerNormalization: moments over the last axis, then batchNorm.
+// Layer norm from tfjs ops (tf.batchNorm's gradient takes only per-channel
+// statistics): (x - mean) / sqrt(var + eps) * gamma + beta over the last axis.
 const layerNorm = (tf, x, gamma, beta) => {
   const { mean, variance } = tf.moments(x, -1, true);
-  return tf.batchNorm(x, mean, variance, beta, gamma, 1e-5);
+  return tf.add(tf.mul(tf.mul(tf.sub(x, mean), tf.rsqrt(tf.add(variance, 1e-5))), gamma), beta);
 };
 for (const op of ['relu', 'gelu', 'silu', 'sigmoid', 'softplus'])
   row(op, { shape: R }, '', {
@@ -97,9 +98,8 @@ for (const op of ['relu', 'gelu', 'silu', 'sigmoid', 'softplus'])
 for (const op of ['glu', 'reglu', 'swiglu', 'geglu']) row(op, { shape: R, gated: { form: 'two_tensor' } }, ' (x, gate)');
 row('rmsnorm', { shape: R });
 row('layernorm', { shape: R }, '', {
-  // gamma and beta as [1, 2048]: batchNorm's gradient wants them of the mean's rank.
-  tf: { inputs: [R, [1, 2048], [1, 2048]], forward: (tf, [x, g, b]) => layerNorm(tf, x, g, b),
-        note: 'moments + batchNorm, as tfjs-layers' },
+  tf: { inputs: [R, [2048], [2048]], forward: (tf, [x, g, b]) => layerNorm(tf, x, g, b),
+        note: 'composed from moments, sub, mul, rsqrt' },
 });
 row('softmax', { shape: R }, '', { tf: { inputs: [R], forward: (tf, [x]) => tf.softmax(x) } });
 row('add', { shape: R }, '', { tf: { inputs: [R, R], forward: (tf, [a, b]) => tf.add(a, b) } });
