@@ -25,7 +25,14 @@ export async function launchChromium() {
     args: ['--headless=new', '--no-sandbox', '--disable-background-networking', '--no-first-run', '--disable-gpu',
            `--user-data-dir=${profile}`],
   });
-  browser.on('disconnected', () => rmSync(profile, { recursive: true, force: true }));
+  // Chromium's last processes may still write to the profile as it disconnects.
+  browser.on('disconnected', () => {
+    try {
+      rmSync(profile, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
+    } catch (err) {
+      console.log(`note: the Chromium profile ${profile} was not removed: ${err.message}`);
+    }
+  });
   return browser;
 }
 
