@@ -52,8 +52,10 @@ export function hasSimd() {
 async function compileModule(source, simd) {
   if (source instanceof WebAssembly.Module) return source;
   if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) return WebAssembly.compile(source);
-  const url = source ? new URL(String(source), isNode ? `file://${process.cwd()}/` : globalThis.location?.href)
-    : new URL(simd ? '../build/wasm/gradkern.wasm' : '../build/wasm/gradkern-plain.wasm', import.meta.url);
+  let url = new URL(simd ? '../build/wasm/gradkern.wasm' : '../build/wasm/gradkern-plain.wasm', import.meta.url);
+  if (source instanceof URL) url = source;
+  else if (source && isNode && !/^[a-z][a-z0-9+.-]*:/i.test(source)) url = (await import('node:url')).pathToFileURL(source);
+  else if (source) url = new URL(String(source), globalThis.location?.href);
   if (url.protocol === 'file:') {
     const { readFile } = await import('node:fs/promises');
     return WebAssembly.compile(await readFile(url));

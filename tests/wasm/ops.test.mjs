@@ -89,3 +89,36 @@ for (const [file, simd, isa] of [['gradkern.wasm', true, 'simd128'], ['gradkern-
     }
   });
 }
+
+test('bad input: exceptions carry the library\'s message and status; nothing is run', async () => {
+  const gk = await load({ module: join(wasmDir, 'gradkern.wasm') });
+  const x = new Float32Array(32), weight = new Float32Array(8);
+  const rms = { op: 'rmsnorm', direction: 'forward', dtype: 'f32', shape: [4, 8] };
+  assert.throws(() => gk.plan({ ...rms, norm: { eps: -1 } }),
+                (e) => e.name === 'GradKernError' && e.status === 2 && e.statusName === 'invalid value' &&
+                       /desc\.norm\.eps = -1/.test(e.message));
+  assert.throws(() => gk.plan({ ...rms, shape: [4, -8] }), (e) => e.name === 'GradKernError' && /-8/.test(e.message));
+  assert.throws(() => gk.plan({ ...rms, op: 'rmsnorn' }), /desc\.op = "rmsnorn" is not one of/);
+  assert.throws(() => gk.plan({ ...rms, dtype: 'f8' }), /desc\.dtype = "f8"/);
+  assert.throws(() => gk.plan({ ...rms, norm: { epsilon: 1 } }), /desc\.norm\.epsilon is not a field/);
+  assert.throws(() => gk.plan({ ...rms, norm: { has_weight: 0.5 } }), /an integer field takes an integer/);
+  const plan = gk.plan(rms);
+  assert.throws(() => plan.run({ x }), /input "weight" \(f32, shape \[8\]\) is missing/);
+  assert.throws(() => plan.run({ x: new Float64Array(32), weight }), /"x" must be a Float32Array of 32 elements/);
+  assert.throws(() => plan.run({ x, weight, dx: x }), /argument "dx" is not one the plan takes/);
+  const y = new Float32Array(32).fill(7);
+  plan.run({ x, weight, y });
+  assert.ok(y.every((v) => v === 0), 'a given output is written in place');
+  plan.destroy();
+  assert.throws(() => plan.run({ x, weight }), /the plan was destroyed/);
+  // An index out of range is found before anything is written.
+  const emb = gk.plan({ op: 'embedding', shape: [2], embedding: { num_embeddings: 3, dim: 2 } });
+  const out = new Float32Array(4).fill(5);
+  assert.throws(() => emb.run({ weight: new Float32Array(6), index: new BigInt64Array([0n, 3n]), y: out }),
+                (e) => e.name === 'GradKernError' && e.statusName === 'invalid value' && /3/.test(e.message));
+  assert.ok(out.every((v) => v === 5), 'a rejected run writes nothing');
+  emb.destroy();
+  const r = gk.train({ args: ['--steps', '0'] });
+  assert.equal(r.exitCode, 2);
+  assert.match(r.stderr, /^gradkern train: .*--steps/);
+});
