@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 PREFIX ?= /usr/local
 
-.PHONY: all build deps test-deps bench-deps fuzz-deps wasm-deps train test fuzz info bench bench-torch wasm clean install uninstall
+.PHONY: all build deps test-deps bench-deps fuzz-deps wasm-deps train test fuzz info bench bench-torch bench-wasm wasm clean install uninstall
 
 all: build
 
@@ -49,16 +49,21 @@ info: build
 	$(BUILD)/gradkern info
 
 # Every test: the C tests (also under ASan+UBSan, the concurrency test under
-# ThreadSanitizer), the PyTorch parity tests, the install tests (C and pip)
-# and the WebAssembly tests in Node (make wasm first) with gcc; then the
-# library, the C tests (ASan+UBSan too), the C install test and short fuzzer
-# runs built by clang.
-test: test-deps build wasm
+# ThreadSanitizer), the PyTorch parity tests, the install tests (C and pip),
+# the WebAssembly tests in Node, the web page in headless Chromium and the npm
+# package (make wasm first) with gcc; then the library, the C tests
+# (ASan+UBSan too), the C install test and short fuzzer runs built by clang.
+test: test-deps build wasm node_modules/.package-lock.json
 	@cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@cmake -S . -B $(BUILD)-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DGK_FUZZ_OPT=-O0 -DGK_TSAN=OFF >/dev/null
 	@cmake --build $(BUILD)-clang -j $(JOBS)
-	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E 'python_parity|install_python|^wasm_'
+	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E 'python_parity|install_python|^wasm_|^web_training_page$$|^npm_package$$'
+
+# The npm packages of the tests (package.json at the root: puppeteer-core),
+# installed from package-lock.json when missing or when it changed.
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
 
 # The libFuzzer targets (tests/fuzz), built by clang at -O1, each run for
 # FUZZ_RUNS executions (make test runs them for 20 seconds each).
@@ -86,6 +91,15 @@ install: build
 
 uninstall:
 	DESTDIR="$(DESTDIR)" scripts/uninstall.sh $(BUILD)/install_manifest.txt
+
+# WebAssembly speed (bench/wasm): every op in Node, gradkern.wasm on one
+# thread against the native library on one thread and TensorFlow.js's
+# WebAssembly backend, in the same run (BENCH_ARGS: --quick, --op NAME, --json).
+bench-wasm: bench-deps build wasm bench/wasm/node_modules/.package-lock.json
+	node bench/wasm/bench_wasm.mjs --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
+
+bench/wasm/node_modules/.package-lock.json: bench/wasm/package.json bench/wasm/package-lock.json
+	cd bench/wasm && npm ci --no-audit --no-fund
 
 clean:
 	rm -rf $(BUILD)

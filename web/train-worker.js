@@ -1,0 +1,50 @@
+// The training page's worker: loads gradkern's WebAssembly module and runs
+// `gradkern train` in it (a synchronous call, hence off the page's thread),
+// posting every step, evaluation and line of output to the page.
+//
+// Page -> worker: { type: 'train', args: [...options of gradkern train],
+//                   files: { 'NAME': Uint8Array } (the --data file),
+//                   checkpoint: 'NAME.safetensors', stop: SharedArrayBuffer | null }
+// Worker -> page: { type: 'ready', simd, threads }
+//                 { type: 'step', step, steps, loss, lr, seconds }
+//                 { type: 'eval', step, loss, accuracy }
+//                 { type: 'output', text }
+//                 { type: 'done', exitCode, seconds, checkpoint: ArrayBuffer | null }
+//                 { type: 'error', message }
+// Setting stop[0] to 1 ends the run after the current step (it then
+// evaluates and writes the checkpoint, as --stop-after does).
+import { load, hasSimd } from '../wasm/gradkern.mjs';
+
+const post = (message, transfer) => self.postMessage(message, transfer ?? []);
+const failed = (err) => post({ type: 'error', message: err?.message ?? String(err) });
+
+const gkPromise = load();
+gkPromise.then((gk) => post({ type: 'ready', simd: hasSimd(), threads: gk.getNumThreads() }), failed);
+
+function train(gk, { args, files, checkpoint, stop }) {
+  const stopFlag = stop ? new Int32Array(stop) : null;
+  const t0 = performance.now();
+  const seconds = () => (performance.now() - t0) / 1000;
+  const result = gk.train({
+    args: [...args, '--checkpoint', checkpoint],
+    files,
+    onStep: ({ step, steps, loss, lr }) => {
+      post({ type: 'step', step, steps, loss, lr, seconds: seconds() });
+      return stopFlag !== null && Atomics.load(stopFlag, 0) !== 0;
+    },
+    onEval: ({ step, loss, accuracy }) => post({ type: 'eval', step, loss, accuracy }),
+    onOutput: (text) => post({ type: 'output', text }),
+  });
+  const bytes = result.files[checkpoint] ?? result.files['/' + checkpoint] ?? null;
+  const buffer = bytes ? bytes.slice().buffer : null;
+  post({ type: 'done', exitCode: result.exitCode, seconds: seconds(), checkpoint: buffer }, buffer ? [buffer] : []);
+}
+
+self.onmessage = async ({ data }) => {
+  if (data?.type !== 'train') return;
+  try {
+    train(await gkPromise, data);
+  } catch (err) {
+    failed(err);
+  }
+};
