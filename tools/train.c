@@ -808,10 +808,6 @@ static int join_ranks(trainer *t) {
   }
   t->rank = gk_dist_rank(t->dist);
   t->world = gk_dist_size(t->dist);
-  if (t->rank > 0 && !freopen("/dev/null", "w", stdout)) {
-    fprintf(stderr, "gradkern train: rank %d: cannot silence stdout\n", t->rank);
-    return 1;
-  }
   int local = gk_dist_local_size();
   if (local > 1 && t->a.threads == 0 && !getenv("GK_NUM_THREADS")) {
     int share = gk_get_num_threads() / local;

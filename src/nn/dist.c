@@ -102,6 +102,8 @@ gk_status gk_dist_init(gk_dist **out) {
   MPI_CHECK(MPI_Comm_dup(d->world, &d->gather_comm));
   MPI_CHECK(MPI_Comm_rank(d->world, &d->rank));
   MPI_CHECK(MPI_Comm_size(d->world, &d->size));
+  if (d->rank > 0 && !freopen("/dev/null", "w", stdout))
+    return gk_nn_fail(GK_ERR_INTERNAL, "rank %d: cannot send stdout to /dev/null", d->rank);
 #endif
   return GK_SUCCESS;
 }

@@ -37,7 +37,8 @@
 
 typedef struct gk_dist gk_dist;
 
-// Join the MPI job this process was started in, or be the one rank.
+// Join the MPI job this process was started in, or be the one rank. Every
+// rank but 0 then writes nothing on stdout (it goes to /dev/null).
 gk_status gk_dist_init(gk_dist **out);
 // Leave it (MPI_Finalize when it was initialised); NULL is a no-op.
 void gk_dist_free(gk_dist *d);
