@@ -301,6 +301,68 @@ def test_tied_head_accepted(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def make_sharded(path, cfg, weights, shards=3, index=None):
+    """The tensors of `weights` split over `shards` files in the order given,
+    with model.safetensors.index.json (its weight_map changed by `index`)."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(cfg))
+    names = list(weights)
+    files = {}
+    for i, name in enumerate(names):
+        files.setdefault("model-%05d-of-%05d.safetensors" % (i * shards // len(names) + 1, shards), {})[name] = \
+            weights[name]
+    for f, ws in files.items():
+        write_st(path / f, ws)
+    weight_map = {name: f for f, ws in files.items() for name in ws}
+    if index:
+        index(weight_map)
+    (path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}))
+    return files
+
+
+@pytest.mark.parametrize("arch", ["mamba", "llama"])
+def test_sharded_equals_unsharded(tmp_path, arch):
+    cfg = CONFIGS[arch]
+    w = make_dir(tmp_path / "one", cfg=cfg)
+    assert len(make_sharded(tmp_path / "sharded", cfg, w)) == 3
+    r1, o1 = helper(tmp_path, tmp_path / "one")
+    r2, o2 = helper(tmp_path, tmp_path / "sharded")
+    assert r1.returncode == 0 and r2.returncode == 0, r2.stderr
+    assert torch.equal(o1["logits"][1], o2["logits"][1])
+    assert torch.equal(o1["finetune_losses"][1], o2["finetune_losses"][1])
+
+
+def test_bad_shard_indexes(tmp_path):
+    w = random_weights(CONFIG)
+    last = "model-00003-of-00003.safetensors"
+
+    def bad(name, needle, index=None, after=None, raw=None):
+        make_sharded(tmp_path / name, CONFIG, w, index=index)
+        if after:
+            after(tmp_path / name)
+        if raw is not None:
+            (tmp_path / name / "model.safetensors.index.json").write_text(raw)
+        r, _ = helper(tmp_path, tmp_path / name)
+        assert r.returncode != 0 and needle in r.stderr, (name, r.stderr)
+
+    bad("missing_shard", last, after=lambda d: (d / last).unlink())
+    bad("wrong_shard", "backbone.norm_f.weight", index=lambda m: m.update({"backbone.norm_f.weight": last}))
+    bad("not_in_map", "backbone.layers.1.mixer.D", index=lambda m: m.pop("backbone.layers.1.mixer.D"))
+    bad("no_such_tensor", "backbone.layers.9.mixer.D",
+        index=lambda m: m.update({"backbone.layers.9.mixer.D": "model-00001-of-00003.safetensors"}))
+    bad("duplicate", "listed twice", raw='{"weight_map": {"backbone.norm_f.weight": "%s", '
+        '"backbone.norm_f.weight": "%s"}}' % (last, last))
+    bad("path", "not a file name", index=lambda m: m.update({"backbone.norm_f.weight": "../x.safetensors"}))
+    bad("no_map", "has no \"weight_map\"", raw='{"metadata": {}}')
+    bad("empty_map", "lists no tensors", raw='{"weight_map": {}}')
+    bad("bad_json", "checkpoint index", raw='{"weight_map": {"a": 1}}')
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "config.json").write_text(json.dumps(CONFIG))
+    r, _ = helper(tmp_path, tmp_path / "empty")
+    assert r.returncode != 0 and "neither model.safetensors nor model.safetensors.index.json" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("arch", ["mamba", "llama"])
 def test_fine_tune_and_sample_from_the_command_line(tmp_path, arch):
     """gradkern train --init DIR --tokenizer ... --save-hf OUT, then gradkern
