@@ -39,6 +39,11 @@ static int pieces_of(const gk_model *m, const gk_param *p, piece *out) {
     out[0].rows = p->shape[0];
     return 1;
   }
+  if (!strcmp(p->name, "lm_head")) {
+    snprintf(out[0].name, sizeof out[0].name, "lm_head.weight");
+    out[0].rows = p->shape[0];
+    return 1;
+  }
   if (!strcmp(p->name, "norm_f")) {
     snprintf(out[0].name, sizeof out[0].name, mamba ? "backbone.norm_f.weight" : "model.norm.weight");
     out[0].rows = p->shape[0];
@@ -191,9 +196,6 @@ static gk_status read_config(const char *path, hf_config *c) {
   if (!(eps > 0 && eps < 1))
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: \"%s\" %g is missing or not in (0, 1)", what,
                       c->mamba ? "layer_norm_epsilon" : "rms_norm_eps", eps);
-  if (!c->tie)
-    return gk_nn_fail(GK_ERR_UNSUPPORTED, "%s: \"tie_word_embeddings\": false is not supported (gradkern's head is the "
-                      "embedding)", what);
   if (strcmp(c->act, "silu"))
     return gk_nn_fail(GK_ERR_UNSUPPORTED, "%s: \"hidden_act\" '%s' is not supported (only silu)", what, c->act);
   if (c->mamba) {
@@ -433,9 +435,9 @@ static gk_status read_tensors(const hf_files *fs, gk_model *m, gk_st_dtype *firs
       row += pcs[k].rows;
     }
   }
-  // lm_head.weight, when there, must be the embedding (the head is tied).
+  // With a tied head, lm_head.weight, when there, must be the embedding.
   const char *st_path = fs->where;
-  const gk_st_tensor *head = hf_lookup(fs, "lm_head.weight", &st_path);
+  const gk_st_tensor *head = m->cfg.untied_head ? NULL : hf_lookup(fs, "lm_head.weight", &st_path);
   if (head) {
     used++;
     const gk_param *e = &m->params[0];
@@ -448,8 +450,8 @@ static gk_status read_tensors(const hf_files *fs, gk_model *m, gk_st_dtype *firs
     int same = !memcmp(tmp, m->w + e->offset, (size_t)e->numel * sizeof *tmp);
     free(tmp);
     if (!same)
-      return gk_nn_fail(GK_ERR_UNSUPPORTED, "'%s': 'lm_head.weight' differs from the embedding: an untied head is "
-                        "not supported", st_path);
+      return gk_nn_fail(GK_NN_ERR_FILE, "'%s': 'lm_head.weight' differs from the embedding, but "
+                        "\"tie_word_embeddings\" is true", st_path);
   }
   if (used == hf_files_count(fs)) return GK_SUCCESS;
   // Name the tensor gradkern does not know.
@@ -499,6 +501,7 @@ gk_status gk_hf_load(const char *dir, gk_model *m, gk_st_dtype *dtype) {
   if (!st) {
     gk_model_config c = {0};
     c.arch = hc.mamba ? GK_ARCH_MAMBA : GK_ARCH_LLAMA;
+    c.untied_head = !hc.tie;
     c.vocab = (int)hc.vocab;
     c.d_model = (int)hc.hidden;
     c.n_layers = (int)hc.layers;
@@ -572,6 +575,7 @@ gk_status gk_hf_save(const char *dir, const gk_model *m, gk_st_dtype dtype) {
   }
   if (!st) {
     const char *torch_dtype = dtype == GK_ST_F32 ? "float32" : dtype == GK_ST_F16 ? "float16" : "bfloat16";
+    const char *tie = c->untied_head ? "false" : "true";
     gk_nn_buf b = {0};
     if (mamba)
       gk_nn_buf_printf(&b,
@@ -580,9 +584,9 @@ gk_status gk_hf_save(const char *dir, const gk_model *m, gk_st_dtype dtype) {
                        "  \"state_size\": %d,\n  \"expand\": %d,\n  \"intermediate_size\": %d,\n"
                        "  \"conv_kernel\": %d,\n  \"time_step_rank\": %d,\n  \"layer_norm_epsilon\": %.17g,\n"
                        "  \"use_bias\": false,\n  \"use_conv_bias\": true,\n  \"hidden_act\": \"silu\",\n"
-                       "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"%s\"\n}\n",
+                       "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"\n}\n",
                        c->vocab, c->d_model, c->n_layers, c->d_state, c->expand, c->expand * c->d_model, c->d_conv,
-                       c->dt_rank, c->norm_eps, torch_dtype);
+                       c->dt_rank, c->norm_eps, tie, torch_dtype);
     else
       gk_nn_buf_printf(&b,
                        "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
@@ -590,9 +594,9 @@ gk_status gk_hf_save(const char *dir, const gk_model *m, gk_st_dtype dtype) {
                        "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"intermediate_size\": %d,\n"
                        "  \"rms_norm_eps\": %.17g,\n  \"rope_theta\": %.17g,\n  \"rope_scaling\": null,\n"
                        "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"hidden_act\": \"silu\",\n"
-                       "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"%s\"\n}\n",
+                       "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"\n}\n",
                        c->vocab, c->d_model, c->n_layers, c->heads, c->kv_heads, c->d_ff, c->norm_eps, c->rope_theta,
-                       torch_dtype);
+                       tie, torch_dtype);
     snprintf(path, n, "%s/config.json", dir);
     gk_nn_chunk chunk = {b.data, b.len};
     st = b.failed ? gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "gk_hf_save: out of memory")
