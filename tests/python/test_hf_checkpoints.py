@@ -7,11 +7,13 @@ dt_proj + softplus, the sequential selective scan, D skip, SiLU gate,
 out_proj; pre-norm residual blocks, norm_f) and LLaMA's decoder layers
 (q/k/v projections, rotate-half RoPE, grouped key/value heads, causal
 softmax attention, o_proj; gate/up/down SwiGLU MLP; RMSNorms), heads tied to
-the embeddings. gradkern reads the directory (tests/model_helper.c, mode hf):
-its logits equal the PyTorch ones within f32 tolerance in F32, BF16 and F16;
-writing it back and reading again is exact; 20 AdamW steps lower the loss;
-bad directories get a message naming the field or tensor and a non-zero
-exit."""
+the embeddings or untied (lm_head.weight). gradkern reads the directory
+(tests/model_helper.c, mode hf), also split over shards with
+model.safetensors.index.json: its logits equal the PyTorch ones within f32
+tolerance in F32, BF16 and F16, and the embedding's and head's gradients
+autograd's; writing it back and reading again is exact; 20 AdamW steps lower
+the loss; bad directories and bad shard indexes get a message naming the
+field, file or tensor and a non-zero exit."""
 import json
 import math
 import os
