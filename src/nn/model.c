@@ -1,7 +1,8 @@
 // The parts of a language model that do not depend on its blocks: the
 // architectures' tables, the parameter table's layout, the run, the token
 // embedding, the final RMSNorm, the LM head (the embedding, or its own weight
-// when untied), and the loss. The blocks are the architecture's (arch.h), called through its table.
+// when untied), and the loss. The blocks are the architecture's (arch.h),
+// called through its table.
 //
 //   h0 = embedding(tokens)            (B, T, D)
 //   h  = blocks(h0)                    (the architecture's table: mamba.c, llama.c)
