@@ -364,7 +364,8 @@ static gk_status read_weight_map(const char *index_path, weight_map *w) {
   if (!st) st = gk_json_end(&p);
   free(bytes);
   if (!st && !w->n)
-    st = gk_nn_fail(GK_NN_ERR_FILE, "%s: %s", what, found ? "\"weight_map\" lists no tensors" : "has no \"weight_map\"");
+    st = gk_nn_fail(GK_NN_ERR_FILE, "%s: %s", what,
+                    found ? "\"weight_map\" lists no tensors" : "has no \"weight_map\"");
   return st;
 }
 

@@ -47,7 +47,8 @@ gk_status gk_model_init(gk_model *m, const gk_model_config *c, uint64_t seed) {
   s = gk_model_add_param(m, "embedding", 2, m->cfg.vocab, m->cfg.d_model, true);
   if (s == GK_SUCCESS) s = gk_model_add_param(m, "norm_f", 1, m->cfg.d_model, 1, false);
   if (s == GK_SUCCESS) s = arch_of(m)->declare(m);
-  if (s == GK_SUCCESS && m->cfg.untied_head) s = gk_model_add_param(m, "lm_head", 2, m->cfg.vocab, m->cfg.d_model, true);
+  if (s == GK_SUCCESS && m->cfg.untied_head)
+    s = gk_model_add_param(m, "lm_head", 2, m->cfg.vocab, m->cfg.d_model, true);
   if (s != GK_SUCCESS) {
     gk_model_free(m);
     return s;
