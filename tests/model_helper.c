@@ -14,8 +14,10 @@
 //
 // reads the Hugging Face Mamba directory DIR (src/nn/hf.h) and writes the
 // logits of a fixed batch ("inputs" int32 (2, 16), "logits" f32 (32, V)),
-// and the losses of 20 AdamW steps on it ("finetune_losses" f64 (20)); with
-// SAVE_DIR, first writes the model there in that dtype.
+// the losses of 20 AdamW steps on it ("finetune_losses" f64 (20)), and the
+// first step's gradients of the embedding and the head ("grad.embedding",
+// "grad.head" f32 (V, D): the same with a tied head); with SAVE_DIR, first
+// writes the model there in that dtype.
 #include "nn/data.h"
 #include "nn/hf.h"
 #include "nn/layers.h"
@@ -58,8 +60,15 @@ static int hf_mode(int argc, char **argv) {
   }
   memcpy(logits, gk_run_logits(run), nl * sizeof *logits);
   float *mo = calloc((size_t)m.n_total, 4), *v = calloc((size_t)m.n_total, 4);
+  const gk_param *emb = &m.params[GK_PARAM_EMBEDDING], *head = gk_model_head(&m);
+  float *grads = malloc(2 * (size_t)emb->numel * sizeof *grads);  // the embedding's, then the head's
+  if (!mo || !v || !grads) return 1;
   for (int step = 0; step < HSTEPS; step++) {
     if (gk_run_step(run, inputs, targets, &losses[step]) != GK_SUCCESS) return 1;
+    if (step == 0) {
+      memcpy(grads, m.g + emb->offset, (size_t)emb->numel * sizeof *grads);
+      memcpy(grads + emb->numel, m.g + head->offset, (size_t)emb->numel * sizeof *grads);
+    }
     gk_adamw_config cfg;
     gk_adamw_config_init(&cfg);
     cfg.lr = 1e-3;
@@ -67,13 +76,16 @@ static int hf_mode(int argc, char **argv) {
               tv = gk_t1(v, m.n_total);
     if (gk_adamw_step(&cfg, 1, &tp, &tg, &tm, &tv, NULL, step + 1) != GK_SUCCESS) return 1;
   }
-  gk_st_tensor ts[3] = {{"inputs", GK_ST_I32, 2, {HB, HT}, inputs, 0},
+  gk_st_tensor ts[5] = {{"inputs", GK_ST_I32, 2, {HB, HT}, inputs, 0},
                         {"logits", GK_ST_F32, 2, {HB * HT, m.cfg.vocab}, logits, 0},
-                        {"finetune_losses", GK_ST_F64, 1, {HSTEPS}, losses, 0}};
+                        {"finetune_losses", GK_ST_F64, 1, {HSTEPS}, losses, 0},
+                        {"grad.embedding", GK_ST_F32, 2, {emb->shape[0], emb->shape[1]}, grads, 0},
+                        {"grad.head", GK_ST_F32, 2, {emb->shape[0], emb->shape[1]}, grads + emb->numel, 0}};
   gk_st_meta meta = {"dtype", gk_st_dtype_name(dtype)};
-  int rc = gk_st_save(argv[3], ts, 3, &meta, 1) != GK_SUCCESS;
+  int rc = gk_st_save(argv[3], ts, 5, &meta, 1) != GK_SUCCESS;
   if (rc) fprintf(stderr, "model_helper: %s\n", gk_last_error());
   free(logits);
+  free(grads);
   free(mo);
   free(v);
   gk_run_free(run);

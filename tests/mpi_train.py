@@ -7,8 +7,9 @@ N ranks with --batch b against one process with --batch N*b (Mamba and
 LLaMA, with and without --zero 1; text): the final losses within 1e-6 relative
 and the weights within f32 reassociation; two runs with the same N
 bit-identical; checkpoints that resume on another number of ranks with the
-same trajectory; the weight drift check; a hung rank and a killed rank
-stopping the job.
+same trajectory; a Hugging Face LLaMA with an untied head fine-tuned from
+--init; the weight drift check; a hung rank and a killed rank stopping the
+job.
 Fails (never skips) when mpirun or MPI support is missing."""
 import json
 import os
@@ -152,6 +153,22 @@ def run_tests(p):
                   "text 3 ranks --zero 1: final " + key)
         weights_close(p("text_3.st"), p("text_1.st"), "text 3 ranks --zero 1")
 
+    # A Hugging Face LLaMA with an untied head (its own lm_head weight, a
+    # parameter more to reduce) fine-tuned from --init on the same text.
+    write_untied_llama(p("untied"))
+    tuned = ["--task", "text", "--data", p("text.txt"), "--init", p("untied"), "--seq-len", "16", "--warmup", "2",
+             "--eval-every", "5", "--eval-batches", "2", "--threads", "1", "--steps", "10"]
+    if ran(train(0, *tuned, "--batch", "6", "--checkpoint", p("untied_1.st")), "untied head, 1 process"):
+        for ranks, zero in ((2, "0"), (3, "1")):
+            what = "untied head, %d ranks --zero %s" % (ranks, zero)
+            out = p("untied_%d.st" % ranks)
+            if ran(train(ranks, *tuned, "--batch", str(6 // ranks), "--zero", zero, "--checkpoint", out), what):
+                for key in ("train_loss", "eval_loss"):
+                    close(float(read_st(out)[1][key]), float(read_st(p("untied_1.st"))[1][key]), 1e-6,
+                          what + ": final " + key)
+                weights_close(out, p("untied_1.st"), what)
+        check("lm_head" in read_st(p("untied_1.st"))[0], "untied head: the checkpoint holds lm_head")
+
     # Resume across rank counts: 3 -> 1 and 1 -> 2 (sharded), against the
     # straight run; 2 -> 2 bit-identical to a straight 2-rank run.
     ref = p("mamba_1.st")
@@ -229,6 +246,40 @@ def run_tests(p):
                   p("kill2.st"), "--stop-after", "1")
         check(r.returncode == 0, "the last checkpoint of the killed job loads and goes on: " +
               (r.stderr.strip().splitlines() or ["ok"])[-1][:160])
+
+
+def write_untied_llama(d):
+    """A tiny random Hugging Face LlamaForCausalLM directory whose head is
+    untied (tie_word_embeddings absent: LLaMA's default is false)."""
+    import random
+    os.makedirs(d)
+    V, D, F, H, G, L = 256, 16, 24, 2, 1, 1
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": V, "hidden_size": D,
+           "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": G, "intermediate_size": F,
+           "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu"}
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    Dh = D // H
+    shapes = {"model.embed_tokens.weight": (V, D), "model.norm.weight": (D,), "lm_head.weight": (V, D)}
+    for l in range(L):
+        q = "model.layers.%d." % l
+        shapes.update({q + "input_layernorm.weight": (D,), q + "post_attention_layernorm.weight": (D,),
+                       q + "self_attn.q_proj.weight": (H * Dh, D), q + "self_attn.k_proj.weight": (G * Dh, D),
+                       q + "self_attn.v_proj.weight": (G * Dh, D), q + "self_attn.o_proj.weight": (D, H * Dh),
+                       q + "mlp.gate_proj.weight": (F, D), q + "mlp.up_proj.weight": (F, D),
+                       q + "mlp.down_proj.weight": (D, F)})
+    rng = random.Random(5)
+    header, blobs, off = {}, [], 0
+    for name, shape in shapes.items():
+        n = shape[0] * (shape[1] if len(shape) > 1 else 1)
+        vals = [1.0] * n if len(shape) == 1 else [rng.gauss(0, 0.2) for _ in range(n)]
+        blobs.append(struct.pack("<%df" % n, *vals))
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [off, off + 4 * n]}
+        off += 4 * n
+    h = json.dumps(header).encode()
+    h += b" " * (-(8 + len(h)) % 8)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def rank_pid(rank, token):

@@ -4,7 +4,7 @@
 // logits (and, from one seed, the generated tokens) of feeding it one token
 // at a time; LLaMA's window restarts from its last half when full; the
 // sampler's greedy, top-k and seeded draws; errors instead of crashes on bad
-// calls.
+// calls. Tied and untied LM heads.
 #include "harness.h"
 
 #include "nn/generate.h"
@@ -247,6 +247,10 @@ static void test_models(void) {
   check_prompt("mamba, a prompt of 2 pieces", &c, GK_GEN_PIECE + 37);
   c.selection = 0;
   check_prompt("mamba without selection", &c, 70);
+  c.selection = 1;
+  c.untied_head = 1;  // the head its own weight (randomize draws it apart from the embedding)
+  check_against_forward("mamba, untied head", &c, 12);
+  check_prompt("mamba, untied head", &c, 20);
 
   gk_model_config l = {0};
   l.arch = GK_ARCH_LLAMA;
@@ -263,6 +267,9 @@ static void test_models(void) {
   check_prompt("llama (one kv head)", &l, 30);
   l.kv_heads = 2;
   check_prompt("llama (GQA)", &l, 200);
+  l.untied_head = 1;
+  check_against_forward("llama (GQA), untied head", &l, 12);
+  check_prompt("llama (GQA), untied head", &l, 20);
 }
 
 static void test_bad_calls(void) {

@@ -131,6 +131,8 @@ static gk_status load_text_model(const char *path, const char *tokenizer_path, g
       if (s == GK_SUCCESS && (!end || end == theta || *end || !(c.rope_theta > 0) || c.rope_theta > 1e300))
         s = gk_nn_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config rope_theta is missing or not a positive number", path);
     }
+    if (s == GK_SUCCESS && config_value(config, "untied_head", theta, sizeof theta))
+      s = config_int(path, config, "untied_head", 1, 1, &c.untied_head);
     if (s == GK_SUCCESS) s = gk_model_init(m, &c, 0);
     for (int i = 0; s == GK_SUCCESS && i < m->nparams; i++) {
       const gk_param *p = &m->params[i];

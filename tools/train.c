@@ -120,6 +120,8 @@ static void config_string(const trainer *t, char *buf, size_t n) {
            c->arch == GK_ARCH_LLAMA ? c->kv_heads : 0, c->arch == GK_ARCH_LLAMA ? c->d_ff : 0,
            c->arch == GK_ARCH_LLAMA ? c->rope_theta : 0, gk_task_name(t->a.task), t->a.seq_len,
            t->a.batch * t->world);
+  // An untied LM head (from --init) is one more weight.
+  if (c->untied_head) snprintf(buf + strlen(buf), n - strlen(buf), " untied_head=1");
   // With --tokenizer: which tokenizer (another one makes other batches).
   if (t->tokenizer)
     snprintf(buf + strlen(buf), n - strlen(buf), " tokenizer=%08x", (unsigned)gk_bpe_fingerprint(t->tokenizer));

@@ -154,7 +154,8 @@ static gk_status run_pass(gk_gen *g, const gk_gen_pass *ps, const int32_t *token
                    (gk_arg[]){GK_A(GK_ARG_X, gk_t2(ps->h + (n - 1) * D, 1, D)),
                               GK_A(GK_ARG_WEIGHT, gk_pw(m, &m->params[GK_PARAM_NORM_F])),
                               GK_A(GK_ARG_Y, gk_t2(g->hn, 1, D)), GK_A(GK_ARG_RSTD, gk_t1(g->rstd, 1))}, 4);
-  if (s == GK_SUCCESS) s = gk_ws_linear(&g->ws, g->head, gk_t2(g->hn, 1, D), emb, g->logits, 1, V);
+  if (s == GK_SUCCESS)
+    s = gk_ws_linear(&g->ws, g->head, gk_t2(g->hn, 1, D), gk_pw(m, gk_model_head(m)), g->logits, 1, V);
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // A gradkern parameter is one Hugging Face tensor or, for LLaMA's fused
 // projections, several stacked by rows: wqkv = q_proj | k_proj | v_proj,
@@ -35,6 +36,11 @@ static int pieces_of(const gk_model *m, const gk_param *p, piece *out) {
   int mamba = c->arch == GK_ARCH_MAMBA;
   if (!strcmp(p->name, "embedding")) {
     snprintf(out[0].name, sizeof out[0].name, mamba ? "backbone.embeddings.weight" : "model.embed_tokens.weight");
+    out[0].rows = p->shape[0];
+    return 1;
+  }
+  if (!strcmp(p->name, "lm_head")) {
+    snprintf(out[0].name, sizeof out[0].name, "lm_head.weight");
     out[0].rows = p->shape[0];
     return 1;
   }
@@ -190,9 +196,6 @@ static gk_status read_config(const char *path, hf_config *c) {
   if (!(eps > 0 && eps < 1))
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s: \"%s\" %g is missing or not in (0, 1)", what,
                       c->mamba ? "layer_norm_epsilon" : "rms_norm_eps", eps);
-  if (!c->tie)
-    return gk_nn_fail(GK_ERR_UNSUPPORTED, "%s: \"tie_word_embeddings\": false is not supported (gradkern's head is the "
-                      "embedding)", what);
   if (strcmp(c->act, "silu"))
     return gk_nn_fail(GK_ERR_UNSUPPORTED, "%s: \"hidden_act\" '%s' is not supported (only silu)", what, c->act);
   if (c->mamba) {
@@ -234,8 +237,174 @@ static void to_f32(const gk_st_tensor *t, int64_t from, float *dst, int64_t n) {
 
 static int is_float(gk_st_dtype d) { return d == GK_ST_F32 || d == GK_ST_F16 || d == GK_ST_BF16; }
 
-// Every parameter's pieces from the file into m->w.
-static gk_status read_tensors(const gk_st_file *f, const char *st_path, gk_model *m, gk_st_dtype *first) {
+// The tensors of a checkpoint: model.safetensors alone, or the shards that
+// model.safetensors.index.json maps each tensor name to. Once loaded, every
+// tensor is in exactly one file.
+typedef struct hf_files {
+  gk_st_file **file;
+  char **path;        // each file's path, for messages
+  size_t n;
+  const char *where;  // the checkpoint, for messages: model.safetensors or the index
+} hf_files;
+
+static void hf_files_free(hf_files *fs) {
+  for (size_t i = 0; i < fs->n; i++) {
+    gk_st_close(fs->file[i]);
+    free(fs->path[i]);
+  }
+  free(fs->file);
+  free(fs->path);
+  *fs = (hf_files){0};
+}
+
+// Load dir/name as one more file of fs.
+static gk_status hf_files_add(hf_files *fs, const char *dir, const char *name) {
+  gk_st_file **file = realloc(fs->file, (fs->n + 1) * sizeof *file);
+  if (file) fs->file = file;
+  char **path = realloc(fs->path, (fs->n + 1) * sizeof *path);
+  if (path) fs->path = path;
+  size_t len = strlen(dir) + strlen(name) + 2;
+  char *one = malloc(len);
+  if (!file || !path || !one) {
+    free(one);
+    return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "gk_hf_load: out of memory");
+  }
+  snprintf(one, len, "%s/%s", dir, name);
+  gk_status st = gk_st_load(one, &fs->file[fs->n]);
+  if (st) {
+    free(one);
+    return st;
+  }
+  fs->path[fs->n++] = one;
+  return GK_SUCCESS;
+}
+
+static size_t hf_files_count(const hf_files *fs) {
+  size_t n = 0;
+  for (size_t i = 0; i < fs->n; i++) n += gk_st_num_tensors(fs->file[i]);
+  return n;
+}
+
+// The tensor `name` and the path of its file (NULL when no file holds it).
+static const gk_st_tensor *hf_lookup(const hf_files *fs, const char *name, const char **path) {
+  for (size_t i = 0; i < fs->n; i++) {
+    const gk_st_tensor *t = gk_st_lookup(fs->file[i], name);
+    if (t) {
+      *path = fs->path[i];
+      return t;
+    }
+  }
+  return NULL;
+}
+
+// The index's weight_map, read as parallel arrays: tensor name -> shard file.
+typedef struct weight_map {
+  char **name, **shard;
+  size_t n, cap;
+} weight_map;
+
+static void weight_map_free(weight_map *w) {
+  for (size_t i = 0; i < w->n; i++) free(w->name[i]), free(w->shard[i]);
+  free(w->name);
+  free(w->shard);
+}
+
+// "weight_map": {"tensor name": "shard file", ...} (other keys skipped).
+static gk_status read_weight_map(const char *index_path, weight_map *w) {
+  unsigned char *bytes;
+  size_t n;
+  gk_status st = gk_nn_read_file(index_path, "checkpoint index", &bytes, &n);
+  if (st) return st;
+  char what[300];
+  snprintf(what, sizeof what, "checkpoint index '%.250s'", index_path);
+  gk_json p = {bytes, n, 0, what, "file"};
+  int more, found = 0;
+  st = gk_json_open(&p, '{', &more, "at the start");
+  while (st == GK_SUCCESS && more) {
+    char *key;
+    if ((st = gk_json_string(&p, &key, "as a key"))) break;
+    st = gk_json_expect(&p, ':', "after a key");
+    if (!st && !strcmp(key, "weight_map")) {
+      found = 1;
+      int wmore;
+      st = gk_json_open(&p, '{', &wmore, "as the value of \"weight_map\"");
+      while (st == GK_SUCCESS && wmore) {
+        char *name = NULL, *shard = NULL;
+        st = gk_json_string(&p, &name, "as a tensor name in \"weight_map\"");
+        if (!st) st = gk_json_expect(&p, ':', "after a tensor name in \"weight_map\"");
+        if (!st) st = gk_json_string(&p, &shard, "as a shard file in \"weight_map\"");
+        for (size_t i = 0; !st && i < w->n; i++)
+          if (!strcmp(w->name[i], name))
+            st = gk_nn_fail(GK_NN_ERR_FILE, "%s: tensor '%s' is listed twice in \"weight_map\"", what, name);
+        if (!st && (strchr(shard, '/') || !strcmp(shard, ".") || !strcmp(shard, "..") || !*shard))
+          st = gk_nn_fail(GK_NN_ERR_FILE, "%s: shard '%s' of tensor '%s' is not a file name in the directory", what,
+                          shard, name);
+        if (!st && w->n == w->cap) {
+          size_t cap = w->cap ? 2 * w->cap : 64;
+          char **a = realloc(w->name, cap * sizeof *a);
+          if (a) w->name = a;
+          char **b = realloc(w->shard, cap * sizeof *b);
+          if (b) w->shard = b;
+          if (a && b) w->cap = cap;
+          else st = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "gk_hf_load: out of memory");
+        }
+        if (st) {
+          free(name);
+          free(shard);
+          break;
+        }
+        w->name[w->n] = name, w->shard[w->n++] = shard;
+        st = gk_json_next_or_close(&p, '}', &wmore, "in \"weight_map\"");
+      }
+    } else if (!st)
+      st = gk_json_skip(&p, "as a value");
+    free(key);
+    if (!st) st = gk_json_next_or_close(&p, '}', &more, "in the top-level object");
+  }
+  if (!st) st = gk_json_end(&p);
+  free(bytes);
+  if (!st && !w->n)
+    st = gk_nn_fail(GK_NN_ERR_FILE, "%s: %s", what,
+                    found ? "\"weight_map\" lists no tensors" : "has no \"weight_map\"");
+  return st;
+}
+
+// The shards of the index at index_path, each loaded once, checked against
+// the map: every listed tensor is in the shard named for it, and every
+// shard's tensor is listed, for that shard.
+static gk_status load_shards(const char *dir, const char *index_path, hf_files *fs) {
+  weight_map w = {0};
+  gk_status st = read_weight_map(index_path, &w);
+  size_t *file_of = st ? NULL : malloc(w.n * sizeof *file_of);
+  if (!st && !file_of) st = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "gk_hf_load: out of memory");
+  for (size_t i = 0; !st && i < w.n; i++) {
+    size_t k = 0;
+    while (k < i && strcmp(w.shard[k], w.shard[i])) k++;
+    if (k < i) file_of[i] = file_of[k];
+    else if (!(st = hf_files_add(fs, dir, w.shard[i]))) file_of[i] = fs->n - 1;
+  }
+  for (size_t i = 0; !st && i < w.n; i++)
+    if (!gk_st_lookup(fs->file[file_of[i]], w.name[i]))
+      st = gk_nn_fail(GK_NN_ERR_FILE, "checkpoint index '%s': tensor '%s' is mapped to shard '%s', which does not "
+                      "hold it", index_path, w.name[i], w.shard[i]);
+  if (!st && hf_files_count(fs) != w.n)
+    for (size_t f = 0; !st && f < fs->n; f++)
+      for (size_t j = 0; !st && j < gk_st_num_tensors(fs->file[f]); j++) {
+        const char *name = gk_st_tensor_at(fs->file[f], j)->name;
+        size_t i = 0;
+        while (i < w.n && strcmp(w.name[i], name)) i++;
+        if (i == w.n || file_of[i] != f)
+          st = gk_nn_fail(GK_NN_ERR_FILE, "checkpoint index '%s': shard '%s' holds tensor '%s', which \"weight_map\" "
+                          "%s%s", index_path, fs->path[f], name, i == w.n ? "does not list" : "maps to ",
+                          i == w.n ? "" : w.shard[i]);
+      }
+  free(file_of);
+  weight_map_free(&w);
+  return st;
+}
+
+// Every parameter's pieces from the checkpoint's files into m->w.
+static gk_status read_tensors(const hf_files *fs, gk_model *m, gk_st_dtype *first) {
   size_t used = 0;
   for (int i = 0; i < m->nparams; i++) {
     const gk_param *p = &m->params[i];
@@ -243,8 +412,10 @@ static gk_status read_tensors(const gk_st_file *f, const char *st_path, gk_model
     int np = pieces_of(m, p, pcs);
     int64_t cols = p->rank == 2 ? p->shape[1] : 1, row = 0;
     for (int k = 0; k < np; k++) {
-      const gk_st_tensor *t = gk_st_lookup(f, pcs[k].name);
-      if (!t && !strcmp(pcs[k].name, "backbone.embeddings.weight")) t = gk_st_lookup(f, "backbone.embedding.weight");
+      const char *st_path = fs->where;
+      const gk_st_tensor *t = hf_lookup(fs, pcs[k].name, &st_path);
+      if (!t && !strcmp(pcs[k].name, "backbone.embeddings.weight"))
+        t = hf_lookup(fs, "backbone.embedding.weight", &st_path);
       if (!t)
         return gk_nn_fail(GK_NN_ERR_FILE, "'%s': there is no tensor '%s' (gradkern's %s)", st_path, pcs[k].name,
                           p->name);
@@ -265,8 +436,9 @@ static gk_status read_tensors(const gk_st_file *f, const char *st_path, gk_model
       row += pcs[k].rows;
     }
   }
-  // lm_head.weight, when there, must be the embedding (the head is tied).
-  const gk_st_tensor *head = gk_st_lookup(f, "lm_head.weight");
+  // With a tied head, lm_head.weight, when there, must be the embedding.
+  const char *st_path = fs->where;
+  const gk_st_tensor *head = m->cfg.untied_head ? NULL : hf_lookup(fs, "lm_head.weight", &st_path);
   if (head) {
     used++;
     const gk_param *e = &m->params[0];
@@ -279,29 +451,32 @@ static gk_status read_tensors(const gk_st_file *f, const char *st_path, gk_model
     int same = !memcmp(tmp, m->w + e->offset, (size_t)e->numel * sizeof *tmp);
     free(tmp);
     if (!same)
-      return gk_nn_fail(GK_ERR_UNSUPPORTED, "'%s': 'lm_head.weight' differs from the embedding: an untied head is "
-                        "not supported", st_path);
+      return gk_nn_fail(GK_NN_ERR_FILE, "'%s': 'lm_head.weight' differs from the embedding, but "
+                        "\"tie_word_embeddings\" is true", st_path);
   }
-  if (used == gk_st_num_tensors(f)) return GK_SUCCESS;
+  if (used == hf_files_count(fs)) return GK_SUCCESS;
   // Name the tensor gradkern does not know.
-  for (size_t i = 0; i < gk_st_num_tensors(f); i++) {
-    const char *name = gk_st_tensor_at(f, i)->name;
-    int known = !strcmp(name, "lm_head.weight") || !strcmp(name, "backbone.embedding.weight");
-    for (int k = 0; !known && k < m->nparams; k++) {
-      piece pcs[3];
-      int np = pieces_of(m, &m->params[k], pcs);
-      for (int j = 0; j < np; j++) known |= !strcmp(pcs[j].name, name);
+  for (size_t fi = 0; fi < fs->n; fi++)
+    for (size_t i = 0; i < gk_st_num_tensors(fs->file[fi]); i++) {
+      const char *name = gk_st_tensor_at(fs->file[fi], i)->name;
+      int known = !strcmp(name, "lm_head.weight") || !strcmp(name, "backbone.embedding.weight");
+      for (int k = 0; !known && k < m->nparams; k++) {
+        piece pcs[3];
+        int np = pieces_of(m, &m->params[k], pcs);
+        for (int j = 0; j < np; j++) known |= !strcmp(pcs[j].name, name);
+      }
+      if (!known)
+        return gk_nn_fail(GK_ERR_UNSUPPORTED, "'%s': tensor '%s' is not part of a model gradkern knows", fs->path[fi],
+                          name);
     }
-    if (!known)
-      return gk_nn_fail(GK_ERR_UNSUPPORTED, "'%s': tensor '%s' is not part of a model gradkern knows", st_path, name);
-  }
-  return gk_nn_fail(GK_NN_ERR_FILE, "'%s': holds both backbone.embedding.weight and backbone.embeddings.weight", st_path);
+  return gk_nn_fail(GK_NN_ERR_FILE, "'%s': holds both backbone.embedding.weight and backbone.embeddings.weight",
+                    fs->where);
 }
 
 gk_status gk_hf_load(const char *dir, gk_model *m, gk_st_dtype *dtype) {
   if (!dir || !m) return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_hf_load: %s is NULL", dir ? "m" : "dir");
   memset(m, 0, sizeof *m);
-  size_t n = strlen(dir) + 32;
+  size_t n = strlen(dir) + 40;
   char *cfg_path = malloc(n), *st_path = malloc(n);
   if (!cfg_path || !st_path) {
     free(cfg_path);
@@ -311,13 +486,23 @@ gk_status gk_hf_load(const char *dir, gk_model *m, gk_st_dtype *dtype) {
   snprintf(cfg_path, n, "%s/config.json", dir);
   snprintf(st_path, n, "%s/model.safetensors", dir);
   hf_config hc;
-  gk_st_file *f = NULL;
+  hf_files fs = {0};
   gk_st_dtype first = GK_ST_F32;
   gk_status st = read_config(cfg_path, &hc);
-  if (!st) st = gk_st_load(st_path, &f);
+  if (!st) {
+    // model.safetensors, or else the shards of model.safetensors.index.json.
+    int single = !access(st_path, F_OK);
+    if (!single) snprintf(st_path, n, "%s/model.safetensors.index.json", dir);
+    fs.where = st_path;
+    if (single) st = hf_files_add(&fs, dir, "model.safetensors");
+    else if (access(st_path, F_OK))
+      st = gk_nn_fail(GK_NN_ERR_FILE, "'%s' has neither model.safetensors nor model.safetensors.index.json", dir);
+    else st = load_shards(dir, st_path, &fs);
+  }
   if (!st) {
     gk_model_config c = {0};
     c.arch = hc.mamba ? GK_ARCH_MAMBA : GK_ARCH_LLAMA;
+    c.untied_head = !hc.tie;
     c.vocab = (int)hc.vocab;
     c.d_model = (int)hc.hidden;
     c.n_layers = (int)hc.layers;
@@ -336,11 +521,11 @@ gk_status gk_hf_load(const char *dir, gk_model *m, gk_st_dtype *dtype) {
       c.norm_eps = hc.rms_eps;
     }
     st = gk_model_init(m, &c, 0);
-    if (!st) st = read_tensors(f, st_path, m, &first);
+    if (!st) st = read_tensors(&fs, m, &first);
   }
   if (!st && dtype) *dtype = first;
   if (st) gk_model_free(m);
-  gk_st_close(f);
+  hf_files_free(&fs);
   free(cfg_path);
   free(st_path);
   return st;
@@ -391,6 +576,7 @@ gk_status gk_hf_save(const char *dir, const gk_model *m, gk_st_dtype dtype) {
   }
   if (!st) {
     const char *torch_dtype = dtype == GK_ST_F32 ? "float32" : dtype == GK_ST_F16 ? "float16" : "bfloat16";
+    const char *tie = c->untied_head ? "false" : "true";
     gk_nn_buf b = {0};
     if (mamba)
       gk_nn_buf_printf(&b,
@@ -399,9 +585,9 @@ gk_status gk_hf_save(const char *dir, const gk_model *m, gk_st_dtype dtype) {
                        "  \"state_size\": %d,\n  \"expand\": %d,\n  \"intermediate_size\": %d,\n"
                        "  \"conv_kernel\": %d,\n  \"time_step_rank\": %d,\n  \"layer_norm_epsilon\": %.17g,\n"
                        "  \"use_bias\": false,\n  \"use_conv_bias\": true,\n  \"hidden_act\": \"silu\",\n"
-                       "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"%s\"\n}\n",
+                       "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"\n}\n",
                        c->vocab, c->d_model, c->n_layers, c->d_state, c->expand, c->expand * c->d_model, c->d_conv,
-                       c->dt_rank, c->norm_eps, torch_dtype);
+                       c->dt_rank, c->norm_eps, tie, torch_dtype);
     else
       gk_nn_buf_printf(&b,
                        "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
@@ -409,9 +595,9 @@ gk_status gk_hf_save(const char *dir, const gk_model *m, gk_st_dtype dtype) {
                        "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"intermediate_size\": %d,\n"
                        "  \"rms_norm_eps\": %.17g,\n  \"rope_theta\": %.17g,\n  \"rope_scaling\": null,\n"
                        "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"hidden_act\": \"silu\",\n"
-                       "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"%s\"\n}\n",
+                       "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"\n}\n",
                        c->vocab, c->d_model, c->n_layers, c->heads, c->kv_heads, c->d_ff, c->norm_eps, c->rope_theta,
-                       torch_dtype);
+                       tie, torch_dtype);
     snprintf(path, n, "%s/config.json", dir);
     gk_nn_chunk chunk = {b.data, b.len};
     st = b.failed ? gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "gk_hf_save: out of memory")

@@ -1,12 +1,13 @@
 // Hugging Face checkpoints of Mamba (MambaForCausalLM) and LLaMA
 // (LlamaForCausalLM) language models: a directory with config.json and
-// model.safetensors, read into a gradkern model and written back.
+// model.safetensors (or shards listed by model.safetensors.index.json), read
+// into a gradkern model and written back (as one model.safetensors).
 //
 // config.json fields read (others are ignored): architectures (must list
 // MambaForCausalLM or LlamaForCausalLM) or model_type "mamba"/"llama";
 // vocab_size, hidden_size, num_hidden_layers; hidden_act (must be silu);
-// tie_word_embeddings (must be true: gradkern's head is the embedding;
-// Hugging Face's default is true for Mamba, false for LLaMA). Mamba:
+// tie_word_embeddings (Hugging Face's default is true for Mamba, false for
+// LLaMA; false gives the model its own head weight, lm_head). Mamba:
 // state_size, expand, conv_kernel, time_step_rank, intermediate_size (must
 // be expand x hidden_size), layer_norm_epsilon, use_bias (must be false),
 // use_conv_bias (must be true). LLaMA: num_attention_heads,
@@ -40,10 +41,18 @@
 //   ...post_attention_layernorm.weight   -> mlp_norm
 //   ...mlp.up_proj (F, D), mlp.gate_proj (F, D)    -> w_up_gate, up rows first
 //   ...mlp.down_proj.weight (D, F)       -> w_down
-// (RoPE is rotate-half in both.) lm_head.weight (V, D), when present, must
-// equal the embedding. A missing tensor, a wrong shape or dtype, or a tensor
-// gradkern does not know is an error naming it. Sharded checkpoints
-// (model.safetensors.index.json) are not read.
+// (RoPE is rotate-half in both.) lm_head.weight (V, D): with
+// tie_word_embeddings false, it is the head (lm_head) and must be there;
+// with true, it may be there and must equal the embedding. A missing tensor, a wrong shape or dtype, or a tensor
+// gradkern does not know is an error naming it.
+//
+// Sharded checkpoints: without model.safetensors, model.safetensors.index.json
+// maps each tensor name to its shard file in the directory ({"weight_map":
+// {"name": "model-00001-of-00002.safetensors", ...}}; other keys ignored).
+// Each shard is read once; a shard file that is missing or not a plain name
+// in the directory, a tensor listed twice or listed for a shard that does not
+// hold it, and a shard's tensor the map does not list for that shard are
+// errors naming the file and tensor.
 #ifndef GK_NN_HF_H
 #define GK_NN_HF_H
 

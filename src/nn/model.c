@@ -1,15 +1,18 @@
 // The parts of a language model that do not depend on its blocks: the
 // architectures' tables, the parameter table's layout, the run, the token
-// embedding, the final RMSNorm, the LM head tied to the embedding, and the
-// loss. The blocks are the architecture's (arch.h), called through its table.
+// embedding, the final RMSNorm, the LM head (the embedding, or its own weight
+// when untied), and the loss. The blocks are the architecture's (arch.h),
+// called through its table.
 //
 //   h0 = embedding(tokens)            (B, T, D)
 //   h  = blocks(h0)                    (the architecture's table: mamba.c, llama.c)
 //   hf, rstd = rmsnorm(h) * nf         (B, T, D)
-//   logits = hf E^T                    (B T, V), E the embedding (tied head)
+//   logits = hf W^T                    (B T, V), W = gk_model_head: the
+//                                      embedding E (tied) or lm_head (untied)
 //   loss = mean cross-entropy over targets != GK_IGNORE_INDEX
-// Backward overwrites every gradient: the head writes dE, the embedding's
-// backward adds its part (accumulate = 1).
+// Backward overwrites every gradient: the head writes dW; the embedding's
+// backward adds its part to dE when tied (accumulate = 1), writes dE when
+// untied.
 #include "arch.h"
 
 #include <stdlib.h>
@@ -44,6 +47,8 @@ gk_status gk_model_init(gk_model *m, const gk_model_config *c, uint64_t seed) {
   s = gk_model_add_param(m, "embedding", 2, m->cfg.vocab, m->cfg.d_model, true);
   if (s == GK_SUCCESS) s = gk_model_add_param(m, "norm_f", 1, m->cfg.d_model, 1, false);
   if (s == GK_SUCCESS) s = arch_of(m)->declare(m);
+  if (s == GK_SUCCESS && m->cfg.untied_head)
+    s = gk_model_add_param(m, "lm_head", 2, m->cfg.vocab, m->cfg.d_model, true);
   if (s != GK_SUCCESS) {
     gk_model_free(m);
     return s;
@@ -66,7 +71,13 @@ gk_status gk_model_init(gk_model *m, const gk_model_config *c, uint64_t seed) {
   memset(m->w, 0, (size_t)m->n_total * sizeof(float));
   memset(m->g, 0, (size_t)m->n_total * sizeof(float));
   arch_of(m)->init(m, seed);
+  const gk_param *head = gk_model_head(m), *emb = &m->params[GK_PARAM_EMBEDDING];
+  if (head != emb) memcpy(m->w + head->offset, m->w + emb->offset, (size_t)emb->numel * sizeof(float));
   return GK_SUCCESS;
+}
+
+const gk_param *gk_model_head(const gk_model *m) {
+  return &m->params[m->cfg.untied_head ? m->nparams - 1 : GK_PARAM_EMBEDDING];
 }
 
 void gk_model_free(gk_model *m) {
@@ -107,7 +118,7 @@ static gk_status head_layout(gk_run *r, head_state *h) {
     d.index_dtype = GK_I32;
     d.embedding.num_embeddings = V;
     d.embedding.dim = D;
-    d.accumulate = 1;  // backward adds to the head's dE
+    d.accumulate = !c->untied_head;  // backward adds to a tied head's dE
     if ((s = gk_run_plan(r, &d, dir ? &h->emb_b : &h->emb_f)) != GK_SUCCESS) return s;
     d = gk_desc_rmsnorm((gk_direction)dir, rows, D, c->norm_eps);
     if ((s = gk_run_plan(r, &d, dir ? &h->norm_b : &h->norm_f)) != GK_SUCCESS) return s;
@@ -186,7 +197,8 @@ static gk_status forward(gk_run *r, const int32_t *inputs) {
   memcpy(r->index, inputs, sizeof(int32_t) * (size_t)rows);
   gk_tensor idx;
   gk_tensor_init(&idx, r->index, GK_I32, 2, (int64_t[]){r->B, r->T});
-  gk_tensor emb = gk_pw(m, &m->params[GK_PARAM_EMBEDDING]), nf = gk_pw(m, &m->params[GK_PARAM_NORM_F]);
+  gk_tensor emb = gk_pw(m, &m->params[GK_PARAM_EMBEDDING]), nf = gk_pw(m, &m->params[GK_PARAM_NORM_F]),
+            head = gk_pw(m, gk_model_head(m));
   gk_status s = gk_run_exec(r, h->emb_f,
                             (gk_arg[]){GK_A(GK_ARG_WEIGHT, emb), GK_A(GK_ARG_INDEX, idx),
                                        GK_A(GK_ARG_Y, gk_t3(h->h0, r->B, r->T, D))}, 3);
@@ -200,7 +212,7 @@ static gk_status forward(gk_run *r, const int32_t *inputs) {
                                GK_A(GK_ARG_Y, gk_t2(h->hf, rows, D)), GK_A(GK_ARG_RSTD, gk_t1(h->rstd, rows))}, 4);
   if (s == GK_SUCCESS)
     s = gk_run_exec(r, h->head_f,
-                    (gk_arg[]){GK_A(GK_ARG_X, gk_t2(h->hf, rows, D)), GK_A(GK_ARG_WEIGHT, emb),
+                    (gk_arg[]){GK_A(GK_ARG_X, gk_t2(h->hf, rows, D)), GK_A(GK_ARG_WEIGHT, head),
                                GK_A(GK_ARG_Y, gk_t2(r->logits, rows, V))}, 3);
   return s;
 }
@@ -227,15 +239,16 @@ gk_status gk_run_step(gk_run *r, const int32_t *inputs, const int32_t *targets, 
   *loss = loss32;
   if (!r->train) return GK_SUCCESS;
 
-  // Backward: the head (dE overwritten), the final norm, the blocks, the
-  // embedding (dE added).
-  const gk_param *ep = &m->params[GK_PARAM_EMBEDDING], *nfp = &m->params[GK_PARAM_NORM_F];
-  gk_tensor emb = gk_pw(m, ep), demb = gk_pg(m, ep);
+  // Backward: the head (dW overwritten), the final norm, the blocks, the
+  // embedding (dE added when tied, written when untied).
+  const gk_param *ep = &m->params[GK_PARAM_EMBEDDING], *nfp = &m->params[GK_PARAM_NORM_F], *hp = gk_model_head(m);
+  gk_tensor demb = gk_pg(m, ep);
   s = gk_run_exec(r, h->head_b,
                   (gk_arg[]){GK_A(GK_ARG_DY, logits), GK_A(GK_ARG_X, gk_t2(h->hf, rows, D)),
-                             GK_A(GK_ARG_WEIGHT, emb), GK_A(GK_ARG_DX, gk_t2(h->dhf, rows, D)),
-                             GK_A(GK_ARG_DWEIGHT, demb)}, 5);
+                             GK_A(GK_ARG_WEIGHT, gk_pw(m, hp)), GK_A(GK_ARG_DX, gk_t2(h->dhf, rows, D)),
+                             GK_A(GK_ARG_DWEIGHT, gk_pg(m, hp))}, 5);
   if (s != GK_SUCCESS) return s;
+  if (hp != ep) gk_run_grads_ready(r, (int)(hp - m->params), 1);
   s = gk_run_exec(r, h->norm_b,
                   (gk_arg[]){GK_A(GK_ARG_DY, gk_t2(h->dhf, rows, D)), GK_A(GK_ARG_X, gk_t2(h->h_last, rows, D)),
                              GK_A(GK_ARG_WEIGHT, gk_pw(m, nfp)), GK_A(GK_ARG_RSTD, gk_t1(h->rstd, rows)),

@@ -34,6 +34,10 @@ typedef struct gk_model_config {
   int heads, kv_heads, d_ff;
   double rope_theta;
   double norm_eps;
+  // 0: the LM head is the embedding (tied). 1: a separate head weight
+  // "lm_head" (V, D), last in the parameter table, initialised as a copy of
+  // the embedding and trained on its own.
+  int untied_head;
 } gk_model_config;
 
 typedef struct gk_param {
@@ -59,6 +63,8 @@ gk_status gk_model_config_finish(gk_model_config *c);
 // 1/sqrt(2 n_layers)).
 gk_status gk_model_init(gk_model *m, const gk_model_config *c, uint64_t seed);
 void gk_model_free(gk_model *m);
+// The weight of the LM head: lm_head when untied, else the embedding.
+const gk_param *gk_model_head(const gk_model *m);
 
 typedef struct gk_run gk_run;
 
@@ -80,8 +86,8 @@ const float *gk_run_logits(const gk_run *r);
 
 // During a train step's backward pass, fn(ctx, first, n) is called as soon
 // as the gradients of parameters [first, first + n) of m->params are final:
-// the head's first (norm_f), then each block's from the last to the first,
-// the embedding's last (the head and the embedding share it). Data-parallel
+// the head's first (lm_head when untied, then norm_f), then each block's from
+// the last to the first, the embedding's last (a tied head shares it). Data-parallel
 // training starts reducing them there, while backward goes on. NULL: none.
 typedef void (*gk_grads_ready_fn)(void *ctx, int first, int n);
 void gk_run_on_grads_ready(gk_run *r, gk_grads_ready_fn fn, void *ctx);

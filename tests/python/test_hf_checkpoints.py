@@ -7,11 +7,13 @@ dt_proj + softplus, the sequential selective scan, D skip, SiLU gate,
 out_proj; pre-norm residual blocks, norm_f) and LLaMA's decoder layers
 (q/k/v projections, rotate-half RoPE, grouped key/value heads, causal
 softmax attention, o_proj; gate/up/down SwiGLU MLP; RMSNorms), heads tied to
-the embeddings. gradkern reads the directory (tests/model_helper.c, mode hf):
-its logits equal the PyTorch ones within f32 tolerance in F32, BF16 and F16;
-writing it back and reading again is exact; 20 AdamW steps lower the loss;
-bad directories get a message naming the field or tensor and a non-zero
-exit."""
+the embeddings or untied (lm_head.weight). gradkern reads the directory
+(tests/model_helper.c, mode hf), also split over shards with
+model.safetensors.index.json: its logits equal the PyTorch ones within f32
+tolerance in F32, BF16 and F16, and the embedding's and head's gradients
+autograd's; writing it back and reading again is exact; 20 AdamW steps lower
+the loss; bad directories and bad shard indexes get a message naming the
+field, file or tensor and a non-zero exit."""
 import json
 import math
 import os
@@ -34,7 +36,10 @@ LLAMA_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "v
                 "intermediate_size": 48, "rms_norm_eps": 1e-5, "rope_theta": 500.0, "rope_scaling": None,
                 "attention_bias": False, "mlp_bias": False, "hidden_act": "silu", "tie_word_embeddings": True,
                 "max_position_embeddings": 128, "torch_dtype": "float32"}
-CONFIGS = {"mamba": CONFIG, "llama": LLAMA_CONFIG}
+CONFIGS = {"mamba": CONFIG, "llama": LLAMA_CONFIG,
+           # untied heads: lm_head.weight is a weight of its own (LLaMA's default when the field is absent)
+           "mamba_untied": dict(CONFIG, tie_word_embeddings=False),
+           "llama_untied": {k: v for k, v in LLAMA_CONFIG.items() if k != "tie_word_embeddings"}}
 ST_DTYPES = {"F32": (torch.float32, 4), "F16": (torch.float16, 2), "BF16": (torch.bfloat16, 2),
              "I32": (torch.int32, 4), "F64": (torch.float64, 8)}
 
@@ -59,6 +64,17 @@ def random_weights(cfg, seed=0):
         w[p + "mixer.A_log"] = torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(E, 1) + r(E, N, s=0.1)
         w[p + "mixer.D"] = 1 + r(E, s=0.1)
         w[p + "mixer.out_proj.weight"] = r(D, E)
+    return with_head(w, cfg, r)
+
+
+def untied(cfg):
+    return not cfg.get("tie_word_embeddings", cfg.get("model_type") == "mamba")  # Hugging Face's defaults
+
+
+def with_head(w, cfg, r):
+    """An untied config's own head weight."""
+    if untied(cfg):
+        w["lm_head.weight"] = r(cfg["vocab_size"], cfg["hidden_size"], s=0.5)
     return w
 
 
@@ -80,7 +96,7 @@ def random_llama_weights(cfg, seed=0):
         w[p + "mlp.gate_proj.weight"] = r(F, D)
         w[p + "mlp.up_proj.weight"] = r(F, D)
         w[p + "mlp.down_proj.weight"] = r(D, F)
-    return w
+    return with_head(w, cfg, r)
 
 
 def hf_llama_logits(w, cfg, ids):
@@ -112,7 +128,7 @@ def hf_llama_logits(w, cfg, ids):
         mlp = torch.nn.functional.silu(x @ p("mlp.gate_proj.weight").T) * (x @ p("mlp.up_proj.weight").T)
         h = h + mlp @ p("mlp.down_proj.weight").T
     h = rms(h, w["model.norm.weight"])
-    return (h @ w["model.embed_tokens.weight"].T).reshape(Bsz * T, -1)
+    return (h @ w.get("lm_head.weight", w["model.embed_tokens.weight"]).T).reshape(Bsz * T, -1)
 
 
 def reference_logits(w, cfg, ids):
@@ -182,7 +198,7 @@ def hf_mamba_logits(w, cfg, ids):
         y = y * torch.nn.functional.silu(gate)
         h = h + y.transpose(1, 2) @ p("mixer.out_proj.weight").T
     h = rms(h, w["backbone.norm_f.weight"])
-    return (h @ w["backbone.embeddings.weight"].T).reshape(Bsz * T, -1)
+    return (h @ w.get("lm_head.weight", w["backbone.embeddings.weight"]).T).reshape(Bsz * T, -1)
 
 
 def make_dir(path, cfg=CONFIG, weights=None, dtype="F32", dtypes=None):
@@ -199,7 +215,7 @@ def helper(tmp_path, model_dir, *save):
     return r, (read_st(out) if r.returncode == 0 else None)
 
 
-@pytest.mark.parametrize("arch", ["mamba", "llama"])
+@pytest.mark.parametrize("arch", list(CONFIGS))
 @pytest.mark.parametrize("dtype", ["F32", "BF16", "F16"])
 def test_logits_equal_pytorch(tmp_path, arch, dtype):
     cfg = CONFIGS[arch]
@@ -217,7 +233,32 @@ def test_logits_equal_pytorch(tmp_path, arch, dtype):
     assert losses[-1] < losses[0] - 0.05, losses  # 20 AdamW steps on one batch learn it
 
 
-@pytest.mark.parametrize("arch", ["mamba", "llama"])
+@pytest.mark.parametrize("arch", list(CONFIGS))
+def test_head_and_embedding_gradients_equal_pytorch(tmp_path, arch):
+    """The first fine-tuning step's gradients of the embedding and the head
+    (one tensor when tied, two when untied) against autograd in f64."""
+    cfg = CONFIGS[arch]
+    w = make_dir(tmp_path / "m", cfg=cfg)
+    r, out = helper(tmp_path, tmp_path / "m")
+    assert r.returncode == 0, r.stderr
+    emb_name = "model.embed_tokens.weight" if cfg["model_type"] == "llama" else "backbone.embeddings.weight"
+    w = {k: v.double().requires_grad_(k in (emb_name, "lm_head.weight")) for k, v in w.items()}
+    ids = out["inputs"][1].long()
+    flat = ids.reshape(-1)
+    targets = torch.cat([flat[1:], flat[:1]])
+    keep = (torch.arange(flat.numel()) + 1) % ids.shape[1] != 0  # the helper's targets: the next token in the row
+    loss = torch.nn.functional.cross_entropy(reference_logits(w, cfg, ids)[keep], targets[keep])
+    loss.backward()
+    want_head = w["lm_head.weight"].grad if untied(cfg) else w[emb_name].grad
+    for name, want in (("grad.embedding", w[emb_name].grad), ("grad.head", want_head)):
+        got = out[name][1].double()
+        err = (got - want).abs().max().item()
+        assert err <= 1e-5 * max(1.0, want.abs().max().item()), (name, err)
+    if untied(cfg):
+        assert not torch.equal(out["grad.embedding"][1], out["grad.head"][1])
+
+
+@pytest.mark.parametrize("arch", list(CONFIGS))
 @pytest.mark.parametrize("dtype", ["F32", "BF16"])
 def test_write_back_is_exact(tmp_path, arch, dtype):
     cfg = CONFIGS[arch]
@@ -235,6 +276,7 @@ def test_write_back_is_exact(tmp_path, arch, dtype):
               "intermediate_size", "rms_norm_eps", "rope_theta", "tie_word_embeddings", "architectures"):
         if k in cfg:
             assert back[k] == cfg[k], k
+    assert back["tie_word_embeddings"] == (not untied(cfg))
     # ... and reads again into the same logits.
     r1, o1 = helper(tmp_path, tmp_path / "m")
     r2, o2 = helper(tmp_path, tmp_path / "back")
@@ -269,25 +311,27 @@ def test_bad_directories(tmp_path):
     bad_case(tmp_path, "inner", "intermediate_size", {"intermediate_size": 40})
     bad_case(tmp_path, "eps", "layer_norm_epsilon", {"layer_norm_epsilon": -1})
     bad_case(tmp_path, "bias", "use_bias", {"use_bias": True})
-    bad_case(tmp_path, "tie", "tie_word_embeddings", {"tie_word_embeddings": False})
+    bad_case(tmp_path, "tie", "lm_head.weight", {"tie_word_embeddings": False})  # untied, with no head
     bad_case(tmp_path, "act", "hidden_act", {"hidden_act": "gelu"})
     bad_case(tmp_path, "missing", "backbone.layers.1.mixer.A_log", drop="backbone.layers.1.mixer.A_log")
     bad_case(tmp_path, "shape", "backbone.layers.0.mixer.conv1d.weight", reshape="backbone.layers.0.mixer.conv1d.weight")
     bad_case(tmp_path, "dtype", "I32", dtypes={"backbone.layers.0.mixer.D": "I32"})
     bad_case(tmp_path, "unknown", "backbone.layers.0.mixer.extra", extra="backbone.layers.0.mixer.extra")
-    bad_case(tmp_path, "untied", "untied", head=lambda e: e + 1)
+    bad_case(tmp_path, "untied", "differs from the embedding", head=lambda e: e + 1)
     L = LLAMA_CONFIG
     bad_case(tmp_path, "l_scaling", "rope_scaling", {"rope_scaling": {"type": "linear", "factor": 2.0}}, base=L)
     bad_case(tmp_path, "l_heads", "num_key_value_heads", {"num_key_value_heads": 3}, base=L)
     bad_case(tmp_path, "l_head_dim", "head_dim", {"head_dim": 16}, base=L)
     bad_case(tmp_path, "l_bias", "attention_bias", {"attention_bias": True}, base=L)
-    bad_case(tmp_path, "l_tie", "tie_word_embeddings", {"tie_word_embeddings": False}, base=L)
-    bad_case(tmp_path, "l_tie_default", "tie_word_embeddings", {"tie_word_embeddings": DELETE}, base=L)
+    bad_case(tmp_path, "l_tie", "lm_head.weight", {"tie_word_embeddings": False}, base=L)
+    bad_case(tmp_path, "l_tie_default", "lm_head.weight", {"tie_word_embeddings": DELETE}, base=L)
+    bad_case(tmp_path, "l_head_shape", "lm_head.weight", {"tie_word_embeddings": False}, base=L,
+             head=lambda e: e[:, :-1].clone())
     bad_case(tmp_path, "l_missing", "model.layers.0.self_attn.k_proj.weight", drop="model.layers.0.self_attn.k_proj.weight",
              base=L)
     bad_case(tmp_path, "l_shape", "model.layers.1.mlp.gate_proj.weight", reshape="model.layers.1.mlp.gate_proj.weight",
              base=L)
-    bad_case(tmp_path, "l_untied", "untied", head=lambda e: e * 2, base=L)
+    bad_case(tmp_path, "l_untied", "differs from the embedding", head=lambda e: e * 2, base=L)
     (tmp_path / "nocfg").mkdir()
     r, _ = helper(tmp_path, tmp_path / "nocfg")
     assert r.returncode != 0 and "config.json" in r.stderr
@@ -301,7 +345,69 @@ def test_tied_head_accepted(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("arch", ["mamba", "llama"])
+def make_sharded(path, cfg, weights, shards=3, index=None):
+    """The tensors of `weights` split over `shards` files in the order given,
+    with model.safetensors.index.json (its weight_map changed by `index`)."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(cfg))
+    names = list(weights)
+    files = {}
+    for i, name in enumerate(names):
+        files.setdefault("model-%05d-of-%05d.safetensors" % (i * shards // len(names) + 1, shards), {})[name] = \
+            weights[name]
+    for f, ws in files.items():
+        write_st(path / f, ws)
+    weight_map = {name: f for f, ws in files.items() for name in ws}
+    if index:
+        index(weight_map)
+    (path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}))
+    return files
+
+
+@pytest.mark.parametrize("arch", list(CONFIGS))
+def test_sharded_equals_unsharded(tmp_path, arch):
+    cfg = CONFIGS[arch]
+    w = make_dir(tmp_path / "one", cfg=cfg)
+    assert len(make_sharded(tmp_path / "sharded", cfg, w)) == 3
+    r1, o1 = helper(tmp_path, tmp_path / "one")
+    r2, o2 = helper(tmp_path, tmp_path / "sharded")
+    assert r1.returncode == 0 and r2.returncode == 0, r2.stderr
+    assert torch.equal(o1["logits"][1], o2["logits"][1])
+    assert torch.equal(o1["finetune_losses"][1], o2["finetune_losses"][1])
+
+
+def test_bad_shard_indexes(tmp_path):
+    w = random_weights(CONFIG)
+    last = "model-00003-of-00003.safetensors"
+
+    def bad(name, needle, index=None, after=None, raw=None):
+        make_sharded(tmp_path / name, CONFIG, w, index=index)
+        if after:
+            after(tmp_path / name)
+        if raw is not None:
+            (tmp_path / name / "model.safetensors.index.json").write_text(raw)
+        r, _ = helper(tmp_path, tmp_path / name)
+        assert r.returncode != 0 and needle in r.stderr, (name, r.stderr)
+
+    bad("missing_shard", last, after=lambda d: (d / last).unlink())
+    bad("wrong_shard", "backbone.norm_f.weight", index=lambda m: m.update({"backbone.norm_f.weight": last}))
+    bad("not_in_map", "backbone.layers.1.mixer.D", index=lambda m: m.pop("backbone.layers.1.mixer.D"))
+    bad("no_such_tensor", "backbone.layers.9.mixer.D",
+        index=lambda m: m.update({"backbone.layers.9.mixer.D": "model-00001-of-00003.safetensors"}))
+    bad("duplicate", "listed twice", raw='{"weight_map": {"backbone.norm_f.weight": "%s", '
+        '"backbone.norm_f.weight": "%s"}}' % (last, last))
+    bad("path", "not a file name", index=lambda m: m.update({"backbone.norm_f.weight": "../x.safetensors"}))
+    bad("no_map", "has no \"weight_map\"", raw='{"metadata": {}}')
+    bad("empty_map", "lists no tensors", raw='{"weight_map": {}}')
+    bad("bad_json", "checkpoint index", raw='{"weight_map": {"a": 1}}')
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "config.json").write_text(json.dumps(CONFIG))
+    r, _ = helper(tmp_path, tmp_path / "empty")
+    assert r.returncode != 0 and "neither model.safetensors nor model.safetensors.index.json" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("arch", list(CONFIGS))
 def test_fine_tune_and_sample_from_the_command_line(tmp_path, arch):
     """gradkern train --init DIR --tokenizer ... --save-hf OUT, then gradkern
     sample --model OUT: the evaluation loss falls, the written directory reads
@@ -310,9 +416,10 @@ def test_fine_tune_and_sample_from_the_command_line(tmp_path, arch):
     import test_tokenizer_cli as tc
     bin_ = os.environ.get("GRADKERN_BIN")
     assert bin_, "GRADKERN_BIN is not set (run through ctest)"
+    tj = tc.tokenizer_json()
     tok = tmp_path / "tokenizer.json"
-    tok.write_text(json.dumps(tc.tokenizer_json()))
-    cfg = dict(CONFIGS[arch], vocab_size=300)
+    tok.write_text(json.dumps(tj))
+    cfg = dict(CONFIGS[arch], vocab_size=max([len(tj["model"]["vocab"])] + [t["id"] + 1 for t in tj["added_tokens"]]))
     make_dir(tmp_path / "base", cfg=cfg, weights=random_weights(cfg), dtype="BF16")
     data = tmp_path / "text.txt"
     data.write_text(tc.random_text(5, 20000))
@@ -320,14 +427,25 @@ def test_fine_tune_and_sample_from_the_command_line(tmp_path, arch):
     out_dir.mkdir()
     r = subprocess.run([bin_, "train", "--task", "text", "--data", str(data), "--tokenizer", str(tok), "--init",
                         str(tmp_path / "base"), "--steps", "20", "--seq-len", "16", "--batch", "4", "--lr", "3e-3",
-                        "--eval-every", "5", "--eval-batches", "2", "--save-hf", str(out_dir)],
+                        "--eval-every", "5", "--eval-batches", "2", "--save-hf", str(out_dir),
+                        "--checkpoint", str(tmp_path / "run.safetensors")],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     evals = [float(x) for x in re.findall(r"eval loss ([0-9.]+),", r.stdout + r.stderr)]
     assert len(evals) >= 4 and evals[-1] < evals[0], r.stdout
     back = read_st(out_dir / "model.safetensors")
     assert all(dt == "BF16" for dt, _ in back.values())  # written back in the dtype it was read in
-    assert json.loads((out_dir / "config.json").read_text())["vocab_size"] == 300
+    assert json.loads((out_dir / "config.json").read_text())["vocab_size"] == cfg["vocab_size"]
+    assert ("lm_head.weight" in back) == untied(cfg)
+    assert json.loads((out_dir / "config.json").read_text())["tie_word_embeddings"] == (not untied(cfg))
+    # The gradkern checkpoint records the untied head, and samples.
+    raw = (tmp_path / "run.safetensors").read_bytes()
+    meta = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
+    assert ("untied_head=1" in meta["config"].split()) == untied(cfg), meta["config"]
+    s1 = subprocess.run([bin_, "sample", "--checkpoint", str(tmp_path / "run.safetensors"), "--tokenizer", str(tok),
+                         "--prompt", "the hand", "--tokens", "20", "--seed", "2", "--temperature", "0"],
+                        capture_output=True, timeout=300)
+    assert s1.returncode == 0 and len(s1.stdout) > 0, s1.stderr.decode()
     s = subprocess.run([bin_, "sample", "--model", str(out_dir), "--tokenizer", str(tok), "--prompt", "the hand",
                         "--tokens", "20", "--seed", "2"], capture_output=True, timeout=300)
     assert s.returncode == 0 and len(s.stdout) > 0, s.stderr.decode()
