@@ -43,8 +43,10 @@ own, so a second derivative (create_graph=True through a gradkern op) raises a
 RuntimeError naming the op.
 
 gradkern.patch(model) runs a PyTorch LLaMA-style model's RMSNorm, SwiGLU MLP,
-attention (RoPE + causal attention) and cross-entropy modules through
-gradkern, in place, parameters and state_dict unchanged (gradkern.patch).
+attention (RoPE + causal attention), LM head fused with the cross-entropy
+(the patched model returns no logits when given labels) and a Mamba model's
+mixers through gradkern, in place, parameters and state_dict unchanged
+(gradkern.patch).
 
 gradkern.__version__ and gradkern.version() give the library's version.
 
