@@ -120,6 +120,33 @@ def test_linear_cross_entropy_matches_torch(reduction, chunk_rows):
         _close(gw, w.grad, 1e-10, 1e-12, "dweight")
 
 
+def test_linear_cross_entropy_every_row_ignored_gives_nan_and_zero_gradients_as_torch():
+    h = torch.randn(4, 8, requires_grad=True)
+    w = torch.randn(10, 8, requires_grad=True)
+    loss = gradkern.linear_cross_entropy(h, w, torch.full((4,), -100))
+    loss.backward()
+    assert torch.isnan(loss) and not h.grad.any() and not w.grad.any()
+
+
+def test_linear_cross_entropy_bf16_within_bf16_tolerance():
+    """bf16 hidden and weight against torch in f32 on the same values: the
+    loss within 1e-2 relative, gradients (dweight summed over chunks in f32,
+    rounded once) within 1e-2 of their largest entry."""
+    torch.manual_seed(4)
+    h = torch.randn(2, 37, 64, dtype=torch.bfloat16, requires_grad=True)
+    w = (torch.randn(300, 64) * 0.1).bfloat16().requires_grad_()
+    t = torch.randint(0, 300, (2, 37))
+    loss = gradkern.linear_cross_entropy(h, w, t, chunk_rows=9)
+    loss.backward()
+    assert loss.dtype == h.grad.dtype == w.grad.dtype == torch.bfloat16
+    h32, w32 = h.detach().float().requires_grad_(), w.detach().float().requires_grad_()
+    want = torch.nn.functional.cross_entropy(torch.nn.functional.linear(h32, w32).reshape(-1, 300), t.reshape(-1))
+    want.backward()
+    _close(loss, want, 1e-2, 0, "bf16 loss")
+    _close(h.grad, h32.grad, 0, 1e-2 * float(h32.grad.abs().max()), "bf16 dhidden")
+    _close(w.grad, w32.grad, 0, 1e-2 * float(w32.grad.abs().max()), "bf16 dweight")
+
+
 def test_linear_cross_entropy_rejects_bad_shapes():
     h, w = torch.randn(4, 8), torch.randn(10, 8)
     with pytest.raises(ValueError, match="weight"):
