@@ -23,8 +23,10 @@ Four tables:
   allocating, once with y.backward(dy) and once with y.sum().backward()
   (autograd then hands a stride-0 dy).
 - overhead: per-call cost on 64 elements (the binding's Python work).
-- model: training steps of a LLaMA written as Hugging Face writes it
-  (tests/python/hf_llama.py), unpatched against gradkern.patch(model):
+- model: training steps of a LLaMA and a Mamba written as Hugging Face
+  writes them (tests/python/hf_llama.py, hf_mamba.py), unpatched against
+  gradkern.patch(model) (LLaMA also with lm_head_loss=False, which keeps
+  the logits, to show what fusing the LM head with the loss saves):
   tokens/s and the process's peak resident memory, each in a fresh process.
 
 The selective scan's PyTorch reference is a loop over time; at L = 1024 it
@@ -65,7 +67,8 @@ def parse():
                    help="which tables, comma-separated (default: kernels,user,overhead,model)")
     p.add_argument("--python", default=os.path.join(HERE, "..", "python"),
                    help="directory of the gradkern package to measure (default: the repository's python/)")
-    p.add_argument("--train-one", choices=("patched", "unpatched"), help=argparse.SUPPRESS)
+    p.add_argument("--train-one", choices=("llama", "llama-patched-unfused-head", "llama-patched", "mamba",
+                                           "mamba-patched"), help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=10, help=argparse.SUPPRESS)
     a = p.parse_args()
     if not set(a.tables.split(",")) <= {"kernels", "user", "overhead", "model"}:
@@ -524,7 +527,20 @@ def overhead_table(a, gk):
 
 MODEL = dict(vocab_size=8192, hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=8,
              num_key_value_heads=4)
-MODEL_BATCH, MODEL_SEQ = 8, 256
+MAMBA_MODEL = dict(vocab_size=8192, hidden_size=256, state_size=16, expand=2, num_hidden_layers=4)
+# (batch, tokens per sequence, timed steps or None for --steps): the unpatched Mamba's plain-torch scan
+# (a Python loop over time whose backward writes a full-size zero gradient per step) takes minutes a
+# step at 8 x 256 here, so the Mamba pair runs a smaller batch and 3 steps
+MODEL_SHAPES = {"llama": (8, 256, None), "mamba": (2, 128, 3)}
+# name -> (which model, gradkern.patch keyword arguments or None for unpatched, the row's label)
+MODEL_RUNS = {
+    "llama": ("llama", None, "LLaMA unpatched (PyTorch eager)"),
+    "llama-patched-unfused-head": ("llama", dict(lm_head_loss=False),
+                                   "LLaMA gradkern.patch(model, lm_head_loss=False): logits stored"),
+    "llama-patched": ("llama", {}, "LLaMA gradkern.patch(model): LM head fused with the loss"),
+    "mamba": ("mamba", None, "Mamba unpatched (PyTorch eager, the step-by-step scan)"),
+    "mamba-patched": ("mamba", {}, "Mamba gradkern.patch(model): conv1d + selective scan, fused LM head"),
+}
 
 
 def rss_mib(field):
@@ -538,17 +554,26 @@ def rss_mib(field):
     return float("nan")
 
 
-def train_one(patched, steps):
+def train_one(run, steps):
     """One process's training run: prints JSON with tokens/s and peak RSS."""
     sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
     from hf_llama import LlamaConfig, LlamaForCausalLM  # noqa: E402
+    from hf_mamba import MambaConfig, MambaForCausalLM  # noqa: E402
     import gradkern  # noqa: E402
+    kind, patch_kwargs, _ = MODEL_RUNS[run]
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(**MODEL))
+    if kind == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**MODEL))
+    else:
+        model = MambaForCausalLM(MambaConfig(**MAMBA_MODEL))
+    patched = patch_kwargs is not None
     if patched:
-        gradkern.patch(model)
+        gradkern.patch(model, **patch_kwargs)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, MODEL["vocab_size"], (MODEL_BATCH, MODEL_SEQ), generator=torch.Generator().manual_seed(1))
+    batch, seq, fixed_steps = MODEL_SHAPES[kind]
+    steps = fixed_steps or steps
+    vocab = model.config.vocab_size
+    ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(1))
     rss0 = rss_mib("VmRSS")
     times, losses = [], []
     for _ in range(steps + 1):       # the first step warms up
@@ -560,34 +585,39 @@ def train_one(patched, steps):
         times.append(time.perf_counter() - t0)
         losses.append(float(loss))
     step_s = statistics.median(times[1:])
-    print(json.dumps(dict(patched=patched, step_ms=round(1e3 * step_s, 2),
-                          tokens_per_s=round(MODEL_BATCH * MODEL_SEQ / step_s, 1),
+    print(json.dumps(dict(run=run, patched=patched, step_ms=round(1e3 * step_s, 2),
+                          tokens_per_s=round(batch * seq / step_s, 1), batch=batch, seq=seq, steps=steps,
                           peak_rss_mib=round(rss_mib("VmHWM"), 1), rss_before_training_mib=round(rss0, 1),
                           params=sum(p.numel() for p in model.parameters()), last_loss=round(losses[-1], 4))))
 
 
 def model_table(a):
     steps = 3 if a.quick else 10
-    rows = []
-    for patched in (False, True):
-        cmd = [sys.executable, os.path.abspath(__file__), "--train-one", "patched" if patched else "unpatched",
-               "--steps", str(steps), "--python", a.python]
+    rows = {}
+    for run in MODEL_RUNS:
+        cmd = [sys.executable, os.path.abspath(__file__), "--train-one", run, "--steps", str(steps),
+               "--python", a.python]
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if proc.returncode:
             sys.exit("vs_torch: %s failed: %s" % (" ".join(cmd), proc.stderr))
-        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-        progress("model patched=%s %s" % (patched, rows[-1]))
-    base, pat = rows
+        rows[run] = json.loads(proc.stdout.strip().splitlines()[-1])
+        progress("model %s %s" % (run, rows[run]))
+    ll, mm = rows["llama"], rows["mamba"]
     lines = ["LLaMA as Hugging Face writes it (tests/python/hf_llama.py): %s, %.1fM parameters, batch %d x %d tokens, "
-             "AdamW (torch's), f32; median of %d steps after one warm-up, each model in a fresh process"
-             % (", ".join("%s=%s" % kv for kv in MODEL.items()), base["params"] / 1e6, MODEL_BATCH, MODEL_SEQ, steps),
-             "", "| model | step ms | tokens/s | peak RSS MiB | RSS before training MiB |", "|---|---:|---:|---:|---:|"]
-    for name, r in (("unpatched (PyTorch eager)", base), ("gradkern.patch(model)", pat)):
-        lines.append("| %s | %.1f | %.0f | %.0f | %.0f |" % (name, r["step_ms"], r["tokens_per_s"], r["peak_rss_mib"],
-                                                          r["rss_before_training_mib"]))
-    lines.append("\npatched / unpatched: throughput %.2fx, peak RSS %.2fx" % (
-        pat["tokens_per_s"] / base["tokens_per_s"], pat["peak_rss_mib"] / base["peak_rss_mib"]))
-    return rows, lines
+             "median of %d steps; Mamba as Hugging Face writes it (tests/python/hf_mamba.py, LM head tied to the "
+             "embeddings): %s, %.1fM parameters, batch %d x %d tokens, median of %d steps; AdamW (torch's), f32, "
+             "one warm-up step first, each run in a fresh process"
+             % (", ".join("%s=%s" % kv for kv in MODEL.items()), ll["params"] / 1e6, ll["batch"], ll["seq"], ll["steps"],
+                ", ".join("%s=%s" % kv for kv in MAMBA_MODEL.items()), mm["params"] / 1e6, mm["batch"], mm["seq"],
+                mm["steps"]),
+             "", "| model | step ms | tokens/s | peak RSS MiB | RSS before training MiB | vs unpatched: tokens/s, peak RSS |",
+             "|---|---:|---:|---:|---:|---|"]
+    for run, (kind, _, label) in MODEL_RUNS.items():
+        r, base = rows[run], rows[kind]
+        lines.append("| %s | %.1f | %.0f | %.0f | %.0f | %.2fx, %.2fx |" % (
+            label, r["step_ms"], r["tokens_per_s"], r["peak_rss_mib"], r["rss_before_training_mib"],
+            r["tokens_per_s"] / base["tokens_per_s"], r["peak_rss_mib"] / base["peak_rss_mib"]))
+    return list(rows.values()), lines
 
 
 def main():
@@ -595,7 +625,7 @@ def main():
     torch.set_num_threads(2)
     sys.path.insert(0, a.python)
     if a.train_one:
-        train_one(a.train_one == "patched", a.steps)
+        train_one(a.train_one, a.steps)
         return
     import gradkern as gk  # noqa: E402
     gk.set_num_threads(2)
@@ -611,7 +641,7 @@ def main():
               "user": "As a PyTorch user sees it: the binding's autograd functions against torch, forward + "
                       "backward, both allocating",
               "overhead": "Per-call overhead (best of 5 loops)",
-              "model": "Training a LLaMA-style torch model: unpatched against gradkern.patch(model)"}
+              "model": "Training LLaMA- and Mamba-style torch models: unpatched against gradkern.patch(model)"}
     for name in tables:
         rows, lines = {"kernels": lambda: kernel_table(a), "user": lambda: user_table(a, gk),
                        "overhead": lambda: overhead_table(a, gk), "model": lambda: model_table(a)}[name]()

@@ -23,6 +23,8 @@ float16 and bfloat16, any strides):
     layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5),
     linear(x, weight, bias=None), matmul(a, b), softmax(x, dim), log_softmax(x, dim),
     cross_entropy(logits, target, ignore_index=-100, reduction='mean', label_smoothing=0.0),
+    linear_cross_entropy(hidden, weight, target, ignore_index=-100, reduction='mean')
+                                              (LM head + loss, the logits never stored whole),
     embedding(idx, weight, padding_idx=None),
     rope(x, theta=10000.0, offset=0, layout='bthd'|'bhtd', interleaved=False),
     scaled_dot_product_attention(q, k, v, is_causal=False, scale=None)   (k, v with fewer heads: GQA),
@@ -41,8 +43,10 @@ own, so a second derivative (create_graph=True through a gradkern op) raises a
 RuntimeError naming the op.
 
 gradkern.patch(model) runs a PyTorch LLaMA-style model's RMSNorm, SwiGLU MLP,
-attention (RoPE + causal attention) and cross-entropy modules through
-gradkern, in place, parameters and state_dict unchanged (gradkern.patch).
+attention (RoPE + causal attention), LM head fused with the cross-entropy
+(the patched model returns no logits when given labels) and a Mamba model's
+mixers through gradkern, in place, parameters and state_dict unchanged
+(gradkern.patch).
 
 gradkern.__version__ and gradkern.version() give the library's version.
 
@@ -83,6 +87,7 @@ from .transformer import (
     cross_entropy,
     embedding,
     linear,
+    linear_cross_entropy,
     log_softmax,
     matmul,
     mul,
@@ -129,5 +134,5 @@ __all__ = [
     "rms_norm", "layer_norm",
     "linear", "matmul", "softmax", "log_softmax", "cross_entropy", "embedding", "rope",
     "scaled_dot_product_attention", "add", "mul", "causal_conv1d", "selective_scan",
-    "optim", "clip_grad_norm_", "patch", "unpatch",
+    "linear_cross_entropy", "optim", "clip_grad_norm_", "patch", "unpatch",
 ]

@@ -6,6 +6,8 @@ torch.autograd.Function whose forward and backward run gradkern:
     softmax(x, dim), log_softmax(x, dim)              F.softmax, F.log_softmax
     cross_entropy(logits, target, ignore_index=-100, reduction='mean',
                   label_smoothing=0.0)                F.cross_entropy
+    linear_cross_entropy(hidden, weight, target, ...) F.cross_entropy(F.linear(hidden, weight), target),
+                                                      the logits never stored whole
     embedding(idx, weight, padding_idx=None)          F.embedding
     rope(x, theta=10000.0, offset=0, layout='bthd', interleaved=False)
     scaled_dot_product_attention(q, k, v, is_causal=False, scale=None)
@@ -29,7 +31,7 @@ from ._core import plan_for, new_output, once_differentiable, param_dtype, resol
 
 __all__ = [
     "linear", "matmul", "softmax", "log_softmax", "cross_entropy", "embedding", "rope",
-    "scaled_dot_product_attention", "add", "mul",
+    "scaled_dot_product_attention", "add", "mul", "linear_cross_entropy",
 ]
 
 
@@ -353,6 +355,95 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                  index_dtype=target.dtype)
     fused = bool(fused) and torch.is_grad_enabled() and input.requires_grad
     return CrossEntropyFunction.apply(input, target, opts, fused, resolve_backend(backend))
+
+
+# ---------------------------------------------------------------- LM head fused with the loss
+
+class LinearCrossEntropyFunction(torch.autograd.Function):
+    """loss = cross_entropy(hidden @ weight^T, target), the (N, V) logits never
+    stored whole: hidden (N, D), weight (V, D), target (N).
+
+    Forward, per chunk of R rows (hidden_c (R, D), target_c (R)):
+        logits_c = hidden_c @ weight^T                 (R, V), torch's matmul
+        loss    += sum_r loss_r(logits_c)              gradkern, which also writes
+        dlogits_c = s (softmax - onehot ...)           over logits_c in place
+        dhidden_c = dlogits_c @ weight                 (R, D)
+        dweight  += dlogits_c^T @ hidden_c             (V, D), f32 for 16-bit weights
+    with s = 1 / (rows not ignored) for the mean, 1 for the sum. Only dhidden
+    and dweight are saved; backward multiplies them by dloss."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, target, opts, reduction, chunk_rows, backend):
+        N = hidden.shape[0]
+        ignore_index = dict(opts)["ignore_index"]
+        count = int((target != ignore_index).sum()) if reduction == "mean" else 1
+        scale = 1.0 / count if count > 0 else 0.0           # all rows ignored: loss NaN, gradients 0
+        grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        fopts = tuple(sorted(opts + (("fused_grad", int(grad)), ("grad_scale", scale))))
+        dhidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
+        acc_dtype = torch.float32 if weight.dtype in (torch.float16, torch.bfloat16) else weight.dtype
+        dweight = torch.zeros(weight.shape, dtype=acc_dtype) if ctx.needs_input_grad[1] else None
+        logits_buf = torch.empty((min(chunk_rows, N), weight.shape[0]), dtype=hidden.dtype)
+        loss_c = torch.empty((), dtype=stat_dtype(hidden.dtype))
+        total = 0.0
+        for start in range(0, N, chunk_rows):
+            end = min(N, start + chunk_rows)
+            h = hidden[start:end]
+            logits = logits_buf[:end - start]
+            torch.matmul(h, weight.t(), out=logits)
+            plan = _plan("cross_entropy", "forward", hidden.dtype, logits.shape, backend, fopts)
+            plan.run({"logits": logits, "target": target[start:end], "loss": loss_c,
+                      "dlogits": logits if grad else None})
+            total += float(loss_c)
+            if dhidden is not None:
+                torch.matmul(logits, weight, out=dhidden[start:end])
+            if dweight is not None:
+                dweight.addmm_(logits.t().to(acc_dtype), h.to(acc_dtype))
+        loss = total / count if reduction == "mean" and count > 0 else (float("nan") if reduction == "mean" else total)
+        if dweight is not None:
+            dweight = dweight.to(weight.dtype)
+        ctx.save_for_backward(dhidden, dweight)
+        return torch.tensor(loss, dtype=hidden.dtype)
+
+    @staticmethod
+    @once_differentiable("linear_cross_entropy")
+    def backward(ctx, dloss):
+        dhidden, dweight = ctx.saved_tensors
+        g = float(dloss)
+        scaled = [None if t is None else (t if g == 1.0 else t * g) for t in (dhidden, dweight)]
+        return scaled[0], scaled[1], None, None, None, None, None
+
+
+def linear_cross_entropy(hidden, weight, target, ignore_index=-100, reduction="mean", label_smoothing=0.0, *,
+                         chunk_rows=None, backend=None):
+    """cross_entropy(hidden @ weight.T, target) (an LM head without bias, then
+    the loss) without storing the (tokens, V) logits: hidden (..., D), weight
+    (V, D), target (...) int64 or int32; reduction 'mean' or 'sum'. The
+    tokens are processed chunk_rows at a time (default: about N D / V rows,
+    so that one chunk's logits are the size of hidden); the gradients of
+    hidden and weight are computed in the forward pass and kept instead of
+    the logits (see LinearCrossEntropyFunction). The loss is computed in f32
+    (f64 for f64) per chunk and summed in double."""
+    if reduction not in ("mean", "sum"):
+        raise ValueError("gradkern.linear_cross_entropy: reduction=%r must be 'mean' or 'sum'" % (reduction,))
+    if weight.dim() != 2 or hidden.dim() < 1 or hidden.shape[-1] != weight.shape[1]:
+        raise ValueError("gradkern.linear_cross_entropy: hidden %s and weight %s: weight must be (V, D) with D = "
+                         "hidden's last dim" % (tuple(hidden.shape), tuple(weight.shape)))
+    if tuple(target.shape) != tuple(hidden.shape[:-1]):
+        raise ValueError("gradkern.linear_cross_entropy: target %s must have hidden's shape %s without its last dim"
+                         % (tuple(target.shape), tuple(hidden.shape)))
+    hidden2 = hidden.reshape(-1, hidden.shape[-1])
+    target2 = target.reshape(-1)
+    N, D = hidden2.shape
+    V = weight.shape[0]
+    if chunk_rows is None:
+        chunk_rows = max(1, -(-N // max(1, -(-V // max(1, D)))))
+    if int(chunk_rows) < 1:
+        raise ValueError("gradkern.linear_cross_entropy: chunk_rows=%r must be >= 1" % (chunk_rows,))
+    opts = _opts(reduction="sum", ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
+                 index_dtype=target.dtype)
+    return LinearCrossEntropyFunction.apply(hidden2, weight, target2, opts, reduction, int(chunk_rows),
+                                            resolve_backend(backend))
 
 
 # ---------------------------------------------------------------- embedding
