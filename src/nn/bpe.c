@@ -628,6 +628,10 @@ static void builder_free(builder *b) {
 
 static gk_status oom(const builder *b) { return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "%s: out of memory", b->what); }
 
+// The string at offset `off` of b->strs ("" while nothing is stored: the
+// buffer is NULL until its first byte).
+static const char *str_at(const builder *b, uint32_t off) { return b->strs.data ? b->strs.data + off : ""; }
+
 static int grow(void **arr, size_t *cap, size_t need, size_t size) {
   if (need <= *cap) return 1;
   size_t ncap = *cap ? *cap : 64;
@@ -646,14 +650,14 @@ static long vocab_find(const builder *b, const void *s, size_t n) {
     uint32_t e = b->map[i];
     if (!e) return -1;
     const struct vocab_entry *v = &b->vocab[e - 1];
-    if (v->len == n && !memcmp(b->strs.data + v->off, s, n)) return (long)e - 1;
+    if (v->len == n && !memcmp(str_at(b, v->off), s, n)) return (long)e - 1;
   }
 }
 
 // Add the string just appended to b->strs at `off` as token `id`.
 static gk_status vocab_add(builder *b, uint32_t off, int64_t id) {
   uint32_t len = (uint32_t)(b->strs.len - off);
-  const char *s = b->strs.data + off;
+  const char *s = str_at(b, off);
   if (id < 0 || id >= GK_BPE_MAX_ID)
     return gk_nn_fail(GK_NN_ERR_FILE, "%s: token '%.60s' has id %lld, outside [0, 2^24)", b->what, s, (long long)id);
   if (vocab_find(b, s, len) >= 0) return gk_nn_fail(GK_NN_ERR_FILE, "%s: token '%.60s' appears twice in the vocabulary", b->what, s);
@@ -663,7 +667,7 @@ static gk_status vocab_add(builder *b, uint32_t off, int64_t id) {
     uint32_t *map = calloc(cap, sizeof *map);
     if (!map) return oom(b);
     for (size_t e = 0; e < b->nvocab; e++) {
-      size_t i = hash_bytes(b->strs.data + b->vocab[e].off, b->vocab[e].len) & (cap - 1);
+      size_t i = hash_bytes(str_at(b, b->vocab[e].off), b->vocab[e].len) & (cap - 1);
       while (map[i]) i = (i + 1) & (cap - 1);
       map[i] = (uint32_t)e + 1;
     }
@@ -755,12 +759,12 @@ static gk_status build(builder *b, const char *kind, gk_bpe **out) {
     if (is_added) continue;
     if (t->tok_len[id] >= 0) {
       st = gk_nn_fail(GK_NN_ERR_FILE, "%s: tokens '%.40s' and another have the same id %ld", b->what,
-                      b->strs.data + b->vocab[i].off, (long)id);
+                      str_at(b, b->vocab[i].off), (long)id);
       break;
     }
     size_t at = bytes.len;
     t->tok_off[id] = (uint32_t)at;
-    token_bytes((const unsigned char *)b->strs.data + b->vocab[i].off, b->vocab[i].len, &bytes);
+    token_bytes((const unsigned char *)str_at(b, b->vocab[i].off), b->vocab[i].len, &bytes);
     t->tok_len[id] = (int32_t)(bytes.len - at);
   }
   if (st == GK_SUCCESS && (bytes.failed || bytes.len > UINT32_MAX)) st = oom(b);
@@ -781,7 +785,7 @@ static gk_status build(builder *b, const char *kind, gk_bpe **out) {
   gk_nn_buf joined = {0};
   for (size_t r = 0; st == GK_SUCCESS && r < b->nmerges; r++) {
     const struct merge_entry *m = &b->merges[r];
-    const char *sa = b->strs.data + m->a_off, *sb = b->strs.data + m->b_off;
+    const char *sa = str_at(b, m->a_off), *sb = str_at(b, m->b_off);
     long ea = vocab_find(b, sa, m->a_len), eb = vocab_find(b, sb, m->b_len);
     joined.len = 0;
     gk_nn_buf_append(&joined, sa, m->a_len);
@@ -1036,7 +1040,7 @@ static gk_status parse_model(builder *b, gk_json *p) {
           } else {  // "a b"
             size_t len;
             if ((st = gk_json_string_append(p, &b->strs, &len, "as a merge (\"a b\" or [\"a\", \"b\"])"))) break;
-            const char *s = b->strs.data + a_off, *sp = b->strs.failed ? NULL : memchr(s, ' ', len);
+            const char *s = str_at(b, a_off), *sp = b->strs.failed ? NULL : memchr(s, ' ', len);
             if (!sp || sp == s || sp + 1 == s + len || memchr(sp + 1, ' ', len - (size_t)(sp - s) - 1)) {
               st = gk_json_fail_at(p, mat, "merge %zu is not two tokens separated by one space: '%.*s'", b->nmerges,
                                    (int)(len < 60 ? len : 60), s);
