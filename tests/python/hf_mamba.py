@@ -10,6 +10,8 @@ import math
 import torch
 from torch import nn
 
+from hf_llama import LlamaRMSNorm
+
 
 class MambaConfig:
     def __init__(self, vocab_size=256, hidden_size=64, state_size=16, num_hidden_layers=2, expand=2,
@@ -89,18 +91,8 @@ class MambaMixer(nn.Module):
         return self.slow_forward(hidden_states, cache_params, cache_position, attention_mask)
 
 
-class MambaRMSNorm(nn.Module):
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
+class MambaRMSNorm(LlamaRMSNorm):
+    """Hugging Face's Mamba norm: the same computation as LLaMA's, its own class name."""
 
 
 class MambaBlock(nn.Module):
