@@ -581,7 +581,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 class BinaryFunction(torch.autograd.Function):
     """add: y = a + alpha b; mul: y = alpha a b; numpy broadcasting. Backward
-    sums each operand's gradient over the dims it was broadcast along."""
+    sums each operand's gradient over the dims it was broadcast along; add
+    with nothing broadcast hands dy on as da (and as db when alpha is 1)
+    without a copy, as autograd does."""
 
     @staticmethod
     def forward(ctx, a, b, op, opts, backend):
@@ -600,6 +602,9 @@ class BinaryFunction(torch.autograd.Function):
         op, opts, backend, dtype, a_shape, b_shape = ctx.gk
         if not any(ctx.needs_input_grad[:2]):
             return None, None, None, None, None
+        alpha = dict(opts)["alpha"]
+        if op == "add" and a_shape == b_shape:
+            return _needs(ctx, dy, dy if alpha == 1.0 else dy * alpha) + (None, None, None)
         plan = _plan(op, "backward", dtype, a_shape, backend, opts)
         da = torch.empty(a_shape, dtype=dtype)
         db = torch.empty(b_shape, dtype=dtype)

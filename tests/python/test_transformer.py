@@ -592,6 +592,19 @@ def test_binary(errstats, op, case, dtype, backend):
                  lambda xs, dys: abs_scales(mag, xs, dys), dyl)
 
 
+@pytest.mark.parametrize("alpha", [1.0, -1.5])
+def test_add_backward_hands_dy_on(alpha):
+    """add with nothing broadcast: da is dy itself (no copy), as autograd
+    gives it; db too when alpha is 1, else alpha dy."""
+    a = torch.randn(4, 6, requires_grad=True)
+    b = torch.randn(4, 6, requires_grad=True)
+    dy = torch.randn(4, 6)
+    da, db = torch.autograd.grad(gradkern.add(a, b, alpha=alpha), (a, b), dy)
+    assert da.data_ptr() == dy.data_ptr()
+    torch.testing.assert_close(db, alpha * dy, rtol=0, atol=0)
+    assert (db.data_ptr() == dy.data_ptr()) == (alpha == 1.0)
+
+
 def test_binary_python_scalar():
     x = torch.randn(3, 4, dtype=F64, requires_grad=True)
     y = gradkern.add(x, 2.0)
