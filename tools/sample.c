@@ -59,6 +59,20 @@ static gk_status config_int(const char *path, const char *config, const char *ke
   return GK_SUCCESS;
 }
 
+// A positive number below `hi` from the config metadata (the value as
+// written with %g or %.17g).
+static gk_status config_double(const char *path, const char *config, const char *key, double hi, double *out) {
+  char buf[40];
+  if (!config_value(config, key, buf, sizeof buf))
+    return gk_nn_fail(GK_NN_ERR_FILE, "--checkpoint '%s': the config metadata has no %s", path, key);
+  char *end;
+  double v = strtod(buf, &end);
+  if (!buf[0] || *end || !(v > 0 && v < hi))
+    return gk_nn_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config %s=%s is not a number in (0, %g)", path, key, buf, hi);
+  *out = v;
+  return GK_SUCCESS;
+}
+
 // The model of the text checkpoint at `path`, weights loaded, and the
 // sequence length it was trained on. A model of BPE tokens: *tokenizer is
 // its tokenizer (the metadata's path, or `tokenizer_path` when given),
@@ -75,7 +89,7 @@ static gk_status load_text_model(const char *path, const char *tokenizer_path, g
     return s;
   }
   const char *format = gk_st_metadata(f, "format"), *config = gk_st_metadata(f, "config");
-  char arch[16], task[32], theta[32];
+  char arch[16], task[32];
   gk_model_config c = {0};
   if (!format || strcmp(format, "gradkern-checkpoint-1") || !config) {
     s = gk_nn_fail(GK_NN_ERR_FILE, "--checkpoint '%s' is not a gradkern checkpoint (no format or config metadata)",
@@ -125,13 +139,13 @@ static gk_status load_text_model(const char *path, const char *tokenizer_path, g
       if (s == GK_SUCCESS) s = config_int(path, config, "heads", 1, 1 << 12, &c.heads);
       if (s == GK_SUCCESS) s = config_int(path, config, "kv_heads", 1, 1 << 12, &c.kv_heads);
       if (s == GK_SUCCESS) s = config_int(path, config, "d_ff", 1, 1 << 20, &c.d_ff);
-      char *end = NULL;
-      if (s == GK_SUCCESS && config_value(config, "rope_theta", theta, sizeof theta))
-        c.rope_theta = strtod(theta, &end);
-      if (s == GK_SUCCESS && (!end || end == theta || *end || !(c.rope_theta > 0) || c.rope_theta > 1e300))
-        s = gk_nn_fail(GK_NN_ERR_FILE, "--checkpoint '%s': config rope_theta is missing or not a positive number", path);
+      if (s == GK_SUCCESS) s = config_double(path, config, "rope_theta", 1e300, &c.rope_theta);
     }
-    if (s == GK_SUCCESS && config_value(config, "untied_head", theta, sizeof theta))
+    char value[40];
+    // Recorded when not the default 1e-5 (a model from a Hugging Face directory).
+    if (s == GK_SUCCESS && config_value(config, "norm_eps", value, sizeof value))
+      s = config_double(path, config, "norm_eps", 1, &c.norm_eps);
+    if (s == GK_SUCCESS && config_value(config, "untied_head", value, sizeof value))
       s = config_int(path, config, "untied_head", 1, 1, &c.untied_head);
     if (s == GK_SUCCESS) s = gk_model_init(m, &c, 0);
     for (int i = 0; s == GK_SUCCESS && i < m->nparams; i++) {

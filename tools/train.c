@@ -93,7 +93,8 @@ static const char *last_good(const trainer *t) { return t->last_checkpoint ? t->
 // A checkpoint holds every parameter by name and the AdamW moments
 // (optimizer.exp_avg, optimizer.exp_avg_sq), with metadata:
 //   format   "gradkern-checkpoint-1"
-//   config   everything that shapes the weights or the batches (config_string);
+//   config   everything that shapes the weights, the computation or the batches
+//            (config_string);
 //            a checkpoint of another configuration is refused
 //   step     steps done;  seed
 //   steps lr min_lr warmup weight_decay clip   the run's options (run_options)
@@ -120,6 +121,8 @@ static void config_string(const trainer *t, char *buf, size_t n) {
            c->arch == GK_ARCH_LLAMA ? c->kv_heads : 0, c->arch == GK_ARCH_LLAMA ? c->d_ff : 0,
            c->arch == GK_ARCH_LLAMA ? c->rope_theta : 0, gk_task_name(t->a.task), t->a.seq_len,
            t->a.batch * t->world);
+  // A norm epsilon other than the default 1e-5 (from --init).
+  if (c->norm_eps != 1e-5) snprintf(buf + strlen(buf), n - strlen(buf), " norm_eps=%.17g", c->norm_eps);
   // An untied LM head (from --init) is one more weight.
   if (c->untied_head) snprintf(buf + strlen(buf), n - strlen(buf), " untied_head=1");
   // With --tokenizer: which tokenizer (another one makes other batches).
@@ -688,9 +691,6 @@ static gk_status setup_here(trainer *t) {
     if (t->model.cfg.vocab < t->task.vocab_size)
       return gk_nn_fail(GK_ERR_INVALID_VALUE, "--init '%s' has %d tokens, fewer than the %d of the data's %s", a->init,
                         t->model.cfg.vocab, t->task.vocab_size, a->tokenizer ? "tokenizer" : "bytes");
-    if (t->model.cfg.norm_eps != 1e-5)  // checkpoints do not record it
-      return gk_nn_fail(GK_ERR_UNSUPPORTED, "--init '%s': layer_norm_epsilon %g is not supported (only 1e-5)", a->init,
-                        t->model.cfg.norm_eps);
   } else if ((s = gk_model_init(&t->model, &c, a->seed)) != GK_SUCCESS)
     return s;
   if ((s = gk_run_create(&t->model, a->batch, a->seq_len, true, &t->run)) != GK_SUCCESS) return s;

@@ -411,7 +411,8 @@ def test_bad_shard_indexes(tmp_path):
 def test_fine_tune_and_sample_from_the_command_line(tmp_path, arch):
     """gradkern train --init DIR --tokenizer ... --save-hf OUT, then gradkern
     sample --model OUT: the evaluation loss falls, the written directory reads
-    back, and sampling decodes with the tokenizer."""
+    back (with the directory's norm epsilon, 1e-6 here), and sampling decodes
+    with the tokenizer."""
     import re
     import test_tokenizer_cli as tc
     bin_ = os.environ.get("GRADKERN_BIN")
@@ -420,6 +421,7 @@ def test_fine_tune_and_sample_from_the_command_line(tmp_path, arch):
     tok = tmp_path / "tokenizer.json"
     tok.write_text(json.dumps(tj))
     cfg = dict(CONFIGS[arch], vocab_size=max([len(tj["model"]["vocab"])] + [t["id"] + 1 for t in tj["added_tokens"]]))
+    cfg["rms_norm_eps" if "rms_norm_eps" in cfg else "layer_norm_epsilon"] = 1e-6  # not the default 1e-5
     make_dir(tmp_path / "base", cfg=cfg, weights=random_weights(cfg), dtype="BF16")
     data = tmp_path / "text.txt"
     data.write_text(tc.random_text(5, 20000))
@@ -442,6 +444,8 @@ def test_fine_tune_and_sample_from_the_command_line(tmp_path, arch):
     raw = (tmp_path / "run.safetensors").read_bytes()
     meta = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
     assert ("untied_head=1" in meta["config"].split()) == untied(cfg), meta["config"]
+    recorded = dict(kv.split("=", 1) for kv in meta["config"].split())
+    assert float(recorded["norm_eps"]) == 1e-6, meta["config"]  # the config's epsilon, kept for resume and sample
     s1 = subprocess.run([bin_, "sample", "--checkpoint", str(tmp_path / "run.safetensors"), "--tokenizer", str(tok),
                          "--prompt", "the hand", "--tokens", "20", "--seed", "2", "--temperature", "0"],
                         capture_output=True, timeout=300)
