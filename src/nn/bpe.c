@@ -133,7 +133,7 @@ struct gk_bpe {
   size_t nadded, added_max_len;
   unsigned char added_first[256];  // 1: some added token starts with this byte
   size_t text_base;           // offset of the text being encoded in its stream, for messages
-  int nfc;                    // the normalizer is NFC: text must pass the quick check
+  int nfc;                    // the normalizer is NFC
   char describe[160];
   // The word cache.
   cache_slot *cache;
@@ -263,8 +263,8 @@ static gk_status merge_word(gk_bpe *t, const unsigned char *s, size_t n, size_t 
   for (size_t i = 0; i < n; i++) {
     sym[i] = t->byte_id[s[i]];
     if (sym[i] < 0)
-      return gk_nn_fail(GK_ERR_INVALID_VALUE, "tokenizer: byte 0x%02x (byte %zu of the text) has no token in the vocabulary",
-                        s[i], t->text_base + text_pos + i);
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "tokenizer: byte 0x%02x (byte %zu of the text%s) has no token in the vocabulary",
+                        s[i], t->text_base + text_pos + i, t->nfc ? " in NFC" : "");
     prev[i] = (int32_t)i - 1;
     next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
   }
@@ -455,8 +455,9 @@ static void find_added(const gk_bpe *t, const unsigned char *s, size_t from, siz
 }
 
 // Unicode's NFC quick check over s[0, n): 1 when the text is certainly in
-// NFC; else 0 with *bad_at and *bad_cp naming the first code point in doubt.
-static int nfc_quick_check(const unsigned char *s, size_t n, size_t *bad_at, uint32_t *bad_cp) {
+// NFC (every code point's quick check Yes, the non-zero combining classes
+// never decreasing), else 0.
+static int surely_nfc(const unsigned char *s, size_t n) {
   int last_ccc = 0;
   for (size_t i = 0; i < n;) {
     if (s[i] < 0x80) {
@@ -472,33 +473,276 @@ static int nfc_quick_check(const unsigned char *s, size_t n, size_t *bad_at, uin
       continue;
     }
     int ccc = ccc_of(cp);
-    if ((ccc && last_ccc > ccc) || in_ranges(gk_unicode_nfc_qc, NRANGES(gk_unicode_nfc_qc), cp)) {
-      *bad_at = i, *bad_cp = cp;
-      return 0;
-    }
+    if ((ccc && last_ccc > ccc) || in_ranges(gk_unicode_nfc_qc, NRANGES(gk_unicode_nfc_qc), cp)) return 0;
     last_ccc = ccc;
     i += len;
   }
   return 1;
 }
 
+// ---------------------------------------------------------------- NFC
+//
+// Unicode's normalization form C (UAX #15), for text the quick check is in
+// doubt about: each code point's full canonical decomposition (the decomp
+// table; Hangul syllables by formula), combining marks put in canonical
+// order (a stable sort by combining class within each run of marks), then
+// canonical composition (the compose table; Hangul by formula). The text is
+// normalized segment by segment: a segment starts at a stable code point
+// (combining class 0, quick check Yes: nothing before it can compose with it
+// or reorder around it), so the NFC of the text is the NFC of its segments
+// put end to end. Bytes that are not UTF-8 pass through unchanged and end a
+// segment (Hugging Face's tokenizers take only valid UTF-8).
+
+enum {
+  HANGUL_S = 0xAC00, HANGUL_L = 0x1100, HANGUL_V = 0x1161, HANGUL_T = 0x11A7,  // T: one before the first
+  HANGUL_LCOUNT = 19, HANGUL_VCOUNT = 21, HANGUL_TCOUNT = 28, HANGUL_SCOUNT = 19 * 21 * 28
+};
+
+typedef struct cp_buf {  // a growable array of code points
+  uint32_t *data;
+  size_t len, cap;
+  int failed;
+} cp_buf;
+
+static void cp_push(cp_buf *b, uint32_t cp) {
+  if (b->len == b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 64;
+    uint32_t *d = realloc(b->data, cap * sizeof *d);
+    if (!d) {
+      b->failed = 1;
+      return;
+    }
+    b->data = d, b->cap = cap;
+  }
+  b->data[b->len++] = cp;
+}
+
+// Append the full canonical decomposition of cp.
+static void decompose(uint32_t cp, cp_buf *out) {
+  if (cp >= HANGUL_S && cp < HANGUL_S + HANGUL_SCOUNT) {
+    uint32_t i = cp - HANGUL_S;
+    cp_push(out, HANGUL_L + i / (HANGUL_VCOUNT * HANGUL_TCOUNT));
+    cp_push(out, HANGUL_V + i % (HANGUL_VCOUNT * HANGUL_TCOUNT) / HANGUL_TCOUNT);
+    if (i % HANGUL_TCOUNT) cp_push(out, HANGUL_T + i % HANGUL_TCOUNT);
+    return;
+  }
+  size_t lo = 0, hi = NRANGES(gk_unicode_decomp);
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (cp < gk_unicode_decomp[mid][0]) hi = mid;
+    else if (cp > gk_unicode_decomp[mid][0]) lo = mid + 1;
+    else {
+      decompose(gk_unicode_decomp[mid][1], out);
+      if (gk_unicode_decomp[mid][2]) decompose(gk_unicode_decomp[mid][2], out);
+      return;
+    }
+  }
+  cp_push(out, cp);
+}
+
+// The primary composite of the pair (a, b), or 0 when they do not compose.
+static uint32_t composite_of(uint32_t a, uint32_t b) {
+  if (a >= HANGUL_L && a < HANGUL_L + HANGUL_LCOUNT && b >= HANGUL_V && b < HANGUL_V + HANGUL_VCOUNT)
+    return HANGUL_S + ((a - HANGUL_L) * HANGUL_VCOUNT + (b - HANGUL_V)) * HANGUL_TCOUNT;
+  if (a >= HANGUL_S && a < HANGUL_S + HANGUL_SCOUNT && (a - HANGUL_S) % HANGUL_TCOUNT == 0 && b > HANGUL_T &&
+      b < HANGUL_T + HANGUL_TCOUNT)
+    return a + (b - HANGUL_T);
+  size_t lo = 0, hi = NRANGES(gk_unicode_compose);
+  uint64_t key = (uint64_t)a << 32 | b;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    uint64_t k = (uint64_t)gk_unicode_compose[mid][0] << 32 | gk_unicode_compose[mid][1];
+    if (key < k) hi = mid;
+    else if (key > k) lo = mid + 1;
+    else return gk_unicode_compose[mid][2];
+  }
+  return 0;
+}
+
+// The code point at s[0, n) (*len its bytes) if it is a stable one; a byte
+// that is not UTF-8 counts as stable. 0 for a code point that is not
+// stable, -1 for a sequence cut short by the end of s.
+static int stable_at(const unsigned char *s, size_t n, size_t *len) {
+  uint32_t cp;
+  int r = utf8_at(s, n, &cp, len);
+  if (r < 0) return -1;
+  if (r == 0) {
+    *len = 1;
+    return 1;
+  }
+  return ccc_of(cp) == 0 && !in_ranges(gk_unicode_nfc_qc, NRANGES(gk_unicode_nfc_qc), cp);
+}
+
+// The next piece of s[0, n) to normalize, *len its length: a run already in
+// NFC that ends before a stable code point or at n (1: copied as it is),
+// else the one segment at s[0] (0: NFC may change it).
+static int next_piece(const unsigned char *s, size_t n, size_t *len) {
+  size_t last_start = 0, i, k;
+  int last_ccc = 0;
+  for (i = 0; i < n; i += k) {
+    uint32_t cp;
+    int r = s[i] < 0x80 ? (cp = s[i], k = 1, 1) : utf8_at(s + i, n - i, &cp, &k);
+    if (r <= 0) {  // a byte that is not UTF-8, or a cut sequence: as it is, and nothing composes across it
+      k = 1, last_ccc = 0, last_start = i + 1;
+      continue;
+    }
+    int ccc = cp < 0x300 ? 0 : ccc_of(cp);
+    int yes = cp < 0x300 || !in_ranges(gk_unicode_nfc_qc, NRANGES(gk_unicode_nfc_qc), cp);
+    if (!yes || (ccc && last_ccc > ccc)) break;
+    if (!ccc) last_start = i;
+    last_ccc = ccc;
+  }
+  if (i == n || last_start > 0) {
+    *len = i == n ? n : last_start;
+    return 1;
+  }
+  for (i = 0; i < n; i += k) {  // up to the next stable code point
+    int r = stable_at(s + i, n - i, &k);
+    if (r < 0) k = n - i;  // a cut sequence at the end: its bytes pass through
+    if (i > 0 && r != 0) break;
+  }
+  *len = i;
+  return 0;
+}
+
+static void put_utf8(gk_nn_buf *out, uint32_t cp) {
+  unsigned char b[4];
+  size_t k = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  if (k == 1) b[0] = (unsigned char)cp;
+  else {
+    for (size_t j = k - 1; j > 0; j--, cp >>= 6) b[j] = (unsigned char)(0x80 | (cp & 0x3F));
+    b[0] = (unsigned char)((0xF0u << (4 - k)) | cp);
+  }
+  gk_nn_buf_append(out, b, k);
+}
+
+// Append the NFC of the segment s[0, n) (`cps` is scratch).
+static void nfc_segment(const unsigned char *s, size_t n, cp_buf *cps, gk_nn_buf *out) {
+  uint32_t cp;
+  size_t len;
+  cps->len = 0;
+  for (size_t i = 0; i < n; i += len) {
+    utf8_at(s + i, n - i, &cp, &len);
+    decompose(cp, cps);
+  }
+  if (cps->failed) return;
+  uint32_t *c = cps->data;
+  for (size_t i = 1; i < cps->len; i++)  // canonical order: insertion sort of marks by class
+    for (size_t j = i; j > 0 && ccc_of(c[j]) && ccc_of(c[j - 1]) > ccc_of(c[j]); j--) {
+      uint32_t x = c[j];
+      c[j] = c[j - 1], c[j - 1] = x;
+    }
+  // Composition: each code point joins the last starter when nothing between
+  // them blocks it (a code point of class 0, or of a class at least its own).
+  size_t kept = 0, starter = SIZE_MAX;
+  int last_ccc = 0;
+  for (size_t i = 0; i < cps->len; i++) {
+    int cc = ccc_of(c[i]);
+    uint32_t p;
+    if (starter != SIZE_MAX && (kept == starter + 1 || (last_ccc != 0 && last_ccc < cc)) &&
+        (p = composite_of(c[starter], c[i])) != 0) {
+      c[starter] = p;
+      continue;
+    }
+    if (cc == 0) starter = kept;
+    last_ccc = cc;
+    c[kept++] = c[i];
+  }
+  for (size_t i = 0; i < kept; i++) put_utf8(out, c[i]);
+}
+
+// Append the NFC of s[0, n).
+static void nfc(const unsigned char *s, size_t n, cp_buf *cps, gk_nn_buf *out) {
+  for (size_t i = 0, k; i < n; i += k) {
+    if (next_piece(s + i, n - i, &k)) gk_nn_buf_append(out, s + i, k);
+    else nfc_segment(s + i, k, cps, out);
+  }
+}
+
+// The offset in s[0, n) of offset `at` of its NFC: the same text up to
+// there, so that s from that offset on normalizes to the rest. SIZE_MAX
+// when `at` falls inside a segment that NFC changed, and then *inside is
+// where that segment's NFC starts.
+static size_t raw_offset(const unsigned char *s, size_t n, size_t at, cp_buf *cps, size_t *inside) {
+  gk_nn_buf one = {0};
+  size_t norm = 0, raw = 0, k, found = SIZE_MAX;
+  for (; raw < n && found == SIZE_MAX; raw += k) {
+    if (next_piece(s + raw, n - raw, &k)) {  // as it is: every offset in it is the same text
+      if (at <= norm + k) found = raw + (at - norm);
+      norm += k;
+      continue;
+    }
+    one.len = 0;
+    nfc_segment(s + raw, k, cps, &one);
+    if (at == norm) found = raw;
+    else if (at < norm + one.len) break;
+    norm += one.len;
+  }
+  if (found == SIZE_MAX && at == norm) found = raw;
+  free(one.data);
+  *inside = norm;
+  return found;
+}
+
+static gk_status encode_text(gk_bpe *t, const unsigned char *s, size_t n, int final, size_t *consumed,
+                             gk_bpe_ids *out);
+
+// The offset of the last stable code point in s[0, n) (0 when none): what
+// follows it may still change under NFC with the text after s[n).
+static size_t last_stable(const unsigned char *s, size_t n) {
+  size_t end = 0, len;
+  for (size_t i = 0; i < n; i += len) {
+    int r = stable_at(s + i, n - i, &len);
+    if (r < 0) break;
+    if (r) end = i;
+  }
+  return end;
+}
+
+// Encoding s[0, end) once normalized. Unless final, the encoding must stop
+// where a segment starts, to give *consumed in the caller's text.
+static gk_status encode_nfc(gk_bpe *t, const unsigned char *s, size_t end, int final, size_t *consumed,
+                            gk_bpe_ids *out) {
+  gk_nn_buf norm = {0};
+  cp_buf cps = {0};
+  nfc(s, end, &cps, &norm);
+  gk_status st = GK_SUCCESS;
+  if (norm.failed || cps.failed) st = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "tokenizer: out of memory normalizing the text");
+  size_t first_id = out->len, limit = norm.len;
+  while (st == GK_SUCCESS) {
+    size_t used, inside;
+    st = encode_text(t, (const unsigned char *)norm.data, limit, final && limit == norm.len, &used, out);
+    if (st) break;
+    size_t raw = raw_offset(s, end, used, &cps, &inside);
+    if (raw != SIZE_MAX) {
+      *consumed = raw;
+      break;
+    }
+    out->len = first_id;  // stopped inside a segment: encode less
+    limit = inside;
+  }
+  free(norm.data);
+  free(cps.data);
+  return st;
+}
+
 gk_status gk_bpe_encode(gk_bpe *t, const void *text, size_t n, int final, size_t *consumed, gk_bpe_ids *out) {
   if (!t || !consumed || !out || (!text && n))
     return gk_nn_fail(GK_ERR_NULL_POINTER, "gk_bpe_encode: %s is NULL",
                       !t ? "tokenizer" : !consumed ? "consumed" : !out ? "out" : "text");
-  const unsigned char *s = text;
-  size_t pos = 0;
   *consumed = 0;
   if (t->nfc) {
-    size_t at;
-    uint32_t cp;
-    // Checked over whole code points; a sequence cut by the end is checked with the next piece.
-    if (!nfc_quick_check(s, n, &at, &cp))
-      return gk_nn_fail(GK_ERR_INVALID_VALUE,
-                        "tokenizer: the text at byte %zu has U+%04X, which this tokenizer's NFC normalizer may change; "
-                        "gradkern does not implement NFC: normalize the text first (e.g. uconv -x NFC)",
-                        t->text_base + at, (unsigned)cp);
+    if (!final) n = last_stable(text, n);
+    if (!surely_nfc(text, n)) return encode_nfc(t, text, n, final, consumed, out);
   }
+  return encode_text(t, text, n, final, consumed, out);
+}
+
+// Encoding text as it is (in NFC when the tokenizer asks for it).
+static gk_status encode_text(gk_bpe *t, const unsigned char *s, size_t n, int final, size_t *consumed,
+                             gk_bpe_ids *out) {
+  size_t pos = 0;
+  *consumed = 0;
   size_t added_at = 0, added_which = 0;
   int added_partial = 0, added_known = 0;
   while (pos < n) {

@@ -35,10 +35,10 @@
 //           message naming the field: another model type, normalizer or
 //           pre-tokenizer, add_prefix_space true, BPE dropout, byte fallback, ignore_merges, subword
 //           prefixes or suffixes, added tokens with lstrip, rstrip or
-//           single_word. NFC is not implemented either: with an NFC
-//           normalizer, a text that is certainly in NFC (Unicode's quick
-//           check) is encoded as it is, and any other is refused, naming the
-//           byte offset and the code point.
+//           single_word. With an NFC normalizer the text is put in
+//           Unicode's normalization form C before it is encoded (text that
+//           Unicode's quick check finds certainly in NFC as it is; any other
+//           through decomposition, canonical ordering and composition).
 //
 // A tokenizer is not safe to use from several threads at once (the cache).
 #ifndef GK_NN_BPE_H
@@ -65,7 +65,7 @@ void gk_bpe_free(gk_bpe *t);
 // One more than the largest token id.
 int32_t gk_bpe_vocab_size(const gk_bpe *t);
 // A CRC-32 of everything that decides the encoding (every token's bytes, the
-// merges by rank, the added tokens, the NFC check): tokenizers with equal
+// merges by rank, the added tokens, the normalizer): tokenizers with equal
 // fingerprints encode alike, wherever their files are.
 uint32_t gk_bpe_fingerprint(const gk_bpe *t);
 // "GPT-2 files, 50257 tokens, 50000 merges" or "tokenizer.json, ..., 2 added tokens".
@@ -83,7 +83,7 @@ void gk_bpe_ids_free(gk_bpe_ids *ids);
 // text could still change, and *consumed says how many bytes were encoded
 // (the caller keeps the rest and passes it again with more text after it).
 // With final == 1 everything is encoded (*consumed = n). Errors: a byte with
-// no token in the vocabulary, text an NFC normalizer could change.
+// no token in the vocabulary.
 gk_status gk_bpe_encode(gk_bpe *t, const void *text, size_t n, int final, size_t *consumed, gk_bpe_ids *out);
 
 // Encode everything `in` holds, reading it in pieces (never the whole file at

@@ -137,6 +137,39 @@ def test_ids_equal_the_reference_and_decode_round_trips(tok):
         assert back.stdout == text.encode()
 
 
+def test_nfc_normalizer_equals_python(tmp_path):
+    """A tokenizer.json with an NFC normalizer and no merges gives one id per
+    byte of the normalized text: those bytes equal Python's
+    unicodedata.normalize("NFC") for every code point that has a canonical
+    decomposition (as it is, and decomposed), and for 2 MiB of random
+    starters and combining marks (Hangul jamo included), read in pieces."""
+    import unicodedata
+    spec = tokenizer_json(merges=[], added=())
+    spec["normalizer"] = {"type": "NFC"}
+    tok = tmp_path / "nfc.json"
+    tok.write_text(json.dumps(spec))
+    decomposable = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF
+                    and unicodedata.decomposition(chr(cp)) and not unicodedata.decomposition(chr(cp)).startswith("<")]
+    hangul = [chr(cp) for cp in range(0xAC00, 0xD7A4, 7)]
+    marks = [chr(cp) for cp in range(0x300, 0x370)] + ["\u093c", "\u0951", "\u05b0", "\u0f71", "\u302a", "\u1dce"]
+    jamo = [chr(cp) for cp in list(range(0x1100, 0x1113)) + list(range(0x1161, 0x1176)) + list(range(0x11A8, 0x11C3))]
+    starters = list("aeiouAEIOUnsczy ") + ["\u03b1", "\u03c9", "\u0928", "\u3046", "\n"] + hangul[:50]
+    rng = random.Random(7)
+    random_part = "".join(rng.choice(starters) if rng.random() < 0.45 else rng.choice(marks if rng.random() < 0.7
+                                                                                      else jamo)
+                          for _ in range(1 << 20))
+    for text in [" ".join(decomposable), " ".join(unicodedata.normalize("NFD", c) for c in decomposable),
+                 "".join(hangul), random_part]:
+        r = tokenize(tok, text.encode())
+        assert r.returncode == 0, r.stderr.decode()
+        got = bytes(int(x) for x in r.stdout.split())
+        want = unicodedata.normalize("NFC", text).encode()
+        if got != want:
+            at = next(i for i in range(min(len(got), len(want))) if got[i] != want[i])
+            raise AssertionError("NFC differs from Python's at byte %d: %r vs %r" % (at, got[at - 12:at + 12],
+                                                                                 want[at - 12:at + 12]))
+
+
 def test_tokenize_bad_input(tok, tmp_path):
     r = subprocess.run([BIN, "tokenize", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "--tokenizer PATH" in r.stdout and "--decode" in r.stdout
