@@ -6,13 +6,14 @@
 // Rows of f32 (f64) are taken chunk by chunk with gk_chunk_in (converted
 // into a buffer unless contiguous in that dtype); contiguous rows of bf16 or
 // f16 are read in place, each element widened to f32 in a register (the
-// _bf16 and _f16 forms, GK_ROW_IN_16): the same values, the same sums.
+// _bf16 and _f16 forms, row_access.h): the same values, the same sums.
 #ifndef GK_CPU_ROW_LSE_H
 #define GK_CPU_ROW_LSE_H
 
 #include "../core/act_math.h"
 #include "../core/convert.h"
 #include "../core/internal.h"
+#include "row_access.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -22,20 +23,6 @@ static inline double gk_exp_libm_f64(double x) { return exp(x); }
 #define GK_ROW_EXP_f32 gk_exp_nonpos_f32
 #define GK_ROW_EXP_f64 gk_exp_libm_f64
 
-// How a row's chunk is read and written: elements of E, widened by LD and
-// narrowed by ST; IN gives chunk [c, c + len) of row view x for reading
-// (buf: room for CHUNK elements), OUT one to write and COMMIT stores it.
-#define GK_ROW_SAME(v) (v)
-#define GK_ROW_IN_f32(x, c, len, buf) gk_chunk_in_f32(x, c, len, buf)
-#define GK_ROW_IN_f64(x, c, len, buf) gk_chunk_in_f64(x, c, len, buf)
-#define GK_ROW_OUT_f32(x, c, buf) gk_chunk_out_f32(x, c, buf)
-#define GK_ROW_OUT_f64(x, c, buf) gk_chunk_out_f64(x, c, buf)
-#define GK_ROW_COMMIT_f32(x, c, len, o, buf) gk_chunk_commit_f32(x, c, len, o, buf)
-#define GK_ROW_COMMIT_f64(x, c, len, o, buf) gk_chunk_commit_f64(x, c, len, o, buf)
-// A contiguous 16-bit row: its own memory.
-#define GK_ROW_IN_16(x, c, len, buf) ((void)(len), (void)(buf), (const uint16_t *)(x)->data + (c))
-#define GK_ROW_OUT_16(x, c, buf) ((void)(buf), (uint16_t *)(x)->data + (c))
-#define GK_ROW_COMMIT_16(x, c, len, o, buf) ((void)(o), (void)(buf))
 
 // The largest of p[0 .. n), n >= 1, as an integer max over keys that order
 // like the floats (sign-magnitude bits to two's complement, an involution):
