@@ -29,6 +29,13 @@ Four tables:
   the logits, to show what fusing the LM head with the loss saves):
   tokens/s and the process's peak resident memory, each in a fresh process.
 
+Which BLAS torch runs is read from the libraries its process has loaded
+after a matrix product (/proc/self/maps) and printed with the conditions.
+Debian's reference BLAS (netlib, what torch gets on a fresh machine without
+OpenBLAS) is 5-40x below this CPU: against it no matrix-product ratio
+(linear, matmul, attention) is printed, only both times and the reason.
+`make bench-torch` installs OpenBLAS first (scripts/install-deps.sh bench).
+
 The selective scan's PyTorch reference is a loop over time; at L = 1024 it
 is very slow, so it runs a few steps of L and the time is extrapolated
 linearly to L = 1024 (the rows say so). Benchmarks measure; nothing asserts.
@@ -74,6 +81,67 @@ def parse():
     if not set(a.tables.split(",")) <= {"kernels", "user", "overhead", "model"}:
         p.error("--tables: choose from kernels, user, overhead, model")
     return a
+
+
+MATRIX_OPS = ("linear", "matmul", "attention")
+
+
+def torch_blas():
+    """The BLAS libraries torch's process loaded, after an f32 and a bf16
+    matrix product, and the f32 rate it reached: dict(name, path, core,
+    reference, onednn, gflop_s). reference: Debian's netlib BLAS is among
+    them (alone, or preloaded over another, which then serves nothing)."""
+    a = torch.randn(64, 64)
+    a @ a
+    b = a.to(torch.bfloat16)
+    b @ b
+    paths = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            p = line.split()[-1]
+            if os.path.basename(p).startswith(("libblas", "libopenblas", "libmkl", "libblis", "libdnnl")):
+                paths.add(os.path.realpath(p))
+    onednn = sorted(p for p in paths if "libdnnl" in p)
+    blas = sorted(p for p in paths if "libdnnl" not in p)
+    names, core = [], ""
+    for p in blas:
+        if "openblas" in p:
+            name = "OpenBLAS"
+            try:
+                import ctypes
+                lib = ctypes.CDLL(p)
+                lib.openblas_get_corename.restype = ctypes.c_char_p
+                lib.openblas_get_config.restype = ctypes.c_char_p
+                core = lib.openblas_get_corename().decode()
+                name = " ".join(lib.openblas_get_config().decode().split()[:2])  # "OpenBLAS 0.3.21"
+            except (OSError, AttributeError):
+                pass
+        elif "mkl" in p or "blis" in p:
+            name = "MKL" if "mkl" in p else "BLIS"
+        else:
+            name = "reference BLAS (netlib)"
+        if name not in names:
+            names.append(name)
+    reference = "reference BLAS (netlib)" in names
+    x = torch.randn(1024, 1024)
+    x @ x
+    t0 = time.perf_counter()
+    for _ in range(3):
+        x @ x
+    gflop_s = 3 * 2 * 1024 ** 3 / (time.perf_counter() - t0) / 1e9
+    return dict(name=" + ".join(names) or "none found", path=", ".join(blas) or "-", core=core, reference=reference,
+                onednn=onednn[0] if onednn else "", gflop_s=gflop_s)
+
+
+def blas_text(b):
+    text = "torch's BLAS: %s%s (%s; f32 1024^3 product at %.0f GFLOP/s)" % (
+        b["name"], ", core " + b["core"] if b["core"] else "", b["path"], b["gflop_s"])
+    if b["onednn"]:
+        text += "; oneDNN loaded (%s; torch's bf16 matrix products)" % b["onednn"]
+    return text
+
+
+REFUSED = "no ratio: torch runs the reference BLAS (install OpenBLAS: scripts/install-deps.sh bench)"
 
 
 def median_ms(fn, repeat, budget):
@@ -381,8 +449,11 @@ def kernel_table(a):
                             torch_ms=None, speedup=None, fraction_of_limit=r.get("fraction_of_limit"),
                             note="torch: %s" % str(e).split("\n")[0]))
             continue
+        speedup = round(ms / r["gradkern_ms"], 3)
+        if op in MATRIX_OPS and a.blas["reference"]:
+            speedup, note = None, REFUSED + "; " + note
         out.append(dict(op=op, direction=direction, dtype=dtype, shape=r["shape"], gradkern_ms=r["gradkern_ms"],
-                        torch_ms=round(ms, 4), speedup=round(ms / r["gradkern_ms"], 3),
+                        torch_ms=round(ms, 4), speedup=speedup,
                         fraction_of_limit=r.get("fraction_of_limit"), limit_name=r.get("limit_name"), note=note))
         progress("%-20s %-8s %-5s torch %10.2f ms" % (op, direction, dtype, ms))
     lines = [limits_line]
@@ -473,6 +544,8 @@ def user_table(a, gk):
             row[side + "_sum_ms"] = round(median_ms(step_sum, repeat, budget), 3)
         row["speedup_dy"] = round(row["torch_dy_ms"] / row["gradkern_dy_ms"], 3)
         row["speedup_sum"] = round(row["torch_sum_ms"] / row["gradkern_sum_ms"], 3)
+        if name in MATRIX_OPS and a.blas["reference"]:
+            row["speedup_dy"] = row["speedup_sum"] = None
         rows.append(row)
         progress("user %-14s gradkern %8.2f / %8.2f ms, torch %8.2f / %8.2f ms" % (
             name, row["gradkern_dy_ms"], row["gradkern_sum_ms"], row["torch_dy_ms"], row["torch_sum_ms"]))
@@ -481,10 +554,13 @@ def user_table(a, gk):
              "attention": "torch %s has no F.scaled_dot_product_attention: softmax(q k^T s + mask) v" % torch.__version__}
     lines = ["| op | shape | gradkern ms y.backward(dy) | torch ms | speedup | gradkern ms y.sum().backward() "
              "| torch ms | speedup | note |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    def ratio(v):
+        return "%.2fx" % v if v is not None else "-"
     for r in rows:
-        lines.append("| %s | %s | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx | %s |" % (
-            r["op"], r["shape"], r["gradkern_dy_ms"], r["torch_dy_ms"], r["speedup_dy"], r["gradkern_sum_ms"],
-            r["torch_sum_ms"], r["speedup_sum"], names.get(r["op"], "")))
+        note = names.get(r["op"], "") if r["speedup_dy"] is not None or r["op"] not in MATRIX_OPS else REFUSED
+        lines.append("| %s | %s | %.2f | %.2f | %s | %.2f | %.2f | %s | %s |" % (
+            r["op"], r["shape"], r["gradkern_dy_ms"], r["torch_dy_ms"], ratio(r["speedup_dy"]), r["gradkern_sum_ms"],
+            r["torch_sum_ms"], ratio(r["speedup_sum"]), note))
     return rows, lines
 
 
@@ -629,12 +705,15 @@ def main():
         return
     import gradkern as gk  # noqa: E402
     gk.set_num_threads(2)
+    a.blas = torch_blas()
+    if a.blas["reference"]:
+        progress("torch runs the reference BLAS (%s): matrix-product ratios will not be printed" % a.blas["path"])
     tables = a.tables.split(",")
     conditions = ("torch %s and gradkern %s (%s), %d threads each; OPENBLAS_CORETYPE=%s; glibc MALLOC_MMAP_THRESHOLD_=%s "
                   "MALLOC_TRIM_THRESHOLD_=%s (freed memory kept and reused)"
                   % (torch.__version__, gk.__version__, gk.library_path, torch.get_num_threads(),
                      os.environ["OPENBLAS_CORETYPE"], os.environ["MALLOC_MMAP_THRESHOLD_"],
-                     os.environ["MALLOC_TRIM_THRESHOLD_"]))
+                     os.environ["MALLOC_TRIM_THRESHOLD_"])) + "; " + blas_text(a.blas)
     results, text = {"conditions": conditions}, [conditions]
     titles = {"kernels": "Kernels: gradkern into preallocated outputs; torch with out= where the op has it "
                          "(else allocating, under the policy above)",

@@ -62,10 +62,27 @@ if [ "${1:-build}" = test ]; then
   command -v bible >/dev/null 2>&1 || need+=(bible-kjv)
 fi
 if [ "${1:-build}" = bench ]; then
-  ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0' || need+=(libopenblas0)
+  ldconfig -p 2>/dev/null | grep 'libopenblas\.so\.0' >/dev/null || need+=(libopenblas0)  # not -q: with pipefail, ldconfig's SIGPIPE would fail the test
   /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch python3-numpy)
 fi
-[ ${#need[@]} -eq 0 ] && exit 0
+# torch calls Debian's libblas.so.3, an alternative: the reference BLAS
+# (netlib) unless OpenBLAS's is chosen. Benchmarks against torch need
+# OpenBLAS's (bench/vs_torch.py prints which one torch loaded).
+openblas_for_torch() {
+  local alt=libblas.so.3-x86_64-linux-gnu ob=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3
+  [ "${1:-build}" = bench ] && [ -e "$ob" ] && command -v update-alternatives >/dev/null 2>&1 || return 0
+  [ "$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null)" = "$(readlink -f "$ob")" ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "torch's libblas.so.3 is not OpenBLAS's: sudo update-alternatives --set $alt $ob" >&2
+    return 1
+  fi
+  echo "libblas.so.3 (torch's BLAS) -> OpenBLAS: update-alternatives --set $alt $ob"
+  update-alternatives --set "$alt" "$ob" >/dev/null
+}
+if [ ${#need[@]} -eq 0 ]; then
+  openblas_for_torch "${1:-build}"
+  exit 0
+fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "gradkern needs these Debian packages: ${need[*]}" >&2
   echo "install them with: sudo apt-get install -y ${need[*]}" >&2
@@ -75,3 +92,4 @@ echo "installing: ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq || true
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+openblas_for_torch "${1:-build}"

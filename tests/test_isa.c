@@ -2,6 +2,7 @@
 // forces it: make test runs the kernel-vs-reference tests once per level the
 // machine has (tests/CMakeLists.txt), and this test, run under the same
 // settings, shows that each run really used the level it asked for.
+#include "core/isa.h"  // gk_isa_amx_state
 #include "harness.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -18,13 +19,26 @@ static const char *cpu_best(void) {
               __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
   bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  return avx512 ? "avx512" : avx2 ? "avx2" : "scalar";
+  bool bf16 = avx512 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));  // AVX512-BF16
+  return bf16 ? "avx512bf16" : avx512 ? "avx512" : avx2 ? "avx2" : "scalar";
 #else
   return "scalar";
 #endif
 }
 
-static int rank_of(const char *isa) { return !strcmp(isa, "avx512") ? 2 : !strcmp(isa, "avx2") ? 1 : 0; }
+static int rank_of(const char *isa) {
+  return !strcmp(isa, "avx512bf16") ? 3 : !strcmp(isa, "avx512") ? 2 : !strcmp(isa, "avx2") ? 1 : 0;
+}
+
+// Whether cpuid shows AMX-BF16 and AMX-TILE (leaf 7 subleaf 0, edx bits 22, 24).
+static bool cpu_has_amx(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) && (d & (1u << 24));
+#else
+  return false;
+#endif
+}
 
 static void check_plan(gk_op op, gk_direction dir, gk_backend backend, const char *want) {
   gk_op_desc d;
@@ -45,10 +59,15 @@ static void check_plan(gk_op op, gk_direction dir, gk_backend backend, const cha
 
 int main(void) {
   const char *best = cpu_best(), *env = getenv("GK_ISA"), *want = best;
-  if (env && (!strcmp(env, "avx512") || !strcmp(env, "avx2") || !strcmp(env, "scalar")) &&
+  if (env && (!strcmp(env, "avx512bf16") || !strcmp(env, "avx512") || !strcmp(env, "avx2") || !strcmp(env, "scalar")) &&
       rank_of(env) < rank_of(best))
     want = env;
   printf("cpu best %s, GK_ISA=%s: kernels should run %s\n", best, env ? env : "(unset)", want);
+  // AMX: reported, not used by the kernels.
+  const char *amx = gk_isa_amx_state();
+  printf("AMX: %s\n", amx);
+  check(cpu_has_amx() == !strncmp(amx, "present", 7), "AMX state \"%s\" but cpuid says %s", amx,
+        cpu_has_amx() ? "present" : "absent");
   gk_op ops[] = {GK_OP_SILU, GK_OP_RMSNORM, GK_OP_SOFTMAX, GK_OP_LINEAR};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     for (int dir = 0; dir < 2; dir++) {

@@ -3,10 +3,13 @@
 // Every hot loop of the CPU backend is compiled three times: for AVX-512
 // (F, BW, DQ, VL, with FMA and F16C), for AVX2 + FMA + F16C, and for the
 // baseline of the target (SSE2 on x86-64; the plain C path, named "scalar").
-// The level is picked once, from cpuid, the first time a kernel runs;
-// GK_ISA=avx512|avx2|scalar in the environment forces one (a level above what
-// the CPU has is lowered to the best it has, with a warning on stderr, as is
-// an unknown name). Off x86-64 there is one level: under WebAssembly
+// A fourth level, "avx512bf16", is AVX-512 plus the bf16 dot-product
+// instruction (AVX512-BF16, vdpbf16ps): it runs the AVX-512 copies of the
+// loops, and the bf16 x bf16 matrix products through that instruction
+// (cpu/gemm.c). The level is picked once, from cpuid, the first time a
+// kernel runs; GK_ISA=avx512bf16|avx512|avx2|scalar in the environment forces
+// one (a level above what the CPU has is lowered to the best it has, with a
+// warning on stderr, as is an unknown name). Off x86-64 there is one level: under WebAssembly
 // "simd128" when the module is compiled with -msimd128 (the same loops,
 // vectorized to 128-bit wasm SIMD) and "scalar" for the plain build (a wasm
 // module cannot switch levels at run time: a host without SIMD cannot even
@@ -23,12 +26,23 @@
 #ifndef GK_ISA_H
 #define GK_ISA_H
 
-typedef enum gk_isa { GK_ISA_SCALAR = 0, GK_ISA_AVX2 = 1, GK_ISA_AVX512 = 2, GK_ISA_SIMD128 = 3 } gk_isa;
+// x86-64's levels are ordered: a higher one runs everything a lower one does.
+typedef enum gk_isa {
+  GK_ISA_SCALAR = 0,
+  GK_ISA_AVX2 = 1,
+  GK_ISA_AVX512 = 2,
+  GK_ISA_AVX512BF16 = 3,
+  GK_ISA_SIMD128 = 4
+} gk_isa;
 
 // The level in use (cpuid, lowered by GK_ISA), fixed after the first call.
 gk_isa gk_isa_level(void);
-// "avx512", "avx2", "simd128" or "scalar".
+// "avx512bf16", "avx512", "avx2", "simd128" or "scalar".
 const char *gk_isa_name(gk_isa level);
+// Whether the CPU has AMX-BF16 tiles and Linux grants their state to this
+// process (asked once per call with arch_prctl): "not present", or a phrase
+// starting "present". The kernels do not use AMX.
+const char *gk_isa_amx_state(void);
 
 #define GK_INLINE static inline __attribute__((always_inline))
 
@@ -36,12 +50,15 @@ const char *gk_isa_name(gk_isa level);
 #define GK_X86 1
 #define GK_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi,bmi2")))
 #define GK_TARGET_AVX2 __attribute__((target("avx2,fma,f16c,bmi,bmi2")))
+#define GK_TARGET_AVX512BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,f16c,bmi,bmi2")))
 #define GK_ISA_VARIANTS(name, params, args)                                                 \
   GK_TARGET_AVX512 static void name##_avx512 params { name##_body args; }                   \
   GK_TARGET_AVX2 static void name##_avx2 params { name##_body args; }                       \
   static void name##_scalar params { name##_body args; }                                    \
   static void name params {                                                                 \
     switch (gk_isa_level()) {                                                               \
+    case GK_ISA_AVX512BF16:                                                                 \
     case GK_ISA_AVX512: name##_avx512 args; break;                                          \
     case GK_ISA_AVX2: name##_avx2 args; break;                                              \
     default: name##_scalar args; break;                                                     \
@@ -51,6 +68,7 @@ const char *gk_isa_name(gk_isa level);
 #define GK_X86 0
 #define GK_TARGET_AVX512
 #define GK_TARGET_AVX2
+#define GK_TARGET_AVX512BF16
 #define GK_ISA_VARIANTS(name, params, args) \
   static void name params { name##_body args; }
 #endif

@@ -273,6 +273,7 @@ GK_TARGET_AVX2 static void f32_to_f16_avx2(const float *src, int64_t n, uint16_t
 static void f16_to_f32(const uint16_t *src, int64_t n, float *dst) {
 #if GK_X86
   switch (gk_isa_level()) {
+  case GK_ISA_AVX512BF16:
   case GK_ISA_AVX512: f16_to_f32_avx512(src, n, dst); return;
   case GK_ISA_AVX2: f16_to_f32_avx2(src, n, dst); return;
   default: break;
@@ -284,6 +285,7 @@ static void f16_to_f32(const uint16_t *src, int64_t n, float *dst) {
 static void f32_to_f16(const float *src, int64_t n, uint16_t *dst) {
 #if GK_X86
   switch (gk_isa_level()) {
+  case GK_ISA_AVX512BF16:
   case GK_ISA_AVX512: f32_to_f16_avx512(src, n, dst); return;
   case GK_ISA_AVX2: f32_to_f16_avx2(src, n, dst); return;
   default: break;

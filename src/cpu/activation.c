@@ -4,9 +4,13 @@
 // chunks of CHUNK elements, loaded as f32 (f64 for f64) straight from the
 // tensor when it is contiguous in that dtype, else converted into a stack
 // buffer, computed by a plain loop, and stored back (rounded to nearest even).
+// When every tensor is contiguous bf16 (or every one f16), the loop itself
+// widens each 16-bit element to f32 in a register and narrows the result
+// (round to nearest even) as it stores it: no buffer, the same bits.
 // The next chunk of each contiguous input is prefetched while a chunk
 // computes, so the memory streams during the arithmetic.
 #include "../core/act_math.h"
+#include "../core/convert.h"
 #include "../core/internal.h"
 
 enum { CHUNK = 512, TASK_ELEMS = 32768, MAX_IN = 3, MAX_OUT = 2 };
@@ -22,80 +26,117 @@ typedef struct ew_job {
   int64_t n;
   const char *in_bytes[MAX_IN];  // contiguous inputs' memory (prefetched a chunk ahead), else NULL
   int64_t in_es[MAX_IN];         // their element sizes
+  gk_dtype half16;               // GK_BF16 or GK_F16 when every tensor is contiguous in it, else GK_F32
 } ew_job;
 
-// The compute loops, for T = float (S = f32) and T = double (S = f64).
+// The compute loops, for T = float (S = f32) and T = double (S = f64), on
+// elements of type E read through LD and written through ST (identities for
+// f32 and f64; the 16-bit conversions of convert.h for bf16 and f16).
 //   act fwd:   in x          -> out y = act(x)
 //   act bwd:   in dy, x      -> out dx = dy act'(x)
 //   gated fwd: in a, b       -> out y = a act(b)
 //   gated bwd: in dy, a, b   -> out da = dy act(b), db = dy a act'(b)
 // One loop per (kind, activation), so no branch on the activation is left
 // inside a loop. In each loop `v` is the activation's argument.
-#define EW_ACT_CASES(S, LOOP)                                                              \
+#define EW_ACT_CASES(S, LOOP, LD, ST)                                                      \
   switch (p->act) {                                                                        \
-  case GK_ACT_RELU: LOOP(gk_relu_##S(v), gk_drelu_##S(v)); break;                          \
-  case GK_ACT_GELU: LOOP(gk_gelu_##S(v), gk_dgelu_##S(v)); break;                          \
-  case GK_ACT_GELU_TANH: LOOP(gk_gelu_tanh_##S(v), gk_dgelu_tanh_##S(v)); break;           \
-  case GK_ACT_SILU: LOOP(gk_silu_##S(v), gk_dsilu_##S(v)); break;                          \
-  case GK_ACT_SIGMOID: LOOP(gk_sigmoid_##S(v), gk_dsigmoid_##S(v)); break;                 \
-  case GK_ACT_SOFTPLUS: LOOP(gk_softplus_##S(v, beta, thr), gk_dsoftplus_##S(v, beta, thr)); break; \
+  case GK_ACT_RELU: LOOP(gk_relu_##S(v), gk_drelu_##S(v), LD, ST); break;                  \
+  case GK_ACT_GELU: LOOP(gk_gelu_##S(v), gk_dgelu_##S(v), LD, ST); break;                  \
+  case GK_ACT_GELU_TANH: LOOP(gk_gelu_tanh_##S(v), gk_dgelu_tanh_##S(v), LD, ST); break;   \
+  case GK_ACT_SILU: LOOP(gk_silu_##S(v), gk_dsilu_##S(v), LD, ST); break;                  \
+  case GK_ACT_SIGMOID: LOOP(gk_sigmoid_##S(v), gk_dsigmoid_##S(v), LD, ST); break;         \
+  case GK_ACT_SOFTPLUS: LOOP(gk_softplus_##S(v, beta, thr), gk_dsoftplus_##S(v, beta, thr), LD, ST); break; \
   }
-#define EW_LOOP_ACT_FWD(F, G) for (int64_t i = 0; i < n; i++) { elem v = in[0][i]; out[0][i] = F; }
-#define EW_LOOP_ACT_BWD(F, G) for (int64_t i = 0; i < n; i++) { elem v = in[1][i]; out[0][i] = in[0][i] * G; }
-#define EW_LOOP_GATED_FWD(F, G) for (int64_t i = 0; i < n; i++) { elem v = in[1][i]; out[0][i] = in[0][i] * F; }
-#define EW_LOOP_GATED_BWD(F, G)                                                            \
+#define EW_LOOP_ACT_FWD(F, G, LD, ST) for (int64_t i = 0; i < n; i++) { elem v = LD(in[0][i]); out[0][i] = ST(F); }
+#define EW_LOOP_ACT_BWD(F, G, LD, ST) \
+  for (int64_t i = 0; i < n; i++) { elem v = LD(in[1][i]); out[0][i] = ST(LD(in[0][i]) * G); }
+#define EW_LOOP_GATED_FWD(F, G, LD, ST) \
+  for (int64_t i = 0; i < n; i++) { elem v = LD(in[1][i]); out[0][i] = ST(LD(in[0][i]) * F); }
+#define EW_LOOP_GATED_BWD(F, G, LD, ST)                                                    \
   for (int64_t i = 0; i < n; i++) {                                                        \
-    elem v = in[2][i], dy = in[0][i], a = in[1][i];                                        \
+    elem v = LD(in[2][i]), dy = LD(in[0][i]), a = LD(in[1][i]);                            \
     elem da = dy * F, db = dy * a * G;                                                     \
-    out[0][i] = da;                                                                        \
-    out[1][i] = db;                                                                        \
+    out[0][i] = ST(da);                                                                    \
+    out[1][i] = ST(db);                                                                    \
   }
-#define GK_DEFINE_EW_COMPUTE(T, S)                                                 \
-  GK_INLINE void ew_compute_##S(const ew_job *j, const T *const *in, T *const *out, int64_t n) { \
+#define EW_SAME(x) (x)
+#define GK_DEFINE_EW_COMPUTE(NAME, T, S, E, LD, ST)                                        \
+  GK_INLINE void NAME(const ew_job *j, const E *const *in, E *const *out, int64_t n) {     \
     typedef T elem;                                                                        \
     const gk_act_params *p = &j->p;                                                        \
     T beta = (T)p->beta, thr = (T)p->threshold;                                            \
     (void)beta;                                                                            \
     (void)thr;                                                                             \
     switch (j->kind) {                                                                     \
-    case EW_ACT_FWD: EW_ACT_CASES(S, EW_LOOP_ACT_FWD) break;                               \
-    case EW_ACT_BWD: EW_ACT_CASES(S, EW_LOOP_ACT_BWD) break;                               \
-    case EW_GATED_FWD: EW_ACT_CASES(S, EW_LOOP_GATED_FWD) break;                           \
-    case EW_GATED_BWD: EW_ACT_CASES(S, EW_LOOP_GATED_BWD) break;                           \
+    case EW_ACT_FWD: EW_ACT_CASES(S, EW_LOOP_ACT_FWD, LD, ST) break;                       \
+    case EW_ACT_BWD: EW_ACT_CASES(S, EW_LOOP_ACT_BWD, LD, ST) break;                       \
+    case EW_GATED_FWD: EW_ACT_CASES(S, EW_LOOP_GATED_FWD, LD, ST) break;                   \
+    case EW_GATED_BWD: EW_ACT_CASES(S, EW_LOOP_GATED_BWD, LD, ST) break;                   \
     }                                                                                      \
-  }                                                                                        \
+  }
+GK_DEFINE_EW_COMPUTE(ew_compute_f32, float, f32, float, EW_SAME, EW_SAME)
+GK_DEFINE_EW_COMPUTE(ew_compute_f64, double, f64, double, EW_SAME, EW_SAME)
+GK_DEFINE_EW_COMPUTE(ew_compute_bf16, float, f32, uint16_t, gk_bf16_to_f32_inline, gk_f32_to_bf16_inline)
+GK_DEFINE_EW_COMPUTE(ew_compute_f16, float, f32, uint16_t, gk_f16_to_f32_inline, gk_f32_to_f16_inline)
+
+// The next chunk of each contiguous input on its way while this one computes.
+GK_INLINE void ew_prefetch(const ew_job *j, int64_t s, int64_t next) {
+  for (int k = 0; k < j->nin; k++)
+    for (int64_t b = 0; j->in_bytes[k] && b < next * j->in_es[k]; b += 64)
+      __builtin_prefetch(j->in_bytes[k] + s * j->in_es[k] + b);
+}
+
+#define GK_DEFINE_EW_TASK(T, S)                                                            \
   GK_INLINE void ew_task_##S(const ew_job *j, int64_t task) {                                 \
     T inbuf[MAX_IN][CHUNK], outbuf[MAX_OUT][CHUNK];                                        \
     const T *in[MAX_IN];                                                                   \
     T *out[MAX_OUT];                                                                       \
     int64_t end = gk_min64(j->n, (task + 1) * TASK_ELEMS);                                 \
     for (int64_t s = task * TASK_ELEMS; s < end; s += CHUNK) {                             \
-      int64_t m = gk_min64(CHUNK, end - s), next = gk_min64(CHUNK, end - s - m);           \
-      for (int k = 0; k < j->nin; k++) /* the next chunk on its way while this computes */ \
-        for (int64_t b = 0; j->in_bytes[k] && b < next * j->in_es[k]; b += 64)             \
-          __builtin_prefetch(j->in_bytes[k] + (s + m) * j->in_es[k] + b);                  \
+      int64_t m = gk_min64(CHUNK, end - s);                                                \
+      ew_prefetch(j, s + m, gk_min64(CHUNK, end - s - m));                                 \
       for (int k = 0; k < j->nin; k++) in[k] = gk_chunk_in_##S(j->in[k], s, m, inbuf[k]);  \
       for (int k = 0; k < j->nout; k++) out[k] = gk_chunk_out_##S(j->out[k], s, outbuf[k]); \
       ew_compute_##S(j, in, out, m);                                                       \
       for (int k = 0; k < j->nout; k++) gk_chunk_commit_##S(j->out[k], s, m, out[k], outbuf[k]); \
     }                                                                                      \
   }
+GK_DEFINE_EW_TASK(float, f32)
+GK_DEFINE_EW_TASK(double, f64)
 
-GK_DEFINE_EW_COMPUTE(float, f32)
-GK_DEFINE_EW_COMPUTE(double, f64)
+// Every tensor contiguous bf16 (f16): converted in registers, chunk by chunk.
+GK_INLINE void ew_task_16(const ew_job *j, int64_t task) {
+  const uint16_t *in[MAX_IN];
+  uint16_t *out[MAX_OUT];
+  int64_t end = gk_min64(j->n, (task + 1) * TASK_ELEMS);
+  for (int64_t s = task * TASK_ELEMS; s < end; s += CHUNK) {
+    int64_t m = gk_min64(CHUNK, end - s);
+    ew_prefetch(j, s + m, gk_min64(CHUNK, end - s - m));
+    for (int k = 0; k < j->nin; k++) in[k] = (const uint16_t *)j->in[k]->data + s;
+    for (int k = 0; k < j->nout; k++) out[k] = (uint16_t *)j->out[k]->data + s;
+    if (j->half16 == GK_BF16) ew_compute_bf16(j, in, out, m);
+    else ew_compute_f16(j, in, out, m);
+  }
+}
 
 GK_INLINE void ew_task_body(void *ctx, int64_t task) {
   const ew_job *j = ctx;
-  if (j->in[0]->dtype == GK_F64) ew_task_f64(j, task);
+  if (j->half16 != GK_F32) ew_task_16(j, task);
+  else if (j->in[0]->dtype == GK_F64) ew_task_f64(j, task);
   else ew_task_f32(j, task);
 }
 GK_ISA_VARIANTS(ew_task, (void *ctx, int64_t task), (ctx, task))
 
 static gk_status ew_run(ew_job *j) {
+  gk_dtype dt = j->in[0]->dtype;
+  bool all16 = dt == GK_BF16 || dt == GK_F16;
   for (int k = 0; k < j->nin; k++) {
     j->in_bytes[k] = gk_tensor_is_contiguous(j->in[k]) ? (const char *)j->in[k]->data : NULL;
     j->in_es[k] = (int64_t)gk_elem_size(j->in[k]->dtype);
+    all16 = all16 && j->in_bytes[k] && j->in[k]->dtype == dt;
   }
+  for (int k = 0; k < j->nout; k++) all16 = all16 && gk_tensor_is_contiguous(j->out[k]) && j->out[k]->dtype == dt;
+  j->half16 = all16 ? dt : GK_F32;
   gk_parallel_for(gk_ceil_div(j->n, TASK_ELEMS), ew_task, j);
   return GK_SUCCESS;
 }
@@ -103,14 +144,14 @@ static gk_status ew_run(ew_job *j) {
 static gk_status cpu_activation_fwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
   (void)ws;
   ew_job j = {EW_ACT_FWD, gk_act_of(&plan->desc), 1, 1, {a[GK_ARG_X]}, {a[GK_ARG_Y]},
-              gk_tensor_numel(a[GK_ARG_X]), {0}, {0}};
+              gk_tensor_numel(a[GK_ARG_X]), {0}, {0}, GK_F32};
   return ew_run(&j);
 }
 
 static gk_status cpu_activation_bwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
   (void)ws;
   ew_job j = {EW_ACT_BWD, gk_act_of(&plan->desc), 2, 1, {a[GK_ARG_DY], a[GK_ARG_X]}, {a[GK_ARG_DX]},
-              gk_tensor_numel(a[GK_ARG_X]), {0}, {0}};
+              gk_tensor_numel(a[GK_ARG_X]), {0}, {0}, GK_F32};
   return ew_run(&j);
 }
 
@@ -118,7 +159,8 @@ static gk_status cpu_gated_fwd(const gk_plan *plan, const gk_kernel_args a, void
   (void)ws;
   gk_tensor va, vb;
   gk_gated_views(plan, a, &va, &vb, NULL, NULL);
-  ew_job j = {EW_GATED_FWD, gk_act_of(&plan->desc), 2, 1, {&va, &vb}, {a[GK_ARG_Y]}, gk_tensor_numel(&va), {0}, {0}};
+  ew_job j = {EW_GATED_FWD, gk_act_of(&plan->desc), 2, 1, {&va, &vb}, {a[GK_ARG_Y]}, gk_tensor_numel(&va), {0}, {0},
+              GK_F32};
   return ew_run(&j);
 }
 
@@ -127,7 +169,7 @@ static gk_status cpu_gated_bwd(const gk_plan *plan, const gk_kernel_args a, void
   gk_tensor va, vb, vda, vdb;
   gk_gated_views(plan, a, &va, &vb, &vda, &vdb);
   ew_job j = {EW_GATED_BWD, gk_act_of(&plan->desc), 3, 2, {a[GK_ARG_DY], &va, &vb}, {&vda, &vdb},
-              gk_tensor_numel(&va), {0}, {0}};
+              gk_tensor_numel(&va), {0}, {0}, GK_F32};
   return ew_run(&j);
 }
 

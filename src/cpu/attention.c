@@ -200,7 +200,7 @@ static attn_job job_of(const gk_plan *plan) {
   j.grad_tile_t_f32 = grad_tile_t_f32_generic;
   j.grad_tile_t_f64 = grad_tile_t_f64_generic;
 #if GK_X86
-  if (uk->level == GK_ISA_AVX512) {
+  if (uk->level == GK_ISA_AVX512 || uk->level == GK_ISA_AVX512BF16) {
     j.fwd_tile_f32 = fwd_tile_f32_avx512;
     j.grad_tile_f32 = grad_tile_f32_avx512;
     j.grad_tile_t_f32 = grad_tile_t_f32_avx512;

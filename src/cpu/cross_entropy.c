@@ -12,6 +12,9 @@
 //   computes exp(x - m) again for the gradient.
 // loss_r = (1 - eps)((m - x_t) + log s) + eps((m - mean x) + log s) goes to
 // the workspace; the row losses are summed in row order in f64.
+// Rows of contiguous bf16 (f16) logits and dlogits are read and written in
+// place, widened to f32 in registers and each result narrowed (round to
+// nearest even) as it is stored: the same bits as through buffers.
 #include "../ops/transformer.h"
 #include "row_lse.h"
 
@@ -24,44 +27,50 @@ typedef struct ce_job {
   int64_t rows, V, rows_per_task, ignore;
   double g, eps;
   double *row_loss;
+  gk_dtype half16;  // GK_BF16 or GK_F16 when the logits' and dlogits' rows are contiguous in it, else GK_F32
 } ce_job;
 
 GK_DEFINE_ROW_LSE(float, f32)
 GK_DEFINE_ROW_LSE(double, f64)
+GK_DEFINE_ROW_LSE_16()
 
-#define GK_DEFINE_CE(T, S)                                                                 \
-  GK_INLINE void ce_task_##S(const ce_job *j, int64_t task) {                                  \
-    T buf[CHUNK], obuf[CHUNK];                                                                \
+// The task for rows of E (SFX: f32, f64, bf16, f16) computed in T (S),
+// elements widened by LD and narrowed by ST, chunks taken by IN, OUT, COMMIT
+// (row_lse.h).
+#define GK_DEFINE_CE(T, S, SFX, E, LD, ST, IN, OUT, COMMIT)                                   \
+  GK_INLINE void ce_task_##SFX(const ce_job *j, int64_t task) {                               \
+    E buf[CHUNK], obuf[CHUNK];                                                                \
     T g = (T)j->g, eps = (T)j->eps, V = (T)j->V;                                              \
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                           \
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                                 \
-      gk_tensor x = gk_tensor_row(j->x, 1, r), dx;                                            \
-      if (j->dx) dx = gk_tensor_row(j->dx, 1, r);                                             \
+      gk_tensor x = gk_tensor_row(j->x, 1, r);                                                \
+      gk_tensor dx = j->dx ? gk_tensor_row(j->dx, 1, r) : x; /* x: unused without dlogits */  \
       int64_t t = gk_get_index(j->t, r);                                                      \
       if (t == j->ignore) {                                                                   \
         j->row_loss[r] = 0;                                                                   \
         for (int64_t c = 0; j->dx && c < j->V; c += CHUNK) {                                  \
           int64_t len = gk_min64(CHUNK, j->V - c);                                            \
-          T *o = gk_chunk_out_##S(&dx, c, obuf);                                              \
-          for (int64_t i = 0; i < len; i++) o[i] = 0;                                         \
-          gk_chunk_commit_##S(&dx, c, len, o, obuf);                                          \
+          E *o = OUT(&dx, c, obuf);                                                           \
+          for (int64_t i = 0; i < len; i++) o[i] = ST((T)0);                                  \
+          COMMIT(&dx, c, len, o, obuf);                                                       \
         }                                                                                     \
         continue;                                                                             \
       }                                                                                       \
       T m, s, sumx, xt = (T)gk_get(&x, t); /* read before dlogits may overwrite it */           \
-      bool direct = j->dx && dx.dtype == (sizeof(T) == 4 ? GK_F32 : GK_F64) && gk_tensor_is_contiguous(&dx); \
+      bool direct = sizeof(E) == sizeof(T) && j->dx && dx.dtype == (sizeof(T) == 4 ? GK_F32 : GK_F64) && \
+                    gk_tensor_is_contiguous(&dx);                                             \
       if (direct) {                                                                           \
         /* one exponential per logit: max, then e = exp(x - m) into dlogits, */               \
         /* summed on the way; then the row is scaled in place (it is in L2) */                \
-        m = gk_row_max_##S(&x, j->V, buf);                                                    \
+        m = gk_row_max_##SFX(&x, j->V, buf);                                                  \
         T acc[LANES] = {0}, sx[LANES] = {0};                                                  \
         T *e = (T *)dx.data;                                                                  \
         for (int64_t c = 0; c < j->V; c += CHUNK) {                                           \
           int64_t len = gk_min64(CHUNK, j->V - c);                                            \
-          const T *p = gk_chunk_in_##S(&x, c, len, buf);                                      \
+          const E *p = IN(&x, c, len, buf);                                                   \
           T *ec = e + c;                                                                      \
-          gk_lane_sum_##S(p, len, sx); /* before ec (maybe p itself) is overwritten */        \
-          for (int64_t i = 0; i < len; i++) ec[i] = GK_ROW_EXP_##S(p[i] - m);                        \
+          gk_lane_sum_##SFX(p, len, sx); /* before ec (maybe p itself) is overwritten */      \
+          for (int64_t i = 0; i < len; i++) ec[i] = GK_ROW_EXP_##S(LD(p[i]) - m);             \
           gk_lane_sum_##S(ec, len, acc);                                                      \
         }                                                                                     \
         s = sumx = 0;                                                                         \
@@ -70,7 +79,7 @@ GK_DEFINE_ROW_LSE(double, f64)
           sumx += sx[l];                                                                      \
         }                                                                                     \
       } else {                                                                                \
-        gk_row_lse_##S(&x, j->V, buf, &m, &s, &sumx);                                         \
+        gk_row_lse_##SFX(&x, j->V, buf, &m, &s, &sumx);                                       \
       }                                                                                       \
       T log_s = (T)log(s), inv = (T)1 / s;                                                    \
       j->row_loss[r] = (double)((1 - eps) * ((m - xt) + log_s) + eps * ((m - sumx / V) + log_s)); \
@@ -84,24 +93,40 @@ GK_DEFINE_ROW_LSE(double, f64)
       }                                                                                       \
       for (int64_t c = 0; c < j->V; c += CHUNK) {                                             \
         int64_t len = gk_min64(CHUNK, j->V - c);                                              \
-        const T *p = gk_chunk_in_##S(&x, c, len, buf);                                        \
-        T *o = gk_chunk_out_##S(&dx, c, obuf);                                                \
-        for (int64_t i = 0; i < len; i++) o[i] = g * (GK_ROW_EXP_##S(p[i] - m) * inv - off);         \
-        if (t >= c && t < c + len) o[t - c] -= g * (1 - eps);                                 \
-        gk_chunk_commit_##S(&dx, c, len, o, obuf);                                            \
+        const E *p = IN(&x, c, len, buf);                                                     \
+        E *o = OUT(&dx, c, obuf);                                                             \
+        for (int64_t i = 0; i < len; i++) o[i] = ST(g * (GK_ROW_EXP_##S(LD(p[i]) - m) * inv - off)); \
+        if (t >= c && t < c + len) {                                                          \
+          /* the target's value, rounded to T, less g (1 - eps); from xt, as */               \
+          /* dlogits may have overwritten the logit */                                        \
+          volatile T gt = g * (GK_ROW_EXP_##S(xt - m) * inv - off);                           \
+          o[t - c] = ST(gt - g * (1 - eps));                                                  \
+        }                                                                                     \
+        COMMIT(&dx, c, len, o, obuf);                                                         \
       }                                                                                       \
     }                                                                                         \
   }
 
-GK_DEFINE_CE(float, f32)
-GK_DEFINE_CE(double, f64)
+GK_DEFINE_CE(float, f32, f32, float, GK_ROW_SAME, GK_ROW_SAME, GK_ROW_IN_f32, GK_ROW_OUT_f32, GK_ROW_COMMIT_f32)
+GK_DEFINE_CE(double, f64, f64, double, GK_ROW_SAME, GK_ROW_SAME, GK_ROW_IN_f64, GK_ROW_OUT_f64, GK_ROW_COMMIT_f64)
+GK_DEFINE_CE(float, f32, bf16, uint16_t, gk_bf16_to_f32_inline, gk_f32_to_bf16_inline, GK_ROW_IN_16, GK_ROW_OUT_16,
+             GK_ROW_COMMIT_16)
+GK_DEFINE_CE(float, f32, f16, uint16_t, gk_f16_to_f32_inline, gk_f32_to_f16_inline, GK_ROW_IN_16, GK_ROW_OUT_16,
+             GK_ROW_COMMIT_16)
 
 GK_INLINE void ce_task_body(void *ctx, int64_t task) {
   const ce_job *j = ctx;
-  if (j->x->dtype == GK_F64) ce_task_f64(j, task);
+  if (j->half16 == GK_BF16) ce_task_bf16(j, task);
+  else if (j->half16 == GK_F16) ce_task_f16(j, task);
+  else if (j->x->dtype == GK_F64) ce_task_f64(j, task);
   else ce_task_f32(j, task);
 }
 GK_ISA_VARIANTS(ce_task, (void *ctx, int64_t task), (ctx, task))
+
+// Whether t (NULL: absent) has contiguous rows (the last dim) of 16-bit dtype dt.
+static bool rows_16(const gk_tensor *t, gk_dtype dt) {
+  return !t || (t->dtype == dt && (t->shape[t->rank - 1] <= 1 || t->strides[t->rank - 1] == 1));
+}
 
 static size_t cpu_ce_workspace(const gk_plan *plan) {
   const gk_op_desc *d = &plan->desc;
@@ -113,8 +138,10 @@ static size_t cpu_ce_workspace(const gk_plan *plan) {
 static gk_status cpu_ce_run(const gk_plan *plan, const gk_kernel_args a, void *ws, double dloss) {
   const gk_op_desc *d = &plan->desc;
   ce_job j = {a[GK_ARG_LOGITS], a[GK_ARG_TARGET], a[GK_ARG_DLOGITS], 0, d->shape[d->rank - 1], 0,
-              d->ce.ignore_index, 0, d->ce.label_smoothing, ws};
+              d->ce.ignore_index, 0, d->ce.label_smoothing, ws, GK_F32};
   j.rows = gk_tensor_numel(j.x) / j.V;
+  gk_dtype dt = j.x->dtype;
+  if ((dt == GK_BF16 || dt == GK_F16) && rows_16(j.x, dt) && rows_16(j.dx, dt)) j.half16 = dt;
   int64_t used = gk_count_not_ignored(j.t, j.ignore);
   bool mean = d->ce.reduction == GK_REDUCTION_MEAN;
   j.g = mean ? (used ? dloss / (double)used : 0.0) : dloss;

@@ -9,6 +9,16 @@
 // Every element of C is one chain c = fma(a_k, b_k, c) over k = 0 .. K-1 in
 // order (mul then add on the baseline ISA), whatever the blocking, tile sizes
 // or thread count, so results are bit-identical for any number of threads.
+//
+// At the avx512bf16 level a product whose A and B are both bf16 runs instead
+// on the bf16 dot-product instruction (vdpbf16ps): the panels keep bf16,
+// packed in pairs along k (k = 2p and 2p + 1 side by side, an odd K padded
+// with a zero), and each element of C is the f32 chain
+// c = (c + a_{2p+1} b_{2p+1}) + a_{2p} b_{2p} over p = 0, 1, ... in order,
+// each product exact in f32 and each sum rounded to nearest even (the
+// instruction treats bf16 subnormal inputs and f32 subnormal results as
+// zero), again the same for any blocking or thread count. The tile is kept
+// in f32 and rounded once, when stored.
 #ifndef GK_GEMM_H
 #define GK_GEMM_H
 
@@ -45,11 +55,14 @@ gk_mat gk_mat_t(gk_mat m);
 // c : 0) + a b, where a is a packed sliver of kc x MR and b one of kc x NR.
 typedef void (*gk_ukernel_f32)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int load);
 typedef void (*gk_ukernel_f64)(int64_t kc, const double *a, const double *b, double *c, int64_t ldc, int load);
+// The bf16 one: kp pairs of k; a holds kp x MR pairs, b kp x NR pairs.
+typedef void (*gk_ukernel_bf16)(int64_t kp, const uint16_t *a, const uint16_t *b, float *c, int64_t ldc, int load);
 typedef struct gk_ukernels {
   gk_isa level;
-  int mr32, nr32, mr64, nr64;
+  int mr32, nr32, mr64, nr64, mr16, nr16;
   gk_ukernel_f32 f32;
   gk_ukernel_f64 f64;
+  gk_ukernel_bf16 bf16;  // NULL below the avx512bf16 level
 } gk_ukernels;
 const gk_ukernels *gk_ukernels_get(void);
 
@@ -74,6 +87,8 @@ GK_DECLARE_GEMM(double, f64)
 // A threaded product C = A B (+ bias) (+ C's old values), batch by batch:
 // a (M x K), b (K x N), c (M x N), bias (N) or NULL. Computed in f32 (f64
 // when c is f64) with any dtypes and strides; c must not overlap a or b.
+// With a and b both bf16 (and c not f64) at the avx512bf16 level, through
+// the bf16 dot-product instruction (above).
 typedef struct gk_gemm {
   gk_mat a, b, c;
   int64_t batch, m, n, k;

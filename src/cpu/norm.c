@@ -17,7 +17,13 @@
 // in CHUNK pieces, taken again in each pass. Row sums run over LANES partial
 // sums (lane = column % LANES), which the compiler keeps in vector registers.
 // While backward writes dx of a row, it prefetches the next row of x and dy.
+// When x and y (backward: x, dy and dx) have contiguous rows of bf16 (or all
+// of f16), every pass reads the 16-bit row in place, widening each element
+// to f32 in a register, and the results are narrowed (round to nearest
+// even) as they are stored (row_access.h): the same bits as through buffers.
+#include "../core/convert.h"
 #include "../core/internal.h"
+#include "row_access.h"
 
 #include <math.h>
 #include <string.h>
@@ -41,6 +47,7 @@ typedef struct norm_job {
   row_walk x, y, dy, dx;
   void *partials;      // backward: [groups][nparams][C] accumulator-typed sums
   int nparams;
+  gk_dtype half16;     // GK_BF16 or GK_F16 when the rows of x, y / x, dy, dx are contiguous in it, else GK_F32
 } norm_job;
 
 static row_walk row_walk_of(const gk_tensor *t, int nr) {
@@ -72,9 +79,15 @@ GK_INLINE void row_seek(const row_walk *w, int nr, int64_t r, gk_tensor *row) {
   else *row = gk_tensor_row(w->t, nr, r);
 }
 
+// Whether the rows of w (none: true) are contiguous, of 16-bit dtype dt.
+static bool rows_16(const row_walk *w, gk_dtype dt) {
+  return !w->t || (w->t->dtype == dt && gk_tensor_is_contiguous(&w->row0));
+}
+
 static norm_job job_of(const gk_plan *plan, const gk_tensor *const *a, void *ws) {
   const gk_op_desc *d = &plan->desc;
-  norm_job j = {plan, a, d->op == GK_OP_LAYERNORM, d->norm.normalized_rank, 1, 1, 1, {0}, {0}, {0}, {0}, ws, 0};
+  norm_job j = {plan, a, d->op == GK_OP_LAYERNORM, d->norm.normalized_rank, 1, 1, 1, {0}, {0}, {0}, {0}, ws, 0,
+                GK_F32};
   for (int i = 0; i < d->rank; i++) {
     if (i < d->rank - j.nr) j.rows *= d->shape[i];
     else j.C *= d->shape[i];
@@ -86,6 +99,10 @@ static norm_job job_of(const gk_plan *plan, const gk_tensor *const *a, void *ws)
     j.dx = row_walk_of(a[GK_ARG_DX], j.nr);
   }
   j.nparams = plan->args[GK_ARG_DWEIGHT].used + plan->args[GK_ARG_DBIAS].used;
+  gk_dtype dt = d->dtype;
+  if (a && (dt == GK_BF16 || dt == GK_F16) && rows_16(&j.x, dt) && rows_16(&j.y, dt) && rows_16(&j.dy, dt) &&
+      rows_16(&j.dx, dt))
+    j.half16 = dt;
   return j;
 }
 
@@ -94,55 +111,53 @@ static int64_t backward_groups(int64_t rows) { return gk_min64(rows, GROUPS); }
 // The piece a row is walked in: the whole row when it fits the buffers.
 static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
 
-// The kernels for T = float (S = f32) and T = double (S = f64). A piece
-// [c, c + m) of a row tensor t is `whole ? row_ptr : gk_chunk_in(t, c, m)`.
-#define GK_DEFINE_NORM(T, S)                                                               \
+// The kernels for rows of E (SFX: f32, f64, bf16, f16) computed in T (S:
+// f32, f64), elements widened by LD and narrowed by ST, chunks taken by IN,
+// OUT, COMMIT (row_access.h); the weight and bias are taken as T. A piece
+// [c, c + m) of a row tensor t is `whole ? row_ptr : IN(t, c, m)`.
+#define GK_DEFINE_NORM(T, S, SFX, E, LD, ST, IN, OUT, COMMIT)                               \
   /* sum of (x - shift)^p over n elements, p = 1 or 2, into LANES partial sums */          \
-  GK_INLINE void lane_sum_##S(const T *restrict x, int64_t n, T shift, int p, T *restrict acc) { \
+  GK_INLINE void lane_sum_##SFX(const E *restrict x, int64_t n, T shift, int p, T *restrict acc) { \
     int64_t i = 0;                                                                         \
     for (; i + LANES <= n; i += LANES)                                                     \
       for (int l = 0; l < LANES; l++) {                                                    \
-        T v = x[i + l] - shift;                                                            \
+        T v = LD(x[i + l]) - shift;                                                        \
         acc[l] += p == 2 ? v * v : v;                                                      \
       }                                                                                    \
     for (int l = 0; i < n; i++, l++) {                                                     \
-      T v = x[i] - shift;                                                                  \
+      T v = LD(x[i]) - shift;                                                              \
       acc[l] += p == 2 ? v * v : v;                                                        \
     }                                                                                      \
   }                                                                                        \
-  GK_INLINE T lanes_total_##S(const T *acc) {                                              \
-    T s = 0;                                                                               \
-    for (int l = 0; l < LANES; l++) s += acc[l];                                           \
-    return s;                                                                              \
-  }                                                                                        \
   /* sum over the row of (x - shift)^p */                                                  \
-  GK_INLINE T row_sum_##S(const gk_tensor *x, const T *xrow, int64_t C, T shift, int p, T *buf) { \
+  GK_INLINE T row_sum_##SFX(const gk_tensor *x, const E *xrow, int64_t C, T shift, int p, E *buf) { \
     T acc[LANES] = {0};                                                                    \
     for (int64_t c = 0, P = piece_len(C); c < C; c += P) {                                 \
       int64_t m = gk_min64(P, C - c);                                                      \
-      lane_sum_##S(xrow ? xrow : gk_chunk_in_##S(x, c, m, buf), m, shift, p, acc);         \
+      lane_sum_##SFX(xrow ? xrow : IN(x, c, m, buf), m, shift, p, acc);                    \
     }                                                                                      \
     return lanes_total_##S(acc);                                                           \
   }                                                                                        \
   /* y = (x - mean) rstd w + b over one piece (w, b may be NULL; every pointer test */    \
   /* stays outside the loops, so none becomes a masked load through NULL) */               \
-  GK_INLINE void norm_out_##S(const T *restrict x, const T *restrict w, const T *restrict b, \
-                              T *restrict y, int64_t m, T mean, T rstd) {                  \
+  GK_INLINE void norm_out_##SFX(const E *restrict x, const T *restrict w, const T *restrict b, \
+                                E *restrict y, int64_t m, T mean, T rstd) {                \
     if (w && b)                                                                            \
-      for (int64_t i = 0; i < m; i++) y[i] = (x[i] - mean) * rstd * w[i] + b[i];           \
+      for (int64_t i = 0; i < m; i++) y[i] = ST((LD(x[i]) - mean) * rstd * w[i] + b[i]);   \
     else if (w)                                                                            \
-      for (int64_t i = 0; i < m; i++) y[i] = (x[i] - mean) * rstd * w[i];                  \
+      for (int64_t i = 0; i < m; i++) y[i] = ST((LD(x[i]) - mean) * rstd * w[i]);          \
     else if (b)                                                                            \
-      for (int64_t i = 0; i < m; i++) y[i] = (x[i] - mean) * rstd + b[i];                  \
+      for (int64_t i = 0; i < m; i++) y[i] = ST((LD(x[i]) - mean) * rstd + b[i]);          \
     else                                                                                   \
-      for (int64_t i = 0; i < m; i++) y[i] = (x[i] - mean) * rstd;                         \
+      for (int64_t i = 0; i < m; i++) y[i] = ST((LD(x[i]) - mean) * rstd);                 \
   }                                                                                        \
-  GK_INLINE void norm_fwd_task_##S(const norm_job *j, int64_t task) {                      \
+  GK_INLINE void norm_fwd_task_##SFX(const norm_job *j, int64_t task) {                    \
     const gk_tensor *const *a = j->a;                                                      \
     const gk_tensor *w = a[GK_ARG_WEIGHT], *b = a[GK_ARG_BIAS];                            \
     int64_t C = j->C, P = piece_len(C);                                                    \
     bool whole = P == C;                                                                   \
-    T eps = (T)j->plan->desc.norm.eps, xb[ROW_MAX], yb[ROW_MAX], wb[ROW_MAX], bb[ROW_MAX]; \
+    T eps = (T)j->plan->desc.norm.eps, wb[ROW_MAX], bb[ROW_MAX];                           \
+    E xb[ROW_MAX], yb[ROW_MAX];                                                            \
     const T *wrow = whole && w ? gk_chunk_in_##S(w, 0, C, wb) : NULL;                      \
     const T *brow = whole && b ? gk_chunk_in_##S(b, 0, C, bb) : NULL;                      \
     gk_tensor x = j->x.row0, y = j->y.row0;                                                \
@@ -150,47 +165,47 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                              \
       row_seek(&j->x, j->nr, r, &x);                                                       \
       row_seek(&j->y, j->nr, r, &y);                                                       \
-      const T *xrow = whole ? gk_chunk_in_##S(&x, 0, C, xb) : NULL;                        \
-      T mean = j->layer ? row_sum_##S(&x, xrow, C, 0, 1, xb) / (T)C : 0;                   \
-      T rstd = (T)1 / sqrt(row_sum_##S(&x, xrow, C, mean, 2, xb) / (T)C + eps);            \
+      const E *xrow = whole ? IN(&x, 0, C, xb) : NULL;                                     \
+      T mean = j->layer ? row_sum_##SFX(&x, xrow, C, 0, 1, xb) / (T)C : 0;                 \
+      T rstd = (T)1 / sqrt(row_sum_##SFX(&x, xrow, C, mean, 2, xb) / (T)C + eps);          \
       for (int64_t c = 0; c < C; c += P) {                                                 \
         int64_t m = gk_min64(P, C - c);                                                    \
-        const T *xp = whole ? xrow : gk_chunk_in_##S(&x, c, m, xb);                        \
+        const E *xp = whole ? xrow : IN(&x, c, m, xb);                                     \
         const T *wp = whole || !w ? wrow : gk_chunk_in_##S(w, c, m, wb);                   \
         const T *bp = whole || !b ? brow : gk_chunk_in_##S(b, c, m, bb);                   \
-        T *yp = gk_chunk_out_##S(&y, c, yb);                                               \
-        norm_out_##S(xp, wp, bp, yp, m, mean, rstd);                                       \
-        gk_chunk_commit_##S(&y, c, m, yp, yb);                                             \
+        E *yp = OUT(&y, c, yb);                                                            \
+        norm_out_##SFX(xp, wp, bp, yp, m, mean, rstd);                                     \
+        COMMIT(&y, c, m, yp, yb);                                                          \
       }                                                                                    \
       gk_set(a[GK_ARG_RSTD], r, rstd);                                                     \
       if (j->layer) gk_set(a[GK_ARG_MEAN], r, mean);                                       \
     }                                                                                      \
   }                                                                                        \
   /* backward pass 1 over a piece: sg += g, sgx += g xhat, per lane */                     \
-  GK_INLINE void grad_sums_##S(const T *restrict x, const T *restrict dy, const T *restrict w, \
-                               int64_t m, T mean, T rstd, T *restrict sg, T *restrict sgx) { \
+  GK_INLINE void grad_sums_##SFX(const E *restrict x, const E *restrict dy, const T *restrict w, \
+                                 int64_t m, T mean, T rstd, T *restrict sg, T *restrict sgx) { \
     int64_t i = 0;                                                                         \
     if (w) {                                                                               \
       for (; i + LANES <= m; i += LANES)                                                   \
         for (int l = 0; l < LANES; l++) {                                                  \
-          T g = dy[i + l] * w[i + l];                                                      \
+          T g = LD(dy[i + l]) * w[i + l];                                                  \
           sg[l] += g;                                                                      \
-          sgx[l] += g * ((x[i + l] - mean) * rstd);                                        \
+          sgx[l] += g * ((LD(x[i + l]) - mean) * rstd);                                    \
         }                                                                                  \
       for (int l = 0; i < m; i++, l++) {                                                   \
-        T g = dy[i] * w[i];                                                                \
+        T g = LD(dy[i]) * w[i];                                                            \
         sg[l] += g;                                                                        \
-        sgx[l] += g * ((x[i] - mean) * rstd);                                              \
+        sgx[l] += g * ((LD(x[i]) - mean) * rstd);                                          \
       }                                                                                    \
     } else {                                                                               \
       for (; i + LANES <= m; i += LANES)                                                   \
         for (int l = 0; l < LANES; l++) {                                                  \
-          sg[l] += dy[i + l];                                                              \
-          sgx[l] += dy[i + l] * ((x[i + l] - mean) * rstd);                                \
+          sg[l] += LD(dy[i + l]);                                                          \
+          sgx[l] += LD(dy[i + l]) * ((LD(x[i + l]) - mean) * rstd);                        \
         }                                                                                  \
       for (int l = 0; i < m; i++, l++) {                                                   \
-        sg[l] += dy[i];                                                                    \
-        sgx[l] += dy[i] * ((x[i] - mean) * rstd);                                          \
+        sg[l] += LD(dy[i]);                                                                \
+        sgx[l] += LD(dy[i]) * ((LD(x[i]) - mean) * rstd);                                  \
       }                                                                                    \
     }                                                                                      \
   }                                                                                        \
@@ -199,28 +214,28 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
   /* (at xn, dyn, es bytes an element; NULL when rows are not evenly spaced): memory */    \
   /* is busy while this row is written. Pointer tests stay outside the inner loops, */     \
   /* so none becomes a masked load through NULL. */                                        \
-  GK_INLINE void grad_out_##S(const T *restrict x, const T *restrict dy, const T *restrict w, \
-                              T *restrict dx, T *restrict pdw, T *restrict pdb, int64_t m, \
-                              T mean, T rstd, T mean_g, T mean_gx, const char *xn,         \
-                              const char *dyn, int64_t es) {                               \
-    for (int64_t i0 = 0; i0 < m; i0 += LINE / (int64_t)sizeof(T)) {                        \
-      int64_t i1 = gk_min64(m, i0 + LINE / (int64_t)sizeof(T));                            \
+  GK_INLINE void grad_out_##SFX(const E *restrict x, const E *restrict dy, const T *restrict w, \
+                                E *restrict dx, T *restrict pdw, T *restrict pdb, int64_t m, \
+                                T mean, T rstd, T mean_g, T mean_gx, const char *xn,       \
+                                const char *dyn, int64_t es) {                             \
+    for (int64_t i0 = 0; i0 < m; i0 += LINE / (int64_t)sizeof(E)) {                        \
+      int64_t i1 = gk_min64(m, i0 + LINE / (int64_t)sizeof(E));                            \
       /* each tested: x's rows may be evenly spaced and dy's not (NULL + i is UB) */       \
       if (xn) __builtin_prefetch(xn + i0 * es);                                            \
       if (dyn) __builtin_prefetch(dyn + i0 * es);                                          \
       if (w)                                                                               \
         for (int64_t i = i0; i < i1; i++)                                                  \
-          dx[i] = rstd * (dy[i] * w[i] - mean_g - (x[i] - mean) * rstd * mean_gx);         \
+          dx[i] = ST(rstd * (LD(dy[i]) * w[i] - mean_g - (LD(x[i]) - mean) * rstd * mean_gx)); \
       else                                                                                 \
         for (int64_t i = i0; i < i1; i++)                                                  \
-          dx[i] = rstd * (dy[i] - mean_g - (x[i] - mean) * rstd * mean_gx);                \
+          dx[i] = ST(rstd * (LD(dy[i]) - mean_g - (LD(x[i]) - mean) * rstd * mean_gx));    \
     }                                                                                      \
     if (pdw)                                                                               \
-      for (int64_t i = 0; i < m; i++) pdw[i] += dy[i] * ((x[i] - mean) * rstd);            \
+      for (int64_t i = 0; i < m; i++) pdw[i] += LD(dy[i]) * ((LD(x[i]) - mean) * rstd);    \
     if (pdb)                                                                               \
-      for (int64_t i = 0; i < m; i++) pdb[i] += dy[i];                                     \
+      for (int64_t i = 0; i < m; i++) pdb[i] += LD(dy[i]);                                 \
   }                                                                                        \
-  GK_INLINE void norm_bwd_task_##S(const norm_job *j, int64_t group) {                     \
+  GK_INLINE void norm_bwd_task_##SFX(const norm_job *j, int64_t group) {                   \
     const gk_tensor *const *a = j->a;                                                      \
     const gk_tensor *w = a[GK_ARG_WEIGHT];                                                 \
     bool want_dw = a[GK_ARG_DWEIGHT] != NULL, want_db = a[GK_ARG_DBIAS] != NULL;           \
@@ -230,7 +245,8 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
     T *pdw = want_dw ? (T *)j->partials + group * j->nparams * C : NULL;                   \
     T *pdb = want_db ? (T *)j->partials + (group * j->nparams + want_dw) * C : NULL;      \
     if (j->nparams) memset((T *)j->partials + group * j->nparams * C, 0, sizeof(T) * (size_t)(j->nparams * C)); \
-    T xb[ROW_MAX], dyb[ROW_MAX], wb[ROW_MAX], dxb[ROW_MAX];                                \
+    T wb[ROW_MAX];                                                                         \
+    E xb[ROW_MAX], dyb[ROW_MAX], dxb[ROW_MAX];                                             \
     const T *wrow = whole && w ? gk_chunk_in_##S(w, 0, C, wb) : NULL;                      \
     int64_t per = gk_ceil_div(j->rows, backward_groups(j->rows));                          \
     int64_t end = gk_min64(j->rows, (group + 1) * per);                                    \
@@ -241,30 +257,38 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
       row_seek(&j->dx, j->nr, r, &dx);                                                     \
       T rstd = (T)gk_get(a[GK_ARG_RSTD], r);                                               \
       T mean = j->layer ? (T)gk_get(a[GK_ARG_MEAN], r) : 0;                                \
-      const T *xrow = whole ? gk_chunk_in_##S(&x, 0, C, xb) : NULL;                        \
-      const T *dyrow = whole ? gk_chunk_in_##S(&dy, 0, C, dyb) : NULL;                     \
+      const E *xrow = whole ? IN(&x, 0, C, xb) : NULL;                                     \
+      const E *dyrow = whole ? IN(&dy, 0, C, dyb) : NULL;                                  \
       T sg[LANES] = {0}, sgx[LANES] = {0};                                                 \
       for (int64_t c = 0; c < C; c += P) {                                                 \
         int64_t m = gk_min64(P, C - c);                                                    \
-        const T *xp = whole ? xrow : gk_chunk_in_##S(&x, c, m, xb);                        \
-        const T *dyp = whole ? dyrow : gk_chunk_in_##S(&dy, c, m, dyb);                    \
+        const E *xp = whole ? xrow : IN(&x, c, m, xb);                                     \
+        const E *dyp = whole ? dyrow : IN(&dy, c, m, dyb);                                 \
         const T *wp = whole || !w ? wrow : gk_chunk_in_##S(w, c, m, wb);                   \
-        grad_sums_##S(xp, dyp, wp, m, mean, rstd, sg, sgx);                                \
+        grad_sums_##SFX(xp, dyp, wp, m, mean, rstd, sg, sgx);                              \
       }                                                                                    \
       T mean_g = j->layer ? lanes_total_##S(sg) / (T)C : 0;                                \
       T mean_gx = lanes_total_##S(sgx) / (T)C;                                             \
       for (int64_t c = 0; c < C; c += P) {                                                 \
         int64_t m = gk_min64(P, C - c);                                                    \
-        const T *xp = whole ? xrow : gk_chunk_in_##S(&x, c, m, xb);                        \
-        const T *dyp = whole ? dyrow : gk_chunk_in_##S(&dy, c, m, dyb);                    \
+        const E *xp = whole ? xrow : IN(&x, c, m, xb);                                     \
+        const E *dyp = whole ? dyrow : IN(&dy, c, m, dyb);                                 \
         const T *wp = whole || !w ? wrow : gk_chunk_in_##S(w, c, m, wb);                   \
-        T *dxp = gk_chunk_out_##S(&dx, c, dxb);                                            \
-        grad_out_##S(xp, dyp, wp, dxp, pdw ? pdw + c : NULL, pdb ? pdb + c : NULL, m, mean, rstd, \
+        E *dxp = OUT(&dx, c, dxb);                                                         \
+        grad_out_##SFX(xp, dyp, wp, dxp, pdw ? pdw + c : NULL, pdb ? pdb + c : NULL, m, mean, rstd, \
                      mean_g, mean_gx, whole && j->x.step ? (const char *)x.data + j->x.step : NULL, \
                      whole && j->dy.step ? (const char *)dy.data + j->dy.step : NULL, es); \
-        gk_chunk_commit_##S(&dx, c, m, dxp, dxb);                                          \
+        COMMIT(&dx, c, m, dxp, dxb);                                                       \
       }                                                                                    \
     }                                                                                      \
+  }
+
+// The sum of a row's LANES partial sums, and the backward's reduction:
+#define GK_DEFINE_NORM_REDUCE(T, S)                                                        \
+  GK_INLINE T lanes_total_##S(const T *acc) {                                              \
+    T s = 0;                                                                               \
+    for (int l = 0; l < LANES; l++) s += acc[l];                                           \
+    return s;                                                                              \
   }                                                                                        \
   /* task = a CHUNK of columns: param grad = sum of group partials, in order */            \
   GK_INLINE void norm_reduce_task_##S(const norm_job *j, int64_t task) {                   \
@@ -286,21 +310,31 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
     }                                                                                      \
   }
 
-GK_DEFINE_NORM(float, f32)
-GK_DEFINE_NORM(double, f64)
+GK_DEFINE_NORM_REDUCE(float, f32)
+GK_DEFINE_NORM_REDUCE(double, f64)
+GK_DEFINE_NORM(float, f32, f32, float, GK_ROW_SAME, GK_ROW_SAME, GK_ROW_IN_f32, GK_ROW_OUT_f32, GK_ROW_COMMIT_f32)
+GK_DEFINE_NORM(double, f64, f64, double, GK_ROW_SAME, GK_ROW_SAME, GK_ROW_IN_f64, GK_ROW_OUT_f64, GK_ROW_COMMIT_f64)
+GK_DEFINE_NORM(float, f32, bf16, uint16_t, gk_bf16_to_f32_inline, gk_f32_to_bf16_inline, GK_ROW_IN_16, GK_ROW_OUT_16,
+               GK_ROW_COMMIT_16)
+GK_DEFINE_NORM(float, f32, f16, uint16_t, gk_f16_to_f32_inline, gk_f32_to_f16_inline, GK_ROW_IN_16, GK_ROW_OUT_16,
+               GK_ROW_COMMIT_16)
 
 static bool is_f64(const norm_job *j) { return j->plan->desc.dtype == GK_F64; }
 
 GK_INLINE void fwd_task_body(void *ctx, int64_t t) {
   const norm_job *j = ctx;
-  if (is_f64(j)) norm_fwd_task_f64(j, t);
+  if (j->half16 == GK_BF16) norm_fwd_task_bf16(j, t);
+  else if (j->half16 == GK_F16) norm_fwd_task_f16(j, t);
+  else if (is_f64(j)) norm_fwd_task_f64(j, t);
   else norm_fwd_task_f32(j, t);
 }
 GK_ISA_VARIANTS(fwd_task, (void *ctx, int64_t t), (ctx, t))
 
 GK_INLINE void bwd_task_body(void *ctx, int64_t t) {
   const norm_job *j = ctx;
-  if (is_f64(j)) norm_bwd_task_f64(j, t);
+  if (j->half16 == GK_BF16) norm_bwd_task_bf16(j, t);
+  else if (j->half16 == GK_F16) norm_bwd_task_f16(j, t);
+  else if (is_f64(j)) norm_bwd_task_f64(j, t);
   else norm_bwd_task_f32(j, t);
 }
 GK_ISA_VARIANTS(bwd_task, (void *ctx, int64_t t), (ctx, t))

@@ -3,11 +3,17 @@
 // (gk_chunk_max) rescales the running sum (s *= e^(m_old - m_new)) before the chunk's
 // e^(x - m) terms are added over LANES partial sums. exp is gk_exp_nonpos_f32 in
 // f32, libm's in f64. The includer defines CHUNK and LANES.
+// Rows of f32 (f64) are taken chunk by chunk with gk_chunk_in (converted
+// into a buffer unless contiguous in that dtype); contiguous rows of bf16 or
+// f16 are read in place, each element widened to f32 in a register (the
+// _bf16 and _f16 forms, row_access.h): the same values, the same sums.
 #ifndef GK_CPU_ROW_LSE_H
 #define GK_CPU_ROW_LSE_H
 
 #include "../core/act_math.h"
+#include "../core/convert.h"
 #include "../core/internal.h"
+#include "row_access.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -16,6 +22,7 @@
 static inline double gk_exp_libm_f64(double x) { return exp(x); }
 #define GK_ROW_EXP_f32 gk_exp_nonpos_f32
 #define GK_ROW_EXP_f64 gk_exp_libm_f64
+
 
 // The largest of p[0 .. n), n >= 1, as an integer max over keys that order
 // like the floats (sign-magnitude bits to two's complement, an involution):
@@ -63,55 +70,77 @@ GK_INLINE double gk_chunk_max_f64(const double *p, int64_t n) {
   return m;
 }
 
+// The same over 16-bit elements widened by LD (gk_chunk_max_bf16, _f16).
+#define GK_DEFINE_CHUNK_MAX_16(SFX, LD)                                                     \
+  GK_INLINE float gk_chunk_max_##SFX(const uint16_t *p, int64_t n) {                        \
+    int32_t km = INT32_MIN;                                                                 \
+    for (int64_t i = 0; i < n; i++) {                                                       \
+      float v = LD(p[i]);                                                                   \
+      int32_t bits;                                                                         \
+      memcpy(&bits, &v, 4);                                                                 \
+      int32_t k = gk_order_key_f32(bits);                                                   \
+      km = k > km ? k : km;                                                                 \
+    }                                                                                       \
+    km = gk_order_key_f32(km);                                                              \
+    float m;                                                                                \
+    memcpy(&m, &km, 4);                                                                     \
+    return m;                                                                               \
+  }
+GK_DEFINE_CHUNK_MAX_16(bf16, gk_bf16_to_f32_inline)
+GK_DEFINE_CHUNK_MAX_16(f16, gk_f16_to_f32_inline)
+
 // acc[l] += the p[i] with i = l mod LANES, for i in [0, n): LANES partial
 // sums, so the loop vectorises (gk_lane_sum; gk_lane_dot for p[i] q[i]).
-#define GK_DEFINE_LANE_SUM(T, S)                                                            \
-  GK_INLINE void gk_lane_sum_##S(const T *p, int64_t n, T *acc) {                           \
+// Sums in T over elements of E widened by LD; SFX names the forms.
+#define GK_DEFINE_LANE_SUM(T, SFX, E, LD)                                                   \
+  __attribute__((unused)) GK_INLINE void gk_lane_sum_##SFX(const E *p, int64_t n, T *acc) { \
     T a[LANES];                                                                             \
     for (int l = 0; l < LANES; l++) a[l] = acc[l];                                          \
     int64_t i = 0;                                                                          \
     for (; i + LANES <= n; i += LANES)                                                      \
-      for (int l = 0; l < LANES; l++) a[l] += p[i + l];                                     \
-    for (; i < n; i++) a[i % LANES] += p[i];                                                \
+      for (int l = 0; l < LANES; l++) a[l] += LD(p[i + l]);                                 \
+    for (; i < n; i++) a[i % LANES] += LD(p[i]);                                            \
     for (int l = 0; l < LANES; l++) acc[l] = a[l];                                          \
   }                                                                                         \
   /* the same for the products p[i] q[i] (softmax backward; unused by cross-entropy) */    \
-  __attribute__((unused)) GK_INLINE void gk_lane_dot_##S(const T *p, const T *q, int64_t n, T *acc) { \
+  __attribute__((unused)) GK_INLINE void gk_lane_dot_##SFX(const E *p, const E *q, int64_t n, T *acc) { \
     T a[LANES];                                                                             \
     for (int l = 0; l < LANES; l++) a[l] = acc[l];                                          \
     int64_t i = 0;                                                                          \
     for (; i + LANES <= n; i += LANES)                                                      \
-      for (int l = 0; l < LANES; l++) a[l] += p[i + l] * q[i + l];                          \
-    for (; i < n; i++) a[i % LANES] += p[i] * q[i];                                         \
+      for (int l = 0; l < LANES; l++) a[l] += LD(p[i + l]) * LD(q[i + l]);                  \
+    for (; i < n; i++) a[i % LANES] += LD(p[i]) * LD(q[i]);                                 \
     for (int l = 0; l < LANES; l++) acc[l] = a[l];                                          \
   }
 
 // Row x of n elements: *m = max x, *s = sum e^(x - m); with sumx (not NULL)
-// also *sumx = sum x. buf holds CHUNK elements.
-#define GK_DEFINE_ROW_LSE(T, S)                                                             \
-  GK_DEFINE_LANE_SUM(T, S)                                                                  \
+// also *sumx = sum x. buf holds CHUNK elements. Computed in T (S: f32, f64)
+// over elements of E read through IN and widened by LD; SFX names the forms
+// (S itself for rows taken as T).
+#define GK_DEFINE_ROW_LSE_OF(T, S, SFX, E, LD, IN)                                          \
+  GK_DEFINE_LANE_SUM(T, SFX, E, LD)                                                         \
   /* max of row x (n >= 1 elements), read in chunks; the next chunk is */                  \
   /* prefetched while this one is scanned */                                               \
-  GK_INLINE T gk_row_max_##S(const gk_tensor *x, int64_t n, T *buf) {                       \
+  __attribute__((unused)) GK_INLINE T gk_row_max_##SFX(const gk_tensor *x, int64_t n, E *buf) { \
     T m = -(T)INFINITY;                                                                     \
     for (int64_t c = 0; c < n; c += CHUNK) {                                                \
       int64_t len = gk_min64(CHUNK, n - c);                                                 \
-      const T *p = gk_chunk_in_##S(x, c, len, buf);                                         \
-      for (int64_t i = 0; i < len; i += 64 / (int64_t)sizeof(T))                            \
-        __builtin_prefetch((const char *)(p + i) + CHUNK * sizeof(T));                      \
-      T cm = gk_chunk_max_##S(p, len);                                                      \
+      const E *p = IN(x, c, len, buf);                                                      \
+      for (int64_t i = 0; i < len; i += 64 / (int64_t)sizeof(E))                            \
+        __builtin_prefetch((const char *)(p + i) + CHUNK * sizeof(E));                      \
+      T cm = gk_chunk_max_##SFX(p, len);                                                    \
       m = gk_order_key_max_##S(m, cm);                                                      \
     }                                                                                       \
     return m;                                                                               \
   }                                                                                         \
   /* always inlined, so each ISA clone of its caller gets its own copy */               \
-  GK_INLINE void gk_row_lse_##S(                         \
-      const gk_tensor *x, int64_t n, T *buf, T *m_out, T *s_out, T *sumx) {                 \
+  __attribute__((unused)) GK_INLINE void gk_row_lse_##SFX(                                  \
+      const gk_tensor *x, int64_t n, E *buf, T *m_out, T *s_out, T *sumx) {                 \
     T m = -(T)INFINITY, s = 0, sx[LANES] = {0};                                             \
     for (int64_t c = 0; c < n; c += CHUNK) {                                                \
       int64_t len = gk_min64(CHUNK, n - c);                                                 \
-      const T *p = gk_chunk_in_##S(x, c, len, buf);                                         \
-      T cm = gk_chunk_max_##S(p, len), acc[LANES] = {0};                                      \
+      const E *p = IN(x, c, len, buf);                                                      \
+      T cm = gk_chunk_max_##SFX(p, len), acc[LANES] = {0};                                  \
       if (cm > m) {                                                                         \
         s *= GK_ROW_EXP_##S(m - cm);                                                        \
         m = cm;                                                                             \
@@ -119,15 +148,15 @@ GK_INLINE double gk_chunk_max_f64(const double *p, int64_t n) {
       int64_t i = 0;                                                                        \
       for (; i + LANES <= len; i += LANES) {                                                \
         /* the next chunk on its way from memory while this one computes */                 \
-        __builtin_prefetch((const char *)(p + i) + CHUNK * sizeof(T));                      \
+        __builtin_prefetch((const char *)(p + i) + CHUNK * sizeof(E));                      \
         for (int l = 0; l < LANES; l++) {                                                   \
-          acc[l] += GK_ROW_EXP_##S(p[i + l] - m);                                           \
-          if (sumx) sx[l] += p[i + l];                                                      \
+          acc[l] += GK_ROW_EXP_##S(LD(p[i + l]) - m);                                       \
+          if (sumx) sx[l] += LD(p[i + l]);                                                  \
         }                                                                                   \
       }                                                                                     \
       for (; i < len; i++) {                                                                \
-        acc[0] += GK_ROW_EXP_##S(p[i] - m);                                                 \
-        if (sumx) sx[0] += p[i];                                                            \
+        acc[0] += GK_ROW_EXP_##S(LD(p[i]) - m);                                             \
+        if (sumx) sx[0] += LD(p[i]);                                                        \
       }                                                                                     \
       for (int l = 0; l < LANES; l++) s += acc[l];                                          \
     }                                                                                       \
@@ -138,5 +167,10 @@ GK_INLINE double gk_chunk_max_f64(const double *p, int64_t n) {
     *m_out = m;                                                                             \
     *s_out = s;                                                                             \
   }
+#define GK_DEFINE_ROW_LSE(T, S) GK_DEFINE_ROW_LSE_OF(T, S, S, T, GK_ROW_SAME, GK_ROW_IN_##S)
+// Contiguous bf16 (f16) rows, in f32.
+#define GK_DEFINE_ROW_LSE_16()                                                              \
+  GK_DEFINE_ROW_LSE_OF(float, f32, bf16, uint16_t, gk_bf16_to_f32_inline, GK_ROW_IN_16)    \
+  GK_DEFINE_ROW_LSE_OF(float, f32, f16, uint16_t, gk_f16_to_f32_inline, GK_ROW_IN_16)
 
 #endif
