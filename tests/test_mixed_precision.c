@@ -170,7 +170,7 @@ static void test_scale_exact(const gk_task *task) {
   int32_t inputs[BATCH * SEQ], targets[BATCH * SEQ];
   gk_task_batch(task, GK_SPLIT_TRAIN, 3, 0, BATCH, SEQ, inputs, targets);
   float *g1 = malloc(sizeof(float) * (size_t)m.n_total);
-  double l1, l2;
+  double l1 = NAN, l2 = NAN;
   bool ok = g1 && gk_run_step(run, inputs, targets, &l1) == GK_SUCCESS;
   if (ok) memcpy(g1, m.g, sizeof(float) * (size_t)m.n_total);
   ok = ok && gk_run_set_loss_scale(run, 1024) == GK_SUCCESS && gk_run_step(run, inputs, targets, &l2) == GK_SUCCESS;
@@ -218,7 +218,7 @@ static void test_f16_overflow(const gk_task *task) {
   gk_loss_scaler_init(&s, ldexp(1, 40), 2000);
   int32_t inputs[BATCH * SEQ], targets[BATCH * SEQ];
   gk_task_batch(task, GK_SPLIT_TRAIN, 3, 0, BATCH, SEQ, inputs, targets);
-  double loss;
+  double loss = NAN;
   bool ok = gk_run_set_loss_scale(run, s.scale) == GK_SUCCESS && gk_run_step(run, inputs, targets, &loss) == GK_SUCCESS;
   bool finite = ok && gk_loss_scaler_unscale(&s, m.g, m.n_total);
   gk_loss_scaler_update(&s, finite);
