@@ -5,7 +5,8 @@
 // f32's; the loss scale's effect on the gradients (exact powers of two in
 // f32); the loss scaler's bookkeeping (an inf skips the step and halves the
 // scale, growth_interval finite steps double it), and an f16 overflow
-// caught by it in a real step.
+// caught by it in a real step; forward-only 16-bit runs' logits (widened
+// to f32) and loss against f32's.
 #include "harness.h"
 #include "nn/data.h"
 #include "nn/layers.h"
@@ -229,6 +230,36 @@ static void test_f16_overflow(const gk_task *task) {
   gk_model_free(&m);
 }
 
+// Forward-only runs in bf16 and f16: the logits, widened to f32, within
+// 3% (bf16) and 1% (f16) of f32's (relative L2), the loss within 1%.
+static void test_forward_only(const gk_task *task) {
+  model_case mc = {"llama", GK_ARCH_LLAMA, 0};
+  gk_model m;
+  gk_model_config c = config_of(&mc, task->vocab_size);
+  if (gk_model_init(&m, &c, 7) != GK_SUCCESS) return;
+  int32_t inputs[BATCH * SEQ], targets[BATCH * SEQ];
+  gk_task_batch(task, GK_SPLIT_EVAL, 3, 0, BATCH, SEQ, inputs, targets);
+  int64_t n = (int64_t)BATCH * SEQ * c.vocab;
+  float *ref = malloc(sizeof(float) * (size_t)n);
+  gk_run *run[3] = {NULL, NULL, NULL};
+  gk_dtype dts[3] = {GK_F32, GK_BF16, GK_F16};
+  double loss[3] = {NAN, NAN, NAN};
+  for (int k = 0; k < 3 && ref; k++) {
+    bool ok = gk_run_create_dtype(&m, BATCH, SEQ, false, dts[k], &run[k]) == GK_SUCCESS &&
+              gk_run_step(run[k], inputs, targets, &loss[k]) == GK_SUCCESS;
+    check(ok, "forward-only %s: %s", gk_dtype_name(dts[k]), gk_last_error());
+    if (!ok) break;
+    if (k == 0) memcpy(ref, gk_run_logits(run[0]), sizeof(float) * (size_t)n);
+    double err = rel_l2(gk_run_logits(run[k]), ref, n), bound = dts[k] == GK_BF16 ? 0.03 : 0.01;
+    check(err <= bound && fabs(loss[k] - loss[0]) <= 0.01 * loss[0],
+          "forward-only %s: logits off by %.4f (bound %.2f), loss %.5f vs f32 %.5f", gk_dtype_name(dts[k]), err,
+          bound, loss[k], loss[0]);
+  }
+  for (int k = 0; k < 3; k++) gk_run_free(run[k]);
+  free(ref);
+  gk_model_free(&m);
+}
+
 int main(void) {
   gk_set_num_threads(2);
   gk_task task;
@@ -239,6 +270,7 @@ int main(void) {
   test_scaler_logic();
   test_scale_exact(&task);
   test_f16_overflow(&task);
+  test_forward_only(&task);
   const model_case cases[] = {{"mamba", GK_ARCH_MAMBA, 1}, {"mamba-lti", GK_ARCH_MAMBA, 0}, {"llama", GK_ARCH_LLAMA, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_against_f32(&cases[i], &task);
   gk_task_free(&task);

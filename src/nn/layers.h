@@ -54,8 +54,8 @@ struct gk_run {
   size_t act_bytes, f32_bytes;  // carved so far (in the placing pass: offsets)
   size_t act_total;          // the activations' bytes (measured in the first pass)
   bool placing;
-  uint16_t *w16, *g16;       // 16-bit runs: the weights' copy and the 16-bit gradients (n_total each)
-  bool *grad16;              // 16-bit runs, per parameter: its gradient is in g16, not yet widened
+  uint16_t *w16, *g16;       // 16-bit runs: the weights' copy; train runs: the 16-bit gradients (n_total each)
+  bool *grad16;              // 16-bit train runs, per parameter: its gradient is in g16, not yet widened
   double loss_scale;         // the cross-entropy's gradient is multiplied by it (1: none)
   float *logits;             // (B T, V): the LM head's output; dlogits after a train step
   float *logits32;           // 16-bit forward-only runs: the logits widened to f32 (gk_run_logits)

@@ -188,11 +188,12 @@ gk_status gk_run_create_dtype(gk_model *m, int batch, int seq_len, bool train, g
     if (s == GK_SUCCESS && pass == 0) {
       r->act_total = r->act_bytes;
       r->arena = aligned_alloc(64, r->act_bytes + r->f32_bytes + 64);
-      if (dtype != GK_F32) {
-        r->w16 = aligned_alloc(64, ((size_t)m->n_total * 2 + 63) / 64 * 64);
-        r->g16 = aligned_alloc(64, ((size_t)m->n_total * 2 + 63) / 64 * 64);
-        r->grad16 = calloc((size_t)m->nparams, sizeof *r->grad16);
-        if (!r->w16 || !r->g16 || !r->grad16)
+      if (dtype != GK_F32) {  // the weights' 16-bit copy; a train run's 16-bit gradients
+        size_t copy = ((size_t)m->n_total * 2 + 63) / 64 * 64;
+        r->w16 = aligned_alloc(64, copy);
+        r->g16 = train ? aligned_alloc(64, copy) : NULL;
+        r->grad16 = train ? calloc((size_t)m->nparams, sizeof *r->grad16) : NULL;
+        if (!r->w16 || (train && (!r->g16 || !r->grad16)))
           s = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for the 16-bit copies of %lld parameters",
                          (long long)m->n_total);
       }
@@ -228,7 +229,7 @@ void gk_run_free(gk_run *r) {
 }
 
 size_t gk_run_bytes(const gk_run *r) {
-  size_t copies = r->w16 ? 2 * 2 * (size_t)r->m->n_total : 0;
+  size_t copies = ((r->w16 ? 2 : 0) + (r->g16 ? 2 : 0)) * (size_t)r->m->n_total;
   return r->act_bytes + r->f32_bytes + copies + r->ws_bytes + 2 * sizeof(int32_t) * (size_t)r->B * (size_t)r->T;
 }
 
