@@ -1,9 +1,10 @@
 // Helper of tests/python/test_models.py: runs a small gradkern model and
 // writes what the PyTorch twin must reproduce.
 //
-//   model_helper ARCH SELECTION OUT.safetensors
+//   model_helper ARCH SELECTION OUT.safetensors [DTYPE]
 //
-// ARCH is mamba or llama. The file holds the initial weights (by parameter
+// ARCH is mamba or llama; DTYPE f32 (default) or bf16, what the run computes
+// in (bf16: mixed precision over the f32 weights, src/nn/model.h). The file holds the initial weights (by parameter
 // name, as checkpoints), one batch of the selective-copying task
 // ("batch.inputs", "batch.targets", int32 (4, 32)), the loss and every
 // gradient of step 0 ("grad.<name>", "loss0"), and the losses of 10 AdamW
@@ -95,10 +96,12 @@ static int hf_mode(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   if ((argc == 4 || argc == 6) && !strcmp(argv[1], "hf")) return hf_mode(argc, argv);
-  if (argc != 4 || (strcmp(argv[1], "mamba") && strcmp(argv[1], "llama"))) {
-    fprintf(stderr, "usage: model_helper mamba|llama SELECTION OUT.safetensors\n");
+  if ((argc != 4 && argc != 5) || (strcmp(argv[1], "mamba") && strcmp(argv[1], "llama")) ||
+      (argc == 5 && strcmp(argv[4], "f32") && strcmp(argv[4], "bf16"))) {
+    fprintf(stderr, "usage: model_helper mamba|llama SELECTION OUT.safetensors [f32|bf16]\n");
     return 2;
   }
+  gk_dtype dtype = argc == 5 && !strcmp(argv[4], "bf16") ? GK_BF16 : GK_F32;
   gk_set_num_threads(2);
   gk_task task;
   if (gk_task_init_copy(&task, 4, 6) != GK_SUCCESS) return 1;
@@ -113,7 +116,7 @@ int main(int argc, char **argv) {
   c.kv_heads = 2;
   gk_model m;
   gk_run *run;
-  if (gk_model_init(&m, &c, 7) != GK_SUCCESS || gk_run_create(&m, BATCH, SEQ, true, &run) != GK_SUCCESS) {
+  if (gk_model_init(&m, &c, 7) != GK_SUCCESS || gk_run_create_dtype(&m, BATCH, SEQ, true, dtype, &run) != GK_SUCCESS) {
     fprintf(stderr, "model_helper: %s\n", gk_last_error());
     return 1;
   }

@@ -198,7 +198,7 @@ static void test_bad(void) {
       {ARGS("--seed", "18446744073709551616"), "--seed: '18446744073709551616' is out of range"},
       {ARGS("--seed", "1.0"), "--seed: '1.0' is not an integer"},
       {ARGS("--model", "gpt"), "--model: 'gpt' is not one of mamba, llama"},
-      {ARGS("--dtype", "f16"), "--dtype: 'f16' is not one of f32, bf16"},
+      {ARGS("--dtype", "f64"), "--dtype: 'f64' is not one of f32, bf16, f16"},
       {ARGS("--task", "Copy"), "--task: 'Copy' is not one of copy, induction, text"},
       {ARGS("--task", "text"), "--task text needs --data FILE"},
       {ARGS("--data", "x.txt"), "--data 'x.txt' is only used by --task text (the task is copy)"},
@@ -286,7 +286,7 @@ static void test_usage(void) {
   static const char *const opts[] = {"--model mamba|llama", "--task copy|induction|text", "--data FILE", "--layers N",
                                      "--width D", "--state N", "--heads H", "--kv-heads H", "--steps N", "--batch B",
                                      "--seq-len T", "--lr X", "--min-lr X", "--warmup N", "--weight-decay X",
-                                     "--clip X", "--threads N", "--seed S", "--dtype f32|bf16", "--no-selection",
+                                     "--clip X", "--threads N", "--seed S", "--dtype f32|bf16|f16", "--no-selection",
                                      "--eval-every K", "--eval-batches N", "--checkpoint FILE",
                                      "--checkpoint-every K", "--resume FILE", "--allow-changes", "--stop-after N",
                                      "--plot FILE.svg", "--quiet", "--help"};

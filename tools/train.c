@@ -3,7 +3,10 @@
 // Each step: batch `step` of the task (a pure function of seed and step, so
 // a resumed run sees the same data), forward, loss, backward, global-norm
 // clipping, AdamW (decayed matrices and embedding; norms, biases, A_log, D,
-// dt_bias without decay) at the scheduled learning rate. Every eval_every
+// dt_bias without decay) at the scheduled learning rate. With --dtype bf16
+// or f16 the runs compute in 16 bits over f32 master weights (mixed
+// precision, src/nn/model.h); f16 scales the loss dynamically and skips the
+// steps whose gradients overflow. Every eval_every
 // steps and at the end: held-out loss and token accuracy (synthetic tasks)
 // or bits per byte (text). Checkpoints (safetensors: weights by name, AdamW
 // moments, and metadata described at "checkpoints" below) are written
@@ -67,6 +70,7 @@ typedef struct trainer {
   int32_t *inputs, *targets;
   int eval_len;                    // sequence length of evaluation
   gk_progress progress;
+  gk_loss_scaler scaler;           // --dtype f16: the dynamic loss scale (else unused)
   double *loss_x, *loss_y, *eval_x, *eval_y;
   int64_t n_loss, n_eval;
   double train_loss;               // the last training loss (NAN: none yet)
@@ -101,6 +105,11 @@ static const char *last_good(const trainer *t) { return t->last_checkpoint ? t->
 //   data_bytes data_crc32                      --task text: the data file
 //   tokenizer                                  --tokenizer: its absolute path (its
 //                                              fingerprint is in config)
+//   dtype                                      what the run computed in (f32, bf16,
+//                                              f16); the weights are the f32 masters
+//                                              whatever it is, so a run resumes in
+//                                              any dtype (with a note when it changes)
+//   loss_scale loss_scale_good_steps skipped_steps   f16: the loss scaler's state
 //   train_loss eval_loss eval_accuracy         the last figures, when known
 //   crc32:<tensor>                             the checksum of each tensor
 // Resuming with other options or data is refused unless --allow-changes.
@@ -239,8 +248,8 @@ static gk_status save_checkpoint(trainer *t, const char *path) {
                                   (size_t)m->n_total * sizeof(float)};
   ts[m->nparams + 1] = (gk_st_tensor){"optimizer.exp_avg_sq", GK_ST_F32, 1, {m->n_total}, t->exp_avg_sq,
                                       (size_t)m->n_total * sizeof(float)};
-  enum { MAX_META = 3 + N_RUN_OPTIONS + 6 };
-  char config[512], step[32], values[N_RUN_OPTIONS][40], data_bytes[32], data_crc[16], figures[3][40];
+  enum { MAX_META = 3 + N_RUN_OPTIONS + 6 + 4 };
+  char config[512], step[32], values[N_RUN_OPTIONS][40], data_bytes[32], data_crc[16], figures[3][40], scaler[3][40];
   gk_st_meta meta[MAX_META];
   size_t nmeta = 0;
   config_string(t, config, sizeof config);
@@ -258,6 +267,15 @@ static gk_status save_checkpoint(trainer *t, const char *path) {
     meta[nmeta++] = (gk_st_meta){"data_crc32", data_crc};
   }
   if (t->tokenizer_path) meta[nmeta++] = (gk_st_meta){"tokenizer", t->tokenizer_path};
+  meta[nmeta++] = (gk_st_meta){"dtype", gk_dtype_name(t->a.dtype)};
+  if (t->a.dtype == GK_F16) {
+    snprintf(scaler[0], sizeof scaler[0], "%.17g", t->scaler.scale);
+    snprintf(scaler[1], sizeof scaler[1], "%lld", (long long)t->scaler.good_steps);
+    snprintf(scaler[2], sizeof scaler[2], "%lld", (long long)t->scaler.skipped);
+    meta[nmeta++] = (gk_st_meta){"loss_scale", scaler[0]};
+    meta[nmeta++] = (gk_st_meta){"loss_scale_good_steps", scaler[1]};
+    meta[nmeta++] = (gk_st_meta){"skipped_steps", scaler[2]};
+  }
   const char *figure_keys[3] = {"train_loss", "eval_loss", "eval_accuracy"};
   double figure_values[3] = {t->train_loss, t->ev.loss, t->a.task == GK_TASK_TEXT ? NAN : t->ev.accuracy};
   for (int k = 0; k < 3; k++)
@@ -333,6 +351,31 @@ static double figure(const gk_st_file *f, const char *key, int *ok) {
   return x;
 }
 
+// The checkpoint's dtype against this run's: a note when they differ (the
+// f32 masters carry over); f16 to f16 takes the loss scaler's state back.
+// Files without a dtype were trained in f32.
+static gk_status resume_dtype(trainer *t, const gk_st_file *f, const char *path) {
+  const char *saved = gk_st_metadata(f, "dtype");
+  if (!saved) saved = "f32";
+  const char *mine = gk_dtype_name(t->a.dtype);
+  if (strcmp(saved, mine))
+    fprintf(stderr, "gradkern train: note: checkpoint '%s' was trained in %s; continuing in %s from its f32 master "
+            "weights\n", path, saved, mine);
+  if (t->a.dtype != GK_F16 || strcmp(saved, "f16")) return GK_SUCCESS;
+  const char *scale = gk_st_metadata(f, "loss_scale"), *good = gk_st_metadata(f, "loss_scale_good_steps"),
+             *skipped = gk_st_metadata(f, "skipped_steps");
+  double x;
+  uint64_t g, k;
+  if (!scale || !good || !skipped || !parse_real(scale, &x) || !(x > 0) || !parse_u64(good, &g) ||
+      !parse_u64(skipped, &k))
+    return gk_nn_fail(GK_NN_ERR_FILE, "checkpoint '%s': an f16 run's loss_scale, loss_scale_good_steps or "
+                      "skipped_steps is missing or not valid", path);
+  t->scaler.scale = x;
+  t->scaler.good_steps = (int64_t)g;
+  t->scaler.skipped = (int64_t)k;
+  return GK_SUCCESS;
+}
+
 static gk_status load_checkpoint(trainer *t, const char *path) {
   gk_model *m = &t->model;
   gk_st_file *f;
@@ -382,6 +425,7 @@ static gk_status load_checkpoint(trainer *t, const char *path) {
     char why[256];
     if (s == GK_SUCCESS && !state_ok(t, why, sizeof why))
       s = gk_nn_fail(GK_ERR_NON_FINITE, "checkpoint '%s' cannot be resumed: %s", path, why);
+    if (s == GK_SUCCESS) s = resume_dtype(t, f, path);
     if (s == GK_SUCCESS) t->step = (int64_t)st;
   }
   if (s == GK_SUCCESS && diff.len)
@@ -591,6 +635,18 @@ static gk_status train_step(trainer *t, double *loss) {
   return s;
 }
 
+// f16: the gradients divided by the loss scale (this rank's shard when
+// sharded), the scale updated; false (on every rank) when any gradient of
+// any rank is not finite: the step is skipped.
+static gk_status unscale_gradients(trainer *t, bool *finite) {
+  int bad = !gk_loss_scaler_unscale(&t->scaler, t->model.g + t->lo, t->hi - t->lo);
+  gk_status s = gk_dist_max(t->dist, &bad);
+  if (s != GK_SUCCESS) return s;
+  *finite = !bad;
+  gk_loss_scaler_update(&t->scaler, *finite);
+  return GK_SUCCESS;
+}
+
 // Clipping by the global norm (0: measure only). Sharded: each rank's
 // shard's sum of squares, added over the ranks; each scales its shard.
 static gk_status clip_gradients(trainer *t, double *norm) {
@@ -668,8 +724,7 @@ static gk_status setup_here(trainer *t) {
   t->eval_len = a->task == GK_TASK_INDUCTION ? 4 * a->seq_len : a->seq_len;
   if ((s = gk_task_check_seq_len(&t->task, GK_SPLIT_TRAIN, a->seq_len)) != GK_SUCCESS) return s;
   if ((s = gk_task_check_seq_len(&t->task, GK_SPLIT_EVAL, t->eval_len)) != GK_SUCCESS) return s;
-  if (a->dtype != GK_F32)
-    return gk_nn_fail(GK_ERR_UNSUPPORTED, "--dtype %s: this build trains in f32 only", gk_dtype_name(a->dtype));
+  gk_loss_scaler_init(&t->scaler, 65536, 2000);  // f16 (torch's GradScaler's defaults)
   if (a->threads > 0 && (s = gk_set_num_threads(a->threads)) != GK_SUCCESS) return s;
 
   gk_model_config c = {0};
@@ -693,8 +748,9 @@ static gk_status setup_here(trainer *t) {
                         t->model.cfg.vocab, t->task.vocab_size, a->tokenizer ? "tokenizer" : "bytes");
   } else if ((s = gk_model_init(&t->model, &c, a->seed)) != GK_SUCCESS)
     return s;
-  if ((s = gk_run_create(&t->model, a->batch, a->seq_len, true, &t->run)) != GK_SUCCESS) return s;
-  if ((s = gk_run_create(&t->model, a->batch, t->eval_len, false, &t->eval_run)) != GK_SUCCESS) return s;
+  if ((s = gk_run_create_dtype(&t->model, a->batch, a->seq_len, true, a->dtype, &t->run)) != GK_SUCCESS) return s;
+  if ((s = gk_run_create_dtype(&t->model, a->batch, t->eval_len, false, a->dtype, &t->eval_run)) != GK_SUCCESS)
+    return s;
   t->lo = 0;
   t->hi = t->model.n_total;
   if (a->zero) gk_dist_shard(t->dist, t->rank, t->model.n_total, &t->lo, &t->hi);
@@ -908,6 +964,10 @@ static int train_main(trainer *tp) {
            param_bytes * mib, a->zero ? ", moments sharded" : "", 2 * (double)m->n_total * sizeof(float) * mib,
            gk_run_bytes(t.run) * mib, gk_run_bytes(t.eval_run) * mib, gk_get_num_threads(),
            gk_plural(gk_get_num_threads()));
+  if (!a->quiet && a->dtype != GK_F32)
+    printf("mixed precision: %s weights, activations and gradients, f32 master weights, sums, loss and AdamW%s\n",
+           gk_dtype_name(a->dtype), a->dtype == GK_F16 ? "; loss scale 65536 at the start, doubled after 2000 "
+           "finite steps, halved with the step skipped when a gradient overflows" : "");
   gk_lr_schedule sched;
   gk_lr_schedule_init(&sched, a->lr, a->min_lr, a->warmup, a->steps);
   gk_progress_init(&t.progress, stdout, a->quiet ? GK_PROGRESS_QUIET : GK_PROGRESS_AUTO, a->steps, t.step,
@@ -927,13 +987,19 @@ static int train_main(trainer *tp) {
     snprintf(what, sizeof what, "step %lld", (long long)t.step + 1);
     gk_dist_watchdog(t.dist, a->rank_timeout, what);
     if (hang && t.step == first + 1) gk_dist_test_hang(t.dist);
-    gk_status s = train_step(&t, &loss);
+    bool scaled = a->dtype == GK_F16, finite = true;
+    gk_status s = scaled ? gk_run_set_loss_scale(t.run, t.scaler.scale) : GK_SUCCESS;
+    if (s == GK_SUCCESS) s = train_step(&t, &loss);
     if (s != GK_SUCCESS) {
       rc = fail_here(&t, "training step");
       break;
     }
+    if (scaled && isfinite(loss) && unscale_gradients(&t, &finite) != GK_SUCCESS) {
+      rc = fail_here(&t, "loss scaling");
+      break;
+    }
     double norm = 0;
-    s = clip_gradients(&t, &norm);
+    if (finite) s = clip_gradients(&t, &norm);
     if (!isfinite(loss) || s == GK_ERR_NON_FINITE) {
       if (t.rank == 0)
         fprintf(stderr, "gradkern train: step %lld: the %s is %s; stopping before the update%s%s\n",
@@ -943,7 +1009,7 @@ static int train_main(trainer *tp) {
       rc = 1;
       break;
     }
-    if (s != GK_SUCCESS || optimizer_step(&t, gk_lr_at(&sched, t.step)) != GK_SUCCESS) {
+    if (finite && (s != GK_SUCCESS || optimizer_step(&t, gk_lr_at(&sched, t.step)) != GK_SUCCESS)) {
       rc = fail_here(&t, "optimizer");
       break;
     }
@@ -956,6 +1022,7 @@ static int train_main(trainer *tp) {
     t.train_loss = loss;
     t.loss_x[t.n_loss] = (double)t.step;
     t.loss_y[t.n_loss++] = loss;
+    if (scaled) gk_progress_set_extra(&t.progress, "scale %g skipped %lld", t.scaler.scale, (long long)t.scaler.skipped);
     gk_progress_update(&t.progress, t.step, loss, gk_lr_at(&sched, t.step - 1));
     bool stop = t.hooks && t.hooks->on_step &&
                 t.hooks->on_step(t.hooks->ctx, t.step, a->steps, loss, gk_lr_at(&sched, t.step - 1));

@@ -103,7 +103,7 @@ _Static_assert(sizeof(gk_model_kind) == sizeof(int) && sizeof(gk_task_kind) == s
 static const choice model_choices[] = {{"mamba", GK_MODEL_MAMBA}, {"llama", GK_MODEL_LLAMA}, {NULL, 0}};
 static const choice task_choices[] = {
     {"copy", GK_TASK_COPY}, {"induction", GK_TASK_INDUCTION}, {"text", GK_TASK_TEXT}, {NULL, 0}};
-static const choice dtype_choices[] = {{"f32", GK_F32}, {"bf16", GK_BF16}, {NULL, 0}};
+static const choice dtype_choices[] = {{"f32", GK_F32}, {"bf16", GK_BF16}, {"f16", GK_F16}, {NULL, 0}};
 
 #define T(field) offsetof(gk_train_args, field)
 static const option train_opts[] = {
@@ -116,8 +116,9 @@ static const option train_opts[] = {
     {NULL, "--heads", "H", K_INT, T(heads), 1, 4096, 0, NULL, 0, 0, "llama: attention heads (divides --width)"},
     {NULL, "--kv-heads", "H", K_INT, T(kv_heads), 1, 4096, 0, NULL, 0, 0,
      "llama: key/value heads, divides --heads"},
-    {NULL, "--dtype", "f32|bf16", K_CHOICE, T(dtype), 0, 0, 0, dtype_choices, 0, 0,
-     "precision of weights and activations (this build trains in f32 only)"},
+    {NULL, "--dtype", "f32|bf16|f16", K_CHOICE, T(dtype), 0, 0, 0, dtype_choices, 0, 0,
+     "compute precision: bf16/f16 run the model in 16 bits over f32 master weights (f32 sums, loss, AdamW, "
+     "checkpoints); f16 adds dynamic loss scaling"},
     {"task and data", "--task", "copy|induction|text", K_CHOICE, T(task), 0, 0, 0, task_choices, 0, 0,
      "the task (text: bytes of --data)"},
     {NULL, "--data", "FILE", K_STRING, T(data), 0, 0, 0, NULL, 0, 0,

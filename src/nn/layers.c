@@ -82,15 +82,38 @@ gk_op_desc gk_desc_add(int64_t rows, int64_t dm) {
   return d;
 }
 
+static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
 void gk_run_carve(gk_run *r, float **p, int64_t n) {
-  *p = r->placing ? r->arena + r->arena_floats : NULL;
-  r->arena_floats += (n + 15) / 16 * 16;
+  *p = r->placing ? (float *)(void *)(r->arena + r->act_bytes) : NULL;
+  r->act_bytes += round64((size_t)n * r->esize);
+}
+
+void gk_run_carve_f32(gk_run *r, float **p, int64_t n) {
+  *p = r->placing ? (float *)(void *)(r->arena + r->act_total + r->f32_bytes) : NULL;
+  r->f32_bytes += round64((size_t)n * sizeof(float));
+}
+
+float *gk_run_at(const gk_run *r, float *p, int64_t k) { return (float *)(void *)((char *)p + k * (int64_t)r->esize); }
+
+// Ops with parameters that may stay f32 beside 16-bit activations.
+static bool has_param_dtype(gk_op op) {
+  return op == GK_OP_RMSNORM || op == GK_OP_LAYERNORM || op == GK_OP_LINEAR || op == GK_OP_SELECTIVE_SCAN;
 }
 
 gk_status gk_run_plan(gk_run *r, const gk_op_desc *d, gk_plan **out) {
   if (r->nplans == GK_RUN_MAX_PLANS)
     return gk_nn_fail(GK_ERR_INTERNAL, "model: more than %d plans in one run", GK_RUN_MAX_PLANS);
-  gk_status s = gk_plan_create(d, out);
+  gk_op_desc mixed = *d;
+  if (r->dtype != GK_F32) {
+    mixed.dtype = r->dtype;
+    if (has_param_dtype(d->op)) mixed.param_dtype = GK_F32;
+    if (d->op == GK_OP_SELECTIVE_SCAN) {
+      if (d->scan.b_layout == GK_SCAN_SHARED) mixed.scan.b_dtype = GK_F32;
+      if (d->scan.c_layout == GK_SCAN_SHARED) mixed.scan.c_dtype = GK_F32;
+    }
+  }
+  gk_status s = gk_plan_create(&mixed, out);
   if (s != GK_SUCCESS) return s;
   r->plans[r->nplans++] = *out;
   size_t ws;
@@ -99,7 +122,26 @@ gk_status gk_run_plan(gk_run *r, const gk_op_desc *d, gk_plan **out) {
   return GK_SUCCESS;
 }
 
+// The parameter of the model whose elements hold flat index i.
+static int param_index_at(const gk_model *m, int64_t i) {
+  for (int k = 0; k < m->nparams; k++)
+    if (i >= m->params[k].offset && i < m->params[k].offset + m->params[k].numel) return k;
+  return -1;
+}
+
 void gk_run_grads_ready(gk_run *r, int first, int n) {
+  gk_model *m = r->m;
+  for (int i = first; r->grad16 && i < first + n; i++) {
+    if (!r->grad16[i]) continue;
+    const gk_param *p = &m->params[i];
+    const uint16_t *src = r->g16 + p->offset;
+    float *dst = m->g + p->offset;
+    if (r->dtype == GK_BF16)
+      for (int64_t j = 0; j < p->numel; j++) dst[j] = gk_bf16_to_f32(src[j]);
+    else
+      for (int64_t j = 0; j < p->numel; j++) dst[j] = gk_f16_to_f32(src[j]);
+    r->grad16[i] = false;
+  }
   if (r->grads_ready) r->grads_ready(r->grads_ready_ctx, first, n);
 }
 
@@ -108,10 +150,56 @@ void gk_run_on_grads_ready(gk_run *r, gk_grads_ready_fn fn, void *ctx) {
   r->grads_ready_ctx = ctx;
 }
 
+// Whether op d takes argument `kind` in desc.param_dtype (f32 in a 16-bit run).
+static bool takes_f32_param(const gk_op_desc *d, gk_arg_kind kind) {
+  switch (d->op) {
+  case GK_OP_RMSNORM:
+  case GK_OP_LAYERNORM:
+    return kind == GK_ARG_WEIGHT || kind == GK_ARG_BIAS || kind == GK_ARG_DWEIGHT || kind == GK_ARG_DBIAS;
+  case GK_OP_LINEAR: return kind == GK_ARG_BIAS || kind == GK_ARG_DBIAS;
+  case GK_OP_SELECTIVE_SCAN:
+    if (kind == GK_ARG_B || kind == GK_ARG_DB) return d->scan.b_dtype == GK_F32;
+    if (kind == GK_ARG_C || kind == GK_ARG_DC) return d->scan.c_dtype == GK_F32;
+    return kind == GK_ARG_A || kind == GK_ARG_D || kind == GK_ARG_DELTA_BIAS || kind == GK_ARG_DA ||
+           kind == GK_ARG_DD || kind == GK_ARG_DDELTA_BIAS;
+  default: return false;
+  }
+}
+
+// In a 16-bit run: the view t as the memory it points at holds it (see
+// layers.h). A parameter's 16-bit gradient marks it for widening.
+static gk_tensor mixed_view(gk_run *r, const gk_op_desc *d, gk_arg_kind kind, gk_tensor t) {
+  if (t.dtype != GK_F32) return t;  // indices
+  const gk_model *m = r->m;
+  const char *p = t.data;
+  const char *act = r->arena, *stats = r->arena + r->act_total, *end = stats + r->f32_bytes;
+  if (p >= act && p < stats) t.dtype = r->dtype;
+  else if (p >= stats && p < end) t.dtype = GK_F32;
+  else {
+    bool weight = t.data >= (void *)m->w && t.data < (void *)(m->w + m->n_total);
+    bool grad = t.data >= (void *)m->g && t.data < (void *)(m->g + m->n_total);
+    if ((weight || grad) && !takes_f32_param(d, kind)) {
+      int64_t i = (const float *)t.data - (weight ? m->w : m->g);
+      t.data = (weight ? r->w16 : r->g16) + i;
+      t.dtype = r->dtype;
+      int k = grad ? param_index_at(m, i) : -1;
+      if (k >= 0) r->grad16[k] = true;
+    }
+  }
+  return t;
+}
+
 gk_status gk_run_exec(gk_run *r, const gk_plan *p, const gk_arg *args, int nargs) {
   size_t ws;
   gk_plan_workspace_size(p, &ws);
-  return gk_plan_run(p, args, nargs, ws ? r->ws : NULL, ws);
+  if (r->dtype == GK_F32) return gk_plan_run(p, args, nargs, ws ? r->ws : NULL, ws);
+  enum { MAX_ARGS = 24 };
+  if (nargs > MAX_ARGS) return gk_nn_fail(GK_ERR_INTERNAL, "model: %d arguments for one op (at most %d)", nargs, MAX_ARGS);
+  gk_op_desc d;
+  gk_plan_get_desc(p, &d);
+  gk_arg mixed[MAX_ARGS];
+  for (int i = 0; i < nargs; i++) mixed[i] = (gk_arg){args[i].kind, mixed_view(r, &d, args[i].kind, args[i].tensor)};
+  return gk_plan_run(p, mixed, nargs, ws ? r->ws : NULL, ws);
 }
 
 // ---------------------------------------------------------------- generation

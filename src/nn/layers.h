@@ -19,20 +19,46 @@ gk_status gk_model_add_param(gk_model *m, const char *name, int rank, int64_t d0
 
 enum { GK_RUN_MAX_PLANS = 64 };
 
+// Mixed precision. A run computes in its dtype: GK_F32, or GK_BF16 / GK_F16
+// with f32 master weights (m->w, m->g stay f32). In a 16-bit run
+// - gk_run_plan sets every description's dtype to the run's, and
+//   param_dtype (and the scan's shared B/C dtype) to f32: norm weights and
+//   the scan's A, D, delta_bias and shared B, C are read from the f32
+//   masters and their gradients summed in f32 into m->g;
+// - each forward first rounds every master weight into w16, the 16-bit
+//   copy the other ops (linear, conv1d, embedding) read; their weight
+//   gradients go to g16 and are widened into m->g when a parameter's
+//   gradient is final (gk_run_grads_ready), before anyone is told;
+// - activations and their gradients are 16-bit (gk_run_carve); saved
+//   statistics (rstd, lse, the scan's chunk states) and the loss are f32
+//   (gk_run_carve_f32);
+// - gk_run_exec gives each f32 view the dtype of the memory it points at:
+//   the 16-bit activations, the f32 statistics, or a parameter (the f32
+//   master where the op takes it in f32, else its 16-bit copy).
+// The architectures write views of f32 pointers as in an f32 run; only an
+// offset inside an activation buffer goes through gk_run_at.
 struct gk_run {
   gk_model *m;
   int B, T;                  // batch, sequence length
   bool train;
+  gk_dtype dtype;            // what it computes in (above)
+  size_t esize;              // bytes of one element of dtype
   gk_plan *plans[GK_RUN_MAX_PLANS];
   int nplans;
   size_t ws_bytes;           // the largest workspace of any plan
   void *ws;
-  // The arena: every activation buffer, carved in two passes (measure, then
-  // place) by gk_run_carve.
-  float *arena;
-  int64_t arena_floats;
+  // The arena: the activations (dtype), then the saved statistics (f32),
+  // carved in two passes (measure, then place) by gk_run_carve and
+  // gk_run_carve_f32.
+  char *arena;
+  size_t act_bytes, f32_bytes;  // carved so far (in the placing pass: offsets)
+  size_t act_total;          // the activations' bytes (measured in the first pass)
   bool placing;
+  uint16_t *w16, *g16;       // 16-bit runs: the weights' copy; train runs: the 16-bit gradients (n_total each)
+  bool *grad16;              // 16-bit train runs, per parameter: its gradient is in g16, not yet widened
+  double loss_scale;         // the cross-entropy's gradient is multiplied by it (1: none)
   float *logits;             // (B T, V): the LM head's output; dlogits after a train step
+  float *logits32;           // 16-bit forward-only runs: the logits widened to f32 (gk_run_logits)
   int32_t *index;            // (B, T) copies of the last inputs and targets
   int32_t *target;
   void *head;                // model.c's state: embedding, final norm, head, loss
@@ -41,18 +67,24 @@ struct gk_run {
   void *grads_ready_ctx;
 };
 
-// Tell the run's grads_ready that parameters [first, first + n) are final.
+// Parameters [first, first + n) are final: widen those whose gradient is in
+// g16 into m->g, then tell the run's grads_ready.
 void gk_run_grads_ready(gk_run *r, int first, int n);
 
-// Reserve n floats of the arena for *p (64-byte aligned). In the measuring
-// pass *p is set to NULL and only the size is counted.
+// Reserve n elements of the run's dtype (activations, their gradients) or
+// n floats (saved statistics) of the arena for *p, 64-byte aligned. In the
+// measuring pass *p is set to NULL and only the size is counted.
 void gk_run_carve(gk_run *r, float **p, int64_t n);
+void gk_run_carve_f32(gk_run *r, float **p, int64_t n);
+// Element k of the activation buffer p (k elements of the run's dtype on).
+float *gk_run_at(const gk_run *r, float *p, int64_t k);
 
-// Create the plan for d and remember it (freed with the run); grows the
-// shared workspace to the plan's need.
+// Create the plan for d (in the run's dtype, above) and remember it (freed
+// with the run); grows the shared workspace to the plan's need.
 gk_status gk_run_plan(gk_run *r, const gk_op_desc *d, gk_plan **out);
 
-// Run a plan with the run's workspace.
+// Run a plan with the run's workspace, each view given the dtype of its
+// memory (above).
 gk_status gk_run_exec(gk_run *r, const gk_plan *p, const gk_arg *args, int nargs);
 
 // ---------------------------------------------------------------- views and descriptions

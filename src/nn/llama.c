@@ -140,14 +140,14 @@ static gk_status llama_layout(gk_run *r) {
     gk_run_carve(r, &b->h1, d.rows * d.D);
     gk_run_carve(r, &b->h_out, d.rows * d.D);
     gk_run_carve(r, &b->hn, d.rows * d.D);
-    gk_run_carve(r, &b->rstd, d.rows);
+    gk_run_carve_f32(r, &b->rstd, d.rows);
     gk_run_carve(r, &b->hn2, d.rows * d.D);
-    gk_run_carve(r, &b->rstd2, d.rows);
+    gk_run_carve_f32(r, &b->rstd2, d.rows);
     gk_run_carve(r, &b->qkv, d.rows * d.Q3);
     gk_run_carve(r, &b->q, d.rows * d.H * d.Dh);
     gk_run_carve(r, &b->k, d.rows * d.G * d.Dh);
     gk_run_carve(r, &b->att, d.rows * d.H * d.Dh);
-    gk_run_carve(r, &b->lse, d.B * d.H * d.T);
+    gk_run_carve_f32(r, &b->lse, d.B * d.H * d.T);
     gk_run_carve(r, &b->ug, d.rows * 2 * d.F);
     gk_run_carve(r, &b->act, d.rows * d.F);
   }
@@ -238,12 +238,12 @@ static gk_status llama_forward(gk_run *r, const float *h0, float **h_out) {
                       (gk_arg[]){GK_A(GK_ARG_X, bthd(b->qkv, &d, d.H, d.Q3)), GK_A(GK_ARG_Y, bthd(b->q, &d, d.H, HD))}, 2);
     if (s == GK_SUCCESS)
       s = gk_run_exec(r, st->rope_k[0],
-                      (gk_arg[]){GK_A(GK_ARG_X, bthd(b->qkv + HD, &d, d.G, d.Q3)),
+                      (gk_arg[]){GK_A(GK_ARG_X, bthd(gk_run_at(r, b->qkv, HD), &d, d.G, d.Q3)),
                                  GK_A(GK_ARG_Y, bthd(b->k, &d, d.G, GD))}, 2);
     if (s == GK_SUCCESS)
       s = gk_run_exec(r, st->attn[0],
                       (gk_arg[]){GK_A(GK_ARG_Q, bhtd(b->q, &d, d.H, HD)), GK_A(GK_ARG_K, bhtd(b->k, &d, d.G, GD)),
-                                 GK_A(GK_ARG_V, bhtd(b->qkv + HD + GD, &d, d.G, d.Q3)),
+                                 GK_A(GK_ARG_V, bhtd(gk_run_at(r, b->qkv, HD + GD), &d, d.G, d.Q3)),
                                  GK_A(GK_ARG_Y, bhtd(b->att, &d, d.H, HD)), GK_A(GK_ARG_LSE, gk_t3(b->lse, d.B, d.H, d.T))}, 5);
     if (s == GK_SUCCESS)
       s = gk_run_exec(r, st->o[0],
@@ -315,17 +315,17 @@ static gk_status llama_backward(gk_run *r, float *dh) {
     if (s == GK_SUCCESS)
       s = gk_run_exec(r, st->attn[1],
                       (gk_arg[]){GK_A(GK_ARG_DY, bhtd(st->datt, &d, d.H, HD)), GK_A(GK_ARG_Q, bhtd(b->q, &d, d.H, HD)),
-                                 GK_A(GK_ARG_K, bhtd(b->k, &d, d.G, GD)), GK_A(GK_ARG_V, bhtd(b->qkv + HD + GD, &d, d.G, d.Q3)),
+                                 GK_A(GK_ARG_K, bhtd(b->k, &d, d.G, GD)), GK_A(GK_ARG_V, bhtd(gk_run_at(r, b->qkv, HD + GD), &d, d.G, d.Q3)),
                                  GK_A(GK_ARG_Y, bhtd(b->att, &d, d.H, HD)), GK_A(GK_ARG_LSE, gk_t3(b->lse, d.B, d.H, d.T)),
                                  GK_A(GK_ARG_DQ, bhtd(st->dq, &d, d.H, HD)), GK_A(GK_ARG_DK, bhtd(st->dk, &d, d.G, GD)),
-                                 GK_A(GK_ARG_DV, bhtd(st->dqkv + HD + GD, &d, d.G, d.Q3))}, 9);
+                                 GK_A(GK_ARG_DV, bhtd(gk_run_at(r, st->dqkv, HD + GD), &d, d.G, d.Q3))}, 9);
     if (s == GK_SUCCESS)
       s = gk_run_exec(r, st->rope_q[1],
                       (gk_arg[]){GK_A(GK_ARG_DY, bthd(st->dq, &d, d.H, HD)), GK_A(GK_ARG_DX, bthd(st->dqkv, &d, d.H, d.Q3))}, 2);
     if (s == GK_SUCCESS)
       s = gk_run_exec(r, st->rope_k[1],
                       (gk_arg[]){GK_A(GK_ARG_DY, bthd(st->dk, &d, d.G, GD)),
-                                 GK_A(GK_ARG_DX, bthd(st->dqkv + HD, &d, d.G, d.Q3))}, 2);
+                                 GK_A(GK_ARG_DX, bthd(gk_run_at(r, st->dqkv, HD), &d, d.G, d.Q3))}, 2);
     if (s == GK_SUCCESS)
       s = linear_bwd(r, st->qkv[1], gk_t2(st->dqkv, d.rows, d.Q3), gk_t2(b->hn, d.rows, d.D), lp(m, l, P_WQKV),
                      gk_t2(st->dhn, d.rows, d.D));

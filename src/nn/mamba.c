@@ -182,16 +182,16 @@ static gk_status mamba_layout(gk_run *r) {
     layer_bufs *b = &st->layer[l];
     gk_run_carve(r, &b->h_out, rows * D);
     gk_run_carve(r, &b->hn, rows * D);
-    gk_run_carve(r, &b->rstd, rows);
+    gk_run_carve_f32(r, &b->rstd, rows);
     gk_run_carve(r, &b->xz, rows * 2 * E);
     gk_run_carve(r, &b->xc, rows * E);
     if (c->selection) {
       gk_run_carve(r, &b->dbl, rows * (R + 2 * N));
       gk_run_carve(r, &b->dt, rows * E);
     }
-    gk_run_carve(r, &b->A, E * N);
+    gk_run_carve_f32(r, &b->A, E * N);
     gk_run_carve(r, &b->y, rows * E);
-    gk_run_carve(r, &b->chunks, B * E * nchunks(T) * N);
+    gk_run_carve_f32(r, &b->chunks, B * E * nchunks(T) * N);
   }
   gk_run_carve(r, &st->o, rows * D);
   if (!c->selection) gk_run_carve(r, &st->zeros, rows * E);
@@ -204,10 +204,10 @@ static gk_status mamba_layout(gk_run *r) {
     gk_run_carve(r, &st->dxz, rows * 2 * E);
     gk_run_carve(r, &st->dhn, rows * D);
     gk_run_carve(r, &st->dtmp, rows * D);
-    gk_run_carve(r, &st->dA, E * N);
+    gk_run_carve_f32(r, &st->dA, E * N);
   }
   if (r->placing) {
-    if (st->zeros) memset(st->zeros, 0, sizeof(float) * (size_t)(rows * E));
+    if (st->zeros) memset(st->zeros, 0, r->esize * (size_t)(rows * E));
     return GK_SUCCESS;
   }
   gk_status s = GK_SUCCESS;
@@ -262,7 +262,7 @@ static gk_tensor scan_bc(const gk_run *r, const layer_bufs *b, int l, int which,
     return grad ? gk_pg(r->m, p) : gk_pw(r->m, p);
   }
   mamba_state *st = r->arch;
-  float *base = (grad ? st->ddbl : b->dbl) + R + which * N;
+  float *base = gk_run_at(r, grad ? st->ddbl : b->dbl, R + which * N);
   return gk_strided(base, 3, (int64_t[]){r->B, N, r->T}, (int64_t[]){r->T * row, 1, row});
 }
 
@@ -310,7 +310,7 @@ static gk_status mamba_forward(gk_run *r, const float *h0, float **h_out) {
                       (gk_arg[]){GK_A(GK_ARG_U, bet(b->xc, r, E, E)), GK_A(GK_ARG_DELTA, bet(delta, r, E, delta_row)),
                                  GK_A(GK_ARG_A, gk_t2(b->A, E, N)), GK_A(GK_ARG_B, scan_bc(r, b, l, 0, false)),
                                  GK_A(GK_ARG_C, scan_bc(r, b, l, 1, false)), GK_A(GK_ARG_D, gk_pw(m, lp(m, l, P_D))),
-                                 GK_A(GK_ARG_Z, bet(b->xz + E, r, E, 2 * E)),
+                                 GK_A(GK_ARG_Z, bet(gk_run_at(r, b->xz, E), r, E, 2 * E)),
                                  GK_A(GK_ARG_DELTA_BIAS, gk_pw(m, lp(m, l, P_DT_BIAS))),
                                  GK_A(GK_ARG_Y, bet(b->y, r, E, E)),
                                  GK_A(GK_ARG_CHUNK_STATES, gk_t4(b->chunks, B, E, nchunks(T), N))}, 10);
@@ -349,13 +349,13 @@ static gk_status mamba_backward(gk_run *r, float *dh) {
                       (gk_arg[]){GK_A(GK_ARG_DY, bet(st->dys, r, E, E)), GK_A(GK_ARG_U, bet(b->xc, r, E, E)),
                                  GK_A(GK_ARG_DELTA, bet(delta, r, E, E)), GK_A(GK_ARG_A, gk_t2(b->A, E, N)),
                                  GK_A(GK_ARG_B, scan_bc(r, b, l, 0, false)), GK_A(GK_ARG_C, scan_bc(r, b, l, 1, false)),
-                                 GK_A(GK_ARG_D, gk_pw(m, lp(m, l, P_D))), GK_A(GK_ARG_Z, bet(b->xz + E, r, E, 2 * E)),
+                                 GK_A(GK_ARG_D, gk_pw(m, lp(m, l, P_D))), GK_A(GK_ARG_Z, bet(gk_run_at(r, b->xz, E), r, E, 2 * E)),
                                  GK_A(GK_ARG_DELTA_BIAS, gk_pw(m, lp(m, l, P_DT_BIAS))),
                                  GK_A(GK_ARG_CHUNK_STATES, gk_t4(b->chunks, B, E, nchunks(T), N)),
                                  GK_A(GK_ARG_DU, bet(st->du, r, E, E)), GK_A(GK_ARG_DDELTA, bet(st->ddt, r, E, E)),
                                  GK_A(GK_ARG_DA, gk_t2(st->dA, E, N)), GK_A(GK_ARG_DB, scan_bc(r, b, l, 0, true)),
                                  GK_A(GK_ARG_DC, scan_bc(r, b, l, 1, true)), GK_A(GK_ARG_DD, gk_pg(m, lp(m, l, P_D))),
-                                 GK_A(GK_ARG_DZ, bet(st->dxz + E, r, E, 2 * E)),
+                                 GK_A(GK_ARG_DZ, bet(gk_run_at(r, st->dxz, E), r, E, 2 * E)),
                                  GK_A(GK_ARG_DDELTA_BIAS, gk_pg(m, lp(m, l, P_DT_BIAS)))}, 18);
     // dA_log = dA * dA/dA_log = dA * A.
     float *galog = m->g + lp(m, l, P_A_LOG)->offset;

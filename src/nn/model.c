@@ -15,6 +15,7 @@
 // untied.
 #include "arch.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,8 +105,9 @@ static gk_status head_layout(gk_run *r, head_state *h) {
   int64_t rows = (int64_t)r->B * r->T, D = c->d_model, V = c->vocab;
   gk_run_carve(r, &h->h0, rows * D);
   gk_run_carve(r, &h->hf, rows * D);
-  gk_run_carve(r, &h->rstd, rows);
+  gk_run_carve_f32(r, &h->rstd, rows);
   gk_run_carve(r, &r->logits, rows * V);
+  if (r->dtype != GK_F32 && !r->train) gk_run_carve_f32(r, &r->logits32, rows * V);
   if (r->train) {
     gk_run_carve(r, &h->dh, rows * D);
     gk_run_carve(r, &h->dhf, rows * D);
@@ -128,13 +130,40 @@ static gk_status head_layout(gk_run *r, head_state *h) {
   gk_op_desc_init(&d, GK_OP_CROSS_ENTROPY, GK_FORWARD, GK_F32, 2, (int64_t[]){rows, V});
   d.index_dtype = GK_I32;
   d.ce.fused_grad = r->train;
+  d.ce.grad_scale = r->loss_scale;
   return gk_run_plan(r, &d, &h->ce);
 }
 
+gk_status gk_run_set_loss_scale(gk_run *r, double scale) {
+  if (!(scale > 0) || !isfinite(scale))
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: loss scale = %g must be finite and > 0", scale);
+  head_state *h = head_of(r);
+  if (scale == r->loss_scale) return GK_SUCCESS;
+  gk_op_desc d;
+  gk_plan *ce;
+  gk_plan_get_desc(h->ce, &d);
+  d.ce.grad_scale = scale;
+  gk_status s = gk_plan_create(&d, &ce);
+  if (s != GK_SUCCESS) return s;
+  for (int i = 0; i < r->nplans; i++)
+    if (r->plans[i] == h->ce) r->plans[i] = ce;
+  gk_plan_destroy(h->ce);
+  h->ce = ce;
+  r->loss_scale = scale;
+  return GK_SUCCESS;
+}
+
 gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run **out) {
+  return gk_run_create_dtype(m, batch, seq_len, train, GK_F32, out);
+}
+
+gk_status gk_run_create_dtype(gk_model *m, int batch, int seq_len, bool train, gk_dtype dtype, gk_run **out) {
   *out = NULL;
   if (batch < 1 || seq_len < 1)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: batch = %d and seq_len = %d must be >= 1", batch, seq_len);
+  if (dtype != GK_F32 && dtype != GK_BF16 && dtype != GK_F16)
+    return gk_nn_fail(GK_ERR_BAD_DTYPE, "model: dtype = %s (%d): a run computes in f32, bf16 or f16",
+                      gk_dtype_name(dtype), (int)dtype);
   gk_run *r = calloc(1, sizeof *r);
   head_state *h = calloc(1, sizeof *h);
   if (!r || !h) {
@@ -146,21 +175,34 @@ gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run 
   r->B = batch;
   r->T = seq_len;
   r->train = train;
+  r->dtype = dtype;
+  r->esize = gk_dtype_size(dtype);
+  r->loss_scale = 1;
   r->head = h;
   gk_status s = GK_SUCCESS;
   for (int pass = 0; pass < 2 && s == GK_SUCCESS; pass++) {
     r->placing = pass == 1;
-    r->arena_floats = 0;
+    r->act_bytes = r->f32_bytes = 0;
     s = head_layout(r, h);
     if (s == GK_SUCCESS) s = arch_of(m)->layout(r);
     if (s == GK_SUCCESS && pass == 0) {
-      r->arena = aligned_alloc(64, (size_t)(r->arena_floats + 16) * sizeof(float));
+      r->act_total = r->act_bytes;
+      r->arena = aligned_alloc(64, r->act_bytes + r->f32_bytes + 64);
+      if (dtype != GK_F32) {  // the weights' 16-bit copy; a train run's 16-bit gradients
+        size_t copy = ((size_t)m->n_total * 2 + 63) / 64 * 64;
+        r->w16 = aligned_alloc(64, copy);
+        r->g16 = train ? aligned_alloc(64, copy) : NULL;
+        r->grad16 = train ? calloc((size_t)m->nparams, sizeof *r->grad16) : NULL;
+        if (!r->w16 || (train && (!r->g16 || !r->grad16)))
+          s = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for the 16-bit copies of %lld parameters",
+                         (long long)m->n_total);
+      }
       r->ws = aligned_alloc(64, (r->ws_bytes + 64) / 64 * 64);
       r->index = malloc(sizeof(int32_t) * (size_t)batch * (size_t)seq_len);
       r->target = malloc(sizeof(int32_t) * (size_t)batch * (size_t)seq_len);
-      if (!r->arena || !r->ws || !r->index || !r->target)
-        s = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %lld activations",
-                    (long long)r->arena_floats);
+      if (s == GK_SUCCESS && (!r->arena || !r->ws || !r->index || !r->target))
+        s = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %zu bytes of activations",
+                       r->act_bytes + r->f32_bytes);
     }
   }
   if (s != GK_SUCCESS) {
@@ -176,6 +218,9 @@ void gk_run_free(gk_run *r) {
   arch_of(r->m)->free_run(r);
   for (int i = 0; i < r->nplans; i++) gk_plan_destroy(r->plans[i]);
   free(r->arena);
+  free(r->w16);
+  free(r->g16);
+  free(r->grad16);
   free(r->ws);
   free(r->index);
   free(r->target);
@@ -184,10 +229,32 @@ void gk_run_free(gk_run *r) {
 }
 
 size_t gk_run_bytes(const gk_run *r) {
-  return (size_t)r->arena_floats * sizeof(float) + r->ws_bytes + 2 * sizeof(int32_t) * (size_t)r->B * (size_t)r->T;
+  size_t copies = ((r->w16 ? 2 : 0) + (r->g16 ? 2 : 0)) * (size_t)r->m->n_total;
+  return r->act_bytes + r->f32_bytes + copies + r->ws_bytes + 2 * sizeof(int32_t) * (size_t)r->B * (size_t)r->T;
 }
 
-const float *gk_run_logits(const gk_run *r) { return r->logits; }
+gk_dtype gk_run_dtype(const gk_run *r) { return r->dtype; }
+
+const float *gk_run_logits(const gk_run *r) { return r->logits32 ? r->logits32 : r->logits; }
+
+// A 16-bit run's copy of the weights, rounded from the f32 masters.
+static void round_weights(gk_run *r) {
+  const gk_model *m = r->m;
+  if (r->dtype == GK_BF16)
+    for (int64_t i = 0; i < m->n_total; i++) r->w16[i] = gk_f32_to_bf16(m->w[i]);
+  else
+    for (int64_t i = 0; i < m->n_total; i++) r->w16[i] = gk_f32_to_f16(m->w[i]);
+}
+
+// A 16-bit forward-only run's logits, widened for gk_run_logits.
+static void widen_logits(gk_run *r) {
+  int64_t n = (int64_t)r->B * r->T * r->m->cfg.vocab;
+  const uint16_t *src = (const uint16_t *)(const void *)r->logits;
+  if (r->dtype == GK_BF16)
+    for (int64_t i = 0; i < n; i++) r->logits32[i] = gk_bf16_to_f32(src[i]);
+  else
+    for (int64_t i = 0; i < n; i++) r->logits32[i] = gk_f16_to_f32(src[i]);
+}
 
 // Embedding, blocks, final norm, head: logits.
 static gk_status forward(gk_run *r, const int32_t *inputs) {
@@ -195,6 +262,7 @@ static gk_status forward(gk_run *r, const int32_t *inputs) {
   head_state *h = head_of(r);
   int64_t rows = (int64_t)r->B * r->T, D = m->cfg.d_model, V = m->cfg.vocab;
   memcpy(r->index, inputs, sizeof(int32_t) * (size_t)rows);
+  if (r->w16) round_weights(r);
   gk_tensor idx;
   gk_tensor_init(&idx, r->index, GK_I32, 2, (int64_t[]){r->B, r->T});
   gk_tensor emb = gk_pw(m, &m->params[GK_PARAM_EMBEDDING]), nf = gk_pw(m, &m->params[GK_PARAM_NORM_F]),
@@ -214,6 +282,7 @@ static gk_status forward(gk_run *r, const int32_t *inputs) {
     s = gk_run_exec(r, h->head_f,
                     (gk_arg[]){GK_A(GK_ARG_X, gk_t2(h->hf, rows, D)), GK_A(GK_ARG_WEIGHT, head),
                                GK_A(GK_ARG_Y, gk_t2(r->logits, rows, V))}, 3);
+  if (s == GK_SUCCESS && r->logits32) widen_logits(r);
   return s;
 }
 
@@ -264,4 +333,35 @@ gk_status gk_run_step(gk_run *r, const int32_t *inputs, const int32_t *targets, 
                              GK_A(GK_ARG_DWEIGHT, demb)}, 3);
   if (s == GK_SUCCESS) gk_run_grads_ready(r, GK_PARAM_EMBEDDING, 1);
   return s;
+}
+
+// ---------------------------------------------------------------- loss scaling
+
+void gk_loss_scaler_init(gk_loss_scaler *s, double scale, int64_t growth_interval) {
+  memset(s, 0, sizeof *s);
+  s->scale = scale;
+  s->growth_interval = growth_interval;
+}
+
+bool gk_loss_scaler_unscale(const gk_loss_scaler *s, float *g, int64_t n) {
+  float inv = (float)(1 / s->scale);
+  bool finite = true;
+  for (int64_t i = 0; i < n; i++) {
+    g[i] *= inv;
+    finite &= isfinite(g[i]) != 0;
+  }
+  return finite;
+}
+
+void gk_loss_scaler_update(gk_loss_scaler *s, bool finite) {
+  if (!finite) {
+    s->scale /= 2;
+    s->good_steps = 0;
+    s->skipped++;
+    return;
+  }
+  if (++s->good_steps >= s->growth_interval) {
+    s->scale *= 2;
+    s->good_steps = 0;
+  }
 }

@@ -8,6 +8,17 @@
 // A run (gk_run) is what one (batch, seq_len) needs: the plans of every op,
 // one arena for the activations that forward keeps for backward, sized up
 // front, and one workspace shared by all plans (ops run one at a time).
+//
+// Mixed precision: a run made with gk_run_create_dtype(..., GK_BF16 or
+// GK_F16, ...) computes in that dtype while the model's weights and
+// gradients stay f32 (the master weights): each forward rounds the weights
+// into a 16-bit copy; activations and their gradients are 16-bit; the ops
+// sum in f32; norm weights and the scan's A, D, dt_bias (and shared B, C)
+// are read in f32 and their gradients summed in f32; the loss is f32; the
+// 16-bit weight gradients are widened into m->g. The optimizer then steps
+// the f32 masters as in an f32 run. For f16, whose range is narrow,
+// gk_run_set_loss_scale and gk_loss_scaler (below) scale the loss's gradient
+// so that small gradients do not flush to zero.
 #ifndef GK_NN_MODEL_H
 #define GK_NN_MODEL_H
 
@@ -71,6 +82,14 @@ typedef struct gk_run gk_run;
 // Plans and memory for batches of `batch` sequences of `seq_len` tokens;
 // `train`: also the backward pass.
 gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run **out);
+// The same computing in `dtype`: GK_F32 (as gk_run_create), GK_BF16 or
+// GK_F16 (mixed precision, above).
+gk_status gk_run_create_dtype(gk_model *m, int batch, int seq_len, bool train, gk_dtype dtype, gk_run **out);
+gk_dtype gk_run_dtype(const gk_run *r);
+// From the next train step on, the gradients written to m->g are those of
+// scale x the loss (the loss reported stays unscaled). scale > 0, finite;
+// 1 when the run is made.
+gk_status gk_run_set_loss_scale(gk_run *r, double scale);
 void gk_run_free(gk_run *r);
 // Bytes the run holds (activations, workspace, logits).
 size_t gk_run_bytes(const gk_run *r);
@@ -80,7 +99,8 @@ size_t gk_run_bytes(const gk_run *r);
 // then the backward pass: m->g is overwritten with the gradient of the loss.
 gk_status gk_run_step(gk_run *r, const int32_t *inputs, const int32_t *targets, double *loss);
 // Forward only; the logits (batch * seq_len, V) stay readable through
-// gk_run_logits until the next call.
+// gk_run_logits until the next call (f32: a 16-bit forward-only run widens
+// them; a 16-bit train run's are in its dtype).
 gk_status gk_run_forward(gk_run *r, const int32_t *inputs);
 const float *gk_run_logits(const gk_run *r);
 
@@ -91,5 +111,27 @@ const float *gk_run_logits(const gk_run *r);
 // training starts reducing them there, while backward goes on. NULL: none.
 typedef void (*gk_grads_ready_fn)(void *ctx, int first, int n);
 void gk_run_on_grads_ready(gk_run *r, gk_grads_ready_fn fn, void *ctx);
+
+// Dynamic loss scaling, for f16 training: the loss's gradient is
+// multiplied by `scale` (gk_run_set_loss_scale); after backward,
+// gk_loss_scaler_unscale divides the gradients by it and says whether they
+// are all finite. Not finite: the step must be skipped, and
+// gk_loss_scaler_update halves the scale; finite: after growth_interval
+// finite steps in a row the scale doubles.
+typedef struct gk_loss_scaler {
+  double scale;
+  int64_t growth_interval;  // N: finite steps in a row before the scale doubles
+  int64_t good_steps;       // finite steps since the scale last changed
+  int64_t skipped;          // steps skipped so far
+} gk_loss_scaler;
+
+// Start at `scale` (2^16 as torch's GradScaler), doubling after
+// growth_interval finite steps (2000 as torch's).
+void gk_loss_scaler_init(gk_loss_scaler *s, double scale, int64_t growth_interval);
+// g[0..n) /= scale; true when every element is finite.
+bool gk_loss_scaler_unscale(const gk_loss_scaler *s, float *g, int64_t n);
+// After a step whose gradients were (not) finite: count it, and halve or
+// grow the scale.
+void gk_loss_scaler_update(gk_loss_scaler *s, bool finite);
 
 #endif

@@ -79,8 +79,8 @@ static void draw_bar(gk_progress *p) {
   for (int k = 0; k < BAR_WIDTH; k++) bar[k] = k < filled ? '=' : k == filled ? '>' : ' ';
   bar[BAR_WIDTH] = 0;
   int digits = snprintf(NULL, 0, "%lld", (long long)p->total);
-  fprintf(p->out, "\rstep %*lld/%lld [%s] %3d%%  loss %.4f  %s tok/s  ETA %s\033[K", digits, (long long)p->step,
-          (long long)p->total, bar, (int)(frac * 100), p->loss, tps, eta);
+  fprintf(p->out, "\rstep %*lld/%lld [%s] %3d%%  loss %.4f%s%s  %s tok/s  ETA %s\033[K", digits, (long long)p->step,
+          (long long)p->total, bar, (int)(frac * 100), p->loss, *p->extra ? "  " : "", p->extra, tps, eta);
   fflush(p->out);
   p->bar_shown = 1;
   p->last_draw = p->now;
@@ -110,6 +110,7 @@ void gk_progress_update_at(gk_progress *p, int64_t step, double loss, double lr,
     rates(p, tps, sizeof tps, eta, sizeof eta);
     fprintf(p->out, "step %lld/%lld  loss %.4f", (long long)step, (long long)p->total, loss);
     if (!isnan(lr)) fprintf(p->out, "  lr %.2e", lr);
+    if (*p->extra) fprintf(p->out, "  %s", p->extra);
     fprintf(p->out, "  %s tok/s  elapsed %s  ETA %s\n", tps, gk_format_duration(now - p->t0, el, sizeof el), eta);
     fflush(p->out);
   }
@@ -117,6 +118,14 @@ void gk_progress_update_at(gk_progress *p, int64_t step, double loss, double lr,
 
 void gk_progress_update(gk_progress *p, int64_t step, double loss, double lr) {
   gk_progress_update_at(p, step, loss, lr, gk_now());
+}
+
+void gk_progress_set_extra(gk_progress *p, const char *fmt, ...) {
+  if (!p || !fmt) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->extra, sizeof p->extra, fmt, ap);
+  va_end(ap);
 }
 
 void gk_progress_note(gk_progress *p, const char *fmt, ...) {

@@ -6,7 +6,9 @@
 // Otherwise (a file, a pipe, CI): a plain line every `every` steps and at the
 // last step:
 //     step 100/2000  loss 2.3456  lr 3.00e-03  45.6k tok/s  elapsed 12s  ETA 3m40s
-// Quiet: nothing but notes and the summary.
+// Quiet: nothing but notes and the summary. A run may add figures of its
+// own after the loss (gk_progress_set_extra), e.g. "scale 65536 skipped 2"
+// for f16 training's loss scaling.
 // tokens/s = tokens_per_step x (steps done since init) / (seconds since init);
 // ETA = (total - step) x (seconds since init) / (steps done since init).
 #ifndef GK_NN_PROGRESS_H
@@ -36,6 +38,7 @@ typedef struct gk_progress {
   int bar_shown;            // BAR: the bar is on the current line
   int64_t step;             // the last update
   double loss, lr, now;
+  char extra[64];           // gk_progress_set_extra's text ("": none)
 } gk_progress;
 
 // Seconds on a monotonic clock.
@@ -51,6 +54,9 @@ gk_status gk_progress_init(gk_progress *p, FILE *out, gk_progress_mode mode, int
 void gk_progress_update(gk_progress *p, int64_t step, double loss, double lr);
 // The same at time `now` (seconds, as gk_now()).
 void gk_progress_update_at(gk_progress *p, int64_t step, double loss, double lr, double now);
+// Figures shown after the loss from the next update on (printf-style;
+// truncated to 63 characters).
+void gk_progress_set_extra(gk_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // A line of its own (an evaluation, a saved checkpoint): on a terminal the
 // bar is cleared, the line printed and the bar drawn again below it.
 void gk_progress_note(gk_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
