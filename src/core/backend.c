@@ -10,6 +10,9 @@ extern const gk_backend_table gk_ref_backend;
 #ifdef GK_WITH_CPU
 extern const gk_backend_table gk_cpu_backend;
 #endif
+#ifdef GK_WITH_VULKAN
+extern const gk_backend_table gk_vulkan_backend;
+#endif
 
 enum { MAX_BACKENDS = 16 };
 static const gk_backend_table *registry[MAX_BACKENDS];
@@ -46,6 +49,9 @@ static void register_builtin(void) {
   add(&gk_cpu_backend);
 #endif
   add(&gk_ref_backend);
+#ifdef GK_WITH_VULKAN
+  add(&gk_vulkan_backend);  // last: its tensors live on its device, never chosen for host tensors
+#endif
 }
 
 int gk_backends(const gk_backend_table *const **list) {
