@@ -235,6 +235,7 @@ static void fd_check(gk_op_desc fwd, gk_backend be) {
 }
 
 static void fd_every_backend(gk_op_desc d) {
+  d.dtype = GK_F64;
   for (int ib = 0; ib < backends_under_test(); ib++)
     if (backend_takes(&d, backend_under_test(ib))) fd_check(d, backend_under_test(ib));
 }

@@ -11,6 +11,8 @@
 #include "vulkan_backend.h"
 
 #include "../core/act_math.h"
+#include "../ops/conv1d.h"
+#include "../ops/scan.h"
 #include "../ops/transformer.h"
 
 #include <math.h>
@@ -297,25 +299,27 @@ static gk_status matmul_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args
 
 // ---------------------------------------------------------------- cross-entropy
 
-// Rows pass (lse, loss per row), the total and the gradient's scale, and
+// Rows pass (max, sum of exponentials, loss per row), the total and the gradient's scale, and
 // the gradient (fused forward, or backward).
 static gk_status cross_entropy(vk_run *r, const gk_op_desc *d, bool backward) {
   uint32_t V = (uint32_t)d->shape[d->rank - 1], rows = (uint32_t)prod(d->shape, 0, d->rank - 1);
-  vk_binding rowloss, lse, gscale;
+  vk_binding rowloss, rowmax, rowsum, gscale;
   TRY(vk_temp((size_t)rows * 4, &rowloss, NULL));
-  TRY(vk_temp((size_t)rows * 4, &lse, NULL));
+  TRY(vk_temp((size_t)rows * 4, &rowmax, NULL));
+  TRY(vk_temp((size_t)rows * 4, &rowsum, NULL));
   TRY(vk_temp(4, &gscale, NULL));
   struct { uint32_t rows, V; int32_t ignore_index; float eps; } pr = {rows, V, (int32_t)d->ce.ignore_index,
                                                                       (float)d->ce.label_smoothing};
   if (rows && V)
-    TRY(DISPATCH("ce_rows", pr, vk_groups(rows, 1), 1, 1, ARG(GK_ARG_LOGITS), ARG(GK_ARG_TARGET), rowloss, lse));
+    TRY(DISPATCH("ce_rows", pr, vk_groups(rows, 1), 1, 1, ARG(GK_ARG_LOGITS), ARG(GK_ARG_TARGET), rowloss, rowmax,
+                 rowsum));
   struct { uint32_t rows, mean, backward; int32_t ignore_index; float grad_scale; } ps = {
       rows, d->ce.reduction == GK_REDUCTION_MEAN, backward, (int32_t)d->ce.ignore_index, (float)d->ce.grad_scale};
   TRY(DISPATCH("ce_sum", ps, 1, 1, 1, rowloss, ARG(GK_ARG_TARGET), backward ? vk_unused() : ARG(GK_ARG_LOSS),
                backward ? ARG(GK_ARG_DLOSS) : vk_unused(), gscale));
   if ((!backward && !d->ce.fused_grad) || !rows || !V) return GK_SUCCESS;
-  return DISPATCH("ce_grad", pr, vk_groups(rows, 1), 1, 1, ARG(GK_ARG_LOGITS), ARG(GK_ARG_TARGET), lse, gscale,
-                  ARG(GK_ARG_DLOGITS));
+  return DISPATCH("ce_grad", pr, vk_groups(rows, 1), 1, 1, ARG(GK_ARG_LOGITS), ARG(GK_ARG_TARGET), rowmax, rowsum,
+                  gscale, ARG(GK_ARG_DLOGITS));
 }
 static gk_status cross_entropy_fwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
   return cross_entropy(r, d, false);
@@ -374,6 +378,131 @@ static gk_status rope_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a
   return rope(r, d, GK_ARG_DY, GK_ARG_DX, true);
 }
 
+// ---------------------------------------------------------------- attention
+
+enum { ATTN_MAX_DH = 128 };  // registers per invocation in the shaders
+typedef struct { uint32_t B, H, Hkv, T, Dh, causal, mode; float scale; } attn_push;
+static attn_push attn_of(const gk_op_desc *d) {
+  return (attn_push){(uint32_t)d->shape[0], (uint32_t)d->shape[1], (uint32_t)d->attn.kv_heads, (uint32_t)d->shape[2],
+                     (uint32_t)d->shape[3], (uint32_t)d->attn.causal, 0, (float)d->attn.scale};
+}
+static gk_status attention_fwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
+  attn_push p = attn_of(d);
+  struct { uint32_t B, H, Hkv, T, Dh, causal; float scale; } q = {p.B, p.H, p.Hkv, p.T, p.Dh, p.causal, p.scale};
+  if (!p.B || !p.H || !p.T) return GK_SUCCESS;
+  return DISPATCH("attention_fwd", q, (uint32_t)gk_ceil_div(p.T, 64), p.B * p.H, 1, ARG(GK_ARG_Q), ARG(GK_ARG_K),
+                  ARG(GK_ARG_V), ARG(GK_ARG_Y), ARG(GK_ARG_LSE));
+}
+// Pass 0 per query (dq, and D_i = dO_i . o_i into a temporary), pass 1 per
+// key (dk, dv).
+static gk_status attention_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
+  attn_push p = attn_of(d);
+  if (!p.B || !p.H || !p.T) return GK_SUCCESS;
+  vk_binding D;
+  TRY(vk_temp((size_t)p.B * p.H * p.T * 4, &D, NULL));
+  for (p.mode = 0; p.mode < 2; p.mode++)
+    TRY(DISPATCH("attention_bwd", p, (uint32_t)gk_ceil_div(p.T, 64), p.B * (p.mode ? p.Hkv : p.H), 1, ARG(GK_ARG_DY),
+                 ARG(GK_ARG_Q), ARG(GK_ARG_K), ARG(GK_ARG_V), ARG(GK_ARG_Y), ARG(GK_ARG_LSE), ARG(GK_ARG_DQ),
+                 ARG(GK_ARG_DK), ARG(GK_ARG_DV), D));
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- conv1d
+
+typedef struct { uint32_t B, D, L, W, channel_last, has_bias, silu, has_init, has_final, mode, acc; } conv_push;
+static conv_push conv_of(const gk_op_desc *d) {
+  bool cl = d->conv.channel_last;
+  return (conv_push){(uint32_t)d->shape[0], (uint32_t)d->shape[cl ? 2 : 1], (uint32_t)d->shape[cl ? 1 : 2],
+                     (uint32_t)d->conv.width, (uint32_t)cl, (uint32_t)d->conv.has_bias, (uint32_t)d->conv.silu,
+                     (uint32_t)d->conv.has_initial_state, (uint32_t)d->conv.has_final_state, 0,
+                     (uint32_t)d->accumulate};
+}
+// Mode 0: y; mode 1: the final state.
+static gk_status conv1d_fwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
+  conv_push p = conv_of(d);
+  int64_t n[2] = {(int64_t)p.B * p.D * p.L, p.has_final ? (int64_t)p.B * p.D * (p.W - 1) : 0};
+  for (p.mode = 0; p.mode < 2; p.mode++)
+    if (n[p.mode])
+      TRY(DISPATCH("conv1d_fwd", p, vk_groups(n[p.mode], 256), 1, 1, ARG(GK_ARG_X), ARG(GK_ARG_WEIGHT),
+                   ARG(GK_ARG_BIAS), ARG(GK_ARG_INITIAL_STATE), ARG(GK_ARG_Y), ARG(GK_ARG_FINAL_STATE)));
+  return GK_SUCCESS;
+}
+// Mode 0: g (a temporary); mode 1: dx, dinitial_state; mode 2: dweight, dbias.
+static gk_status conv1d_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
+  conv_push p = conv_of(d);
+  vk_binding g;
+  int64_t n[3] = {(int64_t)p.B * p.D * p.L, (int64_t)p.B * p.D * (p.L + p.W - 1), (int64_t)p.D * (p.W + 1)};
+  TRY(vk_temp((size_t)(n[0] ? n[0] : 1) * 4, &g, NULL));
+  for (p.mode = 0; p.mode < 3; p.mode++)
+    if (n[p.mode])
+      TRY(DISPATCH("conv1d_bwd", p, vk_groups(n[p.mode], 64), 1, 1, ARG(GK_ARG_DY), ARG(GK_ARG_X), ARG(GK_ARG_WEIGHT),
+                   ARG(GK_ARG_BIAS), ARG(GK_ARG_INITIAL_STATE), ARG(GK_ARG_DFINAL_STATE), g, ARG(GK_ARG_DX),
+                   ARG(GK_ARG_DWEIGHT), ARG(GK_ARG_DBIAS), ARG(GK_ARG_DINITIAL_STATE)));
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- selective scan
+
+typedef struct {
+  uint32_t B, D, L, N, T, nchunks, Gb, Gc, var_b, var_c, has_D, has_z, has_db, softplus, has_init, has_final;
+} scan_push;
+static scan_push scan_of(const gk_op_desc *d) {
+  gk_scan_dims s = gk_scan_dims_of(d);
+  return (scan_push){(uint32_t)s.B, (uint32_t)s.D, (uint32_t)s.L, (uint32_t)s.N, (uint32_t)s.T,
+                     (uint32_t)s.nchunks, (uint32_t)(s.Gb ? s.Gb : 1), (uint32_t)(s.Gc ? s.Gc : 1), s.var_b, s.var_c,
+                     (uint32_t)d->scan.has_D, (uint32_t)d->scan.has_z, (uint32_t)d->scan.has_delta_bias,
+                     (uint32_t)d->scan.delta_softplus, (uint32_t)d->scan.has_initial_state,
+                     (uint32_t)d->scan.has_final_state};
+}
+static gk_status scan_fwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
+  scan_push p = scan_of(d);
+  size_t bdn = (size_t)p.B * p.D * p.N;
+  if (!bdn) return GK_SUCCESS;
+  vk_binding h;
+  TRY(vk_temp(bdn * 4, &h, NULL));
+  return DISPATCH("scan_fwd", p, vk_groups((int64_t)p.B * p.D, 64), 1, 1, ARG(GK_ARG_U), ARG(GK_ARG_DELTA),
+                  ARG(GK_ARG_A), ARG(GK_ARG_B), ARG(GK_ARG_C), ARG(GK_ARG_D), ARG(GK_ARG_Z), ARG(GK_ARG_DELTA_BIAS),
+                  ARG(GK_ARG_INITIAL_STATE), ARG(GK_ARG_Y), ARG(GK_ARG_CHUNK_STATES), ARG(GK_ARG_FINAL_STATE), h);
+}
+// dB or dC from its per-(b, d, n, t) parts: summed over the group's
+// channels (per batch; viewed as (B, G, D/G, N, L)) or over batch and steps
+// (shared (D, N)).
+static gk_status scan_bc_grad(vk_binding parts, const scan_push *p, bool var, uint32_t G, vk_binding out, bool acc) {
+  if (var) {
+    int64_t shape[5] = {p->B, G, p->D / G, p->N, p->L};
+    gk_tensor t = {.rank = 5, .shape = {p->B, G, 1, p->N, p->L}};
+    return reduce_to(parts, (shape_ref){5, shape}, &t, out, false);
+  }
+  int64_t shape[4] = {p->B, p->D, p->N, p->L};
+  gk_tensor t = {.rank = 4, .shape = {1, p->D, p->N, 1}};
+  return reduce_to(parts, (shape_ref){4, shape}, &t, out, acc);
+}
+static gk_status scan_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
+  scan_push p = scan_of(d);
+  size_t bd = (size_t)p.B * p.D, bdnl = bd * p.N * p.L, states = bd * p.T * p.N;
+  vk_binding pa, pd, pdb, cb, cc, hs, g;
+  TRY(vk_temp(bd * p.N * 4, &pa, NULL));
+  TRY(vk_temp(bd * p.N * 4, &g, NULL));
+  TRY(vk_temp(bd * 4, &pd, NULL));
+  TRY(vk_temp(bd * 4, &pdb, NULL));
+  TRY(vk_temp((bdnl ? bdnl : 1) * 4, &cb, NULL));
+  TRY(vk_temp((bdnl ? bdnl : 1) * 4, &cc, NULL));
+  TRY(vk_temp((states ? states : 1) * 4, &hs, NULL));
+  if (bd)
+    TRY(DISPATCH("scan_bwd", p, vk_groups((int64_t)bd, 64), 1, 1, ARG(GK_ARG_DY), ARG(GK_ARG_U), ARG(GK_ARG_DELTA),
+                 ARG(GK_ARG_A), ARG(GK_ARG_B), ARG(GK_ARG_C), ARG(GK_ARG_D), ARG(GK_ARG_Z), ARG(GK_ARG_DELTA_BIAS),
+                 vk_unused(), ARG(GK_ARG_DFINAL_STATE), ARG(GK_ARG_CHUNK_STATES), ARG(GK_ARG_DU), ARG(GK_ARG_DDELTA),
+                 ARG(GK_ARG_DZ), ARG(GK_ARG_DINITIAL_STATE), pa, pd, pdb, cb, cc, hs, g));
+  // The parameter gradients: the (b, d) parts summed over b in order.
+  int64_t bdn[3] = {p.B, p.D, p.N};
+  gk_tensor dn = {.rank = 3, .shape = {1, p.D, p.N}}, dvec = {.rank = 2, .shape = {1, p.D}};
+  TRY(reduce_to(pa, (shape_ref){3, bdn}, &dn, ARG(GK_ARG_DA), d->accumulate));
+  if (p.has_D) TRY(reduce_to(pd, (shape_ref){2, bdn}, &dvec, ARG(GK_ARG_DD), d->accumulate));
+  if (p.has_db) TRY(reduce_to(pdb, (shape_ref){2, bdn}, &dvec, ARG(GK_ARG_DDELTA_BIAS), d->accumulate));
+  TRY(scan_bc_grad(cb, &p, p.var_b, p.Gb, ARG(GK_ARG_DB), d->accumulate));
+  return scan_bc_grad(cc, &p, p.var_c, p.Gc, ARG(GK_ARG_DC), d->accumulate);
+}
+
 // ---------------------------------------------------------------- the kernels
 
 // The parameter gradients that desc.accumulate adds to (gathered first when
@@ -403,6 +532,9 @@ static const vk_family cross_entropy_ = {{cross_entropy_fwd, cross_entropy_bwd},
 static const vk_family embedding = {{embedding_fwd, embedding_bwd},
                                     {{"embedding_fwd"}, {"embedding_sort", "embedding_bwd"}}};
 static const vk_family rope_ = {{rope_fwd, rope_bwd}, {{"rope"}, {"rope"}}};
+static const vk_family attention = {{attention_fwd, attention_bwd}, {{"attention_fwd"}, {"attention_bwd"}}};
+static const vk_family conv1d = {{conv1d_fwd, conv1d_bwd}, {{"conv1d_fwd"}, {"conv1d_bwd"}}};
+static const vk_family scan = {{scan_fwd, scan_bwd}, {{"scan_fwd"}, {"scan_bwd", "reduce"}}};
 
 static const vk_family *const family_of[GK_OP_COUNT_] = {
     [GK_OP_RELU] = &activation, [GK_OP_GELU] = &activation, [GK_OP_SILU] = &activation,
@@ -410,7 +542,8 @@ static const vk_family *const family_of[GK_OP_COUNT_] = {
     [GK_OP_REGLU] = &gated, [GK_OP_SWIGLU] = &gated, [GK_OP_GEGLU] = &gated, [GK_OP_RMSNORM] = &norm,
     [GK_OP_LAYERNORM] = &norm, [GK_OP_LINEAR] = &linear, [GK_OP_MATMUL] = &matmul, [GK_OP_SOFTMAX] = &softmax,
     [GK_OP_LOG_SOFTMAX] = &softmax, [GK_OP_CROSS_ENTROPY] = &cross_entropy_, [GK_OP_EMBEDDING] = &embedding,
-    [GK_OP_ROPE] = &rope_, [GK_OP_ADD] = &binary, [GK_OP_MUL] = &binary,
+    [GK_OP_ROPE] = &rope_, [GK_OP_ATTENTION] = &attention, [GK_OP_ADD] = &binary, [GK_OP_MUL] = &binary,
+    [GK_OP_CONV1D] = &conv1d, [GK_OP_SELECTIVE_SCAN] = &scan,
 };
 
 static const char *vk_decline(const gk_plan *plan) {
@@ -425,6 +558,8 @@ static const char *vk_decline(const gk_plan *plan) {
         return "vulkan: the device has no 16-bit storage for f16/bf16 outputs";
   if (d->op == GK_OP_CROSS_ENTROPY && (d->ce.ignore_index < INT32_MIN || d->ce.ignore_index > INT32_MAX))
     return "vulkan: ce.ignore_index outside 32 bits";
+  if (d->op == GK_OP_ATTENTION && d->shape[3] > ATTN_MAX_DH) return "vulkan: attention head size over 128";
+
   return NULL;
 }
 
