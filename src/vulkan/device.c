@@ -275,9 +275,37 @@ static const char *setup(void) {
   return NULL;
 }
 
+static void free_buf(vk_buf *b);
+
+// At exit: everything the backend made, so that leak checkers see nothing.
+static void teardown(void) {
+  if (vk.device) {
+    vkDeviceWaitIdle(vk.device);
+    for (int i = 0; i < vk.pipelines; i++) vkDestroyPipeline(vk.device, vk.pipeline[i], NULL);
+    for (int i = 0; i < vk.arenas; i++) free_buf(&vk.arena[i]);
+    free_buf(&vk.unused);
+    vkDestroyPipelineLayout(vk.device, vk.layout, NULL);
+    vkDestroyDescriptorSetLayout(vk.device, vk.set_layout, NULL);
+    vkDestroyFence(vk.device, vk.fence, NULL);
+    vkDestroyCommandPool(vk.device, vk.pool, NULL);
+    vkDestroyDevice(vk.device, NULL);
+  }
+  if (vk.messenger) {
+    PFN_vkDestroyDebugUtilsMessengerEXT destroy =
+        (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(vk.instance, "vkDestroyDebugUtilsMessengerEXT");
+    if (destroy) destroy(vk.instance, vk.messenger, NULL);
+  }
+  vkDestroyInstance(vk.instance, NULL);
+  vk.device = NULL;
+  vk.instance = NULL;
+}
+
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static const char *setup_result;
-static void setup_once_fn(void) { setup_result = setup(); }
+static void setup_once_fn(void) {
+  setup_result = setup();
+  if (vk.instance) atexit(teardown);
+}
 
 // NULL when the backend can run here, else why not (no loader, no driver,
 // no device, a device without what the backend needs).
@@ -292,6 +320,7 @@ bool vk_has_16bit_storage(void) { return vk.storage16; }
 
 static gk_status make_buf(size_t bytes, bool host, vk_buf *b) {
   memset(b, 0, sizeof *b);
+  bytes = (bytes + 3) / 4 * 4;  // whole words: shaders read 32-bit words
   VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = bytes,
                            .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT};
@@ -565,17 +594,21 @@ gk_status vk_dispatch(const char *name, const vk_binding *slots, int nslots, con
 
 // Push constants of gather.comp and scatter.comp: n elements of a view
 // (rank <= 8, shape, strides in elements) starting at element `offset` of
-// the buffer bound to slot 0, to or from the contiguous temporary of slot 1.
+// the window of its buffer bound to slot 0, to or from the contiguous
+// temporary of slot 1.
 typedef struct vk_view_push {
   uint32_t n, rank, mode, offset;
   int32_t shape[GK_MAX_RANK], strides[GK_MAX_RANK];
 } vk_view_push;
 enum { MODE_F32, MODE_F16, MODE_BF16, MODE_I32, MODE_I64 };
 
-static gk_status view_push(const gk_tensor *t, const vk_buf *b, size_t byte_offset, vk_view_push *p) {
-  size_t es = gk_dtype_size(t->dtype);
-  int64_t n = gk_tensor_numel(t), lo = (int64_t)(byte_offset / es), hi = lo;
-  *p = (vk_view_push){.n = (uint32_t)n, .rank = (uint32_t)t->rank, .offset = (uint32_t)lo};
+// The push constants of a view of t (at byte_offset in buffer b) and the
+// window of b its elements lie in (from an aligned byte below the lowest to
+// past the highest, whole 32-bit words).
+static gk_status view_push(const gk_tensor *t, const vk_buf *b, size_t byte_offset, vk_view_push *p,
+                           vk_binding *window) {
+  int64_t es = (int64_t)gk_dtype_size(t->dtype), n = gk_tensor_numel(t), lo = 0, hi = 0;
+  *p = (vk_view_push){.n = (uint32_t)n, .rank = (uint32_t)t->rank};
   p->mode = t->dtype == GK_F16 ? MODE_F16 : t->dtype == GK_BF16 ? MODE_BF16 : t->dtype == GK_I32 ? MODE_I32
           : t->dtype == GK_I64 ? MODE_I64 : MODE_F32;
   for (int k = 0; k < t->rank; k++) {
@@ -585,9 +618,15 @@ static gk_status view_push(const gk_tensor *t, const vk_buf *b, size_t byte_offs
     if (reach < 0) lo += reach;
     else hi += reach;
   }
-  if (n > INT32_MAX || lo < 0 || hi > INT32_MAX || (int64_t)(b->size / es) > ((int64_t)1 << 32))
-    return gk_fail(GK_ERR_UNSUPPORTED, "vulkan: a tensor of %lld elements reaching element %lld of its buffer is past "
-                   "the 32-bit indexing of the shaders", (long long)n, (long long)hi);
+  int64_t first = (int64_t)byte_offset + lo * es, end = (int64_t)byte_offset + (hi + 1) * es;
+  int64_t start = first / (int64_t)vk.align * (int64_t)vk.align, range = (end + 3) / 4 * 4 - start;
+  int64_t offset = ((int64_t)byte_offset - start) / es;
+  if (n > INT32_MAX || range > (int64_t)vk.props.limits.maxStorageBufferRange || offset + hi > INT32_MAX)
+    return gk_fail(GK_ERR_UNSUPPORTED, "vulkan: a tensor of %lld elements spanning %lld bytes of its buffer is past "
+                   "what one binding of device '%s' reaches (%u bytes)", (long long)n, (long long)range,
+                   vk.props.deviceName, vk.props.limits.maxStorageBufferRange);
+  p->offset = (uint32_t)offset;
+  *window = (vk_binding){b->buffer, (VkDeviceSize)start, (VkDeviceSize)range};
   return GK_SUCCESS;
 }
 
@@ -606,15 +645,17 @@ gk_status vk_gather(const gk_tensor *view, vk_binding *out) {
   vk_buf *b = NULL;
   size_t offset = 0;
   vk_view_push p;
-  if ((s = resolve(view, &b, &offset)) != GK_SUCCESS || (s = view_push(view, b, offset, &p)) != GK_SUCCESS) return s;
-  vk_binding slots[2] = {{b->buffer, 0, b->size}, *out};
+  vk_binding slots[2] = {{0}, *out};
+  if ((s = resolve(view, &b, &offset)) != GK_SUCCESS || (s = view_push(view, b, offset, &p, &slots[0])) != GK_SUCCESS)
+    return s;
   return vk_dispatch("gather", slots, 2, &p, sizeof p, vk_groups(n, 256), 1, 1);
 }
 
 // A tensor kernels can bind where it lies: contiguous f32 or i32 at an
 // offset a descriptor can take.
 static bool bindable(const gk_tensor *t, size_t offset) {
-  return (t->dtype == GK_F32 || t->dtype == GK_I32) && gk_tensor_is_contiguous(t) && offset % vk.align == 0;
+  return (t->dtype == GK_F32 || t->dtype == GK_I32) && gk_tensor_is_contiguous(t) && offset % vk.align == 0 &&
+         (uint64_t)gk_tensor_numel(t) * 4 <= vk.props.limits.maxStorageBufferRange;
 }
 
 gk_status vk_bind_input(vk_run *r, gk_arg_kind k, const gk_tensor *t) {
@@ -665,10 +706,10 @@ gk_status vk_scatter_outputs(vk_run *r) {
     vk_buf *b = NULL;
     size_t offset = 0;
     vk_view_push p;
+    vk_binding slots[2] = {{0}, r->arg[k]};
     gk_status s = resolve(t, &b, &offset);
-    if (s == GK_SUCCESS) s = view_push(t, b, offset, &p);
+    if (s == GK_SUCCESS) s = view_push(t, b, offset, &p, &slots[0]);
     if (s != GK_SUCCESS) return s;
-    vk_binding slots[2] = {{b->buffer, 0, b->size}, r->arg[k]};
     const char *shader = p.mode == MODE_F32 ? "scatter" : "scatter16";
     s = vk_dispatch(shader, slots, 2, &p, sizeof p, vk_groups(p.n, 256), 1, 1);
     if (s != GK_SUCCESS) return s;
