@@ -428,6 +428,10 @@ gk_status gk_backend_synchronize(gk_backend backend);
 /// 0 .. count-1 gives them in the order GK_BACKEND_AUTO tries them.
 int gk_backend_count(void);
 gk_status gk_backend_get(int index, gk_backend_info *info);
+/// The device a backend runs on, for people to read: for the vulkan backend
+/// the device's name, type, Vulkan version and the features its kernels use;
+/// "" for host backends, a backend without a device here, or an unknown id.
+const char *gk_backend_device_description(gk_backend backend);
 
 typedef enum gk_gelu_approx {
   GK_GELU_ERF = 0,    ///< exact: x * 0.5 * (1 + erf(x / sqrt 2))

@@ -104,3 +104,9 @@ gk_status gk_backend_get(int index, gk_backend_info *info) {
   gk_clear_error();
   return GK_SUCCESS;
 }
+
+const char *gk_backend_device_description(gk_backend backend) {
+  const gk_backend_table *b = gk_backend_find(backend);
+  if (!b || !b->device_description || gk_backend_unavailable_reason(b)) return "";
+  return b->device_description();
+}

@@ -74,6 +74,7 @@ static struct {
   int messages;
   char first_message[512];
   char reason[512];  // why the backend is unavailable
+  char description[512];
 } vk = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 #define VK_TRY(call, what)                                                                        \
@@ -272,6 +273,18 @@ static const char *setup(void) {
   vk.mem_buffers = (uint32_t)(vk.uma ? uma : local);
   vk.mem_host = (uint32_t)host;
   if (make_buf(256, true, &vk.unused) != GK_SUCCESS) return fail_setup("no memory on '%s'", vk.props.deviceName);
+  VkPhysicalDeviceSubgroupProperties sub = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sub};
+  vkGetPhysicalDeviceProperties2(vk.physical, &p2);
+  static const char *const types[] = {"other", "integrated GPU", "discrete GPU", "virtual GPU", "CPU"};
+  uint32_t v = vk.props.apiVersion;
+  snprintf(vk.description, sizeof vk.description,
+           "%s (%s, Vulkan %u.%u.%u): subgroups of %u, 16-bit storage %s, %u KiB workgroup memory, "
+           "bindings up to %u MiB, %s",
+           vk.props.deviceName, types[vk.props.deviceType <= 4 ? vk.props.deviceType : 0], VK_API_VERSION_MAJOR(v),
+           VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v), sub.subgroupSize, vk.storage16 ? "yes" : "no",
+           vk.props.limits.maxComputeSharedMemorySize / 1024, vk.props.limits.maxStorageBufferRange >> 20,
+           vk.uma ? "buffers host-visible (mapped)" : "buffers device-local (staged copies)");
   return NULL;
 }
 
@@ -719,4 +732,4 @@ gk_status vk_scatter_outputs(vk_run *r) {
 
 // ---------------------------------------------------------------- the backend
 
-const char *gk_vulkan_device_name(void) { return vk.props.deviceName; }
+const char *vk_device_description(void) { return vk.description; }

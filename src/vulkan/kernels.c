@@ -630,6 +630,7 @@ const gk_backend_table gk_vulkan_backend = {
     .id = GK_BACKEND_VULKAN,
     .device = GK_DEVICE_VULKAN,
     .unavailable = vk_unavailable,
+    .device_description = vk_device_description,
     .precision = gk_vulkan_precision,
     .kernels = GK_KERNELS_PER_FAMILY(vulkan),
     .buffer_alloc = vk_buffer_alloc,

@@ -43,8 +43,8 @@ void vk_buffer_free(void *handle);
 gk_status vk_buffer_upload(void *handle, size_t offset, const void *src, size_t bytes);
 gk_status vk_buffer_download(void *handle, size_t offset, void *dst, size_t bytes);
 gk_status vk_synchronize(void);
-// The device's name ("" when there is none).
-const char *gk_vulkan_device_name(void);
+// The device: name, type, API version, the features the kernels use.
+const char *vk_device_description(void);
 // Begin a run (takes the backend's recording lock; flushes a full batch)
 // and end it (releases it).
 void vk_run_begin(vk_run *r, const gk_plan *plan);
