@@ -52,13 +52,14 @@ info: build
 # ThreadSanitizer), the PyTorch parity tests, the install tests (C and pip),
 # the WebAssembly tests in Node, the web page in headless Chromium and the npm
 # package (make wasm first) with gcc; then the library, the C tests
-# (ASan+UBSan too), the C install test and short fuzzer runs built by clang.
+# (ASan+UBSan too), the C install test and short fuzzer runs built by clang
+# (the Vulkan backend's tests, slow on a CPU driver, run with gcc only).
 test: test-deps build wasm node_modules/.package-lock.json
 	@cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@cmake -S . -B $(BUILD)-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DGK_FUZZ_OPT=-O0 -DGK_TSAN=OFF >/dev/null
 	@cmake --build $(BUILD)-clang -j $(JOBS)
-	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E 'python_parity|install_python|^wasm_|^web_training_page$$|^npm_package$$'
+	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -E 'python_parity|install_python|^wasm_|^web_training_page$$|^npm_package$$|vulkan'
 
 # The npm packages of the tests (package.json at the root: puppeteer-core),
 # installed from package-lock.json when missing or when it changed.

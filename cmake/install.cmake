@@ -27,9 +27,14 @@ install(FILES ${PROJECT_BINARY_DIR}/gradkernConfig.cmake ${PROJECT_BINARY_DIR}/g
 
 # gradkern.pc names the prefix installed into, known only at install time
 # (cmake --install --prefix): written then, into the build tree, and installed.
+set(GK_PC_LIBS_PRIVATE "")
+if(GK_WITH_VULKAN)
+  set(GK_PC_LIBS_PRIVATE " -lvulkan")  # the Vulkan loader, for static linking
+endif()
 install(CODE "
   set(GK_VERSION ${PROJECT_VERSION})
   set(GK_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR})
   set(GK_LIBDIR ${CMAKE_INSTALL_LIBDIR})
+  set(GK_LIBS_PRIVATE \"${GK_PC_LIBS_PRIVATE}\")
   configure_file(${PROJECT_SOURCE_DIR}/cmake/gradkern.pc.in ${PROJECT_BINARY_DIR}/gradkern.pc @ONLY)")
 install(FILES ${PROJECT_BINARY_DIR}/gradkern.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -131,6 +131,7 @@ float gk_bf16_to_f32(uint16_t h);
 typedef enum gk_device_type {
   GK_DEVICE_CPU = 0,
   GK_DEVICE_CUDA = 1,
+  GK_DEVICE_VULKAN = 2,  ///< memory of the Vulkan backend's device (gk_buffer_alloc(GK_BACKEND_VULKAN))
 } gk_device_type;
 
 /// A view of memory the caller owns. Maps one-to-one onto DLPack's DLTensor
@@ -375,6 +376,7 @@ typedef enum gk_backend {
   GK_BACKEND_REF = 1,  ///< the plain scalar reference kernel (the oracle)
   GK_BACKEND_CPU = 2,  ///< the threaded CPU kernel
   GK_BACKEND_CUDA = 3, ///< CUDA GPU kernels (not built yet: GK_ERR_UNSUPPORTED)
+  GK_BACKEND_VULKAN = 4, ///< Vulkan compute shaders on a GPU (GK_VULKAN_DEVICE picks it), tensors in its buffers
 } gk_backend;
 
 /// "auto", a registered backend's name ("cpu", "ref"), "cuda" or "?".
@@ -426,6 +428,10 @@ gk_status gk_backend_synchronize(gk_backend backend);
 /// 0 .. count-1 gives them in the order GK_BACKEND_AUTO tries them.
 int gk_backend_count(void);
 gk_status gk_backend_get(int index, gk_backend_info *info);
+/// The device a backend runs on, for people to read: for the vulkan backend
+/// the device's name, type, Vulkan version and the features its kernels use;
+/// "" for host backends, a backend without a device here, or an unknown id.
+const char *gk_backend_device_description(gk_backend backend);
 
 typedef enum gk_gelu_approx {
   GK_GELU_ERF = 0,    ///< exact: x * 0.5 * (1 + erf(x / sqrt 2))

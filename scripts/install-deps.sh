@@ -4,8 +4,9 @@
 #   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's),
 #                                     pkg-config, pip, setuptools and venv (the install tests),
 #                                     OpenMPI (gradkern train under mpirun), npm and bible-kjv (the
-#                                     tokenizer test), Chromium (the web page's browser test), and
-#                                     everything of wasm
+#                                     tokenizer test), Chromium (the web page's browser test), the
+#                                     Vulkan backend's (libvulkan-dev, glslc, mesa-vulkan-drivers,
+#                                     vulkan-validationlayers), and everything of wasm
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
 #   scripts/install-deps.sh wasm    clang, wasm-ld, llvm-ar, Debian's wasi-libc and clang's wasm32
@@ -60,6 +61,13 @@ if [ "${1:-build}" = test ]; then
   command -v mpicc >/dev/null 2>&1 || need+=(libopenmpi-dev)
   # The tokenizer test: npm (above) installs GPT-2's files, Node runs the reference encoder.
   command -v bible >/dev/null 2>&1 || need+=(bible-kjv)
+  # The Vulkan backend: headers and loader, glslc (shaders to SPIR-V at build
+  # time), Mesa's lavapipe (a Vulkan driver on the CPU) and the validation layer.
+  [ -e /usr/include/vulkan/vulkan.h ] || need+=(libvulkan-dev)
+  command -v glslc >/dev/null 2>&1 || need+=(glslc)
+  [ -e /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 ||
+    need+=(mesa-vulkan-drivers)
+  [ -e /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json ] || need+=(vulkan-validationlayers)
 fi
 if [ "${1:-build}" = bench ]; then
   ldconfig -p 2>/dev/null | grep 'libopenblas\.so\.0' >/dev/null || need+=(libopenblas0)  # not -q: with pipefail, ldconfig's SIGPIPE would fail the test

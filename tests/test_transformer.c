@@ -138,6 +138,7 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
   acc.accumulate = 1;
   for (int ib = 0; ib < backends_under_test(); ib++) {
     gk_backend be = backend_under_test(ib);
+    if (!backend_takes(&acc, be)) continue;
     argset o;
     clone_outputs(&roles, bwd, s, lay, &o);
     tbuf prior[2];
@@ -234,7 +235,9 @@ static void fd_check(gk_op_desc fwd, gk_backend be) {
 }
 
 static void fd_every_backend(gk_op_desc d) {
-  for (int ib = 0; ib < backends_under_test(); ib++) fd_check(d, backend_under_test(ib));
+  d.dtype = GK_F64;
+  for (int ib = 0; ib < backends_under_test(); ib++)
+    if (backend_takes(&d, backend_under_test(ib))) fd_check(d, backend_under_test(ib));
 }
 
 // ---------------------------------------------------------------- threads
@@ -349,6 +352,7 @@ static void test_matmul(void) {
 static void test_in_place(const gk_op_desc *d, int out, int in) {
   for (int ib = 0; ib < backends_under_test(); ib++) {
     gk_backend be = backend_under_test(ib);
+    if (!backend_takes(d, be)) continue;
     argset s;
     build(d, CONTIGUOUS, NULL, &s);
     if (d->direction == GK_BACKWARD && s.have[GK_ARG_Y]) {

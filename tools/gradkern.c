@@ -105,10 +105,14 @@ static int info(int json) {
       printf("%s  {\"name\": \"%s\", \"id\": %d, \"device\": %d, \"available\": %s, \"reason\": ", i ? ",\n" : "",
              bi.name, (int)bi.id, (int)bi.device, bi.available ? "true" : "false");
       json_string(bi.reason);
+      printf(", \"device_description\": ");
+      json_string(gk_backend_device_description(bi.id));
       printf("}");
-    } else
+    } else {
       printf("  %-6s device %d  %s%s\n", bi.name, (int)bi.device, bi.available ? "available" : "unavailable: ",
              bi.reason);
+      if (*gk_backend_device_description(bi.id)) printf("         %s\n", gk_backend_device_description(bi.id));
+    }
   }
   if (json) printf("\n],\n\"plans\": [\n");
   else

@@ -10,6 +10,9 @@ extern const gk_backend_table gk_ref_backend;
 #ifdef GK_WITH_CPU
 extern const gk_backend_table gk_cpu_backend;
 #endif
+#ifdef GK_WITH_VULKAN
+extern const gk_backend_table gk_vulkan_backend;
+#endif
 
 enum { MAX_BACKENDS = 16 };
 static const gk_backend_table *registry[MAX_BACKENDS];
@@ -46,6 +49,9 @@ static void register_builtin(void) {
   add(&gk_cpu_backend);
 #endif
   add(&gk_ref_backend);
+#ifdef GK_WITH_VULKAN
+  add(&gk_vulkan_backend);  // last: its tensors live on its device, never chosen for host tensors
+#endif
 }
 
 int gk_backends(const gk_backend_table *const **list) {
@@ -97,4 +103,10 @@ gk_status gk_backend_get(int index, gk_backend_info *info) {
   *info = (gk_backend_info){list[index]->id, list[index]->name, list[index]->device, why == NULL, why ? why : ""};
   gk_clear_error();
   return GK_SUCCESS;
+}
+
+const char *gk_backend_device_description(gk_backend backend) {
+  const gk_backend_table *b = gk_backend_find(backend);
+  if (!b || !b->device_description || gk_backend_unavailable_reason(b)) return "";
+  return b->device_description();
 }

@@ -81,6 +81,8 @@ struct gk_backend_table {
   // NULL when the backend can run in this process; else why not (no device,
   // no driver). Asked once, at registration.
   const char *(*unavailable)(void);
+  // A line on the device it runs on (gk_backend_device_description); NULL: "".
+  const char *(*device_description)(void);
   // Precision and determinism of a plan whose kernel is this backend's and
   // has no `precision` of its own: sets info->math, info->accumulator and
   // info->deterministic.

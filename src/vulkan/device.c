@@ -1,0 +1,735 @@
+// The Vulkan backend's device side: instance and device (GK_VULKAN_DEVICE
+// picks among several, the first by default), buffers, one command buffer
+// that runs are recorded into and that is submitted in a batch (when the
+// host needs results: download, upload, synchronize; or when it is full),
+// pipelines made once from the SPIR-V embedded at build time, temporaries,
+// and the gather/scatter of tensors that are not contiguous f32.
+//
+// Memory: where the device has memory that is both device-local and
+// host-visible (integrated GPUs, lavapipe), buffers live there, mapped, and
+// uploads and downloads are memcpy after the batch; otherwise buffers are
+// device-local and copies go through a staging buffer.
+//
+// GK_VULKAN_VALIDATION=1 enables the Khronos validation layer with its
+// synchronization validation; every message it reports is kept, and the
+// next synchronize (so every download) fails with it.
+#include "vulkan_backend.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gk_vk_spirv {
+  const char *name;
+  const uint32_t *code;
+  size_t bytes;
+};
+extern const struct gk_vk_spirv gk_vk_spirv[];
+
+enum { MAX_PIPELINES = 64, BATCH_DISPATCHES = 512, ARENA_MIN = 16 << 20 };
+
+// A buffer: the handle the library keeps for each gk_buffer.
+typedef struct vk_buf {
+  VkBuffer buffer;
+  VkDeviceMemory memory;
+  void *mapped;  // host address when host-visible, else NULL
+  VkDeviceSize size;
+} vk_buf;
+
+static struct {
+  VkInstance instance;
+  VkDebugUtilsMessengerEXT messenger;
+  VkPhysicalDevice physical;
+  VkPhysicalDeviceProperties props;
+  VkDevice device;
+  VkQueue queue;
+  uint32_t queue_family;
+  VkCommandPool pool;
+  VkCommandBuffer cmd;
+  VkFence fence;
+  VkDescriptorSetLayout set_layout;
+  VkPipelineLayout layout;
+  PFN_vkCmdPushDescriptorSetKHR push_descriptors;
+  uint32_t mem_buffers, mem_host;  // memory types: buffers; temporaries and staging (host-visible)
+  bool uma;                        // buffers are host-visible
+  bool storage16;
+  VkDeviceSize align;              // of descriptor offsets
+  pthread_mutex_t lock;
+  // The batch being recorded.
+  bool recording;
+  int dispatches;
+  // Temporaries: blocks of host-visible memory, bump-allocated, all freed
+  // (but the largest) when the batch ends.
+  vk_buf arena[32];
+  VkDeviceSize arena_used[32];
+  int arenas;
+  vk_buf unused;  // bound to slots a dispatch leaves empty
+  // Pipelines, made once per process when a plan first needs them.
+  const char *pipeline_name[MAX_PIPELINES];
+  VkPipeline pipeline[MAX_PIPELINES];
+  int pipelines;
+  // Validation messages (GK_VULKAN_VALIDATION=1).
+  int messages;
+  char first_message[512];
+  char reason[512];  // why the backend is unavailable
+  char description[512];
+} vk = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+#define VK_TRY(call, what)                                                                        \
+  do {                                                                                            \
+    VkResult res_ = (call);                                                                       \
+    if (res_ != VK_SUCCESS)                                                                       \
+      return gk_fail(res_ == VK_ERROR_OUT_OF_DEVICE_MEMORY || res_ == VK_ERROR_OUT_OF_HOST_MEMORY \
+                         ? GK_ERR_OUT_OF_MEMORY                                                   \
+                         : GK_ERR_INTERNAL,                                                       \
+                     "vulkan: %s failed (VkResult %d)", what, (int)res_);                         \
+  } while (0)
+
+// ---------------------------------------------------------------- validation
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                 VkDebugUtilsMessageTypeFlagsEXT type,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
+  (void)type;
+  (void)user;
+  if (severity < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) return VK_FALSE;
+  fprintf(stderr, "vulkan validation: %s\n", data->pMessage);
+  if (vk.messages++ == 0) snprintf(vk.first_message, sizeof vk.first_message, "%s", data->pMessage);
+  return VK_FALSE;
+}
+
+static bool validation_wanted(void) {
+  const char *v = getenv("GK_VULKAN_VALIDATION");
+  return v && strcmp(v, "0") != 0;
+}
+
+// ---------------------------------------------------------------- setup
+
+static int find_memory(uint32_t type_bits, VkMemoryPropertyFlags want) {
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(vk.physical, &mp);
+  for (uint32_t i = 0; i < mp.memoryTypeCount; i++)
+    if ((type_bits & (1u << i)) && (mp.memoryTypes[i].propertyFlags & want) == want) return (int)i;
+  return -1;
+}
+
+__attribute__((format(printf, 1, 2))) static const char *fail_setup(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(vk.reason, sizeof vk.reason, fmt, ap);
+  va_end(ap);
+  return vk.reason;
+}
+
+static const char *create_instance(void) {
+  bool validate = validation_wanted();
+  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "gradkern",
+                           .apiVersion = VK_API_VERSION_1_1};
+  const char *layers[] = {"VK_LAYER_KHRONOS_validation"};
+  const char *exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+  VkValidationFeatureEnableEXT enables[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+  VkValidationFeaturesEXT features = {.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
+                                      .enabledValidationFeatureCount = 1, .pEnabledValidationFeatures = enables};
+  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
+  if (validate) {
+    ci.pNext = &features;
+    ci.enabledLayerCount = 1;
+    ci.ppEnabledLayerNames = layers;
+    ci.enabledExtensionCount = 1;
+    ci.ppEnabledExtensionNames = exts;
+  }
+  VkResult res = vkCreateInstance(&ci, NULL, &vk.instance);
+  if (res != VK_SUCCESS)
+    return validate ? fail_setup("no Vulkan instance with %s (VkResult %d): is vulkan-validationlayers installed?",
+                                 layers[0], (int)res)
+                    : fail_setup("no Vulkan instance (VkResult %d): no Vulkan loader or driver installed", (int)res);
+  if (validate) {
+    VkDebugUtilsMessengerCreateInfoEXT mi = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+        .pfnUserCallback = on_message};
+    PFN_vkCreateDebugUtilsMessengerEXT create =
+        (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(vk.instance, "vkCreateDebugUtilsMessengerEXT");
+    if (!create || create(vk.instance, &mi, NULL, &vk.messenger) != VK_SUCCESS)
+      return fail_setup("GK_VULKAN_VALIDATION: no debug messenger");
+  }
+  return NULL;
+}
+
+static bool has_extension(VkPhysicalDevice pd, const char *name) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL);
+  VkExtensionProperties *props = calloc(n ? n : 1, sizeof *props);
+  if (!props) return false;
+  vkEnumerateDeviceExtensionProperties(pd, NULL, &n, props);
+  bool found = false;
+  for (uint32_t i = 0; i < n && !found; i++) found = !strcmp(props[i].extensionName, name);
+  free(props);
+  return found;
+}
+
+static const char *pick_device(void) {
+  uint32_t n = 0;
+  VkResult res = vkEnumeratePhysicalDevices(vk.instance, &n, NULL);
+  if (res != VK_SUCCESS || n == 0) return fail_setup("no Vulkan device (VkResult %d)", (int)res);
+  VkPhysicalDevice list[16];
+  if (n > 16) n = 16;
+  vkEnumeratePhysicalDevices(vk.instance, &n, list);
+  const char *want = getenv("GK_VULKAN_DEVICE");
+  int index = 0;
+  if (want && *want) {
+    char *end;
+    long v = strtol(want, &end, 10);
+    if (*end || v < 0 || v >= (long)n) return fail_setup("GK_VULKAN_DEVICE = '%s' is not a device index 0..%u", want, n - 1);
+    index = (int)v;
+  }
+  vk.physical = list[index];
+  vkGetPhysicalDeviceProperties(vk.physical, &vk.props);
+  if (!has_extension(vk.physical, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
+    return fail_setup("Vulkan device '%s' lacks VK_KHR_push_descriptor", vk.props.deviceName);
+  uint32_t nq = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(vk.physical, &nq, NULL);
+  VkQueueFamilyProperties qp[16];
+  if (nq > 16) nq = 16;
+  vkGetPhysicalDeviceQueueFamilyProperties(vk.physical, &nq, qp);
+  vk.queue_family = UINT32_MAX;
+  for (uint32_t i = 0; i < nq && vk.queue_family == UINT32_MAX; i++)
+    if (qp[i].queueFlags & VK_QUEUE_COMPUTE_BIT) vk.queue_family = i;
+  if (vk.queue_family == UINT32_MAX) return fail_setup("Vulkan device '%s' has no compute queue", vk.props.deviceName);
+  return NULL;
+}
+
+static const char *create_device(void) {
+  VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s16};
+  vkGetPhysicalDeviceFeatures2(vk.physical, &f2);
+  vk.storage16 = s16.storageBuffer16BitAccess;
+  VkPhysicalDevice16BitStorageFeatures on16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+                                               .storageBuffer16BitAccess = vk.storage16};
+  float priority = 1;
+  VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = vk.queue_family,
+                                .queueCount = 1, .pQueuePriorities = &priority};
+  const char *exts[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &on16, .queueCreateInfoCount = 1,
+                           .pQueueCreateInfos = &qi, .enabledExtensionCount = 1, .ppEnabledExtensionNames = exts};
+  VkResult res = vkCreateDevice(vk.physical, &ci, NULL, &vk.device);
+  if (res != VK_SUCCESS) return fail_setup("vkCreateDevice failed on '%s' (VkResult %d)", vk.props.deviceName, (int)res);
+  vkGetDeviceQueue(vk.device, vk.queue_family, 0, &vk.queue);
+  vk.push_descriptors = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(vk.device, "vkCmdPushDescriptorSetKHR");
+  VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                .queueFamilyIndex = vk.queue_family};
+  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+  VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VkDescriptorSetLayoutBinding b = {.binding = 0, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                    .descriptorCount = VK_SLOTS, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+  VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                        .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+                                        .bindingCount = 1, .pBindings = &b};
+  VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES};
+  if (vkCreateCommandPool(vk.device, &pi, NULL, &vk.pool) != VK_SUCCESS) return fail_setup("no command pool");
+  ai.commandPool = vk.pool;
+  if (vkAllocateCommandBuffers(vk.device, &ai, &vk.cmd) != VK_SUCCESS ||
+      vkCreateFence(vk.device, &fi, NULL, &vk.fence) != VK_SUCCESS ||
+      vkCreateDescriptorSetLayout(vk.device, &li, NULL, &vk.set_layout) != VK_SUCCESS)
+    return fail_setup("vulkan setup failed on '%s'", vk.props.deviceName);
+  VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
+                                    .pSetLayouts = &vk.set_layout, .pushConstantRangeCount = 1,
+                                    .pPushConstantRanges = &pr};
+  if (vkCreatePipelineLayout(vk.device, &pli, NULL, &vk.layout) != VK_SUCCESS)
+    return fail_setup("no pipeline layout on '%s'", vk.props.deviceName);
+  vk.align = vk.props.limits.minStorageBufferOffsetAlignment;
+  if (vk.align < 256) vk.align = 256;
+  return NULL;
+}
+
+static gk_status make_buf(size_t bytes, bool host, vk_buf *b);
+
+static const char *setup(void) {
+  const char *why = create_instance();
+  if (!why) why = pick_device();
+  if (!why) why = create_device();
+  if (why) return why;
+  // Memory types: a probe buffer says which types a storage buffer may use.
+  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 256,
+                           .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                    VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+  VkBuffer probe;
+  if (vkCreateBuffer(vk.device, &bi, NULL, &probe) != VK_SUCCESS) return fail_setup("no buffer on '%s'", vk.props.deviceName);
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(vk.device, probe, &req);
+  vkDestroyBuffer(vk.device, probe, NULL);
+  const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  int uma = find_memory(req.memoryTypeBits, hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  int local = find_memory(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  int host = uma >= 0 ? uma : find_memory(req.memoryTypeBits, hv);
+  if (host < 0 || local < 0) return fail_setup("Vulkan device '%s' has no host-visible coherent memory", vk.props.deviceName);
+  vk.uma = uma >= 0;
+  vk.mem_buffers = (uint32_t)(vk.uma ? uma : local);
+  vk.mem_host = (uint32_t)host;
+  if (make_buf(256, true, &vk.unused) != GK_SUCCESS) return fail_setup("no memory on '%s'", vk.props.deviceName);
+  VkPhysicalDeviceSubgroupProperties sub = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sub};
+  vkGetPhysicalDeviceProperties2(vk.physical, &p2);
+  static const char *const types[] = {"other", "integrated GPU", "discrete GPU", "virtual GPU", "CPU"};
+  uint32_t v = vk.props.apiVersion;
+  snprintf(vk.description, sizeof vk.description,
+           "%s (%s, Vulkan %u.%u.%u): subgroups of %u, 16-bit storage %s, %u KiB workgroup memory, "
+           "bindings up to %u MiB, %s",
+           vk.props.deviceName, types[vk.props.deviceType <= 4 ? vk.props.deviceType : 0], VK_API_VERSION_MAJOR(v),
+           VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v), sub.subgroupSize, vk.storage16 ? "yes" : "no",
+           vk.props.limits.maxComputeSharedMemorySize / 1024, vk.props.limits.maxStorageBufferRange >> 20,
+           vk.uma ? "buffers host-visible (mapped)" : "buffers device-local (staged copies)");
+  return NULL;
+}
+
+static void free_buf(vk_buf *b);
+
+// At exit: everything the backend made, so that leak checkers see nothing.
+static void teardown(void) {
+  if (vk.device) {
+    vkDeviceWaitIdle(vk.device);
+    for (int i = 0; i < vk.pipelines; i++) vkDestroyPipeline(vk.device, vk.pipeline[i], NULL);
+    for (int i = 0; i < vk.arenas; i++) free_buf(&vk.arena[i]);
+    free_buf(&vk.unused);
+    vkDestroyPipelineLayout(vk.device, vk.layout, NULL);
+    vkDestroyDescriptorSetLayout(vk.device, vk.set_layout, NULL);
+    vkDestroyFence(vk.device, vk.fence, NULL);
+    vkDestroyCommandPool(vk.device, vk.pool, NULL);
+    vkDestroyDevice(vk.device, NULL);
+  }
+  if (vk.messenger) {
+    PFN_vkDestroyDebugUtilsMessengerEXT destroy =
+        (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(vk.instance, "vkDestroyDebugUtilsMessengerEXT");
+    if (destroy) destroy(vk.instance, vk.messenger, NULL);
+  }
+  vkDestroyInstance(vk.instance, NULL);
+  vk.device = NULL;
+  vk.instance = NULL;
+}
+
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+static const char *setup_result;
+static void setup_once_fn(void) {
+  setup_result = setup();
+  if (vk.instance) atexit(teardown);
+}
+
+// NULL when the backend can run here, else why not (no loader, no driver,
+// no device, a device without what the backend needs).
+const char *vk_unavailable(void) {
+  pthread_once(&setup_once, setup_once_fn);
+  return setup_result;
+}
+
+bool vk_has_16bit_storage(void) { return vk.storage16; }
+
+// ---------------------------------------------------------------- buffers
+
+static gk_status make_buf(size_t bytes, bool host, vk_buf *b) {
+  memset(b, 0, sizeof *b);
+  bytes = (bytes + 3) / 4 * 4;  // whole words: shaders read 32-bit words
+  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = bytes,
+                           .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                    VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+  VK_TRY(vkCreateBuffer(vk.device, &bi, NULL, &b->buffer), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(vk.device, b->buffer, &req);
+  uint32_t type = host ? vk.mem_host : vk.mem_buffers;
+  VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
+                             .memoryTypeIndex = type};
+  VkResult res = vkAllocateMemory(vk.device, &ai, NULL, &b->memory);
+  if (res != VK_SUCCESS) {
+    vkDestroyBuffer(vk.device, b->buffer, NULL);
+    return gk_fail(GK_ERR_OUT_OF_MEMORY, "vulkan: no device memory for %zu bytes (VkResult %d)", bytes, (int)res);
+  }
+  vkBindBufferMemory(vk.device, b->buffer, b->memory, 0);
+  if (host || vk.uma) VK_TRY(vkMapMemory(vk.device, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped), "vkMapMemory");
+  b->size = bytes;
+  return GK_SUCCESS;
+}
+
+static void free_buf(vk_buf *b) {
+  if (!b->buffer) return;
+  vkDestroyBuffer(vk.device, b->buffer, NULL);
+  vkFreeMemory(vk.device, b->memory, NULL);
+  memset(b, 0, sizeof *b);
+}
+
+static gk_status flush_locked(void);
+
+gk_status vk_buffer_alloc(size_t bytes, void **handle) {
+  vk_buf *b = malloc(sizeof *b);
+  if (!b) return gk_fail(GK_ERR_OUT_OF_MEMORY, "vulkan: no host memory for a buffer handle");
+  gk_status s = make_buf(bytes, false, b);
+  if (s != GK_SUCCESS) {
+    free(b);
+    return s;
+  }
+  *handle = b;
+  return GK_SUCCESS;
+}
+
+void vk_buffer_free(void *handle) {
+  pthread_mutex_lock(&vk.lock);
+  flush_locked();  // runs recorded with it finish first
+  free_buf(handle);
+  pthread_mutex_unlock(&vk.lock);
+  free(handle);
+}
+
+// Copy between a device-local buffer and host memory through a staging
+// buffer, with a command buffer of its own, waited for.
+static gk_status staged_copy(vk_buf *b, size_t offset, void *host, size_t bytes, bool upload) {
+  vk_buf stage;
+  gk_status s = make_buf(bytes, true, &stage);
+  if (s != GK_SUCCESS) return s;
+  if (upload) memcpy(stage.mapped, host, bytes);
+  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = vk.pool,
+                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+  VkCommandBuffer c;
+  VK_TRY(vkAllocateCommandBuffers(vk.device, &ai, &c), "vkAllocateCommandBuffers");
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  vkBeginCommandBuffer(c, &bi);
+  VkBufferCopy region = {upload ? 0 : offset, upload ? offset : 0, bytes};
+  vkCmdCopyBuffer(c, upload ? stage.buffer : b->buffer, upload ? b->buffer : stage.buffer, 1, &region);
+  VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                        .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+  vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       0, 1, &mb, 0, NULL, 0, NULL);
+  vkEndCommandBuffer(c);
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &c};
+  VkResult res = vkQueueSubmit(vk.queue, 1, &si, vk.fence);
+  if (res == VK_SUCCESS) res = vkWaitForFences(vk.device, 1, &vk.fence, VK_TRUE, UINT64_MAX);
+  vkResetFences(vk.device, 1, &vk.fence);
+  vkFreeCommandBuffers(vk.device, vk.pool, 1, &c);
+  if (res == VK_SUCCESS && !upload) memcpy(host, stage.mapped, bytes);
+  free_buf(&stage);
+  return res == VK_SUCCESS ? GK_SUCCESS : gk_fail(GK_ERR_INTERNAL, "vulkan: copy failed (VkResult %d)", (int)res);
+}
+
+gk_status vk_buffer_upload(void *handle, size_t offset, const void *src, size_t bytes) {
+  vk_buf *b = handle;
+  pthread_mutex_lock(&vk.lock);
+  gk_status s = flush_locked();  // runs recorded before it read the old bytes
+  if (s == GK_SUCCESS) {
+    if (b->mapped) memcpy((char *)b->mapped + offset, src, bytes);
+    else s = staged_copy(b, offset, (void *)src, bytes, true);
+  }
+  pthread_mutex_unlock(&vk.lock);
+  return s;
+}
+
+gk_status vk_buffer_download(void *handle, size_t offset, void *dst, size_t bytes) {
+  vk_buf *b = handle;
+  pthread_mutex_lock(&vk.lock);
+  gk_status s = flush_locked();
+  if (s == GK_SUCCESS) {
+    if (b->mapped) memcpy(dst, (const char *)b->mapped + offset, bytes);
+    else s = staged_copy(b, offset, dst, bytes, false);
+  }
+  pthread_mutex_unlock(&vk.lock);
+  return s;
+}
+
+// ---------------------------------------------------------------- batches
+
+static gk_status begin_batch(void) {
+  if (vk.recording) return GK_SUCCESS;
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  VK_TRY(vkBeginCommandBuffer(vk.cmd, &bi), "vkBeginCommandBuffer");
+  vk.recording = true;
+  vk.dispatches = 0;
+  return GK_SUCCESS;
+}
+
+// Submit the batch and wait for it; then the temporaries are free again.
+static gk_status flush_locked(void) {
+  gk_status s = GK_SUCCESS;
+  if (vk.recording) {
+    // The last writes are made visible to the host that reads them next.
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(vk.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0,
+                         NULL);
+    vk.recording = false;
+    VkResult res = vkEndCommandBuffer(vk.cmd);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &vk.cmd};
+    if (res == VK_SUCCESS) res = vkQueueSubmit(vk.queue, 1, &si, vk.fence);
+    if (res == VK_SUCCESS) res = vkWaitForFences(vk.device, 1, &vk.fence, VK_TRUE, UINT64_MAX);
+    vkResetFences(vk.device, 1, &vk.fence);
+    vkResetCommandBuffer(vk.cmd, 0);
+    if (res != VK_SUCCESS) s = gk_fail(GK_ERR_INTERNAL, "vulkan: the batch failed (VkResult %d)", (int)res);
+  }
+  // Keep one arena block, the size of all used together.
+  VkDeviceSize total = 0;
+  for (int i = 0; i < vk.arenas; i++) total += vk.arena[i].size;
+  if (vk.arenas > 1) {
+    for (int i = 0; i < vk.arenas; i++) free_buf(&vk.arena[i]);
+    vk.arenas = 0;
+    if (make_buf(total, true, &vk.arena[0]) == GK_SUCCESS) vk.arenas = 1;
+  }
+  if (vk.arenas) vk.arena_used[0] = 0;
+  if (s == GK_SUCCESS && vk.messages)
+    s = gk_fail(GK_ERR_INTERNAL, "vulkan validation reported %d message(s), the first: %s", vk.messages, vk.first_message);
+  return s;
+}
+
+gk_status vk_synchronize(void) {
+  pthread_mutex_lock(&vk.lock);
+  gk_status s = flush_locked();
+  pthread_mutex_unlock(&vk.lock);
+  return s;
+}
+
+void vk_run_begin(vk_run *r, const gk_plan *plan) {
+  memset(r, 0, sizeof *r);
+  r->plan = plan;
+  pthread_mutex_lock(&vk.lock);
+  if (vk.dispatches >= BATCH_DISPATCHES) flush_locked();
+}
+
+void vk_run_end(vk_run *r) {
+  (void)r;
+  pthread_mutex_unlock(&vk.lock);
+}
+
+gk_status vk_temp(size_t bytes, vk_binding *out, void **host) {
+  VkDeviceSize size = (bytes + vk.align - 1) / vk.align * vk.align;
+  if (size == 0) size = vk.align;
+  int i = vk.arenas - 1;
+  if (i < 0 || vk.arena_used[i] + size > vk.arena[i].size) {
+    if (vk.arenas == (int)(sizeof vk.arena / sizeof *vk.arena))
+      return gk_fail(GK_ERR_OUT_OF_MEMORY, "vulkan: too many temporaries in one batch");
+    i = vk.arenas;
+    gk_status s = make_buf(size > ARENA_MIN ? size : ARENA_MIN, true, &vk.arena[i]);
+    if (s != GK_SUCCESS) return s;
+    vk.arena_used[i] = 0;
+    vk.arenas++;
+  }
+  *out = (vk_binding){vk.arena[i].buffer, vk.arena_used[i], size};
+  if (host) *host = (char *)vk.arena[i].mapped + vk.arena_used[i];
+  vk.arena_used[i] += size;
+  return GK_SUCCESS;
+}
+
+vk_binding vk_unused(void) { return (vk_binding){vk.unused.buffer, 0, VK_WHOLE_SIZE}; }
+
+uint32_t vk_groups(int64_t n, int size) {
+  int64_t g = gk_ceil_div(n, size);
+  int64_t cap = vk.props.limits.maxComputeWorkGroupCount[0];
+  if (cap > 65535) cap = 65535;
+  return (uint32_t)(g < 1 ? 1 : g > cap ? cap : g);
+}
+
+// ---------------------------------------------------------------- pipelines
+
+static int pipeline_index(const char *name) {
+  for (int i = 0; i < vk.pipelines; i++)
+    if (!strcmp(vk.pipeline_name[i], name)) return i;
+  return -1;
+}
+
+gk_status vk_pipelines(const char *const *names) {
+  pthread_mutex_lock(&vk.lock);
+  gk_status s = GK_SUCCESS;
+  for (; *names && s == GK_SUCCESS; names++) {
+    if (pipeline_index(*names) >= 0) continue;
+    const struct gk_vk_spirv *m = gk_vk_spirv;
+    while (m->name && strcmp(m->name, *names)) m++;
+    if (!m->name) {
+      s = gk_fail(GK_ERR_INTERNAL, "vulkan: no shader '%s' built in", *names);
+      break;
+    }
+    if (vk.pipelines == MAX_PIPELINES) {
+      s = gk_fail(GK_ERR_INTERNAL, "vulkan: more than %d pipelines", MAX_PIPELINES);
+      break;
+    }
+    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = m->bytes,
+                                   .pCode = m->code};
+    VkShaderModule module;
+    VkResult res = vkCreateShaderModule(vk.device, &mi, NULL, &module);
+    VkComputePipelineCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .module = module, .pName = "main"},
+        .layout = vk.layout};
+    if (res == VK_SUCCESS) {
+      res = vkCreateComputePipelines(vk.device, VK_NULL_HANDLE, 1, &ci, NULL, &vk.pipeline[vk.pipelines]);
+      vkDestroyShaderModule(vk.device, module, NULL);
+    }
+    if (res != VK_SUCCESS) {
+      s = gk_fail(GK_ERR_INTERNAL, "vulkan: pipeline of shader '%s' failed (VkResult %d)", *names, (int)res);
+      break;
+    }
+    vk.pipeline_name[vk.pipelines++] = m->name;
+  }
+  pthread_mutex_unlock(&vk.lock);
+  return s;
+}
+
+gk_status vk_dispatch(const char *name, const vk_binding *slots, int nslots, const void *push, size_t push_bytes,
+                      uint32_t gx, uint32_t gy, uint32_t gz) {
+  int p = pipeline_index(name);
+  if (p < 0) return gk_fail(GK_ERR_INTERNAL, "vulkan: pipeline '%s' was not made for this plan", name);
+  gk_status s = begin_batch();
+  if (s != GK_SUCCESS) return s;
+  VkDescriptorBufferInfo info[VK_SLOTS];
+  for (int i = 0; i < VK_SLOTS; i++) {
+    vk_binding b = i < nslots && slots[i].buffer ? slots[i] : vk_unused();
+    info[i] = (VkDescriptorBufferInfo){b.buffer, b.offset, b.range};
+  }
+  VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0, .descriptorCount = VK_SLOTS,
+                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .pBufferInfo = info};
+  uint8_t pc[VK_PUSH_BYTES] = {0};
+  memcpy(pc, push, push_bytes < VK_PUSH_BYTES ? push_bytes : VK_PUSH_BYTES);
+  vkCmdBindPipeline(vk.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk.pipeline[p]);
+  vk.push_descriptors(vk.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk.layout, 0, 1, &w);
+  vkCmdPushConstants(vk.cmd, vk.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES, pc);
+  vkCmdDispatch(vk.cmd, gx, gy, gz);
+  // Every dispatch may read what the one before wrote.
+  VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+  vkCmdPipelineBarrier(vk.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                       NULL, 0, NULL);
+  vk.dispatches++;
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- gather / scatter
+
+// Push constants of gather.comp and scatter.comp: n elements of a view
+// (rank <= 8, shape, strides in elements) starting at element `offset` of
+// the window of its buffer bound to slot 0, to or from the contiguous
+// temporary of slot 1.
+typedef struct vk_view_push {
+  uint32_t n, rank, mode, offset;
+  int32_t shape[GK_MAX_RANK], strides[GK_MAX_RANK];
+} vk_view_push;
+enum { MODE_F32, MODE_F16, MODE_BF16, MODE_I32, MODE_I64 };
+
+// The push constants of a view of t (at byte_offset in buffer b) and the
+// window of b its elements lie in (from an aligned byte below the lowest to
+// past the highest, whole 32-bit words).
+static gk_status view_push(const gk_tensor *t, const vk_buf *b, size_t byte_offset, vk_view_push *p,
+                           vk_binding *window) {
+  int64_t es = (int64_t)gk_dtype_size(t->dtype), n = gk_tensor_numel(t), lo = 0, hi = 0;
+  *p = (vk_view_push){.n = (uint32_t)n, .rank = (uint32_t)t->rank};
+  p->mode = t->dtype == GK_F16 ? MODE_F16 : t->dtype == GK_BF16 ? MODE_BF16 : t->dtype == GK_I32 ? MODE_I32
+          : t->dtype == GK_I64 ? MODE_I64 : MODE_F32;
+  for (int k = 0; k < t->rank; k++) {
+    p->shape[k] = (int32_t)t->shape[k];
+    p->strides[k] = (int32_t)t->strides[k];
+    int64_t reach = (t->shape[k] - 1) * t->strides[k];
+    if (reach < 0) lo += reach;
+    else hi += reach;
+  }
+  int64_t first = (int64_t)byte_offset + lo * es, end = (int64_t)byte_offset + (hi + 1) * es;
+  int64_t start = first / (int64_t)vk.align * (int64_t)vk.align, range = (end + 3) / 4 * 4 - start;
+  int64_t offset = ((int64_t)byte_offset - start) / es;
+  if (n > INT32_MAX || range > (int64_t)vk.props.limits.maxStorageBufferRange || offset + hi > INT32_MAX)
+    return gk_fail(GK_ERR_UNSUPPORTED, "vulkan: a tensor of %lld elements spanning %lld bytes of its buffer is past "
+                   "what one binding of device '%s' reaches (%u bytes)", (long long)n, (long long)range,
+                   vk.props.deviceName, vk.props.limits.maxStorageBufferRange);
+  p->offset = (uint32_t)offset;
+  *window = (vk_binding){b->buffer, (VkDeviceSize)start, (VkDeviceSize)range};
+  return GK_SUCCESS;
+}
+
+static gk_status resolve(const gk_tensor *t, vk_buf **b, size_t *offset) {
+  void *h;
+  if (!gk_buffer_resolve(gk_backend_find(GK_BACKEND_VULKAN), t, &h, offset))
+    return gk_fail(GK_ERR_BAD_DEVICE, "vulkan: a tensor is not in one buffer of the vulkan backend");
+  *b = h;
+  return GK_SUCCESS;
+}
+
+gk_status vk_gather(const gk_tensor *view, vk_binding *out) {
+  int64_t n = gk_tensor_numel(view);
+  gk_status s = vk_temp((size_t)(n ? n : 1) * 4, out, NULL);
+  if (s != GK_SUCCESS || n == 0) return s;
+  vk_buf *b = NULL;
+  size_t offset = 0;
+  vk_view_push p;
+  vk_binding slots[2] = {{0}, *out};
+  if ((s = resolve(view, &b, &offset)) != GK_SUCCESS || (s = view_push(view, b, offset, &p, &slots[0])) != GK_SUCCESS)
+    return s;
+  return vk_dispatch("gather", slots, 2, &p, sizeof p, vk_groups(n, 256), 1, 1);
+}
+
+// A tensor kernels can bind where it lies: contiguous f32 or i32 at an
+// offset a descriptor can take.
+static bool bindable(const gk_tensor *t, size_t offset) {
+  return (t->dtype == GK_F32 || t->dtype == GK_I32) && gk_tensor_is_contiguous(t) && offset % vk.align == 0 &&
+         (uint64_t)gk_tensor_numel(t) * 4 <= vk.props.limits.maxStorageBufferRange;
+}
+
+gk_status vk_bind_input(vk_run *r, gk_arg_kind k, const gk_tensor *t) {
+  vk_buf *b = NULL;
+  size_t offset = 0;
+  gk_status s = resolve(t, &b, &offset);
+  if (s != GK_SUCCESS) return s;
+  r->have[k] = true;
+  r->numel[k] = gk_tensor_numel(t);
+  if (r->numel[k] == 0) {
+    r->arg[k] = vk_unused();
+    return GK_SUCCESS;
+  }
+  if (bindable(t, offset)) {
+    r->arg[k] = (vk_binding){b->buffer, offset, (VkDeviceSize)r->numel[k] * 4};
+    return GK_SUCCESS;
+  }
+  return vk_gather(t, &r->arg[k]);
+}
+
+gk_status vk_bind_output(vk_run *r, gk_arg_kind k, const gk_tensor *t, bool accumulates) {
+  vk_buf *b = NULL;
+  size_t offset = 0;
+  gk_status s = resolve(t, &b, &offset);
+  if (s != GK_SUCCESS) return s;
+  r->have[k] = true;
+  r->numel[k] = gk_tensor_numel(t);
+  if (r->numel[k] == 0) {
+    r->arg[k] = vk_unused();
+    return GK_SUCCESS;
+  }
+  if (bindable(t, offset)) {
+    r->arg[k] = (vk_binding){b->buffer, offset, (VkDeviceSize)r->numel[k] * 4};
+    return GK_SUCCESS;
+  }
+  if ((t->dtype == GK_F16 || t->dtype == GK_BF16) && !vk.storage16)
+    return gk_fail(GK_ERR_UNSUPPORTED, "vulkan: device '%s' cannot store 16-bit values (no storageBuffer16BitAccess)",
+                   vk.props.deviceName);
+  r->scatter_to[k] = t;
+  if (accumulates) return vk_gather(t, &r->arg[k]);
+  return vk_temp((size_t)r->numel[k] * 4, &r->arg[k], NULL);
+}
+
+gk_status vk_scatter_outputs(vk_run *r) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    const gk_tensor *t = r->scatter_to[k];
+    if (!t) continue;
+    vk_buf *b = NULL;
+    size_t offset = 0;
+    vk_view_push p;
+    vk_binding slots[2] = {{0}, r->arg[k]};
+    gk_status s = resolve(t, &b, &offset);
+    if (s == GK_SUCCESS) s = view_push(t, b, offset, &p, &slots[0]);
+    if (s != GK_SUCCESS) return s;
+    const char *shader = p.mode == MODE_F32 ? "scatter" : "scatter16";
+    s = vk_dispatch(shader, slots, 2, &p, sizeof p, vk_groups(p.n, 256), 1, 1);
+    if (s != GK_SUCCESS) return s;
+  }
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- the backend
+
+const char *vk_device_description(void) { return vk.description; }
