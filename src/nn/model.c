@@ -131,7 +131,7 @@ static gk_status head_layout(gk_run *r, head_state *h) {
   return gk_run_plan(r, &d, &h->ce);
 }
 
-gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run **out) {
+static gk_status run_create(gk_model *m, int batch, int seq_len, bool train, bool carry, gk_run **out) {
   *out = NULL;
   if (batch < 1 || seq_len < 1)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: batch = %d and seq_len = %d must be >= 1", batch, seq_len);
@@ -146,6 +146,7 @@ gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run 
   r->B = batch;
   r->T = seq_len;
   r->train = train;
+  r->carry = carry;
   r->head = h;
   gk_status s = GK_SUCCESS;
   for (int pass = 0; pass < 2 && s == GK_SUCCESS; pass++) {
@@ -168,6 +169,32 @@ gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run 
     return s;
   }
   *out = r;
+  return GK_SUCCESS;
+}
+
+gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run **out) {
+  return run_create(m, batch, seq_len, train, false, out);
+}
+
+gk_status gk_run_create_piece(gk_model *m, int batch, int piece, gk_run **out) {
+  *out = NULL;
+  if (arch_of(m)->windowed)
+    return gk_nn_fail(GK_ERR_UNSUPPORTED, "model: %s has no recurrent state to carry between pieces (its attention "
+                      "needs the whole sequence at once)", m->cfg.arch == GK_ARCH_LLAMA ? "llama" : "this model");
+  gk_status s = run_create(m, batch, piece, false, true, out);
+  if (s == GK_SUCCESS) gk_run_reset_state(*out);
+  return s;
+}
+
+void gk_run_reset_state(gk_run *r) {
+  if (r->state) memset(r->state, 0, sizeof(float) * (size_t)r->state_floats);
+}
+
+gk_status gk_run_copy_state(gk_run *dst, const gk_run *src) {
+  if (!dst->carry || !src->carry || dst->m != src->m || dst->B != src->B || dst->state_floats != src->state_floats)
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: the state of a run of batch %d cannot go on in a run of batch %d "
+                      "(both must be piece runs of one model)", src->B, dst->B);
+  memcpy(dst->state, src->state, sizeof(float) * (size_t)src->state_floats);
   return GK_SUCCESS;
 }
 
