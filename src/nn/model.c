@@ -131,7 +131,10 @@ static gk_status head_layout(gk_run *r, head_state *h) {
   return gk_run_plan(r, &d, &h->ce);
 }
 
-static gk_status run_create(gk_model *m, int batch, int seq_len, bool train, bool carry, gk_run **out) {
+// A run; with `measure`, only its plans are made: *measure = the bytes it
+// would hold, and nothing is allocated or returned.
+static gk_status run_create(gk_model *m, int batch, int seq_len, bool train, bool carry, size_t *measure,
+                            gk_run **out) {
   *out = NULL;
   if (batch < 1 || seq_len < 1)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: batch = %d and seq_len = %d must be >= 1", batch, seq_len);
@@ -154,6 +157,11 @@ static gk_status run_create(gk_model *m, int batch, int seq_len, bool train, boo
     r->arena_floats = 0;
     s = head_layout(r, h);
     if (s == GK_SUCCESS) s = arch_of(m)->layout(r);
+    if (s == GK_SUCCESS && measure) {
+      *measure = gk_run_bytes(r);
+      gk_run_free(r);
+      return GK_SUCCESS;
+    }
     if (s == GK_SUCCESS && pass == 0) {
       r->arena = aligned_alloc(64, (size_t)(r->arena_floats + 16) * sizeof(float));
       r->ws = aligned_alloc(64, (r->ws_bytes + 64) / 64 * 64);
@@ -173,7 +181,13 @@ static gk_status run_create(gk_model *m, int batch, int seq_len, bool train, boo
 }
 
 gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run **out) {
-  return run_create(m, batch, seq_len, train, false, out);
+  return run_create(m, batch, seq_len, train, false, NULL, out);
+}
+
+gk_status gk_run_measure(gk_model *m, int batch, int seq_len, bool train, size_t *bytes) {
+  gk_run *r;
+  *bytes = 0;
+  return run_create(m, batch, seq_len, train, false, bytes, &r);
 }
 
 gk_status gk_run_create_piece(gk_model *m, int batch, int piece, gk_run **out) {
@@ -181,7 +195,7 @@ gk_status gk_run_create_piece(gk_model *m, int batch, int piece, gk_run **out) {
   if (arch_of(m)->windowed)
     return gk_nn_fail(GK_ERR_UNSUPPORTED, "model: %s has no recurrent state to carry between pieces (its attention "
                       "needs the whole sequence at once)", m->cfg.arch == GK_ARCH_LLAMA ? "llama" : "this model");
-  gk_status s = run_create(m, batch, piece, false, true, out);
+  gk_status s = run_create(m, batch, piece, false, true, NULL, out);
   if (s == GK_SUCCESS) gk_run_reset_state(*out);
   return s;
 }

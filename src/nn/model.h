@@ -85,6 +85,9 @@ void gk_run_reset_state(gk_run *r);
 // The carried state of src into dst, piece runs of the same model and batch
 // (of any piece length): dst goes on where src stopped.
 gk_status gk_run_copy_state(gk_run *dst, const gk_run *src);
+// The bytes gk_run_create's run would hold (its plans are made and
+// destroyed; nothing is allocated): to tell beforehand whether it fits.
+gk_status gk_run_measure(gk_model *m, int batch, int seq_len, bool train, size_t *bytes);
 // Bytes the run holds (activations, workspace, logits).
 size_t gk_run_bytes(const gk_run *r);
 
