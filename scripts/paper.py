@@ -176,7 +176,7 @@ def write_results(out, recs, started, total, done, plot_ok):
           "reproduction trains on 10^7), so the tasks are smaller: selective copying keeps the paper's vocabulary and",
           "16 data tokens in sequences of 128 instead of 4096, and induction heads trains on sequences of 64",
           "instead of 256 (so the test lengths reach 16384 times the trained length, the paper's 4096 times).",
-          "Where the qualitative result holds at this budget, it holds cell by cell below.", ""]
+          "The tables below compare the outcome cell by cell; the notes at the end say where it differs.", ""]
     # Table 1
     L += ["## Selective copying (the paper's Table 1)", "",
           "| model | architecture | inner layer | paper accuracy % | gradkern accuracy % |", "|---|---|---|---:|---:|"]
@@ -236,9 +236,40 @@ def write_results(out, recs, started, total, done, plot_ok):
             L.append(f"| {title} | not run | | | |")
     L += ["", "Commands (logs, loss curves and JSON in paper/runs/):", ""]
     L += [f"    {r['command']}" for r in recs]
+    L += ["", "## Notes", ""] + notes(by)
     with open(os.path.join(out, "results.md.tmp"), "w") as f:
         f.write("\n".join(L) + "\n")
     os.replace(os.path.join(out, "results.md.tmp"), os.path.join(out, "results.md"))
+
+
+def notes(by):
+    """What the figures say against the paper's, from the results themselves."""
+    N = []
+    for name, trained, what in (("induction_mamba", 64, "Mamba"), ("induction_no_selection", 64, "Mamba --no-selection"),
+                                ("induction_llama", 64, "LLaMA")):
+        if name not in by or not by[name]["result"]:
+            continue
+        lengths = {x["length"]: x for x in by[name]["result"]["lengths"]}
+        at = lengths.get(trained)
+        if at and at["status"] == "ok" and at["accuracy"] < 0.9:
+            N.append(f"- {what} reaches {100 * at['accuracy']:.1f}% at its trained length {trained}: it did not learn "
+                     "the task in this budget, so its figures at other lengths say nothing about extrapolation.")
+        ok = [x for x in lengths.values() if x["status"] == "ok"]
+        if name.startswith("induction") and ok:
+            perfect = [x["length"] for x in ok if x["correct"] == x["answers"]]
+            longest = max(perfect) if perfect else None
+            last = max(x["length"] for x in ok)
+            N.append(f"- {what}: every answer right up to {longest} tokens" if longest else f"- {what}: no length "
+                     "with every answer right")
+            N[-1] += (f"; tested up to {last} tokens ({last // trained}x the trained length)."
+                      if longest != last else f", the longest tested ({last // trained}x the trained length).")
+            skipped = [x for x in lengths.values() if x["status"] != "ok"]
+            if skipped:
+                N.append(f"- {what} stops at {last} tokens: {skipped[0]['reason']}.")
+    for name, title, _ in RUNS:
+        if name not in by:
+            N.append(f"- {title}: not run in this invocation of `make paper` (the time ran out, or `--only`).")
+    return N or ["- none"]
 
 
 def plot(gradkern, out, recs):
@@ -274,6 +305,8 @@ def main():
     ap.add_argument("--out", default="paper")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=0, help="--threads of each run (0: the command's default)")
+    ap.add_argument("--rewrite", action="store_true",
+                    help="write results.md and the plot again from paper/runs/records.json, running nothing")
     ap.add_argument("--quick", action="store_true", help="a check of the script: 30 steps, lengths up to 2^10")
     ap.add_argument("--only", default="", help="comma-separated run names (default: all): "
                     + ", ".join(n for n, _, _ in RUNS))
@@ -286,12 +319,21 @@ def main():
                  "--eval-lengths": lambda v: ",".join(x for x in v.split(",") if int(x) <= 1024)}
         todo = [(n, t, [quick[args[i - 1]](v) if callable(quick.get(args[i - 1])) else quick.get(args[i - 1], v)
                         if i else v for i, v in enumerate(args)]) for n, t, args in todo]
+    records = os.path.join(a.out, "runs", "records.json")
+    if a.rewrite:
+        saved = json.loads(read(records, "{}") or "{}")
+        recs = saved.get("runs", [])
+        write_results(a.out, recs, saved.get("started", "?"), saved.get("total", 0), len(recs) == len(RUNS),
+                      plot(a.gradkern, a.out, recs))
+        return 0
     started = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M")
     t0 = time.monotonic()
     recs = []
     for i, (name, title, args) in enumerate(todo):
         print(f"\n[{i + 1}/{len(todo)}] {title}", flush=True)
         recs.append(run(a.gradkern, name, title, args, a.out, a.seed, a.threads))
+        with open(records, "w") as f:
+            json.dump({"started": started, "total": time.monotonic() - t0, "runs": recs}, f, indent=1)
         plot_ok = plot(a.gradkern, a.out, recs)
         write_results(a.out, recs, started, time.monotonic() - t0, i + 1 == len(todo), plot_ok)
         print(f"[{i + 1}/{len(todo)}] {title}: exit {recs[-1]['rc']}, {fmt_time(recs[-1]['seconds'])}; "
