@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 PREFIX ?= /usr/local
 
-.PHONY: all build deps test-deps bench-deps fuzz-deps wasm-deps train test fuzz info bench bench-torch bench-wasm wasm clean install uninstall
+.PHONY: all build deps test-deps bench-deps fuzz-deps wasm-deps train test fuzz info bench bench-torch bench-wasm wasm clean install uninstall paper
 
 all: build
 
@@ -47,6 +47,13 @@ train: build
 
 info: build
 	$(BUILD)/gradkern info
+
+# The Mamba paper's synthetic tables (selective copying; induction heads
+# tested from 2^6 to 2^20 tokens), trained and tested on this machine:
+# paper/results.md and paper/induction.svg (scripts/paper.py; PAPER_ARGS
+# adds options: --only NAMES, --threads N, --seed S, --quick).
+paper: build
+	python3 scripts/paper.py --gradkern $(BUILD)/gradkern --out paper $(PAPER_ARGS)
 
 # Every test: the C tests (also under ASan+UBSan, the concurrency test under
 # ThreadSanitizer), the PyTorch parity tests, the install tests (C and pip),

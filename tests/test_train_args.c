@@ -92,6 +92,30 @@ static void test_good(void) {
 }
 
 // The caller's own starting values: kept where not given, shown by --help.
+// The options of selective copying's sizes and of --eval-lengths.
+static void test_eval_options(void) {
+  gk_train_args a;
+  int help;
+  gk_status st = parse_train(&a, &help,
+                             ARGS("--task", "induction", "--eval-lengths", "64,128,1048576", "--eval-sequences", "16",
+                                  "--eval-tokens", "4096", "--eval-chunk", "512", "--eval-memory", "100",
+                                  "--eval-out", "acc.json"));
+  check(st == GK_SUCCESS, "every --eval-lengths option: %s", gk_last_error());
+  int64_t lengths[GK_MAX_EVAL_LENGTHS];
+  int n = 0;
+  check(st == GK_SUCCESS && gk_train_eval_lengths(a.eval_lengths, lengths, &n) == GK_SUCCESS && n == 3 &&
+            lengths[0] == 64 && lengths[1] == 128 && lengths[2] == 1048576 && a.eval_sequences == 16 &&
+            a.eval_tokens == 4096 && a.eval_chunk == 512 && a.eval_memory == 100 && !strcmp(a.eval_out, "acc.json"),
+        "the --eval-lengths options are read");
+  st = parse_train(&a, &help, ARGS("--copy-data", "16", "--copy-values", "14", "--seq-len", "128"));
+  check(st == GK_SUCCESS && a.copy_data == 16 && a.copy_values == 14, "--copy-data, --copy-values: %s",
+        gk_last_error());
+  char list[8 * (GK_MAX_EVAL_LENGTHS + 1)] = "";
+  for (int i = 0; i <= GK_MAX_EVAL_LENGTHS; i++) strcat(list, i ? ",64" : "64");
+  check(gk_train_eval_lengths(list, lengths, &n) == GK_ERR_INVALID_VALUE && strstr(gk_last_error(), "more than 64"),
+        "65 lengths refused: %s", gk_last_error());
+}
+
 static void test_custom_defaults(void) {
   gk_train_args mine = gk_train_defaults;
   mine.lr = 0.0125;
@@ -199,6 +223,17 @@ static void test_bad(void) {
       {ARGS("--seed", "1.0"), "--seed: '1.0' is not an integer"},
       {ARGS("--model", "gpt"), "--model: 'gpt' is not one of mamba, llama"},
       {ARGS("--dtype", "f64"), "--dtype: 'f64' is not one of f32, bf16, f16"},
+      {ARGS("--task", "induction", "--eval-lengths", "64,,128"), "--eval-lengths '64,,128': item 2 is empty"},
+      {ARGS("--task", "induction", "--eval-lengths", "64,1e3"), "--eval-lengths: '1e3' is not a length"},
+      {ARGS("--task", "induction", "--eval-lengths", "2"), "--eval-lengths: 2 must be in [3, 16777216]"},
+      {ARGS("--task", "induction", "--eval-lengths", "99999999"), "--eval-lengths: 99999999 must be in [3"},
+      {ARGS("--task", "induction", "--eval-lengths", "-64"), "--eval-lengths: '-64' is not a length"},
+      {ARGS("--task", "text", "--data", "x", "--eval-lengths", "64"), "--eval-lengths applies to the synthetic"},
+      {ARGS("--eval-chunk", "64"), "--eval-chunk applies to --eval-lengths only"},
+      {ARGS("--eval-out", "a.json"), "--eval-out applies to --eval-lengths only"},
+      {ARGS("--eval-lengths", "64", "--eval-chunk", "0"), "--eval-chunk: '0' must be at least 1"},
+      {ARGS("--task", "induction", "--copy-data", "4"), "--copy-data and --copy-values apply to --task copy only"},
+      {ARGS("--copy-values", "0"), "--copy-values: '0' must be at least 1"},
       {ARGS("--task", "Copy"), "--task: 'Copy' is not one of copy, induction, text"},
       {ARGS("--task", "text"), "--task text needs --data FILE"},
       {ARGS("--data", "x.txt"), "--data 'x.txt' is only used by --task text (the task is copy)"},
@@ -289,7 +324,9 @@ static void test_usage(void) {
                                      "--clip X", "--threads N", "--seed S", "--dtype f32|bf16|f16", "--no-selection",
                                      "--eval-every K", "--eval-batches N", "--checkpoint FILE",
                                      "--checkpoint-every K", "--resume FILE", "--allow-changes", "--stop-after N",
-                                     "--plot FILE.svg", "--quiet", "--help"};
+                                     "--plot FILE.svg", "--quiet", "--copy-data K", "--copy-values V",
+                                     "--eval-lengths L1,L2,...", "--eval-sequences N", "--eval-tokens N",
+                                     "--eval-chunk N", "--eval-memory MIB", "--eval-out FILE.json", "--help"};
   for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) check(strstr(s, opts[i]) != NULL, "usage lists %s", opts[i]);
   char lr[64];
   snprintf(lr, sizeof lr, "(default %g)", gk_train_defaults.lr);
@@ -316,6 +353,7 @@ static void test_usage(void) {
 
 int main(void) {
   test_good();
+  test_eval_options();
   test_custom_defaults();
   test_dependent_defaults();
   test_set();

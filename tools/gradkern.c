@@ -3,12 +3,14 @@
 //   gradkern sample ...      generate from a text model (tools/sample.c)
 //   gradkern tokenize ...    text to BPE token ids and back (tools/tokenize.c)
 //   gradkern bench ...       op timings against the machine's limits (tools/bench.c)
+//   gradkern plot ...        series from files to an SVG plot (tools/plot_cmd.c)
 //   gradkern info [--json]   the registered backends; every op x direction x
 //                            dtype x backend: the kernel selected, its
 //                            precision guarantee and the kernels that declined
 //   gradkern --version       the library's version
 #include "bench.h"
 #include "gradkern.h"
+#include "plot_cmd.h"
 #include "tokenize.h"
 #include "train.h"
 
@@ -28,6 +30,8 @@ static const char *usage =
     "  tokenize --tokenizer PATH [--decode]\n"
     "                  text on standard input to BPE token ids, or back\n"
     "                  (gradkern tokenize --help)\n"
+    "  plot --out FILE.svg LABEL=FILE ...\n"
+    "                  line plots of x y tables as SVG (gradkern plot --help)\n"
     "  bench [--json] [--op NAME] [--repeat N] [--quick]\n"
     "                  time every op forward and backward, AdamW and a training\n"
     "                  step, against the triad bandwidth and OpenBLAS's sgemm\n"
@@ -175,6 +179,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "bench")) return gk_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(argv[1], "sample")) return gk_cmd_sample(argc - 2, argv + 2);
   if (!strcmp(argv[1], "tokenize")) return gk_cmd_tokenize(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "plot")) return gk_cmd_plot(argc - 2, argv + 2);
   if (!strcmp(argv[1], "info")) {
     int json = 0;
     for (int i = 2; i < argc; i++) {

@@ -15,6 +15,8 @@
 // "data-parallel" below and src/nn/dist.h).
 #include "train.h"
 
+#include "eval_lengths.h"
+
 #include "nn/dist.h"
 #include "nn/bpe.h"
 #include "nn/fileio.h"
@@ -33,10 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-// The built-in selective-copying task: 8 data tokens of 8 values scattered
-// in the first 56 of 64 positions, reproduced after 8 markers.
-enum { COPY_DATA = 8, COPY_VALUES = 8 };
 
 // Defaults: a 2-layer Mamba of width 64 on selective copying, sized to reach
 // 95% held-out accuracy within 5 minutes on 2 cores.
@@ -134,6 +132,9 @@ static void config_string(const trainer *t, char *buf, size_t n) {
   if (c->norm_eps != 1e-5) snprintf(buf + strlen(buf), n - strlen(buf), " norm_eps=%.17g", c->norm_eps);
   // An untied LM head (from --init) is one more weight.
   if (c->untied_head) snprintf(buf + strlen(buf), n - strlen(buf), " untied_head=1");
+  // Selective copying of other sizes than the starting 8 data tokens of 8 values.
+  if (t->a.task == GK_TASK_COPY && (t->a.copy_data != 8 || t->a.copy_values != 8))
+    snprintf(buf + strlen(buf), n - strlen(buf), " copy_data=%d copy_values=%d", t->a.copy_data, t->a.copy_values);
   // With --tokenizer: which tokenizer (another one makes other batches).
   if (t->tokenizer)
     snprintf(buf + strlen(buf), n - strlen(buf), " tokenizer=%08x", (unsigned)gk_bpe_fingerprint(t->tokenizer));
@@ -447,8 +448,8 @@ static gk_status load_checkpoint(trainer *t, const char *path) {
 // --data or --resume file or the other output. Temporary files that a killed
 // run left beside them are removed.
 static gk_status check_outputs(const gk_train_args *a) {
-  const char *outs[2] = {a->checkpoint, a->plot}, *names[2] = {"--checkpoint", "--plot"};
-  for (int k = 0; k < 2; k++) {
+  const char *outs[3] = {a->checkpoint, a->plot, a->eval_out}, *names[3] = {"--checkpoint", "--plot", "--eval-out"};
+  for (int k = 0; k < 3; k++) {
     if (!outs[k]) continue;
     if (a->data && gk_nn_same_file(outs[k], a->data))
       return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s '%s' is the --data file: the run would overwrite its text", names[k],
@@ -710,7 +711,7 @@ static char *absolute_path(const char *path) {
 static gk_status setup_here(trainer *t) {
   gk_train_args *a = &t->a;
   gk_status s;
-  if (a->task == GK_TASK_COPY) s = gk_task_init_copy(&t->task, COPY_DATA, COPY_VALUES);
+  if (a->task == GK_TASK_COPY) s = gk_task_init_copy(&t->task, a->copy_data, a->copy_values);
   else if (a->task == GK_TASK_INDUCTION) s = gk_task_init_induction(&t->task, GK_INDUCTION_DEFAULT_VALUES);
   else if (!a->tokenizer) s = gk_task_init_text(&t->task, a->data, a->seq_len);
   else if ((s = gk_bpe_load(a->tokenizer, &t->tokenizer)) == GK_SUCCESS) {  // BPE tokens
@@ -1065,6 +1066,8 @@ static int train_main(trainer *tp) {
     gk_plot plot = {"gradkern train", "step", "loss (nats per token)", 1, 800, 480};
     if (gk_plot_write(a->plot, &plot, series, 2) != GK_SUCCESS) rc = fail("plot");
   }
+  if (rc == 0 && a->eval_lengths && t.rank == 0 && gk_eval_lengths(&t.model, &t.task, a, a->seq_len) != GK_SUCCESS)
+    rc = fail("--eval-lengths");
   if (rc == 0) {
     if (!a->quiet) print_dist_figures(&t, t.step - first);
     gk_run_summary sum = {t.train_loss, t.ev.loss, a->task == GK_TASK_TEXT ? NAN : t.ev.accuracy,

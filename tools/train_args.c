@@ -51,6 +51,14 @@ const gk_train_args gk_train_defaults = {
     .allow_changes = 0,
     .zero = 0,
     .rank_timeout = 600,
+    .copy_data = 8,
+    .copy_values = 8,
+    .eval_lengths = NULL,
+    .eval_sequences = 64,
+    .eval_tokens = 1 << 21,
+    .eval_chunk = 2048,
+    .eval_memory = 2048,
+    .eval_out = NULL,
     .given = 0,
 };
 
@@ -130,6 +138,10 @@ static const option train_opts[] = {
     {NULL, "--save-hf", "DIR", K_STRING, T(save_hf), 0, 0, 0, NULL, 0, 0,
      "at the end, write the model to DIR in Hugging Face's format (in --init's dtype, else F32)"},
     {NULL, "--seq-len", "T", K_INT, T(seq_len), 1, 1 << 24, 0, NULL, 0, 0, "tokens per training sequence"},
+    {NULL, "--copy-data", "K", K_INT, T(copy_data), 1, 1 << 20, 0, NULL, 0, 0,
+     "copy: data tokens to reproduce (the sequence needs at least 2K tokens)"},
+    {NULL, "--copy-values", "V", K_INT, T(copy_values), 1, 1 << 20, 0, NULL, 0, 0,
+     "copy: values of a data token (vocabulary V + 2: noise and marker)"},
     {NULL, "--batch", "B", K_INT, T(batch), 1, 1 << 20, 0, NULL, 0, 0, "sequences per step"},
     {NULL, "--seed", "S", K_U64, T(seed), 0, 0, 0, NULL, 0, 0, "seed of the weights and the data"},
     {"optimisation", "--steps", "N", K_INT64, T(steps), 1, 1e12, 0, NULL, 0, 0, "optimizer steps (AdamW)"},
@@ -156,6 +168,19 @@ static const option train_opts[] = {
     {NULL, "--stop-after", "N", K_INT64, T(stop_after), 0, 1e12, 0, NULL, 0, 0,
      "stop after N steps of this invocation (0: at --steps; needs --checkpoint); with --resume, runs in pieces"},
     {NULL, "--plot", "FILE.svg", K_STRING, T(plot), 0, 0, 0, NULL, 0, 0, "draw the training and evaluation loss"},
+    {"accuracy against test length (copy, induction; after training)", "--eval-lengths", "L1,L2,...", K_STRING,
+     T(eval_lengths), 0, 0, 0, NULL, 0, 0,
+     "held-out accuracy at each length (mamba: in pieces, any length; llama: whole sequences, up to --eval-memory)"},
+    {NULL, "--eval-sequences", "N", K_INT, T(eval_sequences), 1, 1 << 20, 0, NULL, 0, 0,
+     "sequences per length, at most (8 at a time)"},
+    {NULL, "--eval-tokens", "N", K_INT64, T(eval_tokens), 1, 1e12, 0, NULL, 0, 0,
+     "tokens per length, at most: fewer sequences at long lengths (but at least one)"},
+    {NULL, "--eval-chunk", "N", K_INT, T(eval_chunk), 1, 1 << 20, 0, NULL, 0, 0,
+     "mamba: tokens per piece (the conv and scan states carried across pieces: memory independent of length)"},
+    {NULL, "--eval-memory", "MIB", K_INT, T(eval_memory), 1, 1 << 24, 0, NULL, 0, 0,
+     "llama: the largest whole-sequence run; longer lengths are reported as not run"},
+    {NULL, "--eval-out", "FILE.json", K_STRING, T(eval_out), 0, 0, 0, NULL, 0, 0,
+     "write the accuracy per length (and its time and memory) as JSON"},
     {NULL, "--quiet", NULL, K_FLAG, T(quiet), 0, 0, 0, NULL, 1, 0, "print only the summary and errors"},
     {"data-parallel (mpirun -np N gradkern train ...: --batch sequences per rank)", "--zero", "0|1", K_INT, T(zero), 0,
      1, 0, NULL, 0, 0, "1: each rank keeps only its share of the AdamW moments (ZeRO stage 1)"},
@@ -439,10 +464,53 @@ static gk_status check_train(const gk_train_args *a) {
                      "the head size --width / --heads = %d / %d = %d must be even (RoPE rotates pairs)", a->width,
                      a->heads, a->width / a->heads);
   }
+  if (a->task != GK_TASK_COPY && (gk_train_args_given(a, "--copy-data") || gk_train_args_given(a, "--copy-values")))
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "--copy-data and --copy-values apply to --task copy only (the task is %s)",
+                      gk_task_name(a->task));
+  static const char *const eval_only[] = {"--eval-sequences", "--eval-tokens", "--eval-chunk", "--eval-memory",
+                                          "--eval-out"};
+  for (size_t k = 0; k < sizeof eval_only / sizeof *eval_only; k++)
+    if (!a->eval_lengths && gk_train_args_given(a, eval_only[k]))
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "%s applies to --eval-lengths only", eval_only[k]);
+  if (a->eval_lengths) {
+    int64_t lengths[GK_MAX_EVAL_LENGTHS];
+    int n;
+    gk_status st = gk_train_eval_lengths(a->eval_lengths, lengths, &n);
+    if (st) return st;
+    if (a->task == GK_TASK_TEXT)
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "--eval-lengths applies to the synthetic tasks (copy, induction), not text");
+  }
   if (a->plot && gk_plot_check_path(a->plot)) {
     char msg[400];
     snprintf(msg, sizeof msg, "%s", gk_last_error());
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "--plot: %s", msg);
+  }
+  return GK_SUCCESS;
+}
+
+gk_status gk_train_eval_lengths(const char *list, int64_t *out, int *n) {
+  *n = 0;
+  if (!list || !*list) return gk_nn_fail(GK_ERR_INVALID_VALUE, "--eval-lengths: the list is empty");
+  for (const char *p = list;;) {
+    size_t len = strcspn(p, ",");
+    char item[32];
+    if (len == 0 || len >= sizeof item)
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "--eval-lengths '%.60s': item %d is %s", list, *n + 1,
+                        len ? "too long" : "empty");
+    memcpy(item, p, len);
+    item[len] = 0;
+    if (!integer_syntax(item) || item[0] == '-')
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "--eval-lengths: '%s' is not a length (a whole number)", item);
+    errno = 0;
+    long long v = strtoll(item, NULL, 10);
+    if (errno == ERANGE || v < 3 || v > 1 << 24)
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "--eval-lengths: %s must be in [3, %d]", item, 1 << 24);
+    if (*n == GK_MAX_EVAL_LENGTHS)
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "--eval-lengths: more than %d lengths", GK_MAX_EVAL_LENGTHS);
+    out[(*n)++] = v;
+    p += len;
+    if (!*p) break;
+    p++;
   }
   return GK_SUCCESS;
 }

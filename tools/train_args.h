@@ -63,8 +63,23 @@ typedef struct gk_train_args {
   int allow_changes;          // --allow-changes: --resume although options or data differ from the checkpoint's
   int zero;                   // --zero 0|1: under mpirun, 1 shards the AdamW moments across the ranks
   int rank_timeout;           // --rank-timeout S: under mpirun, a step longer than S seconds stops the job (0: never)
+  // Selective copying's sizes, and the test lengths of --eval-lengths.
+  int copy_data;              // --copy-data K: data tokens to reproduce
+  int copy_values;            // --copy-values V: values a data token takes (vocabulary V + 2)
+  const char *eval_lengths;   // --eval-lengths L1,L2,...: after training, accuracy at each length (NULL: none)
+  int eval_sequences;         // --eval-sequences N: sequences per length, at most (see eval_tokens)
+  int64_t eval_tokens;        // --eval-tokens N: tokens per length, at most (but one sequence)
+  int eval_chunk;             // --eval-chunk N: mamba: a test sequence goes in pieces of N tokens
+  int eval_memory;            // --eval-memory MIB: llama: the largest whole-sequence run at a length
+  const char *eval_out;       // --eval-out FILE.json: the accuracy per length as JSON (NULL: none)
   uint64_t given;             // which options the command line set: see gk_train_args_given
 } gk_train_args;
+
+// The most lengths --eval-lengths takes.
+enum { GK_MAX_EVAL_LENGTHS = 64 };
+// --eval-lengths "64,128,..." as numbers (each 3 .. 2^24, at most
+// GK_MAX_EVAL_LENGTHS): *n of them into out; errors name the value.
+gk_status gk_train_eval_lengths(const char *list, int64_t *out, int *n);
 
 typedef struct gk_sample_args {
   const char *checkpoint;     // --checkpoint FILE (this or --model is required)

@@ -65,6 +65,12 @@ struct gk_run {
   void *arch;                // the blocks' state (the architecture's): plans, buffers
   gk_grads_ready_fn grads_ready;  // gk_run_on_grads_ready's (NULL: none)
   void *grads_ready_ctx;
+  // A piece run (gk_run_create_piece): the blocks' recurrent state of the
+  // batch's sequences, carried from one forward to the next; the
+  // architecture carves it (state_floats floats, contiguous) in its layout.
+  bool carry;
+  float *state;
+  int64_t state_floats;
 };
 
 // Parameters [first, first + n) are final: widen those whose gradient is in

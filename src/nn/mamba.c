@@ -47,6 +47,7 @@ typedef struct mamba_state {
   layer_bufs *layer;       // n_layers
   const float *h0;         // the first residual (model.c's embedding output)
   float *o, *zeros;        // (B, T, D) block output; (B, T, E) delta without selection
+  float *next;             // piece runs: the states after this piece (the layout of r->state)
   // Backward scratch, shared by the layers.
   float *dys, *du, *ddt, *ddbl, *dxc, *dxz, *dhn, *dtmp, *dA;
 } mamba_state;
@@ -59,6 +60,17 @@ enum {
   P_NORM, P_IN, P_CONV_W, P_CONV_B, P_XPROJ, P_DTPROJ, P_DT_BIAS, P_A_LOG, P_D, P_OUT, P_COUNT,
   P_B = P_XPROJ, P_C = P_DTPROJ
 };
+
+// A piece run's carried state (r->state, and st->next alike): per layer,
+// the conv state (B, E, W-1), then the scan state (B, E, N).
+static int64_t conv_state_floats(const gk_run *r) {
+  const gk_model_config *c = &r->m->cfg;
+  return (int64_t)r->B * c->expand * c->d_model * (c->d_conv - 1);
+}
+static int64_t layer_state_floats(const gk_run *r) {
+  const gk_model_config *c = &r->m->cfg;
+  return conv_state_floats(r) + (int64_t)r->B * c->expand * c->d_model * c->d_state;
+}
 
 // Layer l's parameter in `slot`.
 static const gk_param *lp(const gk_model *m, int l, int slot) {
@@ -165,6 +177,7 @@ static gk_op_desc scan_desc(const gk_run *r, gk_direction dir) {
   d.scan.b_layout = d.scan.c_layout = c->selection ? GK_SCAN_BATCH : GK_SCAN_SHARED;
   d.scan.has_D = d.scan.has_z = d.scan.has_delta_bias = d.scan.delta_softplus = 1;
   d.scan.chunk_size = 64;
+  d.scan.has_initial_state = d.scan.has_final_state = r->carry;
   return d;
 }
 
@@ -195,6 +208,11 @@ static gk_status mamba_layout(gk_run *r) {
   }
   gk_run_carve(r, &st->o, rows * D);
   if (!c->selection) gk_run_carve(r, &st->zeros, rows * E);
+  if (r->carry) {
+    r->state_floats = c->n_layers * layer_state_floats(r);
+    gk_run_carve(r, &r->state, r->state_floats);
+    gk_run_carve(r, &st->next, r->state_floats);
+  }
   if (r->train) {
     gk_run_carve(r, &st->dys, rows * E);
     gk_run_carve(r, &st->du, rows * E);
@@ -222,6 +240,7 @@ static gk_status mamba_layout(gk_run *r) {
     d.conv.width = c->d_conv;
     d.conv.channel_last = 1;
     d.conv.silu = 1;
+    d.conv.has_initial_state = d.conv.has_final_state = r->carry && c->d_conv > 1;
     if (s == GK_SUCCESS) s = gk_run_plan(r, &d, &st->conv[dir]);
     if (c->selection) {
       d = gk_desc_linear(dr, rows, E, R + 2 * N);
@@ -285,10 +304,21 @@ static gk_status mamba_forward(gk_run *r, const float *h0, float **h_out) {
                       (gk_arg[]){GK_A(GK_ARG_X, gk_t2(b->hn, rows, D)), GK_A(GK_ARG_WEIGHT, gk_pw(m, lp(m, l, P_IN))),
                                  GK_A(GK_ARG_Y, gk_t2(b->xz, rows, 2 * E))}, 3);
     gk_tensor x = gk_strided(b->xz, 3, (int64_t[]){B, T, E}, (int64_t[]){T * 2 * E, 2 * E, 1});
-    if (s == GK_SUCCESS)
-      s = gk_run_exec(r, st->conv[0],
-                      (gk_arg[]){GK_A(GK_ARG_X, x), GK_A(GK_ARG_WEIGHT, gk_pw(m, lp(m, l, P_CONV_W))),
-                                 GK_A(GK_ARG_BIAS, gk_pw(m, lp(m, l, P_CONV_B))), GK_A(GK_ARG_Y, gk_t3(b->xc, B, T, E))}, 4);
+    // A piece run goes on from the states the last piece left and keeps the
+    // new ones in st->next (copied over r->state after the last layer).
+    int64_t W1 = c->d_conv - 1;
+    float *conv0 = NULL, *conv1 = NULL, *scan0 = NULL, *scan1 = NULL;
+    if (r->carry) {
+      conv0 = r->state + l * layer_state_floats(r);
+      conv1 = st->next + l * layer_state_floats(r);
+      scan0 = conv0 + conv_state_floats(r);
+      scan1 = conv1 + conv_state_floats(r);
+    }
+    gk_arg conv[6] = {GK_A(GK_ARG_X, x), GK_A(GK_ARG_WEIGHT, gk_pw(m, lp(m, l, P_CONV_W))),
+                      GK_A(GK_ARG_BIAS, gk_pw(m, lp(m, l, P_CONV_B))), GK_A(GK_ARG_Y, gk_t3(b->xc, B, T, E)),
+                      GK_A(GK_ARG_INITIAL_STATE, gk_t3(conv0, B, E, W1)),
+                      GK_A(GK_ARG_FINAL_STATE, gk_t3(conv1, B, E, W1))};
+    if (s == GK_SUCCESS) s = gk_run_exec(r, st->conv[0], conv, r->carry && W1 > 0 ? 6 : 4);
     float *delta = st->zeros;
     int64_t delta_row = E;
     if (c->selection && s == GK_SUCCESS) {
@@ -313,7 +343,9 @@ static gk_status mamba_forward(gk_run *r, const float *h0, float **h_out) {
                                  GK_A(GK_ARG_Z, bet(gk_run_at(r, b->xz, E), r, E, 2 * E)),
                                  GK_A(GK_ARG_DELTA_BIAS, gk_pw(m, lp(m, l, P_DT_BIAS))),
                                  GK_A(GK_ARG_Y, bet(b->y, r, E, E)),
-                                 GK_A(GK_ARG_CHUNK_STATES, gk_t4(b->chunks, B, E, nchunks(T), N))}, 10);
+                                 GK_A(GK_ARG_CHUNK_STATES, gk_t4(b->chunks, B, E, nchunks(T), N)),
+                                 GK_A(GK_ARG_INITIAL_STATE, gk_t3(scan0, B, E, N)),
+                                 GK_A(GK_ARG_FINAL_STATE, gk_t3(scan1, B, E, N))}, r->carry ? 12 : 10);
     if (s == GK_SUCCESS)
       s = gk_run_exec(r, st->out[0],
                       (gk_arg[]){GK_A(GK_ARG_X, gk_t2(b->y, rows, E)), GK_A(GK_ARG_WEIGHT, gk_pw(m, lp(m, l, P_OUT))),
@@ -324,6 +356,7 @@ static gk_status mamba_forward(gk_run *r, const float *h0, float **h_out) {
                                  GK_A(GK_ARG_Y, gk_t2(b->h_out, rows, D))}, 3);
     h = b->h_out;
   }
+  if (s == GK_SUCCESS && r->carry) memcpy(r->state, st->next, sizeof(float) * (size_t)r->state_floats);
   *h_out = (float *)h;
   return s;
 }

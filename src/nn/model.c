@@ -153,11 +153,11 @@ gk_status gk_run_set_loss_scale(gk_run *r, double scale) {
   return GK_SUCCESS;
 }
 
-gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run **out) {
-  return gk_run_create_dtype(m, batch, seq_len, train, GK_F32, out);
-}
-
-gk_status gk_run_create_dtype(gk_model *m, int batch, int seq_len, bool train, gk_dtype dtype, gk_run **out) {
+// A run computing in `dtype`; `carry`: a piece run (its recurrent state kept
+// from call to call). With `measure`, only its plans are made: *measure = the
+// bytes it would hold, and nothing is allocated or returned.
+static gk_status run_create(gk_model *m, int batch, int seq_len, bool train, gk_dtype dtype, bool carry,
+                            size_t *measure, gk_run **out) {
   *out = NULL;
   if (batch < 1 || seq_len < 1)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: batch = %d and seq_len = %d must be >= 1", batch, seq_len);
@@ -178,6 +178,7 @@ gk_status gk_run_create_dtype(gk_model *m, int batch, int seq_len, bool train, g
   r->dtype = dtype;
   r->esize = gk_dtype_size(dtype);
   r->loss_scale = 1;
+  r->carry = carry;
   r->head = h;
   gk_status s = GK_SUCCESS;
   for (int pass = 0; pass < 2 && s == GK_SUCCESS; pass++) {
@@ -185,6 +186,11 @@ gk_status gk_run_create_dtype(gk_model *m, int batch, int seq_len, bool train, g
     r->act_bytes = r->f32_bytes = 0;
     s = head_layout(r, h);
     if (s == GK_SUCCESS) s = arch_of(m)->layout(r);
+    if (s == GK_SUCCESS && measure) {
+      *measure = gk_run_bytes(r);
+      gk_run_free(r);
+      return GK_SUCCESS;
+    }
     if (s == GK_SUCCESS && pass == 0) {
       r->act_total = r->act_bytes;
       r->arena = aligned_alloc(64, r->act_bytes + r->f32_bytes + 64);
@@ -210,6 +216,42 @@ gk_status gk_run_create_dtype(gk_model *m, int batch, int seq_len, bool train, g
     return s;
   }
   *out = r;
+  return GK_SUCCESS;
+}
+
+gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run **out) {
+  return run_create(m, batch, seq_len, train, GK_F32, false, NULL, out);
+}
+
+gk_status gk_run_create_dtype(gk_model *m, int batch, int seq_len, bool train, gk_dtype dtype, gk_run **out) {
+  return run_create(m, batch, seq_len, train, dtype, false, NULL, out);
+}
+
+gk_status gk_run_measure(gk_model *m, int batch, int seq_len, bool train, size_t *bytes) {
+  gk_run *r;
+  *bytes = 0;
+  return run_create(m, batch, seq_len, train, GK_F32, false, bytes, &r);
+}
+
+gk_status gk_run_create_piece(gk_model *m, int batch, int piece, gk_run **out) {
+  *out = NULL;
+  if (arch_of(m)->windowed)
+    return gk_nn_fail(GK_ERR_UNSUPPORTED, "model: %s has no recurrent state to carry between pieces (its attention "
+                      "needs the whole sequence at once)", m->cfg.arch == GK_ARCH_LLAMA ? "llama" : "this model");
+  gk_status s = run_create(m, batch, piece, false, GK_F32, true, NULL, out);
+  if (s == GK_SUCCESS) gk_run_reset_state(*out);
+  return s;
+}
+
+void gk_run_reset_state(gk_run *r) {
+  if (r->state) memset(r->state, 0, sizeof(float) * (size_t)r->state_floats);
+}
+
+gk_status gk_run_copy_state(gk_run *dst, const gk_run *src) {
+  if (!dst->carry || !src->carry || dst->m != src->m || dst->B != src->B || dst->state_floats != src->state_floats)
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: the state of a run of batch %d cannot go on in a run of batch %d "
+                      "(both must be piece runs of one model)", src->B, dst->B);
+  memcpy(dst->state, src->state, sizeof(float) * (size_t)src->state_floats);
   return GK_SUCCESS;
 }
 

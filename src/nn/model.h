@@ -91,6 +91,22 @@ gk_dtype gk_run_dtype(const gk_run *r);
 // 1 when the run is made.
 gk_status gk_run_set_loss_scale(gk_run *r, double scale);
 void gk_run_free(gk_run *r);
+// A forward-only run over pieces of `piece` tokens of longer sequences: each
+// gk_run_forward goes on from the state the last one left (Mamba: every
+// layer's conv state (batch, E, W-1) and scan state (batch, E, N), passed
+// to the ops as their initial states and taken back as their final
+// states), so sequences of any length run in the memory of one piece.
+// Architectures that need the whole sequence at once (LLaMA's attention)
+// are refused. A new run starts from the zero state.
+gk_status gk_run_create_piece(gk_model *m, int batch, int piece, gk_run **out);
+// Back to the zero state: the next forward starts new sequences.
+void gk_run_reset_state(gk_run *r);
+// The carried state of src into dst, piece runs of the same model and batch
+// (of any piece length): dst goes on where src stopped.
+gk_status gk_run_copy_state(gk_run *dst, const gk_run *src);
+// The bytes gk_run_create's run would hold (its plans are made and
+// destroyed; nothing is allocated): to tell beforehand whether it fits.
+gk_status gk_run_measure(gk_model *m, int batch, int seq_len, bool train, size_t *bytes);
 // Bytes the run holds (activations, workspace, logits).
 size_t gk_run_bytes(const gk_run *r);
 

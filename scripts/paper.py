@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""make paper: the Mamba paper's synthetic tables (Gu and Dao 2023, section 4.1
+and appendix E.1), reproduced with `gradkern train` on this machine's CPU.
+
+Runs, in this order (the most telling first, so a cut-short run still has it):
+  1. induction heads, Mamba: trained, then tested at every power of two from
+     2^6 to 2^20 tokens (--eval-lengths: in pieces, the conv and scan states
+     carried, so a million tokens run in the memory of one piece);
+  2. selective copying, Mamba (S6) and 3. its time-invariant ablation
+     (--no-selection: delta, B and C parameters, not functions of the input);
+  4. induction heads, --no-selection; 5. induction heads, LLaMA (attention
+     with RoPE), tested as far as --eval-memory allows.
+Each run is seeded; after each, paper/results.md is written again (the
+paper's figure beside gradkern's for every cell, the wall time of each run,
+the machine and its load) with the plot paper/induction.svg (gradkern plot).
+Logs and per-run JSON go to paper/runs/.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+
+LENGTHS = [2 ** k for k in range(6, 21)]
+
+# The paper's Table 11 (induction heads, trained at 2^8 = 256; accuracy %,
+# "ok" = perfect, None = out of memory), per test length 2^6 .. 2^20.
+PAPER_INDUCTION = {
+    "MHA-Abs": [100, 99.6, 100.0, 58.6, 26.6, 18.8, 9.8, 10.9, 7.8] + [None] * 6,
+    "MHA-RoPE": [100, 100, 100.0, 83.6, 31.3, 18.4, 8.6, 9.0, 5.5] + [None] * 6,
+    "MHA-xPos": [100, 100, 100.0, 99.6, 67.6, 25.4, 7.0, 9.0, 7.8] + [None] * 6,
+    "H3": [100, 100, 100.0, 80.9, 39.5, 23.8, 14.8, 8.2, 5.9, 6.6, 8.2, 4.7, 8.2, 6.3, 7.4],
+    "Hyena": [97.7, 100, 100.0, 100, 44.1, 12.5, 6.6, 5.1, 7.0, 5.9, 6.6, 6.6, 5.9, 6.3, 9.8],
+    "Mamba": [100.0] * 15,
+}
+# The paper's Table 1 (selective copying): (model, architecture, layer, accuracy %).
+PAPER_COPY = [
+    ("S4", "No gate", "S4", 18.3), ("-", "No gate", "S6", 97.0), ("H3", "H3", "S4", 57.0),
+    ("Hyena", "H3", "Hyena", 30.1), ("-", "H3", "S6", 99.7), ("-", "Mamba", "S4", 56.4),
+    ("-", "Mamba", "Hyena", 28.4), ("Mamba", "Mamba", "S6", 99.8),
+]
+
+INDUCTION = ["--task", "induction", "--seq-len", "64", "--batch", "32", "--steps", "1500", "--eval-every", "250",
+             "--weight-decay", "0"]
+COPY = ["--task", "copy", "--copy-data", "16", "--copy-values", "14", "--seq-len", "128", "--batch", "32",
+        "--steps", "2000", "--eval-every", "250"]
+EVAL = ["--eval-lengths", ",".join(map(str, LENGTHS)), "--eval-sequences", "64", "--eval-tokens", str(2 ** 21)]
+
+RUNS = [
+    ("induction_mamba", "induction heads, Mamba", INDUCTION + EVAL),
+    ("copy_mamba", "selective copying, Mamba (S6)",
+     COPY + ["--eval-lengths", "128", "--eval-sequences", "512"]),
+    ("copy_no_selection", "selective copying, Mamba --no-selection (time-invariant)",
+     COPY + ["--no-selection", "--eval-lengths", "128", "--eval-sequences", "512"]),
+    ("induction_no_selection", "induction heads, Mamba --no-selection", INDUCTION + ["--no-selection"] + EVAL),
+    ("induction_llama", "induction heads, LLaMA (attention, RoPE)",
+     ["--model", "llama", "--width", "64", "--heads", "8", "--kv-heads", "8", "--task", "induction",
+      "--seq-len", "64", "--batch", "32", "--steps", "3000", "--lr", "1e-3", "--eval-every", "500",
+      "--weight-decay", "0"] + EVAL
+     + ["--eval-memory", "1024"]),
+]
+
+
+def read(path, default=""):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def machine():
+    cpu = next((l.split(":", 1)[1].strip() for l in read("/proc/cpuinfo").splitlines()
+                if l.startswith("model name")), platform.processor() or "?")
+    mem = next((l.split()[1] for l in read("/proc/meminfo").splitlines() if l.startswith("MemTotal")), "0")
+    return f"{cpu}, {os.cpu_count()} cores, {int(mem) / 2 ** 20:.0f} GiB, {platform.system()} {platform.release()}"
+
+
+class LoadSampler:
+    """The 1-minute load average every 10 s while a run goes."""
+
+    def __init__(self):
+        self.samples, self.stop = [], threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+
+    def loop(self):
+        while True:
+            self.samples.append(float(read("/proc/loadavg", "0").split()[0]))
+            if self.stop.wait(10):
+                return
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def summary(self):
+        s = self.samples or [0.0]
+        return f"{min(s):.1f} to {max(s):.1f} (mean {sum(s) / len(s):.1f})"
+
+
+def run(gradkern, name, title, args, out, seed, threads):
+    """One `gradkern train` run: its output shown and logged; its record."""
+    runs = os.path.join(out, "runs")
+    cmd = [gradkern, "train"] + args + ["--seed", str(seed), "--plot", os.path.join(runs, name + "-loss.svg"),
+                                        "--eval-out", os.path.join(runs, name + ".json")]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    shown = " ".join(["gradkern"] + cmd[1:])
+    print(f"\n== {title}\n$ {shown}", flush=True)
+    start = time.monotonic()
+    with LoadSampler() as load, open(os.path.join(runs, name + ".log"), "w") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            log.write(line.replace("\r", "\n"))
+        rc = proc.wait()
+    seconds = time.monotonic() - start
+    result = json.loads(read(os.path.join(runs, name + ".json"), "{}") or "{}") if rc == 0 else {}
+    final = ""
+    for line in read(os.path.join(runs, name + ".log")).splitlines():
+        if line.startswith("final "):
+            final = line
+    return {"name": name, "title": title, "command": shown, "rc": rc, "seconds": seconds, "load": load.summary(),
+            "result": result, "final": final}
+
+
+def acc(rec, length):
+    """gradkern's accuracy (%) at a length, or why not."""
+    for r in rec.get("result", {}).get("lengths", []):
+        if r["length"] == length:
+            return f"{100 * r['accuracy']:.1f}" if r["status"] == "ok" else "not run"
+    return "-"
+
+
+def paper_cell(v):
+    return "OOM" if v is None else f"{v:.1f}"
+
+
+def fmt_time(s):
+    return f"{int(s // 60)}m{int(s % 60):02d}s"
+
+
+def write_results(out, recs, started, total, done, plot_ok):
+    by = {r["name"]: r for r in recs}
+    L = ["# The Mamba paper's synthetic tasks, reproduced with gradkern", "",
+         "Written by `make paper` (scripts/paper.py), which trains each model with `gradkern train` on this",
+         "machine's CPU and tests it with `--eval-lengths`. Paper: Gu and Dao, \"Mamba: Linear-Time Sequence",
+         "Modeling with Selective State Spaces\" (arXiv 2312.00752), section 4.1, Tables 1, 2 and 11, appendix E.1.",
+         "", f"- started {started} UTC; {len(recs)} of {len(RUNS)} runs done"
+         + ("" if done else " (the rest did not run: see below)") + f"; total wall time {fmt_time(total)}",
+         f"- machine: {machine()}", f"- threads per run: 2 (the kernels' own); runs one after another, under `nice`",
+         "- the load average (1 minute) during each run is in the last table: the machine was shared with other jobs,",
+         "  so the wall times are those of a loaded machine, not of an idle one.", ""]
+    L += ["## Settings: the paper's and this reproduction's", "",
+          "| | paper (appendix E.1) | here |", "|---|---|---|",
+          "| selective copying | length 4096, vocabulary 16, 16 data tokens; 2 layers, D = 64; 400K steps, batch 64, "
+          "constant lr 1e-4 | length 128, vocabulary 16 (14 data values, noise, marker), 16 data tokens; 2 layers, "
+          "D = 64; 2000 steps, batch 32, AdamW lr 6e-3 cosine to 6e-4 |",
+          "| induction heads | trained at 256, vocabulary 16; 2 layers, D = 64 (Mamba), D = 128 (attention, 8 heads); "
+          "batch 8; 204,800 steps (Mamba, MHA-Abs), 409,600 (MHA-RoPE, MHA-xPos); Adam lr 1e-3 (Mamba), 2e-4 (others) "
+          "| trained at 64, vocabulary 16; 2 layers, D = 64 (Mamba; LLaMA: 8 heads, SwiGLU MLP, RoPE); batch 32; "
+          "1500 steps (Mamba), 3000 (LLaMA); AdamW without weight decay (as the paper's Adam), lr 6e-3 (Mamba), 1e-3 "
+          "(LLaMA), cosine |",
+          "| test lengths | 2^6 .. 2^20 | 2^6 .. 2^20; up to 64 held-out sequences per length, at most 2^21 tokens "
+          "(so 2 sequences at 2^20) |", "",
+          "Two CPU cores cannot afford the paper's budgets (400K steps of 64 x 4096 tokens is 10^11 tokens; the",
+          "reproduction trains on 10^7), so the tasks are smaller: selective copying keeps the paper's vocabulary and",
+          "16 data tokens in sequences of 128 instead of 4096, and induction heads trains on sequences of 64",
+          "instead of 256 (so the test lengths reach 16384 times the trained length, the paper's 4096 times).",
+          "The tables below compare the outcome cell by cell; the notes at the end say where it differs.", ""]
+    # Table 1
+    L += ["## Selective copying (the paper's Table 1)", "",
+          "| model | architecture | inner layer | paper accuracy % | gradkern accuracy % |", "|---|---|---|---:|---:|"]
+    ours = {("Mamba", "S6"): "copy_mamba", ("Mamba", "S4"): "copy_no_selection"}
+    for model, arch, layer, a in PAPER_COPY:
+        name = ours.get((arch, layer))
+        cell = acc(by[name], 128) if name in by else ("-" if name is None else "not run yet")
+        L.append(f"| {model} | {arch} | {layer} | {a:.1f} | {cell} |")
+    L += ["", "gradkern's Mamba block with selection is the paper's Mamba/S6; with `--no-selection` (delta, B and C",
+          "trained parameters, the same for every step: a time-invariant diagonal SSM, S4D-like) it is the",
+          "paper's Mamba/S4 row. Accuracy: the share of the 16 copied tokens right, over 512 held-out sequences.", ""]
+    # Table 2 / 11
+    head = "| model | " + " | ".join(f"2^{k}" for k in range(6, 21)) + " |"
+    L += ["## Induction heads: accuracy % against test length (the paper's Table 2 / Table 11)", "",
+          "Paper: trained at 2^8 = 256. gradkern: trained at 2^6 = 64. OOM: the paper's out of memory;",
+          "not run: over this run's `--eval-memory` (the whole-sequence attention run would not fit; see below).", "",
+          head, "|---|" + "---:|" * 15]
+    rows = [("paper: Mamba", None, "Mamba"), ("gradkern: Mamba", "induction_mamba", None),
+            ("paper: H3 (time-invariant S4)", None, "H3"), ("paper: Hyena", None, "Hyena"),
+            ("gradkern: Mamba --no-selection", "induction_no_selection", None),
+            ("paper: MHA-Abs", None, "MHA-Abs"), ("paper: MHA-RoPE", None, "MHA-RoPE"),
+            ("paper: MHA-xPos", None, "MHA-xPos"), ("gradkern: LLaMA (RoPE)", "induction_llama", None)]
+    for label, name, paper in rows:
+        if paper:
+            cells = [paper_cell(v) for v in PAPER_INDUCTION[paper]]
+        elif name in by:
+            cells = [acc(by[name], n) for n in LENGTHS]
+        else:
+            cells = ["not run yet"] + [""] * 14
+        L.append(f"| {label} | " + " | ".join(cells) + " |")
+    L += ["", "![accuracy against test length](induction.svg)" if plot_ok else "", ""]
+    # Memory and times
+    L += ["## Memory and time per test length", ""]
+    for name in ("induction_mamba", "induction_no_selection", "induction_llama"):
+        if name not in by or not by[name]["result"]:
+            continue
+        r = by[name]["result"]
+        L += [f"{by[name]['title']} ({r.get('parameters', '?')} parameters):", "",
+              "| length | sequences | seconds | memory MiB | how |", "|---:|---:|---:|---:|---|"]
+        for x in r["lengths"]:
+            if x["status"] == "ok":
+                how = "whole sequences" if x["mode"] == "whole" else f"pieces of {r['eval_chunk']} tokens, states carried"
+                L.append(f"| {x['length']} | {x['sequences']} | {x['seconds']:.1f} | {x['memory_mib']:.1f} | {how} |")
+            else:
+                L.append(f"| {x['length']} | - | - | - | not run: {x['reason']} |")
+        L.append("")
+    L += ["A Mamba's memory stays that of one piece at every length (the conv and scan states are carried from",
+          "piece to piece: `gradkern train --eval-chunk`); only the token arrays of the sequences (8 bytes per",
+          "token) grow. LLaMA's attention needs the whole sequence in one run: its memory grows with the length,",
+          "and the lengths past `--eval-memory` are not run.", ""]
+    L += ["## Runs", "", "| run | wall time | load average during it | exit | final figures |",
+          "|---|---:|---|---:|---|"]
+    for r in recs:
+        L.append(f"| {r['title']} | {fmt_time(r['seconds'])} | {r['load']} | {r['rc']} | {r['final'] or '-'} |")
+    for name, title, _ in RUNS:
+        if name not in by:
+            L.append(f"| {title} | not run | | | |")
+    L += ["", "Commands (logs, loss curves and JSON in paper/runs/):", ""]
+    L += [f"    {r['command']}" for r in recs]
+    L += ["", "## Notes", ""] + notes(by)
+    with open(os.path.join(out, "results.md.tmp"), "w") as f:
+        f.write("\n".join(L) + "\n")
+    os.replace(os.path.join(out, "results.md.tmp"), os.path.join(out, "results.md"))
+
+
+def notes(by):
+    """What the figures say against the paper's, from the results themselves."""
+    N = []
+    for name, trained, what in (("induction_mamba", 64, "Mamba"), ("induction_no_selection", 64, "Mamba --no-selection"),
+                                ("induction_llama", 64, "LLaMA")):
+        if name not in by or not by[name]["result"]:
+            continue
+        lengths = {x["length"]: x for x in by[name]["result"]["lengths"]}
+        at = lengths.get(trained)
+        if at and at["status"] == "ok" and at["accuracy"] < 0.9:
+            N.append(f"- {what} reaches {100 * at['accuracy']:.1f}% at its trained length {trained}: it did not learn "
+                     "the task in this budget, so its figures at other lengths say nothing about extrapolation.")
+        ok = [x for x in lengths.values() if x["status"] == "ok"]
+        if name.startswith("induction") and ok:
+            perfect = [x["length"] for x in ok if x["correct"] == x["answers"]]
+            longest = max(perfect) if perfect else None
+            last = max(x["length"] for x in ok)
+            N.append(f"- {what}: every answer right up to {longest} tokens" if longest else f"- {what}: no length "
+                     "with every answer right")
+            N[-1] += (f"; tested up to {last} tokens ({last // trained}x the trained length)."
+                      if longest != last else f", the longest tested ({last // trained}x the trained length).")
+            skipped = [x for x in lengths.values() if x["status"] != "ok"]
+            if skipped:
+                N.append(f"- {what} stops at {last} tokens: {skipped[0]['reason']}.")
+    for name, title, _ in RUNS:
+        if name not in by:
+            N.append(f"- {title}: not run in this invocation of `make paper` (the time ran out, or `--only`).")
+    return N or ["- none"]
+
+
+def plot(gradkern, out, recs):
+    """paper/induction.svg: accuracy against log2(test length), gradkern's and the paper's."""
+    runs = os.path.join(out, "runs")
+    series = []
+    for label, key in (("paper: Mamba", "Mamba"), ("paper: MHA-RoPE", "MHA-RoPE"), ("paper: H3", "H3")):
+        path = os.path.join(runs, "paper-" + key + ".tsv")
+        with open(path, "w") as f:
+            for k, v in zip(range(6, 21), PAPER_INDUCTION[key]):
+                f.write(f"{k} {'nan' if v is None else v}\n")
+        series.append(f"{label}={path}")
+    for r in recs:
+        if not r["name"].startswith("induction") or not r["result"]:
+            continue
+        path = os.path.join(runs, r["name"] + ".tsv")
+        with open(path, "w") as f:
+            for x in r["result"]["lengths"]:
+                y = 100 * x["accuracy"] if x["status"] == "ok" else float("nan")
+                f.write(f"{x['length'].bit_length() - 1} {y}\n")
+        label = {"induction_mamba": "gradkern: Mamba", "induction_no_selection": "gradkern: Mamba --no-selection",
+                 "induction_llama": "gradkern: LLaMA (RoPE)"}[r["name"]]
+        series.append(f"{label}={path}")
+    rc = subprocess.call([gradkern, "plot", "--out", os.path.join(out, "induction.svg"), "--title",
+                          "Induction heads: accuracy against test length (gradkern trained at 2^6, the paper at 2^8)",
+                          "--xlabel", "log2 of the test length", "--ylabel", "accuracy %"] + series)
+    return rc == 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gradkern", default="build/gradkern")
+    ap.add_argument("--out", default="paper")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=0, help="--threads of each run (0: the command's default)")
+    ap.add_argument("--rewrite", action="store_true",
+                    help="write results.md and the plot again from paper/runs/records.json, running nothing")
+    ap.add_argument("--quick", action="store_true", help="a check of the script: 30 steps, lengths up to 2^10")
+    ap.add_argument("--only", default="", help="comma-separated run names (default: all): "
+                    + ", ".join(n for n, _, _ in RUNS))
+    a = ap.parse_args()
+    os.makedirs(os.path.join(a.out, "runs"), exist_ok=True)
+    only = set(filter(None, a.only.split(",")))
+    todo = [r for r in RUNS if not only or r[0] in only]
+    if a.quick:
+        quick = {"--steps": "30", "--eval-every": "10", "--eval-sequences": "8",
+                 "--eval-lengths": lambda v: ",".join(x for x in v.split(",") if int(x) <= 1024)}
+        todo = [(n, t, [quick[args[i - 1]](v) if callable(quick.get(args[i - 1])) else quick.get(args[i - 1], v)
+                        if i else v for i, v in enumerate(args)]) for n, t, args in todo]
+    records = os.path.join(a.out, "runs", "records.json")
+    if a.rewrite:
+        saved = json.loads(read(records, "{}") or "{}")
+        recs = saved.get("runs", [])
+        write_results(a.out, recs, saved.get("started", "?"), saved.get("total", 0), len(recs) == len(RUNS),
+                      plot(a.gradkern, a.out, recs))
+        return 0
+    started = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M")
+    t0 = time.monotonic()
+    recs = []
+    for i, (name, title, args) in enumerate(todo):
+        print(f"\n[{i + 1}/{len(todo)}] {title}", flush=True)
+        recs.append(run(a.gradkern, name, title, args, a.out, a.seed, a.threads))
+        with open(records, "w") as f:
+            json.dump({"started": started, "total": time.monotonic() - t0, "runs": recs}, f, indent=1)
+        plot_ok = plot(a.gradkern, a.out, recs)
+        write_results(a.out, recs, started, time.monotonic() - t0, i + 1 == len(todo), plot_ok)
+        print(f"[{i + 1}/{len(todo)}] {title}: exit {recs[-1]['rc']}, {fmt_time(recs[-1]['seconds'])}; "
+              f"{a.out}/results.md written", flush=True)
+    failed = [r["name"] for r in recs if r["rc"] != 0]
+    if failed:
+        print("failed runs: " + ", ".join(failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
