@@ -288,36 +288,13 @@ static const char *setup(void) {
   return NULL;
 }
 
-static void free_buf(vk_buf *b);
-
-// At exit: everything the backend made, so that leak checkers see nothing.
-static void teardown(void) {
-  if (vk.device) {
-    vkDeviceWaitIdle(vk.device);
-    for (int i = 0; i < vk.pipelines; i++) vkDestroyPipeline(vk.device, vk.pipeline[i], NULL);
-    for (int i = 0; i < vk.arenas; i++) free_buf(&vk.arena[i]);
-    free_buf(&vk.unused);
-    vkDestroyPipelineLayout(vk.device, vk.layout, NULL);
-    vkDestroyDescriptorSetLayout(vk.device, vk.set_layout, NULL);
-    vkDestroyFence(vk.device, vk.fence, NULL);
-    vkDestroyCommandPool(vk.device, vk.pool, NULL);
-    vkDestroyDevice(vk.device, NULL);
-  }
-  if (vk.messenger) {
-    PFN_vkDestroyDebugUtilsMessengerEXT destroy =
-        (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(vk.instance, "vkDestroyDebugUtilsMessengerEXT");
-    if (destroy) destroy(vk.instance, vk.messenger, NULL);
-  }
-  vkDestroyInstance(vk.instance, NULL);
-  vk.device = NULL;
-  vk.instance = NULL;
-}
-
+// The device and everything made on it live until the process exits (the
+// state stays reachable from `vk`; destroying the instance at exit unloads
+// the driver, and leak checkers then report what the driver kept).
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static const char *setup_result;
 static void setup_once_fn(void) {
   setup_result = setup();
-  if (vk.instance) atexit(teardown);
 }
 
 // NULL when the backend can run here, else why not (no loader, no driver,
