@@ -131,6 +131,7 @@ float gk_bf16_to_f32(uint16_t h);
 typedef enum gk_device_type {
   GK_DEVICE_CPU = 0,
   GK_DEVICE_CUDA = 1,
+  GK_DEVICE_WEBGPU = 3,   ///< a buffer of the host's WebGPU device (gk_buffer_alloc on GK_BACKEND_WEBGPU)
 } gk_device_type;
 
 /// A view of memory the caller owns. Maps one-to-one onto DLPack's DLTensor
@@ -375,6 +376,7 @@ typedef enum gk_backend {
   GK_BACKEND_REF = 1,  ///< the plain scalar reference kernel (the oracle)
   GK_BACKEND_CPU = 2,  ///< the threaded CPU kernel
   GK_BACKEND_CUDA = 3, ///< CUDA GPU kernels (not built yet: GK_ERR_UNSUPPORTED)
+  GK_BACKEND_WEBGPU = 5, ///< WGSL compute shaders on the host's WebGPU device (WebAssembly build only)
 } gk_backend;
 
 /// "auto", a registered backend's name ("cpu", "ref"), "cuda" or "?".

@@ -10,6 +10,9 @@ extern const gk_backend_table gk_ref_backend;
 #ifdef GK_WITH_CPU
 extern const gk_backend_table gk_cpu_backend;
 #endif
+#ifdef GK_WITH_WEBGPU
+extern const gk_backend_table gk_webgpu_backend;
+#endif
 
 enum { MAX_BACKENDS = 16 };
 static const gk_backend_table *registry[MAX_BACKENDS];
@@ -46,6 +49,9 @@ static void register_builtin(void) {
   add(&gk_cpu_backend);
 #endif
   add(&gk_ref_backend);
+#ifdef GK_WITH_WEBGPU  // last: its tensors live on the host's GPU, never chosen for host tensors
+  add(&gk_webgpu_backend);
+#endif
 }
 
 int gk_backends(const gk_backend_table *const **list) {
