@@ -7,8 +7,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-extern const char gk_wgsl_activation[];
+extern const char gk_wgsl_activation[], gk_wgsl_gated[], gk_wgsl_binary[], gk_wgsl_norm[], gk_wgsl_softmax[];
 
 static uint64_t groups_for(int64_t n) { return (uint64_t)gk_ceil_div(n, 64); }
 static int64_t numel_of(const gk_plan *plan, gk_arg_kind k) {
@@ -16,6 +17,12 @@ static int64_t numel_of(const gk_plan *plan, gk_arg_kind k) {
   for (int d = 0; d < plan->args[k].rank; d++) n *= plan->args[k].shape[d];
   return n;
 }
+static int64_t prod(const int64_t *shape, int from, int to) {
+  int64_t n = 1;
+  for (int d = from; d < to; d++) n *= shape[d];
+  return n;
+}
+static int norm_dim(int dim, int rank) { return dim < 0 ? dim + rank : dim; }
 
 // ---------------------------------------------------------------- activations
 static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
@@ -36,13 +43,148 @@ static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
+// ---------------------------------------------------------------- gated
+static gk_status plan_gated(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  static const uint32_t act_of[] = {[GK_OP_GLU] = GK_OP_SIGMOID, [GK_OP_REGLU] = GK_OP_RELU,
+                                    [GK_OP_SWIGLU] = GK_OP_SILU, [GK_OP_GEGLU] = GK_OP_GELU};
+  int64_t n = numel_of(plan, GK_ARG_X), half = 0;
+  if (d->gated.form == GK_GATED_SPLIT) {
+    int dim = norm_dim(d->gated.dim, d->rank);
+    n /= 2;
+    half = d->shape[dim] / 2 * prod(d->shape, dim + 1, d->rank);
+  }
+  uint32_t *p = wg_pass(r, 0, groups_for(n));
+  const gk_arg_kind kinds[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_Y, GK_ARG_DY, GK_ARG_DX, GK_ARG_DGATE};
+  for (int i = 0; i < 6; i++) p[i] = r->slot[kinds[i]];
+  p[6] = (uint32_t)n;
+  p[7] = (uint32_t)half;
+  p[8] = act_of[d->op];
+  p[9] = d->act.approximate == GK_GELU_TANH;
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- add, mul
+// shape (rank `rank`) aligned to y's rank R at the trailing dim: its sizes
+// (1 where it lacks a dim) and its contiguous strides, 0 where the size is 1.
+static void aligned(int R, int rank, const int64_t *shape, int64_t *size, uint32_t *stride) {
+  int64_t s = 1;
+  for (int d = R - 1; d >= 0; d--) {
+    int k = d - (R - rank);
+    size[d] = k >= 0 ? shape[k] : 1;
+    stride[d] = size[d] == 1 ? 0 : (uint32_t)s;
+    s *= size[d];
+  }
+}
+
+static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int R = d->rank > d->binary.b_rank ? d->rank : d->binary.b_rank;
+  int64_t as[GK_MAX_RANK], bs[GK_MAX_RANK], ys[GK_MAX_RANK];
+  uint32_t astr[GK_MAX_RANK], bstr[GK_MAX_RANK], ystr[GK_MAX_RANK];
+  aligned(R, d->rank, d->shape, as, astr);
+  aligned(R, d->binary.b_rank, d->binary.b_shape, bs, bstr);
+  for (int k = 0; k < R; k++) ys[k] = as[k] > bs[k] ? as[k] : bs[k];
+  aligned(R, R, ys, ys, ystr);
+  bool mul = d->op == GK_OP_MUL;
+  if (d->direction == GK_FORWARD) {
+    int64_t n = prod(ys, 0, R);
+    uint32_t *p = wg_pass(r, 0, groups_for(n));
+    p[0] = r->slot[GK_ARG_A];
+    p[1] = r->slot[GK_ARG_B];
+    p[2] = r->slot[GK_ARG_Y];
+    p[3] = (uint32_t)n;
+    p[4] = (uint32_t)R;
+    p[5] = mul;
+    p[6] = wg_f32(d->binary.alpha);
+    for (int k = 0; k < R; k++) {
+      p[8 + k] = (uint32_t)ys[k];
+      p[16 + k] = astr[k];
+      p[24 + k] = bstr[k];
+    }
+    return GK_SUCCESS;
+  }
+  // Backward: da from dy (and b), db from dy (and a).
+  for (int g = 0; g < 2; g++) {
+    gk_arg_kind out = g ? GK_ARG_DB : GK_ARG_DA, other = g ? GK_ARG_A : GK_ARG_B;
+    if (!r->t[out]) continue;
+    const int64_t *gs = g ? bs : as;
+    const uint32_t *ostr = g ? astr : bstr;
+    int64_t n = prod(gs, 0, R);
+    uint32_t *p = wg_pass(r, 0, groups_for(n));
+    p[0] = r->slot[GK_ARG_DY];
+    p[1] = mul ? r->slot[other] : 0;
+    p[2] = r->slot[out];
+    p[3] = (uint32_t)n;
+    p[4] = (uint32_t)R;
+    p[5] = mul;
+    p[6] = wg_f32(mul || g ? d->binary.alpha : 1.0);
+    for (int k = 0; k < R; k++) {
+      p[8 + k] = (uint32_t)gs[k];
+      p[16 + k] = ystr[k] ? ystr[k] : 0;
+      p[24 + k] = ostr[k];
+      p[32 + k] = gs[k] == 1 ? (uint32_t)ys[k] : 1;
+    }
+  }
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- norms
+static gk_status plan_norm(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank);
+  int64_t rows = prod(d->shape, 0, d->rank - d->norm.normalized_rank);
+  uint32_t p[WG_PARAM_WORDS] = {0};
+  const gk_arg_kind kinds[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_BIAS, GK_ARG_Y, GK_ARG_MEAN,
+                               GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DX, GK_ARG_DWEIGHT, GK_ARG_DBIAS};
+  for (int i = 0; i < 10; i++) p[i] = r->slot[kinds[i]];
+  p[10] = (uint32_t)rows;
+  p[11] = (uint32_t)cols;
+  p[12] = wg_f32(d->norm.eps);
+  p[13] = d->op == GK_OP_LAYERNORM;
+  p[14] = d->norm.has_weight;
+  p[15] = d->op == GK_OP_LAYERNORM && d->norm.has_bias;
+  p[16] = d->accumulate;
+  if (rows == 0) return GK_SUCCESS;
+  memcpy(wg_pass(r, 0, (uint64_t)rows), p, sizeof p);
+  if (d->direction == GK_BACKWARD && (p[14] || p[15])) memcpy(wg_pass(r, 1, groups_for(cols)), p, sizeof p);
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- softmax
+static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int dim = norm_dim(d->softmax.dim, d->rank);
+  int64_t inner = prod(d->shape, dim + 1, d->rank), rows = prod(d->shape, 0, dim) * inner;
+  if (rows == 0 || d->shape[dim] == 0) return GK_SUCCESS;
+  uint32_t *p = wg_pass(r, 0, (uint64_t)rows);
+  p[0] = r->slot[GK_ARG_X];
+  p[1] = r->slot[GK_ARG_Y];
+  p[2] = r->slot[GK_ARG_DY];
+  p[3] = r->slot[GK_ARG_DX];
+  p[4] = (uint32_t)rows;
+  p[5] = (uint32_t)d->shape[dim];
+  p[6] = (uint32_t)inner;
+  p[7] = d->op == GK_OP_LOG_SOFTMAX;
+  return GK_SUCCESS;
+}
+
 // ---------------------------------------------------------------- the table
 static const wg_family activation = {"activation", gk_wgsl_activation, {"forward"}, {"backward"}, NULL,
                                      plan_activation, NULL};
+static const wg_family gated = {"gated", gk_wgsl_gated, {"forward"}, {"backward"}, NULL, plan_gated, NULL};
+static const wg_family binary = {"binary", gk_wgsl_binary, {"forward"}, {"reduce_grad"}, NULL, plan_binary, NULL};
+static const wg_family norm = {"norm", gk_wgsl_norm, {"forward"}, {"backward_dx", "backward_params"}, NULL,
+                               plan_norm, NULL};
+static const wg_family softmax = {"softmax", gk_wgsl_softmax, {"forward"}, {"backward"}, NULL, plan_softmax, NULL};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
   switch (plan->desc.op) {
   case GK_OP_RELU: case GK_OP_GELU: case GK_OP_SILU: case GK_OP_SIGMOID: case GK_OP_SOFTPLUS: return &activation;
+  case GK_OP_GLU: case GK_OP_REGLU: case GK_OP_SWIGLU: case GK_OP_GEGLU: return &gated;
+  case GK_OP_ADD: case GK_OP_MUL: return &binary;
+  case GK_OP_RMSNORM: case GK_OP_LAYERNORM: return &norm;
+  case GK_OP_SOFTMAX: case GK_OP_LOG_SOFTMAX: return &softmax;
   default: return NULL;
   }
 }

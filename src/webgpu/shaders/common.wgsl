@@ -14,31 +14,21 @@ fn group_id(wid: vec3u, nwg: vec3u) -> u32 { return wid.x + wid.y * nwg.x; }
 fn index_at(slot: u32, i: u32, words: u32) -> i32 { return bitcast<i32>(m[slot + i * words]); }
 
 var<workgroup> red: array<f32, 64>;
-var<workgroup> red2: array<f32, 64>;
-// Sum of v over the 64 invocations of the workgroup: a tree in a fixed
-// order (so the same bits every run). Call from uniform control flow.
-fn wg_sum(v: f32, lid: u32) -> f32 {
+// Sum (or max, with is_max) of v over the 64 invocations of the workgroup:
+// a tree in a fixed order, so the same bits every run. Call from uniform
+// control flow and outside branches (OpenGL ES allows barriers in none).
+fn wg_reduce(v: f32, lid: u32, is_max: bool) -> f32 {
+  workgroupBarrier();
   red[lid] = v;
   workgroupBarrier();
   for (var s = 32u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] += red[lid + s]; }
+    if (lid < s) { red[lid] = select(red[lid] + red[lid + s], max(red[lid], red[lid + s]), is_max); }
     workgroupBarrier();
   }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
+  return red[0];
 }
-fn wg_max(v: f32, lid: u32) -> f32 {
-  red2[lid] = v;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (lid < s) { red2[lid] = max(red2[lid], red2[lid + s]); }
-    workgroupBarrier();
-  }
-  let r = red2[0];
-  workgroupBarrier();
-  return r;
-}
+fn wg_sum(v: f32, lid: u32) -> f32 { return wg_reduce(v, lid, false); }
+fn wg_max(v: f32, lid: u32) -> f32 { return wg_reduce(v, lid, true); }
 
 // ---------------------------------------------------------------- activations
 // sigmoid(x) = 1 / (1 + exp(-x)), without overflow for either sign.
