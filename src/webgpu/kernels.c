@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const char gk_wgsl_activation[], gk_wgsl_gated[], gk_wgsl_binary[], gk_wgsl_norm[], gk_wgsl_softmax[];
+extern const char gk_wgsl_activation[], gk_wgsl_gated[], gk_wgsl_binary[], gk_wgsl_norm[], gk_wgsl_softmax[],
+    gk_wgsl_matmul[];
 
 static uint64_t groups_for(int64_t n) { return (uint64_t)gk_ceil_div(n, 64); }
 static int64_t numel_of(const gk_plan *plan, gk_arg_kind k) {
@@ -169,6 +170,90 @@ static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
+// ---------------------------------------------------------------- linear, matmul
+// One strided product of matmul.wgsl (its Params in this order).
+typedef struct gemm {
+  uint32_t a, b, c, bias;
+  int64_t M, N, K, batches, kb;
+  int has_bias, accumulate;
+  int64_t a_bs, a_kbs, a_rs, a_cs, b_bs, b_kbs, b_rs, b_cs, c_bs, c_rs, c_cs;
+} gemm;
+
+static void product(wg_run *r, gemm g) {
+  if (g.M == 0 || g.N == 0 || g.batches == 0) return;
+  uint32_t *p = wg_pass(r, 0, (uint64_t)(gk_ceil_div(g.M, 16) * gk_ceil_div(g.N, 16) * g.batches));
+  const int64_t words[] = {g.a, g.b, g.c, g.bias, g.M, g.N, g.K, g.batches, g.kb, g.has_bias, g.accumulate, 0,
+                           g.a_bs, g.a_kbs, g.a_rs, g.a_cs, g.b_bs, g.b_kbs, g.b_rs, g.b_cs, g.c_bs, g.c_rs, g.c_cs};
+  for (size_t i = 0; i < sizeof words / sizeof *words; i++) p[i] = (uint32_t)words[i];
+}
+
+// dbias[j] (+)= sum over the M rows of dy (M x N).
+static void column_sum(wg_run *r, uint32_t dy, uint32_t dbias, int64_t M, int64_t N, int accumulate) {
+  if (N == 0) return;
+  uint32_t *p = wg_pass(r, 1, groups_for(N));
+  p[0] = dy;
+  p[2] = dbias;
+  p[4] = (uint32_t)M;
+  p[5] = (uint32_t)N;
+  p[10] = (uint32_t)accumulate;
+}
+
+// y (R x N) = x (R x K) W^T + b;  dx = dy W;  dW (+)= dy^T x;  db (+)= column sums of dy.
+static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t K = d->shape[d->rank - 1], R = prod(d->shape, 0, d->rank - 1), N = d->linear.out_features;
+  const uint32_t *s = r->slot;
+  if (d->direction == GK_FORWARD) {
+    product(r, (gemm){.a = s[GK_ARG_X], .b = s[GK_ARG_WEIGHT], .c = s[GK_ARG_Y], .bias = s[GK_ARG_BIAS], .M = R,
+                      .N = N, .K = K, .batches = 1, .kb = 1, .has_bias = d->linear.has_bias, .a_rs = K, .a_cs = 1,
+                      .b_rs = 1, .b_cs = K, .c_rs = N, .c_cs = 1});
+    return GK_SUCCESS;
+  }
+  product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_WEIGHT], .c = s[GK_ARG_DX], .M = R, .N = K, .K = N,
+                    .batches = 1, .kb = 1, .a_rs = N, .a_cs = 1, .b_rs = K, .b_cs = 1, .c_rs = K, .c_cs = 1});
+  product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_X], .c = s[GK_ARG_DWEIGHT], .M = N, .N = K, .K = R,
+                    .batches = 1, .kb = 1, .accumulate = d->accumulate, .a_rs = 1, .a_cs = N, .b_rs = K, .b_cs = 1,
+                    .c_rs = K, .c_cs = 1});
+  if (d->linear.has_bias) column_sum(r, s[GK_ARG_DY], s[GK_ARG_DBIAS], R, N, d->accumulate);
+  return GK_SUCCESS;
+}
+
+// Y = op(A) op(B) per batch; dA = dY op(B)^T, dB = op(A)^T dY (summed over
+// the batch when B is shared), each written in its operand's layout.
+static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int ta = d->matmul.trans_a, tb = d->matmul.trans_b, shared = d->matmul.shared_b;
+  int64_t M = d->shape[d->rank - 2 + ta], K = d->shape[d->rank - 1 - ta], N = d->matmul.n;
+  int64_t nb = prod(d->shape, 0, d->rank - 2);
+  int64_t a_bs = M * K, b_bs = shared ? 0 : K * N, y_bs = M * N;
+  // op(A)[i, k] and op(B)[k, j] as (row, column) strides.
+  int64_t a_rs = ta ? 1 : K, a_cs = ta ? M : 1, b_rs = tb ? 1 : N, b_cs = tb ? K : 1;
+  const uint32_t *s = r->slot;
+  if (d->direction == GK_FORWARD) {
+    product(r, (gemm){.a = s[GK_ARG_A], .b = s[GK_ARG_B], .c = s[GK_ARG_Y], .M = M, .N = N, .K = K, .batches = nb,
+                      .kb = 1, .a_bs = a_bs, .a_rs = a_rs, .a_cs = a_cs, .b_bs = b_bs, .b_rs = b_rs, .b_cs = b_cs,
+                      .c_bs = y_bs, .c_rs = N, .c_cs = 1});
+    return GK_SUCCESS;
+  }
+  // dA[i, k] = sum_j dY[i, j] op(B)[k, j]: written at A's (i, k) strides.
+  product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_B], .c = s[GK_ARG_DA], .M = M, .N = K, .K = N, .batches = nb,
+                    .kb = 1, .a_bs = y_bs, .a_rs = N, .a_cs = 1, .b_bs = b_bs, .b_rs = b_cs, .b_cs = b_rs,
+                    .c_bs = a_bs, .c_rs = a_rs, .c_cs = a_cs});
+  // dB[k, j] = sum_i op(A)[i, k] dY[i, j]: written at B's (k, j) strides.
+  gemm g = {.a = s[GK_ARG_A], .b = s[GK_ARG_DY], .c = s[GK_ARG_DB], .M = K, .N = N, .K = M, .batches = nb, .kb = 1,
+            .a_bs = a_bs, .a_rs = a_cs, .a_cs = a_rs, .b_bs = y_bs, .b_rs = N, .b_cs = 1, .c_bs = b_bs,
+            .c_rs = b_rs, .c_cs = b_cs};
+  if (shared) {
+    g.batches = 1;
+    g.kb = nb;
+    g.a_kbs = a_bs;
+    g.b_kbs = y_bs;
+    g.a_bs = g.b_bs = g.c_bs = 0;
+  }
+  product(r, g);
+  return GK_SUCCESS;
+}
+
 // ---------------------------------------------------------------- the table
 static const wg_family activation = {"activation", gk_wgsl_activation, {"forward"}, {"backward"}, NULL,
                                      plan_activation, NULL};
@@ -176,6 +261,9 @@ static const wg_family gated = {"gated", gk_wgsl_gated, {"forward"}, {"backward"
 static const wg_family binary = {"binary", gk_wgsl_binary, {"forward"}, {"reduce_grad"}, NULL, plan_binary, NULL};
 static const wg_family norm = {"norm", gk_wgsl_norm, {"forward"}, {"backward_dx", "backward_params"}, NULL,
                                plan_norm, NULL};
+static const wg_family linear = {"linear", gk_wgsl_matmul, {"product"}, {"product", "column_sum"}, NULL,
+                                 plan_linear, NULL};
+static const wg_family matmul = {"matmul", gk_wgsl_matmul, {"product"}, {"product"}, NULL, plan_matmul, NULL};
 static const wg_family softmax = {"softmax", gk_wgsl_softmax, {"forward"}, {"backward"}, NULL, plan_softmax, NULL};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
@@ -185,6 +273,8 @@ const wg_family *wg_family_of(const gk_plan *plan) {
   case GK_OP_ADD: case GK_OP_MUL: return &binary;
   case GK_OP_RMSNORM: case GK_OP_LAYERNORM: return &norm;
   case GK_OP_SOFTMAX: case GK_OP_LOG_SOFTMAX: return &softmax;
+  case GK_OP_LINEAR: return &linear;
+  case GK_OP_MATMUL: return &matmul;
   default: return NULL;
   }
 }
