@@ -6,11 +6,12 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 extern const char gk_wgsl_activation[], gk_wgsl_gated[], gk_wgsl_binary[], gk_wgsl_norm[], gk_wgsl_softmax[],
-    gk_wgsl_matmul[];
+    gk_wgsl_matmul[], gk_wgsl_cross_entropy[], gk_wgsl_embedding[], gk_wgsl_rope[];
 
 static uint64_t groups_for(int64_t n) { return (uint64_t)gk_ceil_div(n, 64); }
 static int64_t numel_of(const gk_plan *plan, gk_arg_kind k) {
@@ -254,6 +255,85 @@ static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
+// ---------------------------------------------------------------- cross-entropy
+static uint32_t index_words(const gk_op_desc *d) { return d->index_dtype == GK_I64 ? 2 : 1; }
+
+static const char *decline_cross_entropy(const gk_plan *plan) {
+  int64_t ignore = plan->desc.ce.ignore_index;
+  return ignore < INT32_MIN || ignore > INT32_MAX ? "ce.ignore_index is outside the i32 range the shader compares in"
+                                                  : NULL;
+}
+
+static gk_status plan_cross_entropy(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t V = d->shape[d->rank - 1], rows = prod(d->shape, 0, d->rank - 1);
+  bool fwd = d->direction == GK_FORWARD, grad = !fwd || d->ce.fused_grad;
+  uint32_t p[WG_PARAM_WORDS] = {r->slot[GK_ARG_LOGITS], r->slot[GK_ARG_TARGET], r->slot[GK_ARG_LOSS],
+                                r->slot[GK_ARG_DLOGITS], r->slot[GK_ARG_DLOSS], wg_scratch(r, 3 * (uint64_t)rows + 1),
+                                (uint32_t)rows, (uint32_t)V, index_words(d), (uint32_t)(int32_t)d->ce.ignore_index,
+                                d->ce.reduction == GK_REDUCTION_MEAN, wg_f32(d->ce.label_smoothing),
+                                wg_f32(d->ce.grad_scale), fwd && d->ce.fused_grad, fwd, 0x7fc00000u};
+  memcpy(wg_pass(r, 0, (uint64_t)rows), p, sizeof p);
+  memcpy(wg_pass(r, 1, 1), p, sizeof p);
+  if (grad) memcpy(wg_pass(r, 2, groups_for(rows * V)), p, sizeof p);
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- embedding
+static gk_status plan_embedding(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t P = prod(d->shape, 0, d->rank), V = d->embedding.num_embeddings, D = d->embedding.dim;
+  bool fwd = d->direction == GK_FORWARD;
+  uint32_t *p = wg_pass(r, 0, groups_for(fwd ? P * D : V * D));
+  const gk_arg_kind kinds[] = {GK_ARG_WEIGHT, GK_ARG_INDEX, GK_ARG_Y, GK_ARG_DY, GK_ARG_DWEIGHT};
+  for (int i = 0; i < 5; i++) p[i] = r->slot[kinds[i]];
+  p[5] = (uint32_t)P;
+  p[6] = (uint32_t)V;
+  p[7] = (uint32_t)D;
+  p[8] = index_words(d);
+  p[9] = (uint32_t)(int32_t)d->embedding.padding_idx;
+  p[10] = (uint32_t)d->accumulate;
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- RoPE
+static int64_t rope_T(const gk_op_desc *d) { return d->shape[d->rope.layout == GK_ROPE_BHTD ? 2 : 1]; }
+
+// cos, then sin, of (offset + t) theta^(-2i/Dh) for t < T, i < Dh/2, in f64.
+static uint32_t rope_constants(const gk_plan *plan, float **data) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t T = rope_T(d), half = d->shape[3] / 2, n = T * half;
+  if (n == 0) return 0;
+  float *t = malloc((size_t)(2 * n) * sizeof *t);
+  *data = t;
+  if (!t) return (uint32_t)(2 * n);
+  for (int64_t pos = 0; pos < T; pos++)
+    for (int64_t i = 0; i < half; i++) {
+      double angle = (double)(d->rope.offset + pos) * pow(d->rope.theta, -2.0 * (double)i / (double)d->shape[3]);
+      t[pos * half + i] = (float)cos(angle);
+      t[n + pos * half + i] = (float)sin(angle);
+    }
+  return (uint32_t)(2 * n);
+}
+
+static gk_status plan_rope(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  bool fwd = d->direction == GK_FORWARD, bhtd = d->rope.layout == GK_ROPE_BHTD;
+  int64_t pairs = prod(d->shape, 0, 4) / 2;
+  uint32_t *p = wg_pass(r, 0, groups_for(pairs));
+  p[0] = r->slot[fwd ? GK_ARG_X : GK_ARG_DY];
+  p[1] = r->slot[fwd ? GK_ARG_Y : GK_ARG_DX];
+  p[2] = r->constants;
+  p[3] = (uint32_t)pairs;
+  p[4] = (uint32_t)rope_T(d);
+  p[5] = (uint32_t)d->shape[bhtd ? 1 : 2];
+  p[6] = (uint32_t)d->shape[3];
+  p[7] = bhtd;
+  p[8] = d->rope.pairing == GK_ROPE_INTERLEAVED;
+  p[9] = !fwd;
+  return GK_SUCCESS;
+}
+
 // ---------------------------------------------------------------- the table
 static const wg_family activation = {"activation", gk_wgsl_activation, {"forward"}, {"backward"}, NULL,
                                      plan_activation, NULL};
@@ -264,6 +344,11 @@ static const wg_family norm = {"norm", gk_wgsl_norm, {"forward"}, {"backward_dx"
 static const wg_family linear = {"linear", gk_wgsl_matmul, {"product"}, {"product", "column_sum"}, NULL,
                                  plan_linear, NULL};
 static const wg_family matmul = {"matmul", gk_wgsl_matmul, {"product"}, {"product"}, NULL, plan_matmul, NULL};
+static const wg_family cross_entropy = {"cross_entropy", gk_wgsl_cross_entropy, {"per_row", "total", "grad"},
+                                        {"per_row", "total", "grad"}, decline_cross_entropy, plan_cross_entropy, NULL};
+static const wg_family embedding = {"embedding", gk_wgsl_embedding, {"forward"}, {"backward"}, NULL, plan_embedding,
+                                    NULL};
+static const wg_family rope = {"rope", gk_wgsl_rope, {"rotate"}, {"rotate"}, NULL, plan_rope, rope_constants};
 static const wg_family softmax = {"softmax", gk_wgsl_softmax, {"forward"}, {"backward"}, NULL, plan_softmax, NULL};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
@@ -275,6 +360,9 @@ const wg_family *wg_family_of(const gk_plan *plan) {
   case GK_OP_SOFTMAX: case GK_OP_LOG_SOFTMAX: return &softmax;
   case GK_OP_LINEAR: return &linear;
   case GK_OP_MATMUL: return &matmul;
+  case GK_OP_CROSS_ENTROPY: return &cross_entropy;
+  case GK_OP_EMBEDDING: return &embedding;
+  case GK_OP_ROPE: return &rope;
   default: return NULL;
   }
 }
