@@ -11,7 +11,8 @@
 #include <string.h>
 
 extern const char gk_wgsl_activation[], gk_wgsl_gated[], gk_wgsl_binary[], gk_wgsl_norm[], gk_wgsl_softmax[],
-    gk_wgsl_matmul[], gk_wgsl_cross_entropy[], gk_wgsl_embedding[], gk_wgsl_rope[];
+    gk_wgsl_matmul[], gk_wgsl_cross_entropy[], gk_wgsl_embedding[], gk_wgsl_rope[],
+    gk_wgsl_attention[];
 
 static uint64_t groups_for(int64_t n) { return (uint64_t)gk_ceil_div(n, 64); }
 static int64_t numel_of(const gk_plan *plan, gk_arg_kind k) {
@@ -334,6 +335,34 @@ static gk_status plan_rope(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
+// ---------------------------------------------------------------- attention
+static const char *decline_attention(const gk_plan *plan) {
+  return plan->desc.shape[3] > 128 ? "head dim over 128 (the shader keeps rows in private arrays of 128)" : NULL;
+}
+
+static gk_status plan_attention(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t B = d->shape[0], H = d->shape[1], T = d->shape[2], Dh = d->shape[3];
+  int64_t Hkv = d->attn.kv_heads ? d->attn.kv_heads : H;
+  double scale = d->attn.scale != 0 ? d->attn.scale : 1 / sqrt((double)Dh);
+  uint32_t p[WG_PARAM_WORDS] = {0};
+  const gk_arg_kind kinds[] = {GK_ARG_Q, GK_ARG_K, GK_ARG_V, GK_ARG_Y, GK_ARG_LSE, GK_ARG_DY, GK_ARG_DQ, GK_ARG_DK,
+                               GK_ARG_DV};
+  for (int i = 0; i < 9; i++) p[i] = r->slot[kinds[i]];
+  const int64_t dims[] = {B, H, Hkv, T, Dh, d->attn.causal};
+  for (int i = 0; i < 6; i++) p[10 + i] = (uint32_t)dims[i];
+  p[16] = wg_f32(scale);
+  if (d->direction == GK_FORWARD) {
+    memcpy(wg_pass(r, 0, groups_for(B * H * T)), p, sizeof p);
+    return GK_SUCCESS;
+  }
+  p[9] = wg_scratch(r, (uint64_t)(B * H * T));
+  memcpy(wg_pass(r, 0, groups_for(B * H * T)), p, sizeof p);
+  memcpy(wg_pass(r, 1, groups_for(B * H * T)), p, sizeof p);
+  memcpy(wg_pass(r, 2, groups_for(B * Hkv * T)), p, sizeof p);
+  return GK_SUCCESS;
+}
+
 // ---------------------------------------------------------------- the table
 static const wg_family activation = {"activation", gk_wgsl_activation, {"forward"}, {"backward"}, NULL,
                                      plan_activation, NULL};
@@ -349,6 +378,8 @@ static const wg_family cross_entropy = {"cross_entropy", gk_wgsl_cross_entropy, 
 static const wg_family embedding = {"embedding", gk_wgsl_embedding, {"forward"}, {"backward"}, NULL, plan_embedding,
                                     NULL};
 static const wg_family rope = {"rope", gk_wgsl_rope, {"rotate"}, {"rotate"}, NULL, plan_rope, rope_constants};
+static const wg_family attention = {"attention", gk_wgsl_attention, {"forward"}, {"delta", "dq", "dkv"},
+                                    decline_attention, plan_attention, NULL};
 static const wg_family softmax = {"softmax", gk_wgsl_softmax, {"forward"}, {"backward"}, NULL, plan_softmax, NULL};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
@@ -363,6 +394,7 @@ const wg_family *wg_family_of(const gk_plan *plan) {
   case GK_OP_CROSS_ENTROPY: return &cross_entropy;
   case GK_OP_EMBEDDING: return &embedding;
   case GK_OP_ROPE: return &rope;
+  case GK_OP_ATTENTION: return &attention;
   default: return NULL;
   }
 }
