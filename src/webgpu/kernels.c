@@ -12,7 +12,7 @@
 
 extern const char gk_wgsl_activation[], gk_wgsl_gated[], gk_wgsl_binary[], gk_wgsl_norm[], gk_wgsl_softmax[],
     gk_wgsl_matmul[], gk_wgsl_cross_entropy[], gk_wgsl_embedding[], gk_wgsl_rope[],
-    gk_wgsl_attention[];
+    gk_wgsl_attention[], gk_wgsl_conv1d[];
 
 static uint64_t groups_for(int64_t n) { return (uint64_t)gk_ceil_div(n, 64); }
 static int64_t numel_of(const gk_plan *plan, gk_arg_kind k) {
@@ -363,6 +363,32 @@ static gk_status plan_attention(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
+// ---------------------------------------------------------------- conv1d
+static gk_status plan_conv1d(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int cl = d->conv.channel_last;
+  int64_t B = d->shape[0], D = d->shape[cl ? 2 : 1], L = d->shape[cl ? 1 : 2], W = d->conv.width;
+  uint32_t p[WG_PARAM_WORDS] = {0};
+  const gk_arg_kind kinds[] = {GK_ARG_X,  GK_ARG_WEIGHT, GK_ARG_BIAS,  GK_ARG_INITIAL_STATE, GK_ARG_Y,
+                               GK_ARG_FINAL_STATE, GK_ARG_DY, GK_ARG_DFINAL_STATE, GK_ARG_DX, GK_ARG_DWEIGHT,
+                               GK_ARG_DBIAS, GK_ARG_DINITIAL_STATE};
+  for (int i = 0; i < 12; i++) p[i] = r->slot[kinds[i]];
+  const int64_t words[] = {B, D, L, W, cl, r->t[GK_ARG_BIAS] != NULL, d->conv.silu,
+                           r->t[GK_ARG_INITIAL_STATE] != NULL, r->t[GK_ARG_DFINAL_STATE] != NULL,
+                           r->t[GK_ARG_DBIAS] != NULL, r->t[GK_ARG_DINITIAL_STATE] != NULL, d->accumulate};
+  for (int i = 0; i < 12; i++) p[13 + i] = (uint32_t)words[i];
+  if (d->direction == GK_FORWARD) {
+    memcpy(wg_pass(r, 0, groups_for(B * D * L)), p, sizeof p);
+    if (r->t[GK_ARG_FINAL_STATE]) memcpy(wg_pass(r, 1, groups_for(B * D * (W - 1))), p, sizeof p);
+    return GK_SUCCESS;
+  }
+  p[12] = wg_scratch(r, (uint64_t)(B * D * L));
+  memcpy(wg_pass(r, 0, groups_for(B * D * L)), p, sizeof p);
+  memcpy(wg_pass(r, 1, groups_for(B * D * (L + W - 1))), p, sizeof p);
+  memcpy(wg_pass(r, 2, groups_for(D * W)), p, sizeof p);
+  return GK_SUCCESS;
+}
+
 // ---------------------------------------------------------------- the table
 static const wg_family activation = {"activation", gk_wgsl_activation, {"forward"}, {"backward"}, NULL,
                                      plan_activation, NULL};
@@ -380,6 +406,8 @@ static const wg_family embedding = {"embedding", gk_wgsl_embedding, {"forward"},
 static const wg_family rope = {"rope", gk_wgsl_rope, {"rotate"}, {"rotate"}, NULL, plan_rope, rope_constants};
 static const wg_family attention = {"attention", gk_wgsl_attention, {"forward"}, {"delta", "dq", "dkv"},
                                     decline_attention, plan_attention, NULL};
+static const wg_family conv1d = {"conv1d", gk_wgsl_conv1d, {"forward", "final_state"}, {"grad_pre", "dx", "dparams"},
+                                 NULL, plan_conv1d, NULL};
 static const wg_family softmax = {"softmax", gk_wgsl_softmax, {"forward"}, {"backward"}, NULL, plan_softmax, NULL};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
@@ -395,6 +423,7 @@ const wg_family *wg_family_of(const gk_plan *plan) {
   case GK_OP_EMBEDDING: return &embedding;
   case GK_OP_ROPE: return &rope;
   case GK_OP_ATTENTION: return &attention;
+  case GK_OP_CONV1D: return &conv1d;
   default: return NULL;
   }
 }
