@@ -12,7 +12,7 @@
 
 extern const char gk_wgsl_activation[], gk_wgsl_gated[], gk_wgsl_binary[], gk_wgsl_norm[], gk_wgsl_softmax[],
     gk_wgsl_matmul[], gk_wgsl_cross_entropy[], gk_wgsl_embedding[], gk_wgsl_rope[],
-    gk_wgsl_attention[], gk_wgsl_conv1d[];
+    gk_wgsl_attention[], gk_wgsl_conv1d[], gk_wgsl_scan[];
 
 static uint64_t groups_for(int64_t n) { return (uint64_t)gk_ceil_div(n, 64); }
 static int64_t numel_of(const gk_plan *plan, gk_arg_kind k) {
@@ -389,6 +389,55 @@ static gk_status plan_conv1d(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
+// ---------------------------------------------------------------- selective scan
+static const char *decline_scan(const gk_plan *plan) {
+  return plan->desc.scan.d_state > 64 ? "d_state over 64 (the shader keeps the state in a private array of 64)"
+                                      : NULL;
+}
+
+static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state, T = d->scan.chunk_size;
+  int64_t nchunks = gk_ceil_div(L, T);
+  bool b_var = d->scan.b_layout != GK_SCAN_SHARED, c_var = d->scan.c_layout != GK_SCAN_SHARED;
+  int64_t Gb = d->scan.b_layout == GK_SCAN_GROUPED ? d->scan.groups : 1;
+  int64_t Gc = d->scan.c_layout == GK_SCAN_GROUPED ? d->scan.groups : 1;
+  uint32_t p[WG_PARAM_WORDS] = {0};
+  const gk_arg_kind kinds[] = {GK_ARG_U, GK_ARG_DELTA, GK_ARG_A, GK_ARG_B, GK_ARG_C, GK_ARG_D, GK_ARG_Z,
+                               GK_ARG_DELTA_BIAS, GK_ARG_INITIAL_STATE, GK_ARG_Y, GK_ARG_CHUNK_STATES,
+                               GK_ARG_FINAL_STATE, GK_ARG_DY, GK_ARG_DFINAL_STATE, GK_ARG_DU, GK_ARG_DDELTA,
+                               GK_ARG_DA, GK_ARG_DB, GK_ARG_DC, GK_ARG_DD, GK_ARG_DZ, GK_ARG_DDELTA_BIAS,
+                               GK_ARG_DINITIAL_STATE};
+  for (int i = 0; i < 23; i++) p[i] = r->slot[kinds[i]];
+  const int64_t words[] = {nb, nd, L, N, T, nchunks, b_var, Gb, c_var, Gc, d->scan.has_D, d->scan.has_z,
+                           d->scan.has_delta_bias, d->scan.delta_softplus, r->t[GK_ARG_INITIAL_STATE] != NULL,
+                           r->t[GK_ARG_FINAL_STATE] != NULL, r->t[GK_ARG_DFINAL_STATE] != NULL,
+                           r->t[GK_ARG_DINITIAL_STATE] != NULL, d->accumulate};
+  for (int i = 0; i < 19; i++) p[29 + i] = (uint32_t)words[i];
+  if (d->direction == GK_FORWARD) {
+    memcpy(wg_pass(r, 0, groups_for(nb * nd)), p, sizeof p);
+    return GK_SUCCESS;
+  }
+  // Scratch: each channel's chunk states, then the per-(batch, channel) sums.
+  p[23] = wg_scratch(r, (uint64_t)(nb * nd * (T + 1) * N));
+  p[24] = wg_scratch(r, (uint64_t)(nb * nd * N));
+  p[25] = wg_scratch(r, (uint64_t)(nb * nd));
+  p[26] = wg_scratch(r, (uint64_t)(nb * nd));
+  p[27] = wg_scratch(r, (uint64_t)(nb * nd * N * (b_var ? L : 1)));
+  p[28] = wg_scratch(r, (uint64_t)(nb * nd * N * (c_var ? L : 1)));
+  memcpy(wg_pass(r, 0, groups_for(nb * nd)), p, sizeof p);
+  memcpy(wg_pass(r, 1, groups_for(nd * N)), p, sizeof p);
+  for (int bc = 0; bc < 2; bc++) {
+    if (!(bc ? c_var : b_var)) continue;
+    uint32_t *q = wg_pass(r, 2, groups_for(nb * (bc ? Gc : Gb) * N * L));
+    memcpy(q, p, sizeof p);
+    q[48] = p[bc ? 28 : 27];
+    q[49] = r->slot[bc ? GK_ARG_DC : GK_ARG_DB];
+    q[50] = (uint32_t)(bc ? Gc : Gb);
+  }
+  return GK_SUCCESS;
+}
+
 // ---------------------------------------------------------------- the table
 static const wg_family activation = {"activation", gk_wgsl_activation, {"forward"}, {"backward"}, NULL,
                                      plan_activation, NULL};
@@ -408,6 +457,8 @@ static const wg_family attention = {"attention", gk_wgsl_attention, {"forward"},
                                     decline_attention, plan_attention, NULL};
 static const wg_family conv1d = {"conv1d", gk_wgsl_conv1d, {"forward", "final_state"}, {"grad_pre", "dx", "dparams"},
                                  NULL, plan_conv1d, NULL};
+static const wg_family scan = {"scan", gk_wgsl_scan, {"forward"}, {"backward", "reduce_params", "reduce_bc"},
+                               decline_scan, plan_scan, NULL};
 static const wg_family softmax = {"softmax", gk_wgsl_softmax, {"forward"}, {"backward"}, NULL, plan_softmax, NULL};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
@@ -424,6 +475,7 @@ const wg_family *wg_family_of(const gk_plan *plan) {
   case GK_OP_ROPE: return &rope;
   case GK_OP_ATTENTION: return &attention;
   case GK_OP_CONV1D: return &conv1d;
+  case GK_OP_SELECTIVE_SCAN: return &scan;
   default: return NULL;
   }
 }

@@ -73,10 +73,12 @@ fn gelu_grad(x: f32, approx: u32) -> f32 {
   }
   return normal_cdf(x) + x * 0.3989422804014327 * exp(-0.5 * x * x);
 }
-// softplus: log(1 + exp(beta x)) / beta, x where beta x > threshold.
+// softplus: (max(z, 0) + log(1 + exp(-|z|))) / beta with z = beta x (no
+// overflow for large z); x where z > threshold.
 fn softplus(x: f32, beta: f32, threshold: f32) -> f32 {
-  if (beta * x > threshold) { return x; }
-  return log1p(exp(beta * x)) / beta;
+  let z = beta * x;
+  if (z > threshold) { return x; }
+  return (max(z, 0.0) + log1p(exp(-abs(z)))) / beta;
 }
 
 // Activation `op` (gk_op: 0 relu, 1 gelu, 2 silu, 3 sigmoid, 4 softplus) and
