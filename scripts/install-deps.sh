@@ -4,8 +4,8 @@
 #   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's),
 #                                     pkg-config, pip, setuptools and venv (the install tests),
 #                                     OpenMPI (gradkern train under mpirun), npm and bible-kjv (the
-#                                     tokenizer test), Chromium (the web page's browser test), and
-#                                     everything of wasm
+#                                     tokenizer test), Chromium (the web page's browser test), libEGL
+#                                     (the WebGPU tests on Dawn), and everything of wasm
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
 #   scripts/install-deps.sh wasm    clang, wasm-ld, llvm-ar, Debian's wasi-libc and clang's wasm32
@@ -41,6 +41,8 @@ if [ "${1:-build}" = test ]; then
   # The web page's browser test (tests/web): Chromium, driven by npm puppeteer-core.
   command -v npm >/dev/null 2>&1 || need+=(npm)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  # The WebGPU tests in Node: npm `webgpu` (Dawn) loads the unversioned libEGL.so.
+  ldconfig -p 2>/dev/null | grep -q 'libEGL\.so ' || need+=(libegl-dev)
   # Debian's torch installs for /usr/bin/python3 only (see ../shared/MACHINE.md).
   py=/usr/bin/python3
   [ -x "$py" ] || need+=(python3)

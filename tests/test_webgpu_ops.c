@@ -418,7 +418,7 @@ int main(int argc, char **argv) {
     for (int a = 1; a < argc; a++) wanted |= !strcmp(argv[a], families[f].name);
     if (wanted) families[f].run();
   }
-  printf("configurations: %d (x fwd/bwd x 3 layouts, against ref and cpu); per op:", configs);
+  printf("configurations x layouts: %d (each forward and backward, against ref and cpu); per op:", configs);
   for (int op = 0; op < GK_OP_COUNT_; op++)
     if (ops_seen[op]) printf(" %s %d", gk_op_name((gk_op)op), ops_seen[op]);
   printf("\n");

@@ -5,7 +5,7 @@
 // wasm/webgpu.mjs. Exits with the program's status; with 1 and the reason
 // when no adapter is found.
 //
-//   node tests/wasm/webgpu_ops.mjs build/wasm/test_webgpu_ops.wasm [program args...]
+//   node tests/wasm/webgpu_ops.mjs build/wasm/tests/test_webgpu_ops.wasm [program args...]
 import { Worker, isMainThread, workerData, parentPort } from 'node:worker_threads';
 import { readFileSync } from 'node:fs';
 import { WebGpuHost, nodeDevice, webgpuImports, workerLink } from '../../wasm/webgpu.mjs';
