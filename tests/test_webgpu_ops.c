@@ -3,7 +3,9 @@
 // past one 64-wide workgroup, every layout the harness makes (contiguous,
 // transposed, strided) for the tensors the ops take as views, accumulation
 // of parameter gradients, bit-identical repeated runs, and no byte written
-// outside an output's elements. Built for WebAssembly (make wasm) and run
+// outside an output's elements; bad input on the GPU path (wrong device,
+// a tensor past its buffer, an index out of range, an unsupported dtype:
+// a status and message, nothing written). Built for WebAssembly (make wasm) and run
 // in Node by tests/wasm/webgpu_ops.mjs, which hands it a WebGPU device;
 // without one the test fails with the reason.
 //
@@ -398,13 +400,111 @@ static void test_scan(void) {
     }
 }
 
+// ---------------------------------------------------------------- bad input
+
+// A WebGPU buffer of n f32 values, each `fill`.
+static gk_buffer *filled_buffer(int64_t n, float fill) {
+  gk_buffer *b = NULL;
+  check(gk_buffer_alloc(GK_BACKEND_WEBGPU, (size_t)n * 4, &b) == GK_SUCCESS, "gk_buffer_alloc: %s", gk_last_error());
+  float *v = malloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) v[i] = fill;
+  if (b) gk_buffer_upload(b, 0, v, (size_t)n * 4);
+  free(v);
+  return b;
+}
+
+// Every value of the buffer is still `fill`.
+static bool untouched(gk_buffer *b, int64_t n, float fill) {
+  float *v = malloc((size_t)n * 4);
+  bool same = gk_buffer_download(b, 0, v, (size_t)n * 4) == GK_SUCCESS;
+  for (int64_t i = 0; i < n && same; i++) same = v[i] == fill;
+  free(v);
+  return same;
+}
+
+static gk_tensor device_tensor(gk_buffer *b, gk_dtype dt, int rank, const int64_t *shape) {
+  gk_tensor t;
+  gk_tensor_init(&t, gk_buffer_address(b), dt, rank, shape);
+  t.device = GK_DEVICE_WEBGPU;
+  return t;
+}
+
+// Rejected runs on the GPU path: a status, a message naming the argument,
+// and nothing written to the output.
+static void test_bad_input(void) {
+  int64_t n = 16, big = 32;
+  gk_op_desc d = make(GK_OP_RELU, 1, &n);
+  d.backend = GK_BACKEND_WEBGPU;
+  gk_plan *plan = NULL;
+  check(gk_plan_create(&d, &plan) == GK_SUCCESS, "relu plan on webgpu: %s", gk_last_error());
+  gk_buffer *xb = filled_buffer(n, 1.5f), *yb = filled_buffer(n, -7.0f);
+  float host[16] = {0};
+  gk_arg args[2] = {{GK_ARG_X, device_tensor(xb, GK_F32, 1, &n)}, {GK_ARG_Y, device_tensor(yb, GK_F32, 1, &n)}};
+  // x in host memory, marked as a CPU tensor: the wrong device.
+  gk_arg wrong = args[0];
+  gk_tensor_init(&wrong.tensor, host, GK_F32, 1, &n);
+  gk_status st = gk_plan_run(plan, (gk_arg[]){wrong, args[1]}, 2, NULL, 0);
+  check(st == GK_ERR_BAD_DEVICE && strstr(gk_last_error(), "x"), "host x on webgpu: status %d, '%s'", st,
+        gk_last_error());
+  // y longer than its buffer.
+  gk_arg longer = {GK_ARG_Y, device_tensor(yb, GK_F32, 1, &big)};
+  gk_op_desc db = make(GK_OP_RELU, 1, &big);
+  db.backend = GK_BACKEND_WEBGPU;
+  gk_plan *bigplan = NULL;
+  check(gk_plan_create(&db, &bigplan) == GK_SUCCESS, "relu plan: %s", gk_last_error());
+  gk_buffer *xbig = filled_buffer(big, 1.5f);
+  st = gk_plan_run(bigplan, (gk_arg[]){{GK_ARG_X, device_tensor(xbig, GK_F32, 1, &big)}, longer}, 2, NULL, 0);
+  check(st != GK_SUCCESS && strstr(gk_last_error(), "y"), "y past its buffer: status %d, '%s'", st, gk_last_error());
+  // y an address in no buffer, marked as a WebGPU tensor.
+  gk_arg stray = args[1];
+  stray.tensor.data = host;
+  st = gk_plan_run(plan, (gk_arg[]){args[0], stray}, 2, NULL, 0);
+  check(st != GK_SUCCESS && strstr(gk_last_error(), "y"), "y in no buffer: status %d, '%s'", st, gk_last_error());
+  check(untouched(yb, n, -7.0f), "a rejected run wrote to y");
+  // A target out of range, found on the device before anything runs.
+  int64_t shape[2] = {3, 5};
+  gk_op_desc ce = make(GK_OP_CROSS_ENTROPY, 2, shape);
+  ce.backend = GK_BACKEND_WEBGPU;
+  ce.index_dtype = GK_I32;
+  gk_plan *ceplan = NULL;
+  check(gk_plan_create(&ce, &ceplan) == GK_SUCCESS, "cross_entropy plan: %s", gk_last_error());
+  gk_buffer *lb = filled_buffer(15, 0.25f), *tb = NULL, *outb = filled_buffer(1, -7.0f);
+  int32_t targets[3] = {1, 9, 0};
+  check(gk_buffer_alloc(GK_BACKEND_WEBGPU, sizeof targets, &tb) == GK_SUCCESS, "alloc: %s", gk_last_error());
+  gk_buffer_upload(tb, 0, targets, sizeof targets);
+  int64_t rows = 3;
+  st = gk_plan_run(ceplan,
+                   (gk_arg[]){{GK_ARG_LOGITS, device_tensor(lb, GK_F32, 2, shape)},
+                              {GK_ARG_TARGET, device_tensor(tb, GK_I32, 1, &rows)},
+                              {GK_ARG_LOSS, device_tensor(outb, GK_F32, 0, NULL)}},
+                   3, NULL, 0);
+  check(st == GK_ERR_INVALID_VALUE && strstr(gk_last_error(), "9"), "target 9 of 5 classes: status %d, '%s'", st,
+        gk_last_error());
+  check(untouched(outb, 1, -7.0f), "a rejected cross-entropy wrote its loss");
+  // What the backend does not compute: f64, with the reason.
+  gk_op_desc f64 = d;
+  f64.dtype = GK_F64;
+  gk_plan *none = NULL;
+  st = gk_plan_create(&f64, &none);
+  check(st == GK_ERR_UNSUPPORTED && strstr(gk_last_error(), "f32"), "f64 relu on webgpu: status %d, '%s'", st,
+        gk_last_error());
+  gk_plan_destroy(none);
+  gk_plan_destroy(ceplan);
+  gk_plan_destroy(bigplan);
+  gk_plan_destroy(plan);
+  gk_buffer *bufs[] = {xb, yb, xbig, lb, tb, outb};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) gk_buffer_free(bufs[i]);
+  configs++;
+}
+
 static const struct {
   const char *name;
   void (*run)(void);
 } families[] = {{"activation", test_activations}, {"gated", test_gated}, {"norm", test_norms},
                 {"linear", test_linear_matmul}, {"softmax", test_softmax}, {"cross_entropy", test_cross_entropy},
                 {"embedding", test_embedding}, {"rope", test_rope}, {"attention", test_attention},
-                {"binary", test_binary}, {"conv1d", test_conv1d}, {"scan", test_scan}};
+                {"binary", test_binary}, {"conv1d", test_conv1d}, {"scan", test_scan},
+                {"bad_input", test_bad_input}};
 
 int main(int argc, char **argv) {
   gk_backend_info bi = {0};
