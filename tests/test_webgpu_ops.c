@@ -1,6 +1,6 @@
 // Every op x direction of the WebGPU backend in f32 against the reference
-// backend, through the plan harness (plan_harness.h): odd sizes and sizes
-// past one 64-wide workgroup, every layout the harness makes (contiguous,
+// backend, through the plan harness (plan_harness.h): odd sizes, sizes
+// past one 64-wide workgroup and past one dispatch's 65535 workgroups, every layout the harness makes (contiguous,
 // transposed, strided) for the tensors the ops take as views, accumulation
 // of parameter gradients, bit-identical repeated runs, and no byte written
 // outside an output's elements; bad input on the GPU path (wrong device,
@@ -400,6 +400,22 @@ static void test_scan(void) {
     }
 }
 
+// Past one dispatch: more workgroups than maxComputeWorkgroupsPerDimension
+// (65535) in one pass, which the backend splits over two dimensions: an
+// elementwise op over 64 x 65600 elements, row ops over 66000 rows (their
+// parameter gradients summed over as many rows).
+static void test_past_one_dispatch(void) {
+  if (g_quick) return;
+  g_variant = "past one dispatch";
+  const struct { gk_op op; int rank; int64_t shape[2]; } cases[] = {
+      {GK_OP_SILU, 1, {64 * 65600 + 5}}, {GK_OP_SOFTMAX, 2, {66000, 3}}, {GK_OP_RMSNORM, 2, {66001, 2}},
+      {GK_OP_CROSS_ENTROPY, 2, {66001, 3}}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    gk_op_desc d = make(cases[c].op, cases[c].rank, cases[c].shape);
+    test_config(&d, CONTIGUOUS);
+  }
+}
+
 // ---------------------------------------------------------------- bad input
 
 // A WebGPU buffer of n f32 values, each `fill`.
@@ -504,7 +520,7 @@ static const struct {
                 {"linear", test_linear_matmul}, {"softmax", test_softmax}, {"cross_entropy", test_cross_entropy},
                 {"embedding", test_embedding}, {"rope", test_rope}, {"attention", test_attention},
                 {"binary", test_binary}, {"conv1d", test_conv1d}, {"scan", test_scan},
-                {"bad_input", test_bad_input}};
+                {"dispatch", test_past_one_dispatch}, {"bad_input", test_bad_input}};
 
 int main(int argc, char **argv) {
   gk_backend_info bi = {0};

@@ -150,7 +150,7 @@ static gk_status plan_norm(const gk_plan *plan, wg_run *r) {
   p[16] = d->accumulate;
   if (rows == 0) return GK_SUCCESS;
   memcpy(wg_pass(r, 0, (uint64_t)rows), p, sizeof p);
-  if (d->direction == GK_BACKWARD && (p[14] || p[15])) memcpy(wg_pass(r, 1, groups_for(cols)), p, sizeof p);
+  if (d->direction == GK_BACKWARD && (p[14] || p[15])) memcpy(wg_pass(r, 1, (uint64_t)cols), p, sizeof p);
   return GK_SUCCESS;
 }
 
@@ -192,7 +192,7 @@ static void product(wg_run *r, gemm g) {
 // dbias[j] (+)= sum over the M rows of dy (M x N).
 static void column_sum(wg_run *r, uint32_t dy, uint32_t dbias, int64_t M, int64_t N, int accumulate) {
   if (N == 0) return;
-  uint32_t *p = wg_pass(r, 1, groups_for(N));
+  uint32_t *p = wg_pass(r, 1, (uint64_t)N);
   p[0] = dy;
   p[2] = dbias;
   p[4] = (uint32_t)M;
@@ -385,7 +385,7 @@ static gk_status plan_conv1d(const gk_plan *plan, wg_run *r) {
   p[12] = wg_scratch(r, (uint64_t)(B * D * L));
   memcpy(wg_pass(r, 0, groups_for(B * D * L)), p, sizeof p);
   memcpy(wg_pass(r, 1, groups_for(B * D * (L + W - 1))), p, sizeof p);
-  memcpy(wg_pass(r, 2, groups_for(D * W)), p, sizeof p);
+  memcpy(wg_pass(r, 2, (uint64_t)(D * W)), p, sizeof p);
   return GK_SUCCESS;
 }
 

@@ -5,8 +5,8 @@
 //             final[b,d,j] = xpad[b,d,L+j]                             (entry final_state)
 //   backward  g = dy act'(pre)  (pre recomputed; pass grad_pre, into scratch as (B, D, L))
 //             dxpad[p] = sum_k w[d,k] g[p-k] (+ dfinal[p-L] for p >= L)  -> dx, dinit (pass dx)
-//             dw[d,k] (+)= sum_{b,t} g xpad[t+k],  dbias[d] (+)= sum_{b,t} g  (pass dparams, in order)
-// One invocation per element in each pass.
+//             dw[d,k] (+)= sum_{b,t} g xpad[t+k],  dbias[d] (+)= sum_{b,t} g  (pass dparams: a workgroup each)
+// One invocation per element in the other passes.
 struct Params {
   x: u32, w: u32, bias: u32, init: u32, y: u32, final_: u32, dy: u32, dfinal: u32,
   dx: u32, dw: u32, dbias: u32, dinit: u32, g: u32, B: u32, D: u32, L: u32,
@@ -85,21 +85,28 @@ fn dx(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: v
   }
 }
 
+// One workgroup per (d, k): each invocation sums every 64th (b, t) in
+// order, then a fixed-order tree.
 @compute @workgroup_size(64)
-fn dparams(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let e = flat_id(gid, nwg);
+fn dparams(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+           @builtin(local_invocation_index) lid: u32) {
+  let e = group_id(wid, nwg);
   if (e >= p.D * p.W) { return; }
   let d = e / p.W;
   let k = e % p.W;
   var sw = 0.0;
   var sb = 0.0;
-  for (var b = 0u; b < p.B; b++) {
-    for (var t = 0u; t < p.L; t++) {
-      let g = m[p.g + (b * p.D + d) * p.L + t];
-      sw += g * xpad(b, d, t + k);
-      sb += g;
-    }
+  for (var bt = lid; bt < p.B * p.L; bt += WG) {
+    let b = bt / p.L;
+    let t = bt % p.L;
+    let g = m[p.g + (b * p.D + d) * p.L + t];
+    sw += g * xpad(b, d, t + k);
+    sb += g;
   }
-  m[p.dw + e] = select(sw, m[p.dw + e] + sw, p.accumulate == 1u);
-  if (k == 0u && p.has_dbias == 1u) { m[p.dbias + d] = select(sb, m[p.dbias + d] + sb, p.accumulate == 1u); }
+  sw = wg_sum(sw, lid);
+  sb = wg_sum(sb, lid);
+  if (lid == 0u) {
+    m[p.dw + e] = select(sw, m[p.dw + e] + sw, p.accumulate == 1u);
+    if (k == 0u && p.has_dbias == 1u) { m[p.dbias + d] = select(sb, m[p.dbias + d] + sb, p.accumulate == 1u); }
+  }
 }

@@ -7,7 +7,7 @@
 // need no copies. One workgroup of 8 x 8 invocations per 16 x 16 tile of c,
 // each invocation 2 x 2 outputs; 16-deep slices of a and b staged through
 // workgroup memory. Every output sums kb, then k, in order.
-//   column_sum: dbias[j] (+)= sum_i dy[i, j], one invocation per column.
+//   column_sum: dbias[j] (+)= sum_i dy[i, j], one workgroup per column.
 struct Params {
   a: u32, b: u32, c: u32, bias: u32, M: u32, N: u32, K: u32, batches: u32,
   kb: u32, has_bias: u32, accumulate: u32, pad: u32,
@@ -75,12 +75,15 @@ fn product(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
   }
 }
 
-// Params: a = dy (M x N, contiguous), c = dbias.
+// Params: a = dy (M x N, contiguous), c = dbias. One workgroup per column:
+// each invocation sums every 64th row in order, then a fixed-order tree.
 @compute @workgroup_size(64)
-fn column_sum(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let j = flat_id(gid, nwg);
+fn column_sum(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+              @builtin(local_invocation_index) lid: u32) {
+  let j = group_id(wid, nwg);
   if (j >= p.N) { return; }
   var s = 0.0;
-  for (var i = 0u; i < p.M; i++) { s += m[p.a + i * p.N + j]; }
-  m[p.c + j] = select(s, m[p.c + j] + s, p.accumulate == 1u);
+  for (var i = lid; i < p.M; i += WG) { s += m[p.a + i * p.N + j]; }
+  s = wg_sum(s, lid);
+  if (lid == 0u) { m[p.c + j] = select(s, m[p.c + j] + s, p.accumulate == 1u); }
 }

@@ -1,6 +1,7 @@
 // RMSNorm and LayerNorm over rows of C elements; forward and backward's dx
-// take one workgroup per row (fixed-order tree sums, common.wgsl), the
-// parameter gradients one invocation per column summing the rows in order.
+// take one workgroup per row, the parameter gradients one workgroup per
+// column (each invocation sums every 64th row in order, then a fixed-order
+// tree: common.wgsl).
 //   RMSNorm:   rstd = 1 / sqrt(mean(x^2) + eps),           xhat = x rstd
 //   LayerNorm: mean, rstd = 1 / sqrt(mean((x-mean)^2) + eps), xhat = (x - mean) rstd
 //   forward    y = xhat w + b            (w = 1, b = 0 when absent)
@@ -66,16 +67,21 @@ fn backward_dx(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
 }
 
 @compute @workgroup_size(64)
-fn backward_params(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let c = flat_id(gid, nwg);
+fn backward_params(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                   @builtin(local_invocation_index) lid: u32) {
+  let c = group_id(wid, nwg);
   if (c >= p.cols) { return; }
   var s_w = 0.0;
   var s_b = 0.0;
-  for (var r = 0u; r < p.rows; r++) {
+  for (var r = lid; r < p.rows; r += WG) {
     let dy = m[p.dy + r * p.cols + c];
     s_w += dy * (m[p.x + r * p.cols + c] - row_mean(r)) * m[p.rstd + r];
     s_b += dy;
   }
-  if (p.has_w == 1u) { m[p.dw + c] = select(s_w, m[p.dw + c] + s_w, p.accumulate == 1u); }
-  if (p.has_b == 1u) { m[p.db + c] = select(s_b, m[p.db + c] + s_b, p.accumulate == 1u); }
+  s_w = wg_sum(s_w, lid);
+  s_b = wg_sum(s_b, lid);
+  if (lid == 0u) {
+    if (p.has_w == 1u) { m[p.dw + c] = select(s_w, m[p.dw + c] + s_w, p.accumulate == 1u); }
+    if (p.has_b == 1u) { m[p.db + c] = select(s_b, m[p.db + c] + s_b, p.accumulate == 1u); }
+  }
 }
