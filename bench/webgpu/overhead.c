@@ -1,8 +1,10 @@
 // The cost of one op on the WebGPU backend beyond its shader: a ReLU
 // forward of n elements, run on device buffers (built for WebAssembly by
 // make wasm; run with node tests/wasm/webgpu_ops.mjs build/wasm/tests/webgpu_overhead.wasm).
-//   queued:      runs issued back to back, one wait at the end (the worker
-//                posts each run's commands and goes on), time per run
+//   issue:       the C and worker side of a run (plan_run: staging and
+//                dispatch commands, posted to the device thread), not waiting
+//   queued:      runs issued back to back, one wait at the end, time per run
+//                (the device thread's WebGPU calls and the GPU's work included)
 //   round trip:  each run followed by gk_backend_synchronize
 //   download:    4 bytes read back after a run (map and copy)
 // on the same buffers, after a warm-up.
@@ -24,8 +26,8 @@ static int fail(const char *what) {
 
 int main(void) {
   static const int64_t sizes[] = {1, 4096, 1 << 20};
-  printf("%10s %14s %14s %14s   (ms per run, ReLU forward on WebGPU)\n", "elements", "queued", "round trip",
-         "download 4 B");
+  printf("%10s %10s %10s %12s %14s   (ms per run, ReLU forward on WebGPU)\n", "elements", "issue", "queued",
+         "round trip", "download 4 B");
   for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
     int64_t n = sizes[s];
     gk_buffer *xb, *yb;
@@ -46,6 +48,7 @@ int main(void) {
     double t0 = now();
     for (int i = 0; i < runs; i++)
       if (gk_plan_run(plan, args, 2, NULL, 0)) return fail("gk_plan_run");
+    double issue = (now() - t0) / runs;
     if (gk_backend_synchronize(GK_BACKEND_WEBGPU)) return fail("gk_backend_synchronize");
     double queued = (now() - t0) / runs;
     t0 = now();
@@ -61,7 +64,7 @@ int main(void) {
       if (gk_buffer_download(yb, 0, &v, 4)) return fail("gk_buffer_download");
     }
     double down = (now() - t0) / runs;
-    printf("%10lld %14.3f %14.3f %14.3f\n", (long long)n, queued * 1e3, trip * 1e3, down * 1e3);
+    printf("%10lld %10.3f %10.3f %12.3f %14.3f\n", (long long)n, issue * 1e3, queued * 1e3, trip * 1e3, down * 1e3);
     gk_plan_destroy(plan);
     gk_buffer_free(xb);
     gk_buffer_free(yb);

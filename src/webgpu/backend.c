@@ -296,7 +296,7 @@ static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, v
   (void)workspace;
   const wg_family *f = wg_family_of(plan);
   const wg_state *st = plan->state;
-  static wg_run r;  // large; the wasm build has one thread
+  wg_run r;
   memset(&r, 0, sizeof r);
   r.plan = plan;
   r.t = args;
