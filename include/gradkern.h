@@ -132,6 +132,7 @@ typedef enum gk_device_type {
   GK_DEVICE_CPU = 0,
   GK_DEVICE_CUDA = 1,
   GK_DEVICE_VULKAN = 2,  ///< memory of the Vulkan backend's device (gk_buffer_alloc(GK_BACKEND_VULKAN))
+  GK_DEVICE_WEBGPU = 3,   ///< a buffer of the host's WebGPU device (gk_buffer_alloc on GK_BACKEND_WEBGPU)
 } gk_device_type;
 
 /// A view of memory the caller owns. Maps one-to-one onto DLPack's DLTensor
@@ -377,6 +378,7 @@ typedef enum gk_backend {
   GK_BACKEND_CPU = 2,  ///< the threaded CPU kernel
   GK_BACKEND_CUDA = 3, ///< CUDA GPU kernels (not built yet: GK_ERR_UNSUPPORTED)
   GK_BACKEND_VULKAN = 4, ///< Vulkan compute shaders on a GPU (GK_VULKAN_DEVICE picks it), tensors in its buffers
+  GK_BACKEND_WEBGPU = 5, ///< WGSL compute shaders on the host's WebGPU device (WebAssembly build only)
 } gk_backend;
 
 /// "auto", a registered backend's name ("cpu", "ref"), "cuda" or "?".

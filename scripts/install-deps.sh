@@ -6,7 +6,8 @@
 #                                     OpenMPI (gradkern train under mpirun), npm and bible-kjv (the
 #                                     tokenizer test), Chromium (the web page's browser test), the
 #                                     Vulkan backend's (libvulkan-dev, glslc, mesa-vulkan-drivers,
-#                                     vulkan-validationlayers), and everything of wasm
+#                                     vulkan-validationlayers), libEGL (the WebGPU tests on Dawn),
+#                                     and everything of wasm
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
 #   scripts/install-deps.sh wasm    clang, wasm-ld, llvm-ar, Debian's wasi-libc and clang's wasm32
@@ -42,6 +43,8 @@ if [ "${1:-build}" = test ]; then
   # The web page's browser test (tests/web): Chromium, driven by npm puppeteer-core.
   command -v npm >/dev/null 2>&1 || need+=(npm)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  # The WebGPU tests in Node: npm `webgpu` (Dawn) loads the unversioned libEGL.so.
+  ldconfig -p 2>/dev/null | grep -q 'libEGL\.so ' || need+=(libegl-dev)
   # Debian's torch installs for /usr/bin/python3 only (see ../shared/MACHINE.md).
   py=/usr/bin/python3
   [ -x "$py" ] || need+=(python3)

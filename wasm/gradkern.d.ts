@@ -128,6 +128,10 @@ export interface LoadOptions {
    *  TrainOptions.files / TrainResult.files) or, in Node only, 'host': this machine's files (as
    *  `node gradkern.mjs train` uses; paths are absolute, or relative to "/" until gkjs_chdir). */
   files?: 'memory' | 'host';
+  /** The WebGPU backend's link to a device (webgpu.mjs): in a worker, workerLink(data, post) with the data of
+   *  WebGpuHost.linkData() on the thread that holds the GPUDevice. Without it the backend "webgpu" is listed
+   *  as unavailable, with the reason. */
+  webgpu?: object;
 }
 
 /** Instantiate gradkern.wasm. */

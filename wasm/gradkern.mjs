@@ -10,6 +10,11 @@
 //
 // As a program: `node wasm/gradkern.mjs train [options]` runs `gradkern train`
 // (same options and output) on the files of this machine.
+//
+// The WebGPU backend's imports come from webgpu.mjs: loaded in a worker with
+// options.webgpu (a link to the thread holding the GPUDevice) the backend
+// "webgpu" runs there; without it, it is listed as unavailable.
+import { webgpuImports } from './webgpu.mjs';
 
 const DTYPES = ['f32', 'f64', 'f16', 'bf16', 'i32', 'i64'];
 const ARRAYS = { f32: Float32Array, f64: Float64Array, f16: Uint16Array, bf16: Uint16Array, i32: Int32Array,
@@ -771,8 +776,11 @@ export async function load(options = {}) {
   const self = { gk: null };
   if (options.files === 'host' && !isNode) throw new Error("gradkern: files: 'host' needs Node");
   const wasi = new Wasi(options.files === 'host' ? new HostFiles(await import('node:fs')) : new MemoryFiles());
-  const imports = { wasi_snapshot_preview1: wasi.imports(), gradkern: GradKern.trainImports(self) };
-  const instance = await WebAssembly.instantiate(module, imports);
+  let instance;
+  const imports = { wasi_snapshot_preview1: wasi.imports(), gradkern: GradKern.trainImports(self),
+                    gk_webgpu: webgpuImports(() => instance.exports.memory, options.webgpu ?? null,
+                                             'no WebGPU device was linked (load({ webgpu }) in a worker, see wasm/webgpu.mjs)') };
+  instance = await WebAssembly.instantiate(module, imports);
   wasi.memory = instance.exports.memory;
   instance.exports._initialize();
   self.gk = new GradKern(instance, simd, wasi);

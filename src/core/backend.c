@@ -13,6 +13,9 @@ extern const gk_backend_table gk_cpu_backend;
 #ifdef GK_WITH_VULKAN
 extern const gk_backend_table gk_vulkan_backend;
 #endif
+#ifdef GK_WITH_WEBGPU
+extern const gk_backend_table gk_webgpu_backend;
+#endif
 
 enum { MAX_BACKENDS = 16 };
 static const gk_backend_table *registry[MAX_BACKENDS];
@@ -50,7 +53,10 @@ static void register_builtin(void) {
 #endif
   add(&gk_ref_backend);
 #ifdef GK_WITH_VULKAN
-  add(&gk_vulkan_backend);  // last: its tensors live on its device, never chosen for host tensors
+  add(&gk_vulkan_backend);  // after ref: its tensors live on its device, never chosen for host tensors
+#endif
+#ifdef GK_WITH_WEBGPU  // after ref: its tensors live on the host's GPU, never chosen for host tensors
+  add(&gk_webgpu_backend);
 #endif
 }
 

@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 // Throws an Error naming what is missing when Chromium or puppeteer-core is.
-export async function launchChromium() {
+// webgpu: with WebGPU on (SwiftShader's adapter: --enable-unsafe-webgpu).
+export async function launchChromium({ webgpu = false } = {}) {
   const executablePath = process.env.CHROMIUM ?? '/usr/bin/chromium';
   if (!existsSync(executablePath))
     throw new Error(`no Chromium at ${executablePath} (scripts/install-deps.sh test installs Debian's chromium; ` +
@@ -22,8 +23,8 @@ export async function launchChromium() {
   const browser = await puppeteer.launch({
     executablePath,
     headless: true,
-    args: ['--headless=new', '--no-sandbox', '--disable-background-networking', '--no-first-run', '--disable-gpu',
-           `--user-data-dir=${profile}`],
+    args: ['--headless=new', '--no-sandbox', '--disable-background-networking', '--no-first-run',
+           ...(webgpu ? ['--enable-unsafe-webgpu'] : ['--disable-gpu']), `--user-data-dir=${profile}`],
   });
   // Chromium's last processes may still write to the profile as it disconnects.
   browser.on('disconnected', () => {

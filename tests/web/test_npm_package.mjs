@@ -74,7 +74,7 @@ const [info] = JSON.parse(packed.stdout);
 const tarball = join(opts.out, info.filename);
 const inTarball = new Set(info.files.map((f) => f.path));
 const wasmFiles = readdirSync(join(opts.root, 'build/wasm')).filter((f) => f.endsWith('.wasm')).map((f) => `build/wasm/${f}`);
-const expected = ['package.json', 'wasm/gradkern.mjs', 'wasm/gradkern.d.ts', 'web/index.html', 'web/app.js',
+const expected = ['package.json', 'wasm/gradkern.mjs', 'wasm/webgpu.mjs', 'wasm/gradkern.d.ts', 'web/index.html', 'web/app.js',
                   'web/train-worker.js', 'web/serve.mjs', ...wasmFiles];
 const missing = expected.filter((f) => !inTarball.has(f));
 check(missing.length === 0, `${info.filename} (${(info.size / 1024).toFixed(0)} KiB, ${info.entryCount} files) ` +

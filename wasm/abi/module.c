@@ -8,6 +8,15 @@ void gk_abi_wasm_release(void);
 
 static const char module_name[] = GK_ABI_NAME;
 
+#ifdef GK_WITH_WEBGPU
+// A kernel module imports nothing, so the library's WebGPU backend (which
+// imports its device from the host) is replaced by this entry of the
+// registry: listed, unavailable, no kernels.
+static const char *no_webgpu(void) { return "not in a kernel ABI module"; }
+const gk_backend_table gk_webgpu_backend = {.name = "webgpu", .id = GK_BACKEND_WEBGPU, .device = GK_DEVICE_WEBGPU,
+                                            .unavailable = no_webgpu};
+#endif
+
 __attribute__((export_name("kernel_init"))) int32_t kernel_init(uint32_t params_ptr, uint32_t params_len) {
   gk_abi_memory mem;
   gk_abi_wasm_memory(&mem);

@@ -1,0 +1,374 @@
+// The WebGPU backend: device buffers (pooled), the arena every kernel runs
+// in, the staging that gathers a run's tensors into the arena and scatters
+// its outputs back, and the kernel table.
+//
+// Every kernel binds two things: its parameters (a uniform struct of u32 and
+// f32 words) and the arena (one storage buffer). A run copies its inputs
+// into arena slots (a buffer-to-buffer copy when the tensor is contiguous,
+// the gather shader when strided or broadcast), dispatches its passes on
+// the slots, and copies its outputs back (the scatter shader for strided
+// outputs). Shaders therefore see contiguous row-major tensors only, need
+// no storage-buffer offset alignment and no more bindings than any adapter
+// has, and in-place runs are safe by construction. The cost, one extra read
+// and write of each tensor, is the first thing to remove on real hardware.
+#include "webgpu.h"
+#include "kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const char gk_wgsl_stage[];
+
+// ---------------------------------------------------------------- the device
+
+static uint32_t limits[WG_LIMIT_COUNT];
+static char no_device[256];
+static uint32_t next_id = 1;  // buffer and pipeline ids (the host keeps one map for each kind)
+
+static const char *unavailable(void) {
+  if (gkwg_device_info(no_device, sizeof no_device, limits)) return NULL;
+  no_device[sizeof no_device - 1] = 0;
+  return no_device[0] ? no_device : "the host gave no WebGPU device";
+}
+
+uint32_t wg_limit(int which) { return limits[which]; }
+
+// The device's error, as a failed status naming what was being done.
+static gk_status device_error(const char *what, const char *message) {
+  return gk_fail(GK_ERR_INTERNAL, "webgpu: %s: the device reported: %s", what, message);
+}
+
+// ---------------------------------------------------------------- buffers
+
+// A device buffer: `capacity` bytes (a power of two, at least 256); the
+// library sees the `bytes` it asked for. Freed buffers wait in a pool for
+// an allocation of the same capacity, so a training step reuses them.
+typedef struct wg_buffer {
+  uint32_t id;
+  uint32_t capacity;
+} wg_buffer;
+
+enum { POOL_MAX = 64 };
+static wg_buffer *pool[POOL_MAX];
+static int pooled;
+
+static uint32_t capacity_for(size_t bytes) {
+  size_t c = 256;
+  while (c < bytes) c *= 2;
+  if (c > limits[WG_LIMIT_BUFFER_SIZE]) c = (bytes + 3) / 4 * 4;
+  return (uint32_t)c;
+}
+
+static gk_status wg_alloc(size_t bytes, void **handle) {
+  if (bytes > limits[WG_LIMIT_BUFFER_SIZE])
+    return gk_fail(GK_ERR_OUT_OF_MEMORY, "webgpu: a buffer of %zu bytes is over the device's maxBufferSize %u", bytes,
+                   limits[WG_LIMIT_BUFFER_SIZE]);
+  uint32_t cap = capacity_for(bytes);
+  for (int i = 0; i < pooled; i++)
+    if (pool[i]->capacity == cap) {
+      *handle = pool[i];
+      pool[i] = pool[--pooled];
+      return GK_SUCCESS;
+    }
+  wg_buffer *b = malloc(sizeof *b);
+  if (!b) return gk_fail(GK_ERR_OUT_OF_MEMORY, "webgpu: no memory for a buffer record");
+  b->id = next_id++;
+  b->capacity = cap;
+  gkwg_buffer_create(b->id, cap);
+  *handle = b;
+  return GK_SUCCESS;
+}
+
+static void wg_free(void *handle) {
+  wg_buffer *b = handle;
+  if (pooled < POOL_MAX) {
+    pool[pooled++] = b;
+    return;
+  }
+  gkwg_buffer_destroy(b->id);
+  free(b);
+}
+
+uint32_t wg_buffer_id(void *handle) { return ((wg_buffer *)handle)->id; }
+
+static gk_status read_bytes(uint32_t id, size_t offset, void *dst, size_t bytes) {
+  char message[512];
+  if (gkwg_buffer_read(id, (uint32_t)offset, dst, (uint32_t)bytes, message, sizeof message))
+    return device_error("reading a buffer", message);
+  return GK_SUCCESS;
+}
+
+// WebGPU writes whole 4-byte words: an upload with a ragged start or end
+// reads the two edge words first and writes the merged words.
+static gk_status wg_upload(void *handle, size_t offset, const void *src, size_t bytes) {
+  uint32_t id = wg_buffer_id(handle);
+  if (offset % 4 == 0 && bytes % 4 == 0) {
+    gkwg_buffer_write(id, (uint32_t)offset, src, (uint32_t)bytes);
+    gkwg_submit();
+    return GK_SUCCESS;
+  }
+  size_t lo = offset / 4 * 4, hi = (offset + bytes + 3) / 4 * 4;
+  unsigned char *words = malloc(hi - lo);
+  if (!words) return gk_fail(GK_ERR_OUT_OF_MEMORY, "webgpu: no memory to stage %zu bytes", hi - lo);
+  gk_status s = read_bytes(id, lo, words, 4);
+  if (s == GK_SUCCESS) s = read_bytes(id, hi - 4, words + (hi - lo - 4), 4);
+  if (s == GK_SUCCESS) {
+    memcpy(words + (offset - lo), src, bytes);
+    gkwg_buffer_write(id, (uint32_t)lo, words, (uint32_t)(hi - lo));
+    gkwg_submit();
+  }
+  free(words);
+  return s;
+}
+
+static gk_status wg_download(void *handle, size_t offset, void *dst, size_t bytes) {
+  return read_bytes(wg_buffer_id(handle), offset, dst, bytes);
+}
+
+static gk_status wg_synchronize(void) {
+  char message[512];
+  if (gkwg_wait(message, sizeof message)) return device_error("waiting for the queue", message);
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- pipelines
+
+uint32_t wg_pipeline_create(const char *wgsl, const char *entry) {
+  uint32_t id = next_id++;
+  gkwg_pipeline_create(id, wgsl, (uint32_t)strlen(wgsl), entry);
+  return id;
+}
+
+void wg_pipeline_destroy(uint32_t id) { gkwg_pipeline_destroy(id); }
+
+// ---------------------------------------------------------------- the arena
+
+static wg_buffer *arena;
+
+static gk_status arena_reserve(uint64_t words) {
+  uint64_t bytes = words * 4;
+  if (bytes > limits[WG_LIMIT_STORAGE_BINDING])
+    return gk_fail(GK_ERR_UNSUPPORTED,
+                   "webgpu: the run needs %llu bytes of tensors and scratch, over the device's "
+                   "maxStorageBufferBindingSize %u (splitting a run is not implemented)",
+                   (unsigned long long)bytes, limits[WG_LIMIT_STORAGE_BINDING]);
+  if (arena && arena->capacity >= bytes) return GK_SUCCESS;
+  if (arena) {
+    gkwg_buffer_destroy(arena->id);
+    free(arena);
+    arena = NULL;
+  }
+  void *h;
+  gk_status s = wg_alloc(bytes ? bytes : 4, &h);
+  if (s == GK_SUCCESS) arena = h;
+  return s;
+}
+
+// Dispatch `groups` workgroups (split over x and y when over the
+// per-dimension limit; shaders take the group index as y * nwg.x + x).
+static gk_status dispatch(uint32_t pipeline, const uint32_t *buffers, uint32_t nbuffers, const uint32_t *params,
+                          uint64_t groups) {
+  if (groups == 0) return GK_SUCCESS;
+  uint64_t per_dim = limits[WG_LIMIT_GROUPS_PER_DIM];
+  uint64_t x = groups < per_dim ? groups : per_dim, y = (groups + x - 1) / x;
+  if (y > per_dim)
+    return gk_fail(GK_ERR_UNSUPPORTED, "webgpu: %llu workgroups are over the device's %llu x %llu",
+                   (unsigned long long)groups, (unsigned long long)per_dim, (unsigned long long)per_dim);
+  gkwg_dispatch(pipeline, buffers, nbuffers, params, WG_PARAM_WORDS * 4, (uint32_t)x, (uint32_t)y);
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- staging
+
+static uint32_t gather_pipeline, scatter_pipeline;
+
+static int elem_words(gk_dtype dt) { return dt == GK_I64 ? 2 : 1; }
+
+// Between tensor t and its arena slot: a copy when t is contiguous, else
+// the gather (into the arena) or scatter (out of it) shader. Parameters of
+// stage.wgsl: src_base, count, words per element, rank, slot; shape and
+// strides (in words) from word 8 and 16.
+static gk_status stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
+  int64_t n = gk_tensor_numel(t);
+  if (n == 0) return GK_SUCCESS;
+  void *handle;
+  size_t offset;
+  if (!gk_buffer_resolve(&gk_webgpu_backend, t, &handle, &offset))
+    return gk_fail(GK_ERR_BAD_DEVICE, "webgpu: a tensor is not inside one WebGPU buffer");
+  int ew = elem_words(t->dtype);
+  uint32_t id = wg_buffer_id(handle);
+  if (gk_tensor_is_contiguous(t)) {
+    uint32_t bytes = (uint32_t)(n * ew * 4);
+    if (into_arena) gkwg_buffer_copy(id, (uint32_t)offset, arena->id, slot * 4, bytes);
+    else gkwg_buffer_copy(arena->id, slot * 4, id, (uint32_t)offset, bytes);
+    return GK_SUCCESS;
+  }
+  if (!gather_pipeline) {
+    gather_pipeline = wg_pipeline_create(gk_wgsl_stage, "gather");
+    scatter_pipeline = wg_pipeline_create(gk_wgsl_stage, "scatter");
+  }
+  uint32_t p[WG_PARAM_WORDS] = {(uint32_t)(offset / 4), (uint32_t)n, (uint32_t)ew, (uint32_t)t->rank, slot};
+  for (int d = 0; d < t->rank; d++) {
+    p[8 + d] = (uint32_t)t->shape[d];
+    p[16 + d] = (uint32_t)(int32_t)(t->strides[d] * ew);
+  }
+  uint32_t buffers[2] = {id, arena->id};
+  return dispatch(into_arena ? gather_pipeline : scatter_pipeline, buffers, 2, p, (uint64_t)gk_ceil_div(n, 64));
+}
+
+// ---------------------------------------------------------------- runs
+
+uint32_t wg_scratch(wg_run *r, uint64_t words) {
+  uint32_t at = (uint32_t)r->words;
+  r->words += (words + 3) / 4 * 4;
+  return at;
+}
+
+uint32_t *wg_pass(wg_run *r, int entry, uint64_t groups) {
+  if (r->npass == WG_MAX_PASSES) {
+    r->overflow = true;
+    r->npass--;  // reuse the last slot; the run fails before dispatching
+  }
+  wg_pass_t *ps = &r->pass[r->npass++];
+  memset(ps, 0, sizeof *ps);
+  ps->entry = entry;
+  ps->groups = groups;
+  return ps->p;
+}
+
+uint32_t wg_f32(double v) {
+  float f = (float)v;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+typedef struct wg_state {
+  uint32_t pipeline[WG_MAX_ENTRIES];
+  int npipelines;
+  wg_buffer *constants;  // wg_family.constants, uploaded at init
+  uint32_t constant_words;
+} wg_state;
+
+static gk_status wg_init(gk_plan *plan) {
+  const wg_family *f = wg_family_of(plan);
+  wg_state *st = calloc(1, sizeof *st);
+  if (!st) return gk_fail(GK_ERR_OUT_OF_MEMORY, "webgpu: no memory for the plan's state");
+  const char *const *entries = plan->desc.direction == GK_FORWARD ? f->forward : f->backward;
+  for (; st->npipelines < WG_MAX_ENTRIES && entries[st->npipelines]; st->npipelines++)
+    st->pipeline[st->npipelines] = wg_pipeline_create(f->source, entries[st->npipelines]);
+  if (f->constants) {
+    float *data = NULL;
+    uint32_t words = f->constants(plan, &data);
+    if (words && !data) {
+      free(st);
+      return gk_fail(GK_ERR_OUT_OF_MEMORY, "webgpu: no memory for the plan's constants");
+    }
+    if (words) {
+      void *h;
+      gk_status s = wg_alloc((size_t)words * 4, &h);
+      if (s != GK_SUCCESS) {
+        free(data);
+        free(st);
+        return s;
+      }
+      st->constants = h;
+      st->constant_words = words;
+      gkwg_buffer_write(st->constants->id, 0, data, words * 4);
+    }
+    free(data);
+  }
+  plan->state = st;
+  return GK_SUCCESS;
+}
+
+static void wg_fini(gk_plan *plan) {
+  wg_state *st = plan->state;
+  if (!st) return;
+  for (int i = 0; i < st->npipelines; i++) wg_pipeline_destroy(st->pipeline[i]);
+  if (st->constants) wg_free(st->constants);
+  free(st);
+  plan->state = NULL;
+}
+
+static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, void *workspace) {
+  (void)workspace;
+  const wg_family *f = wg_family_of(plan);
+  const wg_state *st = plan->state;
+  wg_run r;
+  memset(&r, 0, sizeof r);
+  r.plan = plan;
+  r.t = args;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (args[k]) r.slot[k] = wg_scratch(&r, (uint64_t)gk_tensor_numel(args[k]) * elem_words(args[k]->dtype));
+  }
+  if (st->constants) r.constants = wg_scratch(&r, st->constant_words);
+  gk_status s = f->plan(plan, &r);
+  if (s == GK_SUCCESS && r.overflow) s = gk_fail(GK_ERR_INTERNAL, "webgpu: %s: more than %d passes", f->name, WG_MAX_PASSES);
+  if (s == GK_SUCCESS) s = arena_reserve(r.words);
+  if (s != GK_SUCCESS) return s;
+  for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
+    if (args[k] && (!plan->args[k].is_output || plan->desc.accumulate)) s = stage(args[k], r.slot[k], true);
+  if (st->constants && s == GK_SUCCESS)
+    gkwg_buffer_copy(st->constants->id, 0, arena->id, r.constants * 4, st->constant_words * 4);
+  for (int i = 0; i < r.npass && s == GK_SUCCESS; i++)
+    s = dispatch(st->pipeline[r.pass[i].entry], &arena->id, 1, r.pass[i].p, r.pass[i].groups);
+  for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
+    if (args[k] && plan->args[k].is_output) s = stage(args[k], r.slot[k], false);
+  gkwg_submit();
+  return s;
+}
+
+// f32 tensors (and i32/i64 indices) only; then what the family declines.
+static const char *wg_decline(const gk_plan *plan) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!plan->args[k].used) continue;
+    gk_dtype dt = plan->args[k].dtype;
+    if (dt != GK_F32 && dt != GK_I32 && dt != GK_I64)
+      return "the WebGPU kernels compute in f32 only (f64, f16 and bf16 are not written)";
+  }
+  const wg_family *f = wg_family_of(plan);
+  if (!f) return "no WGSL kernel for this op yet";
+  return f->decline ? f->decline(plan) : NULL;
+}
+
+static void wg_precision(const gk_plan *plan, gk_plan_info *info) {
+  (void)plan;
+  info->math = "f32 math in WGSL (the device's exp/log), sums in a fixed order, no float atomics";
+  info->accumulator = GK_F32;
+  info->deterministic = 1;
+}
+
+#define WG_KERNEL_(family, dir)                                                                                 \
+  static const gk_kernel webgpu_##family##_##dir = {.name = "webgpu", .backend = GK_BACKEND_WEBGPU,             \
+                                                    .decline = wg_decline, .run = wg_run_kernel, .init = wg_init, \
+                                                    .fini = wg_fini};
+#define WG_KERNELS_(family) WG_KERNEL_(family, fwd) WG_KERNEL_(family, bwd)
+WG_KERNELS_(activation)
+WG_KERNELS_(gated)
+WG_KERNELS_(norm)
+WG_KERNELS_(linear)
+WG_KERNELS_(matmul)
+WG_KERNELS_(softmax)
+WG_KERNELS_(cross_entropy)
+WG_KERNELS_(embedding)
+WG_KERNELS_(rope)
+WG_KERNELS_(attention)
+WG_KERNELS_(binary)
+WG_KERNELS_(conv1d)
+WG_KERNELS_(scan)
+
+const gk_backend_table gk_webgpu_backend = {
+    .name = "webgpu",
+    .id = GK_BACKEND_WEBGPU,
+    .device = GK_DEVICE_WEBGPU,
+    .unavailable = unavailable,
+    .precision = wg_precision,
+    .kernels = GK_KERNELS_PER_FAMILY(webgpu),
+    .buffer_alloc = wg_alloc,
+    .buffer_free = wg_free,
+    .buffer_upload = wg_upload,
+    .buffer_download = wg_download,
+    .synchronize = wg_synchronize,
+};

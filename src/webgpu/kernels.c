@@ -1,0 +1,481 @@
+// The WebGPU op families: for each, its shader, entry points per direction,
+// what it declines, and the passes of one run with their parameter words
+// (in the order of the shader's Params struct). Tensors are contiguous in
+// their arena slots (backend.c), so shapes are all a pass needs.
+#include "webgpu.h"
+#include "kernels.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const char gk_wgsl_activation[], gk_wgsl_gated[], gk_wgsl_binary[], gk_wgsl_norm[], gk_wgsl_softmax[],
+    gk_wgsl_matmul[], gk_wgsl_cross_entropy[], gk_wgsl_embedding[], gk_wgsl_rope[],
+    gk_wgsl_attention[], gk_wgsl_conv1d[], gk_wgsl_scan[];
+
+static uint64_t groups_for(int64_t n) { return (uint64_t)gk_ceil_div(n, 64); }
+static int64_t numel_of(const gk_plan *plan, gk_arg_kind k) {
+  int64_t n = 1;
+  for (int d = 0; d < plan->args[k].rank; d++) n *= plan->args[k].shape[d];
+  return n;
+}
+static int64_t prod(const int64_t *shape, int from, int to) {
+  int64_t n = 1;
+  for (int d = from; d < to; d++) n *= shape[d];
+  return n;
+}
+static int norm_dim(int dim, int rank) { return dim < 0 ? dim + rank : dim; }
+
+// ---------------------------------------------------------------- activations
+static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t n = numel_of(plan, GK_ARG_X);
+  bool fwd = d->direction == GK_FORWARD;
+  uint32_t *p = wg_pass(r, 0, groups_for(n));
+  p[0] = r->slot[GK_ARG_X];
+  p[1] = r->slot[GK_ARG_Y];
+  p[2] = r->slot[GK_ARG_DY];
+  p[3] = r->slot[GK_ARG_DX];
+  p[4] = (uint32_t)n;
+  p[5] = (uint32_t)d->op;
+  p[6] = d->act.approximate == GK_GELU_TANH;
+  p[7] = wg_f32(d->act.beta);
+  p[8] = wg_f32(d->act.threshold);
+  (void)fwd;
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- gated
+static gk_status plan_gated(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  static const uint32_t act_of[] = {[GK_OP_GLU] = GK_OP_SIGMOID, [GK_OP_REGLU] = GK_OP_RELU,
+                                    [GK_OP_SWIGLU] = GK_OP_SILU, [GK_OP_GEGLU] = GK_OP_GELU};
+  int64_t n = numel_of(plan, GK_ARG_X), half = 0;
+  if (d->gated.form == GK_GATED_SPLIT) {
+    int dim = norm_dim(d->gated.dim, d->rank);
+    n /= 2;
+    half = d->shape[dim] / 2 * prod(d->shape, dim + 1, d->rank);
+  }
+  uint32_t *p = wg_pass(r, 0, groups_for(n));
+  const gk_arg_kind kinds[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_Y, GK_ARG_DY, GK_ARG_DX, GK_ARG_DGATE};
+  for (int i = 0; i < 6; i++) p[i] = r->slot[kinds[i]];
+  p[6] = (uint32_t)n;
+  p[7] = (uint32_t)half;
+  p[8] = act_of[d->op];
+  p[9] = d->act.approximate == GK_GELU_TANH;
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- add, mul
+// shape (rank `rank`) aligned to y's rank R at the trailing dim: its sizes
+// (1 where it lacks a dim) and its contiguous strides, 0 where the size is 1.
+static void aligned(int R, int rank, const int64_t *shape, int64_t *size, uint32_t *stride) {
+  int64_t s = 1;
+  for (int d = R - 1; d >= 0; d--) {
+    int k = d - (R - rank);
+    size[d] = k >= 0 ? shape[k] : 1;
+    stride[d] = size[d] == 1 ? 0 : (uint32_t)s;
+    s *= size[d];
+  }
+}
+
+static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int R = d->rank > d->binary.b_rank ? d->rank : d->binary.b_rank;
+  int64_t as[GK_MAX_RANK], bs[GK_MAX_RANK], ys[GK_MAX_RANK];
+  uint32_t astr[GK_MAX_RANK], bstr[GK_MAX_RANK], ystr[GK_MAX_RANK];
+  aligned(R, d->rank, d->shape, as, astr);
+  aligned(R, d->binary.b_rank, d->binary.b_shape, bs, bstr);
+  for (int k = 0; k < R; k++) ys[k] = as[k] > bs[k] ? as[k] : bs[k];
+  aligned(R, R, ys, ys, ystr);
+  bool mul = d->op == GK_OP_MUL;
+  if (d->direction == GK_FORWARD) {
+    int64_t n = prod(ys, 0, R);
+    uint32_t *p = wg_pass(r, 0, groups_for(n));
+    p[0] = r->slot[GK_ARG_A];
+    p[1] = r->slot[GK_ARG_B];
+    p[2] = r->slot[GK_ARG_Y];
+    p[3] = (uint32_t)n;
+    p[4] = (uint32_t)R;
+    p[5] = mul;
+    p[6] = wg_f32(d->binary.alpha);
+    for (int k = 0; k < R; k++) {
+      p[8 + k] = (uint32_t)ys[k];
+      p[16 + k] = astr[k];
+      p[24 + k] = bstr[k];
+    }
+    return GK_SUCCESS;
+  }
+  // Backward: da from dy (and b), db from dy (and a).
+  for (int g = 0; g < 2; g++) {
+    gk_arg_kind out = g ? GK_ARG_DB : GK_ARG_DA, other = g ? GK_ARG_A : GK_ARG_B;
+    if (!r->t[out]) continue;
+    const int64_t *gs = g ? bs : as;
+    const uint32_t *ostr = g ? astr : bstr;
+    int64_t n = prod(gs, 0, R);
+    uint32_t *p = wg_pass(r, 0, groups_for(n));
+    p[0] = r->slot[GK_ARG_DY];
+    p[1] = mul ? r->slot[other] : 0;
+    p[2] = r->slot[out];
+    p[3] = (uint32_t)n;
+    p[4] = (uint32_t)R;
+    p[5] = mul;
+    p[6] = wg_f32(mul || g ? d->binary.alpha : 1.0);
+    for (int k = 0; k < R; k++) {
+      p[8 + k] = (uint32_t)gs[k];
+      p[16 + k] = ystr[k] ? ystr[k] : 0;
+      p[24 + k] = ostr[k];
+      p[32 + k] = gs[k] == 1 ? (uint32_t)ys[k] : 1;
+    }
+  }
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- norms
+static gk_status plan_norm(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank);
+  int64_t rows = prod(d->shape, 0, d->rank - d->norm.normalized_rank);
+  uint32_t p[WG_PARAM_WORDS] = {0};
+  const gk_arg_kind kinds[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_BIAS, GK_ARG_Y, GK_ARG_MEAN,
+                               GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DX, GK_ARG_DWEIGHT, GK_ARG_DBIAS};
+  for (int i = 0; i < 10; i++) p[i] = r->slot[kinds[i]];
+  p[10] = (uint32_t)rows;
+  p[11] = (uint32_t)cols;
+  p[12] = wg_f32(d->norm.eps);
+  p[13] = d->op == GK_OP_LAYERNORM;
+  p[14] = d->norm.has_weight;
+  p[15] = d->op == GK_OP_LAYERNORM && d->norm.has_bias;
+  p[16] = d->accumulate;
+  if (rows == 0) return GK_SUCCESS;
+  memcpy(wg_pass(r, 0, (uint64_t)rows), p, sizeof p);
+  if (d->direction == GK_BACKWARD && (p[14] || p[15])) memcpy(wg_pass(r, 1, (uint64_t)cols), p, sizeof p);
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- softmax
+static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int dim = norm_dim(d->softmax.dim, d->rank);
+  int64_t inner = prod(d->shape, dim + 1, d->rank), rows = prod(d->shape, 0, dim) * inner;
+  if (rows == 0 || d->shape[dim] == 0) return GK_SUCCESS;
+  uint32_t *p = wg_pass(r, 0, (uint64_t)rows);
+  p[0] = r->slot[GK_ARG_X];
+  p[1] = r->slot[GK_ARG_Y];
+  p[2] = r->slot[GK_ARG_DY];
+  p[3] = r->slot[GK_ARG_DX];
+  p[4] = (uint32_t)rows;
+  p[5] = (uint32_t)d->shape[dim];
+  p[6] = (uint32_t)inner;
+  p[7] = d->op == GK_OP_LOG_SOFTMAX;
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- linear, matmul
+// One strided product of matmul.wgsl (its Params in this order).
+typedef struct gemm {
+  uint32_t a, b, c, bias;
+  int64_t M, N, K, batches, kb;
+  int has_bias, accumulate;
+  int64_t a_bs, a_kbs, a_rs, a_cs, b_bs, b_kbs, b_rs, b_cs, c_bs, c_rs, c_cs;
+} gemm;
+
+static void product(wg_run *r, gemm g) {
+  if (g.M == 0 || g.N == 0 || g.batches == 0) return;
+  uint32_t *p = wg_pass(r, 0, (uint64_t)(gk_ceil_div(g.M, 16) * gk_ceil_div(g.N, 16) * g.batches));
+  const int64_t words[] = {g.a, g.b, g.c, g.bias, g.M, g.N, g.K, g.batches, g.kb, g.has_bias, g.accumulate, 0,
+                           g.a_bs, g.a_kbs, g.a_rs, g.a_cs, g.b_bs, g.b_kbs, g.b_rs, g.b_cs, g.c_bs, g.c_rs, g.c_cs};
+  for (size_t i = 0; i < sizeof words / sizeof *words; i++) p[i] = (uint32_t)words[i];
+}
+
+// dbias[j] (+)= sum over the M rows of dy (M x N).
+static void column_sum(wg_run *r, uint32_t dy, uint32_t dbias, int64_t M, int64_t N, int accumulate) {
+  if (N == 0) return;
+  uint32_t *p = wg_pass(r, 1, (uint64_t)N);
+  p[0] = dy;
+  p[2] = dbias;
+  p[4] = (uint32_t)M;
+  p[5] = (uint32_t)N;
+  p[10] = (uint32_t)accumulate;
+}
+
+// y (R x N) = x (R x K) W^T + b;  dx = dy W;  dW (+)= dy^T x;  db (+)= column sums of dy.
+static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t K = d->shape[d->rank - 1], R = prod(d->shape, 0, d->rank - 1), N = d->linear.out_features;
+  const uint32_t *s = r->slot;
+  if (d->direction == GK_FORWARD) {
+    product(r, (gemm){.a = s[GK_ARG_X], .b = s[GK_ARG_WEIGHT], .c = s[GK_ARG_Y], .bias = s[GK_ARG_BIAS], .M = R,
+                      .N = N, .K = K, .batches = 1, .kb = 1, .has_bias = d->linear.has_bias, .a_rs = K, .a_cs = 1,
+                      .b_rs = 1, .b_cs = K, .c_rs = N, .c_cs = 1});
+    return GK_SUCCESS;
+  }
+  product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_WEIGHT], .c = s[GK_ARG_DX], .M = R, .N = K, .K = N,
+                    .batches = 1, .kb = 1, .a_rs = N, .a_cs = 1, .b_rs = K, .b_cs = 1, .c_rs = K, .c_cs = 1});
+  product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_X], .c = s[GK_ARG_DWEIGHT], .M = N, .N = K, .K = R,
+                    .batches = 1, .kb = 1, .accumulate = d->accumulate, .a_rs = 1, .a_cs = N, .b_rs = K, .b_cs = 1,
+                    .c_rs = K, .c_cs = 1});
+  if (d->linear.has_bias) column_sum(r, s[GK_ARG_DY], s[GK_ARG_DBIAS], R, N, d->accumulate);
+  return GK_SUCCESS;
+}
+
+// Y = op(A) op(B) per batch; dA = dY op(B)^T, dB = op(A)^T dY (summed over
+// the batch when B is shared), each written in its operand's layout.
+static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int ta = d->matmul.trans_a, tb = d->matmul.trans_b, shared = d->matmul.shared_b;
+  int64_t M = d->shape[d->rank - 2 + ta], K = d->shape[d->rank - 1 - ta], N = d->matmul.n;
+  int64_t nb = prod(d->shape, 0, d->rank - 2);
+  int64_t a_bs = M * K, b_bs = shared ? 0 : K * N, y_bs = M * N;
+  // op(A)[i, k] and op(B)[k, j] as (row, column) strides.
+  int64_t a_rs = ta ? 1 : K, a_cs = ta ? M : 1, b_rs = tb ? 1 : N, b_cs = tb ? K : 1;
+  const uint32_t *s = r->slot;
+  if (d->direction == GK_FORWARD) {
+    product(r, (gemm){.a = s[GK_ARG_A], .b = s[GK_ARG_B], .c = s[GK_ARG_Y], .M = M, .N = N, .K = K, .batches = nb,
+                      .kb = 1, .a_bs = a_bs, .a_rs = a_rs, .a_cs = a_cs, .b_bs = b_bs, .b_rs = b_rs, .b_cs = b_cs,
+                      .c_bs = y_bs, .c_rs = N, .c_cs = 1});
+    return GK_SUCCESS;
+  }
+  // dA[i, k] = sum_j dY[i, j] op(B)[k, j]: written at A's (i, k) strides.
+  product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_B], .c = s[GK_ARG_DA], .M = M, .N = K, .K = N, .batches = nb,
+                    .kb = 1, .a_bs = y_bs, .a_rs = N, .a_cs = 1, .b_bs = b_bs, .b_rs = b_cs, .b_cs = b_rs,
+                    .c_bs = a_bs, .c_rs = a_rs, .c_cs = a_cs});
+  // dB[k, j] = sum_i op(A)[i, k] dY[i, j]: written at B's (k, j) strides.
+  gemm g = {.a = s[GK_ARG_A], .b = s[GK_ARG_DY], .c = s[GK_ARG_DB], .M = K, .N = N, .K = M, .batches = nb, .kb = 1,
+            .a_bs = a_bs, .a_rs = a_cs, .a_cs = a_rs, .b_bs = y_bs, .b_rs = N, .b_cs = 1, .c_bs = b_bs,
+            .c_rs = b_rs, .c_cs = b_cs};
+  if (shared) {
+    g.batches = 1;
+    g.kb = nb;
+    g.a_kbs = a_bs;
+    g.b_kbs = y_bs;
+    g.a_bs = g.b_bs = g.c_bs = 0;
+  }
+  product(r, g);
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- cross-entropy
+static uint32_t index_words(const gk_op_desc *d) { return d->index_dtype == GK_I64 ? 2 : 1; }
+
+static const char *decline_cross_entropy(const gk_plan *plan) {
+  int64_t ignore = plan->desc.ce.ignore_index;
+  return ignore < INT32_MIN || ignore > INT32_MAX ? "ce.ignore_index is outside the i32 range the shader compares in"
+                                                  : NULL;
+}
+
+static gk_status plan_cross_entropy(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t V = d->shape[d->rank - 1], rows = prod(d->shape, 0, d->rank - 1);
+  bool fwd = d->direction == GK_FORWARD, grad = !fwd || d->ce.fused_grad;
+  uint32_t p[WG_PARAM_WORDS] = {r->slot[GK_ARG_LOGITS], r->slot[GK_ARG_TARGET], r->slot[GK_ARG_LOSS],
+                                r->slot[GK_ARG_DLOGITS], r->slot[GK_ARG_DLOSS], wg_scratch(r, 3 * (uint64_t)rows + 1),
+                                (uint32_t)rows, (uint32_t)V, index_words(d), (uint32_t)(int32_t)d->ce.ignore_index,
+                                d->ce.reduction == GK_REDUCTION_MEAN, wg_f32(d->ce.label_smoothing),
+                                wg_f32(d->ce.grad_scale), fwd && d->ce.fused_grad, fwd, 0x7fc00000u};
+  memcpy(wg_pass(r, 0, (uint64_t)rows), p, sizeof p);
+  memcpy(wg_pass(r, 1, 1), p, sizeof p);
+  if (grad) memcpy(wg_pass(r, 2, groups_for(rows * V)), p, sizeof p);
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- embedding
+static gk_status plan_embedding(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t P = prod(d->shape, 0, d->rank), V = d->embedding.num_embeddings, D = d->embedding.dim;
+  bool fwd = d->direction == GK_FORWARD;
+  uint32_t *p = wg_pass(r, 0, groups_for(fwd ? P * D : V * D));
+  const gk_arg_kind kinds[] = {GK_ARG_WEIGHT, GK_ARG_INDEX, GK_ARG_Y, GK_ARG_DY, GK_ARG_DWEIGHT};
+  for (int i = 0; i < 5; i++) p[i] = r->slot[kinds[i]];
+  p[5] = (uint32_t)P;
+  p[6] = (uint32_t)V;
+  p[7] = (uint32_t)D;
+  p[8] = index_words(d);
+  p[9] = (uint32_t)(int32_t)d->embedding.padding_idx;
+  p[10] = (uint32_t)d->accumulate;
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- RoPE
+static int64_t rope_T(const gk_op_desc *d) { return d->shape[d->rope.layout == GK_ROPE_BHTD ? 2 : 1]; }
+
+// cos, then sin, of (offset + t) theta^(-2i/Dh) for t < T, i < Dh/2, in f64.
+static uint32_t rope_constants(const gk_plan *plan, float **data) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t T = rope_T(d), half = d->shape[3] / 2, n = T * half;
+  if (n == 0) return 0;
+  float *t = malloc((size_t)(2 * n) * sizeof *t);
+  *data = t;
+  if (!t) return (uint32_t)(2 * n);
+  for (int64_t pos = 0; pos < T; pos++)
+    for (int64_t i = 0; i < half; i++) {
+      double angle = (double)(d->rope.offset + pos) * pow(d->rope.theta, -2.0 * (double)i / (double)d->shape[3]);
+      t[pos * half + i] = (float)cos(angle);
+      t[n + pos * half + i] = (float)sin(angle);
+    }
+  return (uint32_t)(2 * n);
+}
+
+static gk_status plan_rope(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  bool fwd = d->direction == GK_FORWARD, bhtd = d->rope.layout == GK_ROPE_BHTD;
+  int64_t pairs = prod(d->shape, 0, 4) / 2;
+  uint32_t *p = wg_pass(r, 0, groups_for(pairs));
+  p[0] = r->slot[fwd ? GK_ARG_X : GK_ARG_DY];
+  p[1] = r->slot[fwd ? GK_ARG_Y : GK_ARG_DX];
+  p[2] = r->constants;
+  p[3] = (uint32_t)pairs;
+  p[4] = (uint32_t)rope_T(d);
+  p[5] = (uint32_t)d->shape[bhtd ? 1 : 2];
+  p[6] = (uint32_t)d->shape[3];
+  p[7] = bhtd;
+  p[8] = d->rope.pairing == GK_ROPE_INTERLEAVED;
+  p[9] = !fwd;
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- attention
+static const char *decline_attention(const gk_plan *plan) {
+  return plan->desc.shape[3] > 128 ? "head dim over 128 (the shader keeps rows in private arrays of 128)" : NULL;
+}
+
+static gk_status plan_attention(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t B = d->shape[0], H = d->shape[1], T = d->shape[2], Dh = d->shape[3];
+  int64_t Hkv = d->attn.kv_heads ? d->attn.kv_heads : H;
+  double scale = d->attn.scale != 0 ? d->attn.scale : 1 / sqrt((double)Dh);
+  uint32_t p[WG_PARAM_WORDS] = {0};
+  const gk_arg_kind kinds[] = {GK_ARG_Q, GK_ARG_K, GK_ARG_V, GK_ARG_Y, GK_ARG_LSE, GK_ARG_DY, GK_ARG_DQ, GK_ARG_DK,
+                               GK_ARG_DV};
+  for (int i = 0; i < 9; i++) p[i] = r->slot[kinds[i]];
+  const int64_t dims[] = {B, H, Hkv, T, Dh, d->attn.causal};
+  for (int i = 0; i < 6; i++) p[10 + i] = (uint32_t)dims[i];
+  p[16] = wg_f32(scale);
+  if (d->direction == GK_FORWARD) {
+    memcpy(wg_pass(r, 0, groups_for(B * H * T)), p, sizeof p);
+    return GK_SUCCESS;
+  }
+  p[9] = wg_scratch(r, (uint64_t)(B * H * T));
+  memcpy(wg_pass(r, 0, groups_for(B * H * T)), p, sizeof p);
+  memcpy(wg_pass(r, 1, groups_for(B * H * T)), p, sizeof p);
+  memcpy(wg_pass(r, 2, groups_for(B * Hkv * T)), p, sizeof p);
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- conv1d
+static gk_status plan_conv1d(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int cl = d->conv.channel_last;
+  int64_t B = d->shape[0], D = d->shape[cl ? 2 : 1], L = d->shape[cl ? 1 : 2], W = d->conv.width;
+  uint32_t p[WG_PARAM_WORDS] = {0};
+  const gk_arg_kind kinds[] = {GK_ARG_X,  GK_ARG_WEIGHT, GK_ARG_BIAS,  GK_ARG_INITIAL_STATE, GK_ARG_Y,
+                               GK_ARG_FINAL_STATE, GK_ARG_DY, GK_ARG_DFINAL_STATE, GK_ARG_DX, GK_ARG_DWEIGHT,
+                               GK_ARG_DBIAS, GK_ARG_DINITIAL_STATE};
+  for (int i = 0; i < 12; i++) p[i] = r->slot[kinds[i]];
+  const int64_t words[] = {B, D, L, W, cl, r->t[GK_ARG_BIAS] != NULL, d->conv.silu,
+                           r->t[GK_ARG_INITIAL_STATE] != NULL, r->t[GK_ARG_DFINAL_STATE] != NULL,
+                           r->t[GK_ARG_DBIAS] != NULL, r->t[GK_ARG_DINITIAL_STATE] != NULL, d->accumulate};
+  for (int i = 0; i < 12; i++) p[13 + i] = (uint32_t)words[i];
+  if (d->direction == GK_FORWARD) {
+    memcpy(wg_pass(r, 0, groups_for(B * D * L)), p, sizeof p);
+    if (r->t[GK_ARG_FINAL_STATE]) memcpy(wg_pass(r, 1, groups_for(B * D * (W - 1))), p, sizeof p);
+    return GK_SUCCESS;
+  }
+  p[12] = wg_scratch(r, (uint64_t)(B * D * L));
+  memcpy(wg_pass(r, 0, groups_for(B * D * L)), p, sizeof p);
+  memcpy(wg_pass(r, 1, groups_for(B * D * (L + W - 1))), p, sizeof p);
+  memcpy(wg_pass(r, 2, (uint64_t)(D * W)), p, sizeof p);
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- selective scan
+static const char *decline_scan(const gk_plan *plan) {
+  return plan->desc.scan.d_state > 64 ? "d_state over 64 (the shader keeps the state in a private array of 64)"
+                                      : NULL;
+}
+
+static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state, T = d->scan.chunk_size;
+  int64_t nchunks = gk_ceil_div(L, T);
+  bool b_var = d->scan.b_layout != GK_SCAN_SHARED, c_var = d->scan.c_layout != GK_SCAN_SHARED;
+  int64_t Gb = d->scan.b_layout == GK_SCAN_GROUPED ? d->scan.groups : 1;
+  int64_t Gc = d->scan.c_layout == GK_SCAN_GROUPED ? d->scan.groups : 1;
+  uint32_t p[WG_PARAM_WORDS] = {0};
+  const gk_arg_kind kinds[] = {GK_ARG_U, GK_ARG_DELTA, GK_ARG_A, GK_ARG_B, GK_ARG_C, GK_ARG_D, GK_ARG_Z,
+                               GK_ARG_DELTA_BIAS, GK_ARG_INITIAL_STATE, GK_ARG_Y, GK_ARG_CHUNK_STATES,
+                               GK_ARG_FINAL_STATE, GK_ARG_DY, GK_ARG_DFINAL_STATE, GK_ARG_DU, GK_ARG_DDELTA,
+                               GK_ARG_DA, GK_ARG_DB, GK_ARG_DC, GK_ARG_DD, GK_ARG_DZ, GK_ARG_DDELTA_BIAS,
+                               GK_ARG_DINITIAL_STATE};
+  for (int i = 0; i < 23; i++) p[i] = r->slot[kinds[i]];
+  const int64_t words[] = {nb, nd, L, N, T, nchunks, b_var, Gb, c_var, Gc, d->scan.has_D, d->scan.has_z,
+                           d->scan.has_delta_bias, d->scan.delta_softplus, r->t[GK_ARG_INITIAL_STATE] != NULL,
+                           r->t[GK_ARG_FINAL_STATE] != NULL, r->t[GK_ARG_DFINAL_STATE] != NULL,
+                           r->t[GK_ARG_DINITIAL_STATE] != NULL, d->accumulate};
+  for (int i = 0; i < 19; i++) p[29 + i] = (uint32_t)words[i];
+  if (d->direction == GK_FORWARD) {
+    memcpy(wg_pass(r, 0, groups_for(nb * nd)), p, sizeof p);
+    return GK_SUCCESS;
+  }
+  // Scratch: each channel's chunk states, then the per-(batch, channel) sums.
+  p[23] = wg_scratch(r, (uint64_t)(nb * nd * (T + 1) * N));
+  p[24] = wg_scratch(r, (uint64_t)(nb * nd * N));
+  p[25] = wg_scratch(r, (uint64_t)(nb * nd));
+  p[26] = wg_scratch(r, (uint64_t)(nb * nd));
+  p[27] = wg_scratch(r, (uint64_t)(nb * nd * N * (b_var ? L : 1)));
+  p[28] = wg_scratch(r, (uint64_t)(nb * nd * N * (c_var ? L : 1)));
+  memcpy(wg_pass(r, 0, groups_for(nb * nd)), p, sizeof p);
+  memcpy(wg_pass(r, 1, groups_for(nd * N)), p, sizeof p);
+  for (int bc = 0; bc < 2; bc++) {
+    if (!(bc ? c_var : b_var)) continue;
+    uint32_t *q = wg_pass(r, 2, groups_for(nb * (bc ? Gc : Gb) * N * L));
+    memcpy(q, p, sizeof p);
+    q[48] = p[bc ? 28 : 27];
+    q[49] = r->slot[bc ? GK_ARG_DC : GK_ARG_DB];
+    q[50] = (uint32_t)(bc ? Gc : Gb);
+  }
+  return GK_SUCCESS;
+}
+
+// ---------------------------------------------------------------- the table
+static const wg_family activation = {"activation", gk_wgsl_activation, {"forward"}, {"backward"}, NULL,
+                                     plan_activation, NULL};
+static const wg_family gated = {"gated", gk_wgsl_gated, {"forward"}, {"backward"}, NULL, plan_gated, NULL};
+static const wg_family binary = {"binary", gk_wgsl_binary, {"forward"}, {"reduce_grad"}, NULL, plan_binary, NULL};
+static const wg_family norm = {"norm", gk_wgsl_norm, {"forward"}, {"backward_dx", "backward_params"}, NULL,
+                               plan_norm, NULL};
+static const wg_family linear = {"linear", gk_wgsl_matmul, {"product"}, {"product", "column_sum"}, NULL,
+                                 plan_linear, NULL};
+static const wg_family matmul = {"matmul", gk_wgsl_matmul, {"product"}, {"product"}, NULL, plan_matmul, NULL};
+static const wg_family cross_entropy = {"cross_entropy", gk_wgsl_cross_entropy, {"per_row", "total", "grad"},
+                                        {"per_row", "total", "grad"}, decline_cross_entropy, plan_cross_entropy, NULL};
+static const wg_family embedding = {"embedding", gk_wgsl_embedding, {"forward"}, {"backward"}, NULL, plan_embedding,
+                                    NULL};
+static const wg_family rope = {"rope", gk_wgsl_rope, {"rotate"}, {"rotate"}, NULL, plan_rope, rope_constants};
+static const wg_family attention = {"attention", gk_wgsl_attention, {"forward"}, {"delta", "dq", "dkv"},
+                                    decline_attention, plan_attention, NULL};
+static const wg_family conv1d = {"conv1d", gk_wgsl_conv1d, {"forward", "final_state"}, {"grad_pre", "dx", "dparams"},
+                                 NULL, plan_conv1d, NULL};
+static const wg_family scan = {"scan", gk_wgsl_scan, {"forward"}, {"backward", "reduce_params", "reduce_bc"},
+                               decline_scan, plan_scan, NULL};
+static const wg_family softmax = {"softmax", gk_wgsl_softmax, {"forward"}, {"backward"}, NULL, plan_softmax, NULL};
+
+const wg_family *wg_family_of(const gk_plan *plan) {
+  switch (plan->desc.op) {
+  case GK_OP_RELU: case GK_OP_GELU: case GK_OP_SILU: case GK_OP_SIGMOID: case GK_OP_SOFTPLUS: return &activation;
+  case GK_OP_GLU: case GK_OP_REGLU: case GK_OP_SWIGLU: case GK_OP_GEGLU: return &gated;
+  case GK_OP_ADD: case GK_OP_MUL: return &binary;
+  case GK_OP_RMSNORM: case GK_OP_LAYERNORM: return &norm;
+  case GK_OP_SOFTMAX: case GK_OP_LOG_SOFTMAX: return &softmax;
+  case GK_OP_LINEAR: return &linear;
+  case GK_OP_MATMUL: return &matmul;
+  case GK_OP_CROSS_ENTROPY: return &cross_entropy;
+  case GK_OP_EMBEDDING: return &embedding;
+  case GK_OP_ROPE: return &rope;
+  case GK_OP_ATTENTION: return &attention;
+  case GK_OP_CONV1D: return &conv1d;
+  case GK_OP_SELECTIVE_SCAN: return &scan;
+  default: return NULL;
+  }
+}

@@ -1,0 +1,60 @@
+// What the WebGPU kernels share: a run's arena slots and passes, and the
+// table of op families (kernels.c) that the backend (backend.c) drives.
+#ifndef GK_WEBGPU_KERNELS_H
+#define GK_WEBGPU_KERNELS_H
+
+#include "../core/internal.h"
+
+#include <stdint.h>
+
+enum { WG_PARAM_WORDS = 64, WG_MAX_PASSES = 8, WG_MAX_ENTRIES = 6 };
+
+// One dispatch: the family's entry point, its workgroups, its parameters
+// (the words of the shader's Params struct).
+typedef struct wg_pass_t {
+  int entry;
+  uint64_t groups;
+  uint32_t p[WG_PARAM_WORDS];
+} wg_pass_t;
+
+// One run: where each tensor sits in the arena (in 4-byte words), the
+// scratch words after them, the passes.
+typedef struct wg_run {
+  const gk_plan *plan;
+  const gk_tensor *const *t;   // the run's tensors by kind (NULL: absent)
+  uint32_t slot[GK_ARG_COUNT_];
+  uint32_t constants;          // the slot of the family's constants
+  uint64_t words;
+  wg_pass_t pass[WG_MAX_PASSES];
+  int npass;
+  bool overflow;
+} wg_run;
+
+// `words` scratch words in the arena; their slot.
+uint32_t wg_scratch(wg_run *r, uint64_t words);
+// Append a pass of entry `entry` (an index into the family's entry list)
+// over `groups` workgroups; fill the returned parameter words.
+uint32_t *wg_pass(wg_run *r, int entry, uint64_t groups);
+// The bits of v as an f32 parameter word.
+uint32_t wg_f32(double v);
+
+// An op family: one WGSL source, its entry points per direction (the plan
+// compiles them at creation), the options it declines, and the passes of
+// one run.
+typedef struct wg_family {
+  const char *name;
+  const char *source;
+  const char *forward[WG_MAX_ENTRIES];
+  const char *backward[WG_MAX_ENTRIES];
+  const char *(*decline)(const gk_plan *plan);   // NULL: takes every f32 description
+  gk_status (*plan)(const gk_plan *plan, wg_run *r);
+  // Plan constants (RoPE's angles): NULL, or fills *data (malloc) and
+  // returns its words; uploaded at plan creation, copied to r->constants.
+  uint32_t (*constants)(const gk_plan *plan, float **data);
+} wg_family;
+
+const wg_family *wg_family_of(const gk_plan *plan);
+
+extern const gk_backend_table gk_webgpu_backend;
+
+#endif

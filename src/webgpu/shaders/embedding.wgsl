@@ -1,0 +1,36 @@
+// Embedding: weight W (V x D), indices idx (P), y (P x D).
+//   forward   y[q, d] = W[idx[q], d]                 one invocation per element of y
+//   backward  dW[v, d] (+)= sum_{q: idx[q] = v} dy[q, d], in order of q (deterministic, no atomics);
+//             row padding_idx gets nothing (0, or kept with accumulate)
+//             one invocation per element of dW, each scanning the P indices
+struct Params { weight: u32, index: u32, y: u32, dy: u32, dweight: u32, P: u32, V: u32, D: u32,
+                index_words: u32, padding: i32, accumulate: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+
+@compute @workgroup_size(64)
+fn forward(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let e = flat_id(gid, nwg);
+  if (e >= p.P * p.D) { return; }
+  let q = e / p.D;
+  let row = u32(index_at(p.index, q, p.index_words));
+  m[p.y + e] = m[p.weight + row * p.D + e % p.D];
+}
+
+@compute @workgroup_size(64)
+fn backward(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let e = flat_id(gid, nwg);
+  if (e >= p.V * p.D) { return; }
+  let v = e / p.D;
+  let d = e % p.D;
+  var s = 0.0;
+  if (i32(v) != p.padding) {
+    for (var q = 0u; q < p.P; q++) {
+      if (u32(index_at(p.index, q, p.index_words)) == v) { s += m[p.dy + q * p.D + d]; }
+    }
+  }
+  if (p.accumulate == 1u) {
+    if (i32(v) != p.padding) { m[p.dweight + e] += s; }
+  } else {
+    m[p.dweight + e] = s;
+  }
+}

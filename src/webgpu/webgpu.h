@@ -1,0 +1,53 @@
+// The WebGPU backend (WebAssembly build only): WGSL compute shaders run on
+// the host's GPUDevice through the imports of module "gk_webgpu", which
+// wasm/webgpu.mjs implements. Buffers and pipelines are named by ids this
+// side chooses, so no call but a read or a wait waits for the host.
+#ifndef GK_WEBGPU_H
+#define GK_WEBGPU_H
+
+#include "../core/internal.h"
+
+#include <stdint.h>
+
+#define GK_WEBGPU_IMPORT(name) __attribute__((import_module("gk_webgpu"), import_name(#name)))
+
+// Limits the host's device was created with (device_info's `limits`).
+enum {
+  WG_LIMIT_STORAGE_BINDING,    // maxStorageBufferBindingSize, bytes
+  WG_LIMIT_BUFFER_SIZE,        // maxBufferSize, bytes (clamped to 2^32 - 1)
+  WG_LIMIT_GROUPS_PER_DIM,     // maxComputeWorkgroupsPerDimension
+  WG_LIMIT_INVOCATIONS,        // maxComputeInvocationsPerWorkgroup
+  WG_LIMIT_COUNT
+};
+
+// 1 when the host gave a device (limits filled), else 0 with the reason in
+// `reason` (NUL-terminated, at most `cap` bytes).
+GK_WEBGPU_IMPORT(device_info) int32_t gkwg_device_info(char *reason, uint32_t cap, uint32_t *limits);
+// A storage buffer of `bytes` bytes (a multiple of 4), zeroed; its id is `id`.
+GK_WEBGPU_IMPORT(buffer_create) void gkwg_buffer_create(uint32_t id, uint32_t bytes);
+GK_WEBGPU_IMPORT(buffer_destroy) void gkwg_buffer_destroy(uint32_t id);
+// Queue a write of host bytes (offset and bytes multiples of 4).
+GK_WEBGPU_IMPORT(buffer_write) void gkwg_buffer_write(uint32_t id, uint32_t offset, const void *src, uint32_t bytes);
+// After everything queued: copy bytes into host memory. 0, or 1 with the
+// device's error in `message`.
+GK_WEBGPU_IMPORT(buffer_read)
+int32_t gkwg_buffer_read(uint32_t id, uint32_t offset, void *dst, uint32_t bytes, char *message, uint32_t cap);
+// Queue a copy between buffers (offsets and bytes multiples of 4).
+GK_WEBGPU_IMPORT(buffer_copy)
+void gkwg_buffer_copy(uint32_t src, uint32_t src_offset, uint32_t dst, uint32_t dst_offset, uint32_t bytes);
+// A compute pipeline from WGSL text (`len` bytes) and a NUL-terminated entry point.
+GK_WEBGPU_IMPORT(pipeline_create)
+void gkwg_pipeline_create(uint32_t id, const char *wgsl, uint32_t len, const char *entry);
+GK_WEBGPU_IMPORT(pipeline_destroy) void gkwg_pipeline_destroy(uint32_t id);
+// Queue a dispatch of groups_x x groups_y workgroups: binding 0 the
+// `params_bytes` bytes of params as a uniform buffer, bindings 1.. the
+// buffers (whole).
+GK_WEBGPU_IMPORT(dispatch)
+void gkwg_dispatch(uint32_t pipeline, const uint32_t *buffers, uint32_t nbuffers, const void *params,
+                   uint32_t params_bytes, uint32_t groups_x, uint32_t groups_y);
+// Hand what was queued to the host (it runs it without this side waiting).
+GK_WEBGPU_IMPORT(submit) void gkwg_submit(void);
+// Wait for everything queued: 0, or 1 with the device's error in `message`.
+GK_WEBGPU_IMPORT(wait) int32_t gkwg_wait(char *message, uint32_t cap);
+
+#endif

@@ -1,0 +1,552 @@
+// Every op x direction of the WebGPU backend in f32 against the reference
+// backend, through the plan harness (plan_harness.h): odd sizes, sizes
+// past one 64-wide workgroup and past one dispatch's 65535 workgroups, every layout the harness makes (contiguous,
+// transposed, strided) for the tensors the ops take as views, accumulation
+// of parameter gradients, bit-identical repeated runs, and no byte written
+// outside an output's elements; bad input on the GPU path (wrong device,
+// a tensor past its buffer, an index out of range, an unsupported dtype:
+// a status and message, nothing written). Built for WebAssembly (make wasm) and run
+// in Node by tests/wasm/webgpu_ops.mjs, which hands it a WebGPU device;
+// without one the test fails with the reason.
+//
+// Usage: test_webgpu_ops [--quick] [families...]   (default: every family;
+// --quick: the first configuration of each op, contiguous only, for
+// slow adapters such as Chromium's SwiftShader)
+#include "arg_dtypes.h"
+#include "plan_harness.h"
+
+typedef struct shape_case {
+  int rank;
+  int64_t shape[GK_MAX_RANK];
+} shape_case;
+
+static bool is_index_kind(int k) { return k == GK_ARG_TARGET || k == GK_ARG_INDEX; }
+static bool is_stat_kind(int k) {
+  return k == GK_ARG_RSTD || k == GK_ARG_MEAN || k == GK_ARG_LOSS || k == GK_ARG_DLOSS || k == GK_ARG_LSE ||
+         k == GK_ARG_CHUNK_STATES;
+}
+
+static bool is_output(const gk_op_desc *d, int k) {
+  if (d->direction == GK_FORWARD)
+    return k == GK_ARG_Y || k == GK_ARG_MEAN || k == GK_ARG_RSTD || k == GK_ARG_LOSS || k == GK_ARG_DLOGITS ||
+           k == GK_ARG_LSE || k == GK_ARG_FINAL_STATE || k == GK_ARG_CHUNK_STATES;
+  switch (k) {
+  case GK_ARG_DX: case GK_ARG_DGATE: case GK_ARG_DWEIGHT: case GK_ARG_DBIAS: case GK_ARG_DA: case GK_ARG_DB:
+  case GK_ARG_DLOGITS: case GK_ARG_DQ: case GK_ARG_DK: case GK_ARG_DV: case GK_ARG_DINITIAL_STATE:
+  case GK_ARG_DU: case GK_ARG_DDELTA: case GK_ARG_DC: case GK_ARG_DD: case GK_ARG_DZ: case GK_ARG_DDELTA_BIAS:
+    return true;
+  default: return false;
+  }
+}
+
+// Parameter gradients: overwritten, or added to with desc.accumulate.
+static bool is_param_grad(const gk_op_desc *d, int k) {
+  if (d->direction != GK_BACKWARD) return false;
+  bool scan = d->op == GK_OP_SELECTIVE_SCAN;
+  if (k == GK_ARG_DWEIGHT || k == GK_ARG_DBIAS) return d->op != GK_OP_ADD && d->op != GK_OP_MUL;
+  if (scan && (k == GK_ARG_DA || k == GK_ARG_DD || k == GK_ARG_DDELTA_BIAS)) return true;
+  if (scan && k == GK_ARG_DB) return d->scan.b_layout == GK_SCAN_SHARED;
+  if (scan && k == GK_ARG_DC) return d->scan.c_layout == GK_SCAN_SHARED;
+  return false;
+}
+
+static double g_ignore_frac;  // share of cross-entropy targets set to ignore_index
+
+static void fill_input(const gk_op_desc *d, const gk_tensor *t, int k) {
+  int64_t n = gk_tensor_numel(t);
+  if (k == GK_ARG_TARGET) {
+    int64_t V = d->shape[d->rank - 1];
+    for (int64_t i = 0; i < n; i++)
+      tset(t, i, rng_uniform(0, 1) < g_ignore_frac ? (double)d->ce.ignore_index : (double)(rng_next() % (uint64_t)V));
+  } else if (k == GK_ARG_INDEX) {
+    for (int64_t i = 0; i < n; i++) tset(t, i, (double)(rng_next() % (uint64_t)d->embedding.num_embeddings));
+  } else if (d->op == GK_OP_SELECTIVE_SCAN && k == GK_ARG_A) tfill(t, -1.5, -0.2);
+  else if (d->op == GK_OP_SELECTIVE_SCAN && k == GK_ARG_DELTA)
+    tfill(t, d->scan.delta_softplus ? -2 : 0.05, d->scan.delta_softplus ? 1 : 0.6);
+  else if (d->op == GK_OP_SELECTIVE_SCAN && k == GK_ARG_DELTA_BIAS) tfill(t, 0, 0.3);
+  else if ((d->op == GK_OP_RMSNORM || d->op == GK_OP_LAYERNORM) && k == GK_ARG_WEIGHT) tfill(t, 0.5, 1.5);
+  else if (k == GK_ARG_X || k == GK_ARG_GATE) {
+    // |x| in [0.05, 3]: away from relu's kink, both signs.
+    for (int64_t i = 0; i < n; i++) {
+      double v = rng_uniform(0.05, 3);
+      tset(t, i, rng_next() & 1 ? v : -v);
+    }
+  } else tfill(t, -1, 1);
+}
+
+static const char *g_variant = "";
+static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n) {
+  char shape[128] = "";
+  for (int i = 0; i < d->rank; i++)
+    snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ",%lld" : "%lld", (long long)d->shape[i]);
+  snprintf(buf, n, "%s %s f32 [%s] %s %s", gk_op_name(d->op), d->direction == GK_FORWARD ? "fwd" : "bwd", shape,
+           g_variant, layout_name[lay]);
+  return buf;
+}
+
+// The f32 tolerance, widened as the CPU op tests widen it: sums of many
+// products (linear, matmul), the scan's parameter gradients (sums over
+// batch, steps and states).
+static tol tol_for(const gk_op_desc *d, int k, gk_dtype dt) {
+  tol t = tol_of(dt);
+  if (d->op == GK_OP_LINEAR || d->op == GK_OP_MATMUL) t.atol = 1e-4;
+  if (d->op == GK_OP_SELECTIVE_SCAN && is_param_grad(d, k)) {
+    t.rtol *= 4;
+    t.atol *= 4;
+  }
+  return t;
+}
+
+static bool is_plain(int k) { return is_stat_kind(k) || is_index_kind(k); }
+
+static const plan_roles roles = {.is_output = is_output, .dtype_of = expected_arg_dtype, .contiguous = is_plain,
+                                 .fill = fill_input, .tol_for = tol_for, .describe = describe};
+
+// ---------------------------------------------------------------- checks
+
+// Parameter gradients with accumulate = 1 on the WebGPU backend add to
+// what the outputs held.
+static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s, const argset *ref_out) {
+  bool any = false;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) any |= s->have[k] && is_param_grad(bwd, k);
+  if (!any) return;
+  char name[320];
+  describe(bwd, lay, name, sizeof name);
+  gk_op_desc acc = *bwd;
+  acc.accumulate = 1;
+  argset o;
+  clone_outputs(&roles, bwd, s, lay, &o);
+  tbuf prior[GK_ARG_COUNT_];
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (o.have[k] && is_param_grad(bwd, k)) {
+      tfill(&o.b[k].t, -2, 2);
+      prior[k] = tbuf_make(GK_F64, o.b[k].t.rank, o.b[k].t.shape, CONTIGUOUS);
+      tcopy_values(&prior[k].t, &o.b[k].t);
+    }
+  check(run_desc(&acc, GK_BACKEND_WEBGPU, &o) == GK_SUCCESS, "%s accumulate: %s", name, gk_last_error());
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!o.have[k] || !is_param_grad(bwd, k)) continue;
+    tbuf want = tbuf_make(GK_F64, o.b[k].t.rank, o.b[k].t.shape, CONTIGUOUS);
+    int64_t n = gk_tensor_numel(&want.t);
+    for (int64_t i = 0; i < n; i++) tset(&want.t, i, tget(&prior[k].t, i) + tget(&ref_out->b[k].t, i));
+    tol tl = tol_for(bwd, k, GK_F32);
+    tl.rtol *= 2;
+    tl.atol *= 2;
+    double r = tcompare(&o.b[k].t, &want.t, tl, false);
+    check(r <= 1.0, "%s accumulate: %s off by %.3g tolerances", name, gk_arg_name((gk_arg_kind)k), r);
+    tbuf_free(&want);
+    tbuf_free(&prior[k]);
+  }
+  free_outputs(&roles, bwd, &o);
+}
+
+// Two runs on the WebGPU backend give the same bits in every output.
+static void check_repeatable(const gk_op_desc *d, const argset *in) {
+  char name[320];
+  describe(d, CONTIGUOUS, name, sizeof name);
+  argset runs[2];
+  for (int i = 0; i < 2; i++) {
+    clone_outputs(&roles, d, in, CONTIGUOUS, &runs[i]);
+    check(run_desc(d, GK_BACKEND_WEBGPU, &runs[i]) == GK_SUCCESS, "%s: %s", name, gk_last_error());
+  }
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (in->have[k] && is_output(d, k))
+      check(tbits_equal(&runs[0].b[k].t, &runs[1].b[k].t), "%s: output %s differs between two runs", name,
+            gk_arg_name((gk_arg_kind)k));
+  for (int i = 0; i < 2; i++) free_outputs(&roles, d, &runs[i]);
+}
+
+static int configs, ops_seen[GK_OP_COUNT_];
+
+// Forward then backward of one configuration in one layout: each against
+// ref (and cpu), backward on the forward's inputs and ref's saved outputs.
+static void test_config(const gk_op_desc *fwd, layout lay) {
+  gk_op_desc bwd = *fwd;
+  bwd.direction = GK_BACKWARD;
+  argset fin, fref, bin, bref;
+  if (!plan_build(&roles, fwd, lay, NULL, &fin)) {
+    char name[320];
+    check(false, "%s: plan: %s", describe(fwd, lay, name, sizeof name), gk_last_error());
+    return;
+  }
+  compare_backends(&roles, fwd, lay, &fin, &fref);
+  plan_build(&roles, &bwd, lay, NULL, &bin);
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!bin.have[k] || is_output(&bwd, k) || k == GK_ARG_DY || k == GK_ARG_DLOSS || k == GK_ARG_DFINAL_STATE)
+      continue;
+    const argset *src = fin.have[k] && !is_output(fwd, k) ? &fin : &fref;
+    if (src->have[k]) tcopy_values(&bin.b[k].t, &src->b[k].t);
+  }
+  compare_backends(&roles, &bwd, lay, &bin, &bref);
+  check_accumulate(&bwd, lay, &bin, &bref);
+  if (lay == CONTIGUOUS) {
+    check_repeatable(fwd, &fin);
+    check_repeatable(&bwd, &bin);
+  }
+  free_outputs(&roles, &bwd, &bref);
+  free_outputs(&roles, fwd, &fref);
+  argset_free(&bin);
+  argset_free(&fin);
+  configs++;
+  ops_seen[fwd->op]++;
+}
+
+static bool g_quick;
+
+static void run_layouts(const gk_op_desc *d, const char *variant) {
+  g_variant = variant;
+  if (g_quick && ops_seen[d->op] >= 1) return;
+  for (int lay = 0; lay < (g_quick ? 1 : LAYOUT_COUNT); lay++) test_config(d, (layout)lay);
+}
+
+static gk_op_desc make(gk_op op, int rank, const int64_t *shape) {
+  gk_op_desc d;
+  gk_op_desc_init(&d, op, GK_FORWARD, GK_F32, rank, shape);
+  return d;
+}
+#define MAKE(op, ...) make(op, sizeof((int64_t[]){__VA_ARGS__}) / 8, (int64_t[]){__VA_ARGS__})
+
+// ---------------------------------------------------------------- the ops
+
+static void test_activations(void) {
+  static const shape_case shapes[] = {{1, {7}}, {3, {3, 5, 17}}, {2, {300, 33}}, {1, {0}}};
+  for (gk_op op = GK_OP_RELU; op <= GK_OP_SOFTPLUS; op++)
+    for (int variant = 0; variant < 2; variant++) {
+      if (variant && op != GK_OP_GELU && op != GK_OP_SOFTPLUS) continue;
+      for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        gk_op_desc d = make(op, shapes[s].rank, shapes[s].shape);
+        d.act.approximate = variant ? GK_GELU_TANH : GK_GELU_ERF;
+        if (variant && op == GK_OP_SOFTPLUS) {
+          d.act.beta = 2;
+          d.act.threshold = 3;
+        }
+        run_layouts(&d, variant ? "variant" : "");
+      }
+    }
+}
+
+static void test_gated(void) {
+  static const shape_case shapes[] = {{3, {4, 6, 8}}, {2, {3, 130}}};
+  for (gk_op op = GK_OP_GLU; op <= GK_OP_GEGLU; op++)
+    for (int variant = 0; variant < (op == GK_OP_GEGLU ? 2 : 1); variant++)
+      for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int dim = -1; dim < shapes[s].rank; dim++) {
+          gk_op_desc d = make(op, shapes[s].rank, shapes[s].shape);
+          d.act.approximate = variant ? GK_GELU_TANH : GK_GELU_ERF;
+          if (dim < 0) d.gated.form = GK_GATED_TWO_TENSOR;
+          else d.gated.dim = dim;
+          if (dim >= 0 && shapes[s].shape[dim] % 2) continue;
+          run_layouts(&d, dim < 0 ? "two-tensor" : "split");
+        }
+}
+
+static void test_norms(void) {
+  static const shape_case shapes[] = {{2, {5, 7}}, {3, {3, 4, 33}}, {2, {2, 1030}}, {2, {130, 16}}};
+  for (gk_op op = GK_OP_RMSNORM; op <= GK_OP_LAYERNORM; op++)
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int nr = 1; nr <= 2; nr++)
+        for (int wb = 0; wb < (op == GK_OP_LAYERNORM ? 4 : 2); wb++) {
+          gk_op_desc d = make(op, shapes[s].rank, shapes[s].shape);
+          d.norm.normalized_rank = nr;
+          d.norm.has_weight = wb & 1;
+          d.norm.has_bias = op == GK_OP_LAYERNORM && (wb & 2);
+          run_layouts(&d, "");
+        }
+}
+
+static void test_linear_matmul(void) {
+  struct { int rank; int64_t shape[3], n; } lin[] = {{2, {5, 7}, 9}, {3, {3, 4, 33}, 17}, {2, {70, 40}, 65}};
+  for (size_t s = 0; s < sizeof lin / sizeof *lin; s++)
+    for (int bias = 0; bias < 2; bias++) {
+      gk_op_desc d = make(GK_OP_LINEAR, lin[s].rank, lin[s].shape);
+      d.linear.out_features = lin[s].n;
+      d.linear.has_bias = bias;
+      run_layouts(&d, bias ? "bias" : "no bias");
+    }
+  struct { int rank; int64_t shape[3], n; } mm[] = {{3, {2, 5, 7}, 9}, {2, {33, 20}, 18}, {3, {2, 40, 70}, 19}};
+  for (size_t s = 0; s < sizeof mm / sizeof *mm; s++)
+    for (int v = 0; v < 8; v++) {
+      if ((v & 4) && mm[s].rank < 3) continue;
+      gk_op_desc d = make(GK_OP_MATMUL, mm[s].rank, mm[s].shape);
+      d.matmul.n = mm[s].n;
+      d.matmul.trans_a = v & 1;
+      d.matmul.trans_b = (v >> 1) & 1;
+      d.matmul.shared_b = (v >> 2) & 1;
+      run_layouts(&d, (const char *[]){"", "ta", "tb", "ta tb", "shared", "ta shared", "tb shared", "ta tb shared"}[v]);
+    }
+}
+
+static void test_softmax(void) {
+  struct { int rank; int64_t shape[3]; int dim; } cases[] = {{2, {5, 7}, -1}, {3, {3, 4, 33}, 1}, {2, {2, 300}, -1},
+                                                            {3, {3, 70, 2}, 1}};
+  for (gk_op op = GK_OP_SOFTMAX; op <= GK_OP_LOG_SOFTMAX; op++)
+    for (size_t s = 0; s < sizeof cases / sizeof *cases; s++) {
+      gk_op_desc d = make(op, cases[s].rank, cases[s].shape);
+      d.softmax.dim = cases[s].dim;
+      run_layouts(&d, "");
+    }
+}
+
+static void test_cross_entropy(void) {
+  static const shape_case shapes[] = {{2, {6, 11}}, {3, {3, 4, 70}}, {1, {5}}};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int v = 0; v < 6; v++) {
+      gk_op_desc d = make(GK_OP_CROSS_ENTROPY, shapes[s].rank, shapes[s].shape);
+      d.ce.reduction = v & 1 ? GK_REDUCTION_SUM : GK_REDUCTION_MEAN;
+      d.ce.label_smoothing = v >= 2 ? 0.1 : 0;
+      d.ce.fused_grad = v >= 4;
+      d.ce.grad_scale = 0.75;
+      d.index_dtype = v % 3 ? GK_I64 : GK_I32;
+      g_ignore_frac = v >= 2 ? 0.3 : 0;
+      run_layouts(&d, (const char *[]){"mean", "sum", "mean smooth", "sum smooth", "mean fused", "sum fused"}[v]);
+    }
+  g_ignore_frac = 0;
+}
+
+static void test_embedding(void) {
+  struct { int rank; int64_t shape[2], V, D, pad; } cases[] = {{1, {5}, 11, 9, -1}, {2, {3, 7}, 6, 9, 2},
+                                                              {2, {4, 40}, 70, 65, 0}};
+  for (size_t s = 0; s < sizeof cases / sizeof *cases; s++)
+    for (int i64 = 0; i64 < 2; i64++) {
+      gk_op_desc d = make(GK_OP_EMBEDDING, cases[s].rank, cases[s].shape);
+      d.embedding.num_embeddings = cases[s].V;
+      d.embedding.dim = cases[s].D;
+      d.embedding.padding_idx = cases[s].pad;
+      d.index_dtype = i64 ? GK_I64 : GK_I32;
+      run_layouts(&d, i64 ? "i64" : "i32");
+    }
+}
+
+static void test_rope(void) {
+  static const shape_case shapes[] = {{4, {2, 5, 3, 8}}, {4, {1, 70, 2, 6}}};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int v = 0; v < 4; v++) {
+      gk_op_desc d = make(GK_OP_ROPE, 4, shapes[s].shape);
+      d.rope.layout = v & 1 ? GK_ROPE_BHTD : GK_ROPE_BTHD;
+      d.rope.pairing = v & 2 ? GK_ROPE_INTERLEAVED : GK_ROPE_HALF;
+      d.rope.offset = v * 1000;
+      d.rope.theta = v == 3 ? 500 : 10000;
+      run_layouts(&d, (const char *[]){"bthd half", "bhtd half", "bthd interleaved", "bhtd interleaved"}[v]);
+    }
+}
+
+static void test_attention(void) {
+  struct { int64_t shape[4], kv; } cases[] = {{{2, 4, 9, 8}, 2}, {{1, 2, 70, 16}, 1}, {{1, 3, 5, 4}, 3}};
+  for (size_t s = 0; s < sizeof cases / sizeof *cases; s++)
+    for (int causal = 0; causal < 2; causal++) {
+      gk_op_desc d = make(GK_OP_ATTENTION, 4, cases[s].shape);
+      d.attn.kv_heads = cases[s].kv;
+      d.attn.causal = causal;
+      if (s == 2) d.attn.scale = 0.3;
+      run_layouts(&d, causal ? "causal" : "full");
+    }
+}
+
+static void test_binary(void) {
+  struct { int rank; int64_t shape[3]; int b_rank; int64_t b_shape[3]; } cases[] = {
+      {2, {5, 7}, 2, {5, 7}}, {2, {5, 7}, 2, {1, 7}}, {2, {5, 7}, 2, {5, 1}}, {3, {3, 4, 33}, 1, {33}},
+      {2, {5, 1}, 3, {2, 1, 9}}, {2, {70, 3}, 0, {0}}, {1, {130}, 1, {130}}};
+  for (gk_op op = GK_OP_ADD; op <= GK_OP_MUL; op++)
+    for (size_t s = 0; s < sizeof cases / sizeof *cases; s++) {
+      gk_op_desc d = make(op, cases[s].rank, cases[s].shape);
+      d.binary.b_rank = cases[s].b_rank;
+      memcpy(d.binary.b_shape, cases[s].b_shape, sizeof cases[s].b_shape);
+      d.binary.alpha = s % 2 ? 0.5 : 1;
+      run_layouts(&d, "");
+    }
+}
+
+static void test_conv1d(void) {
+  static const shape_case shapes[] = {{3, {2, 5, 9}}, {3, {1, 3, 70}}};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int v = 0; v < 6; v++) {
+      gk_op_desc d = make(GK_OP_CONV1D, 3, shapes[s].shape);
+      d.conv.width = v == 5 ? 1 : s ? 3 : 4;
+      d.conv.channel_last = v & 1;
+      d.conv.has_bias = v != 2;
+      d.conv.silu = v >= 2;
+      d.conv.has_initial_state = v >= 3 && v != 5;
+      d.conv.has_final_state = v >= 3 && v != 5;
+      if (d.conv.channel_last) {
+        int64_t L = d.shape[2];
+        d.shape[2] = d.shape[1];
+        d.shape[1] = L;
+      }
+      run_layouts(&d, (const char *[]){"", "channel-last", "silu no bias", "silu states cl", "silu states",
+                                       "width 1 cl"}[v]);
+    }
+}
+
+static void test_scan(void) {
+  static const shape_case shapes[] = {{3, {2, 4, 9}}, {3, {1, 2, 70}}};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int v = 0; v < 5; v++) {
+      gk_op_desc d = make(GK_OP_SELECTIVE_SCAN, 3, shapes[s].shape);
+      d.scan.d_state = s ? 16 : 4;
+      d.scan.chunk_size = s ? 64 : 4;
+      gk_scan_layout lay[] = {GK_SCAN_BATCH, GK_SCAN_SHARED, GK_SCAN_GROUPED, GK_SCAN_BATCH, GK_SCAN_SHARED};
+      d.scan.b_layout = lay[v];
+      d.scan.c_layout = lay[(v + 1) % 5];
+      if (d.scan.b_layout == GK_SCAN_GROUPED || d.scan.c_layout == GK_SCAN_GROUPED)
+        d.scan.groups = (d.scan.b_layout == GK_SCAN_BATCH || d.scan.c_layout == GK_SCAN_BATCH) ? 1 : 2;
+      d.scan.has_D = v != 1;
+      d.scan.has_z = v >= 2;
+      d.scan.has_delta_bias = v == 3 || v == 4;
+      d.scan.delta_softplus = v >= 3;
+      d.scan.has_initial_state = v == 4;
+      d.scan.has_final_state = v == 4;
+      run_layouts(&d, (const char *[]){"batch/shared", "shared/grouped", "grouped/batch z",
+                                       "batch/shared softplus", "shared/batch states"}[v]);
+    }
+}
+
+// Past one dispatch: more workgroups than maxComputeWorkgroupsPerDimension
+// (65535) in one pass, which the backend splits over two dimensions: an
+// elementwise op over 64 x 65600 elements, row ops over 66000 rows (their
+// parameter gradients summed over as many rows).
+static void test_past_one_dispatch(void) {
+  if (g_quick) return;
+  g_variant = "past one dispatch";
+  const struct { gk_op op; int rank; int64_t shape[2]; } cases[] = {
+      {GK_OP_SILU, 1, {64 * 65600 + 5}}, {GK_OP_SOFTMAX, 2, {66000, 3}}, {GK_OP_RMSNORM, 2, {66001, 2}},
+      {GK_OP_CROSS_ENTROPY, 2, {66001, 3}}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    gk_op_desc d = make(cases[c].op, cases[c].rank, cases[c].shape);
+    test_config(&d, CONTIGUOUS);
+  }
+}
+
+// ---------------------------------------------------------------- bad input
+
+// A WebGPU buffer of n f32 values, each `fill`.
+static gk_buffer *filled_buffer(int64_t n, float fill) {
+  gk_buffer *b = NULL;
+  check(gk_buffer_alloc(GK_BACKEND_WEBGPU, (size_t)n * 4, &b) == GK_SUCCESS, "gk_buffer_alloc: %s", gk_last_error());
+  float *v = malloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) v[i] = fill;
+  if (b) gk_buffer_upload(b, 0, v, (size_t)n * 4);
+  free(v);
+  return b;
+}
+
+// Every value of the buffer is still `fill`.
+static bool untouched(gk_buffer *b, int64_t n, float fill) {
+  float *v = malloc((size_t)n * 4);
+  bool same = gk_buffer_download(b, 0, v, (size_t)n * 4) == GK_SUCCESS;
+  for (int64_t i = 0; i < n && same; i++) same = v[i] == fill;
+  free(v);
+  return same;
+}
+
+static gk_tensor device_tensor(gk_buffer *b, gk_dtype dt, int rank, const int64_t *shape) {
+  gk_tensor t;
+  gk_tensor_init(&t, gk_buffer_address(b), dt, rank, shape);
+  t.device = GK_DEVICE_WEBGPU;
+  return t;
+}
+
+// Rejected runs on the GPU path: a status, a message naming the argument,
+// and nothing written to the output.
+static void test_bad_input(void) {
+  int64_t n = 16, big = 32;
+  gk_op_desc d = make(GK_OP_RELU, 1, &n);
+  d.backend = GK_BACKEND_WEBGPU;
+  gk_plan *plan = NULL;
+  check(gk_plan_create(&d, &plan) == GK_SUCCESS, "relu plan on webgpu: %s", gk_last_error());
+  gk_buffer *xb = filled_buffer(n, 1.5f), *yb = filled_buffer(n, -7.0f);
+  float host[16] = {0};
+  gk_arg args[2] = {{GK_ARG_X, device_tensor(xb, GK_F32, 1, &n)}, {GK_ARG_Y, device_tensor(yb, GK_F32, 1, &n)}};
+  // x in host memory, marked as a CPU tensor: the wrong device.
+  gk_arg wrong = args[0];
+  gk_tensor_init(&wrong.tensor, host, GK_F32, 1, &n);
+  gk_status st = gk_plan_run(plan, (gk_arg[]){wrong, args[1]}, 2, NULL, 0);
+  check(st == GK_ERR_BAD_DEVICE && strstr(gk_last_error(), "x"), "host x on webgpu: status %d, '%s'", st,
+        gk_last_error());
+  // y longer than its buffer.
+  gk_arg longer = {GK_ARG_Y, device_tensor(yb, GK_F32, 1, &big)};
+  gk_op_desc db = make(GK_OP_RELU, 1, &big);
+  db.backend = GK_BACKEND_WEBGPU;
+  gk_plan *bigplan = NULL;
+  check(gk_plan_create(&db, &bigplan) == GK_SUCCESS, "relu plan: %s", gk_last_error());
+  gk_buffer *xbig = filled_buffer(big, 1.5f);
+  st = gk_plan_run(bigplan, (gk_arg[]){{GK_ARG_X, device_tensor(xbig, GK_F32, 1, &big)}, longer}, 2, NULL, 0);
+  check(st != GK_SUCCESS && strstr(gk_last_error(), "y"), "y past its buffer: status %d, '%s'", st, gk_last_error());
+  // y an address in no buffer, marked as a WebGPU tensor.
+  gk_arg stray = args[1];
+  stray.tensor.data = host;
+  st = gk_plan_run(plan, (gk_arg[]){args[0], stray}, 2, NULL, 0);
+  check(st != GK_SUCCESS && strstr(gk_last_error(), "y"), "y in no buffer: status %d, '%s'", st, gk_last_error());
+  check(untouched(yb, n, -7.0f), "a rejected run wrote to y");
+  // A target out of range, found on the device before anything runs.
+  int64_t shape[2] = {3, 5};
+  gk_op_desc ce = make(GK_OP_CROSS_ENTROPY, 2, shape);
+  ce.backend = GK_BACKEND_WEBGPU;
+  ce.index_dtype = GK_I32;
+  gk_plan *ceplan = NULL;
+  check(gk_plan_create(&ce, &ceplan) == GK_SUCCESS, "cross_entropy plan: %s", gk_last_error());
+  gk_buffer *lb = filled_buffer(15, 0.25f), *tb = NULL, *outb = filled_buffer(1, -7.0f);
+  int32_t targets[3] = {1, 9, 0};
+  check(gk_buffer_alloc(GK_BACKEND_WEBGPU, sizeof targets, &tb) == GK_SUCCESS, "alloc: %s", gk_last_error());
+  gk_buffer_upload(tb, 0, targets, sizeof targets);
+  int64_t rows = 3;
+  st = gk_plan_run(ceplan,
+                   (gk_arg[]){{GK_ARG_LOGITS, device_tensor(lb, GK_F32, 2, shape)},
+                              {GK_ARG_TARGET, device_tensor(tb, GK_I32, 1, &rows)},
+                              {GK_ARG_LOSS, device_tensor(outb, GK_F32, 0, NULL)}},
+                   3, NULL, 0);
+  check(st == GK_ERR_INVALID_VALUE && strstr(gk_last_error(), "9"), "target 9 of 5 classes: status %d, '%s'", st,
+        gk_last_error());
+  check(untouched(outb, 1, -7.0f), "a rejected cross-entropy wrote its loss");
+  // What the backend does not compute: f64, with the reason.
+  gk_op_desc f64 = d;
+  f64.dtype = GK_F64;
+  gk_plan *none = NULL;
+  st = gk_plan_create(&f64, &none);
+  check(st == GK_ERR_UNSUPPORTED && strstr(gk_last_error(), "f32"), "f64 relu on webgpu: status %d, '%s'", st,
+        gk_last_error());
+  gk_plan_destroy(none);
+  gk_plan_destroy(ceplan);
+  gk_plan_destroy(bigplan);
+  gk_plan_destroy(plan);
+  gk_buffer *bufs[] = {xb, yb, xbig, lb, tb, outb};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) gk_buffer_free(bufs[i]);
+  configs++;
+}
+
+static const struct {
+  const char *name;
+  void (*run)(void);
+} families[] = {{"activation", test_activations}, {"gated", test_gated}, {"norm", test_norms},
+                {"linear", test_linear_matmul}, {"softmax", test_softmax}, {"cross_entropy", test_cross_entropy},
+                {"embedding", test_embedding}, {"rope", test_rope}, {"attention", test_attention},
+                {"binary", test_binary}, {"conv1d", test_conv1d}, {"scan", test_scan},
+                {"dispatch", test_past_one_dispatch}, {"bad_input", test_bad_input}};
+
+int main(int argc, char **argv) {
+  gk_backend_info bi = {0};
+  bool found = false;
+  for (int i = 0; i < gk_backend_count(); i++)
+    if (gk_backend_get(i, &bi) == GK_SUCCESS && bi.id == GK_BACKEND_WEBGPU) {
+      found = true;
+      break;
+    }
+  if (!found || !bi.available) {
+    fprintf(stderr, "FAIL test_webgpu_ops: the WebGPU backend is %s\n", found ? bi.reason : "not built in");
+    return 1;
+  }
+  int named = 0;
+  for (int a = 1; a < argc; a++) {
+    if (!strcmp(argv[a], "--quick")) g_quick = true;
+    else named++;
+  }
+  for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
+    bool wanted = named == 0;
+    for (int a = 1; a < argc; a++) wanted |= !strcmp(argv[a], families[f].name);
+    if (wanted) families[f].run();
+  }
+  printf("configurations x layouts: %d (each forward and backward, against ref and cpu); per op:", configs);
+  for (int op = 0; op < GK_OP_COUNT_; op++)
+    if (ops_seen[op]) printf(" %s %d", gk_op_name((gk_op)op), ops_seen[op]);
+  printf("\n");
+  return finish("test_webgpu_ops");
+}

@@ -1,0 +1,300 @@
+// The WebGPU backend's host side: the imports of module "gk_webgpu" that
+// gradkern's C code (src/webgpu) calls, on a GPUDevice the caller hands in.
+//
+// The C side is synchronous (a download returns the bytes); WebGPU is
+// asynchronous (mapAsync, onSubmittedWorkDone). So the WebAssembly instance
+// runs in a worker and the GPUDevice stays on the thread that made it:
+//
+//   worker (gradkern.wasm)                        device thread (WebGpuHost)
+//   buffer/pipeline create, write, copy,
+//   dispatch: appended to a batch, no waiting
+//   submit (end of each op): post the batch  -->  runs the batch in order
+//   read / wait: post the batch and a request,
+//   Atomics.wait on a SharedArrayBuffer      <--  answers, Atomics.notify
+//
+// Buffers and pipelines are named by ids the C side picks, so only a read
+// or a wait crosses back. Works with Node's worker_threads and browser
+// Workers (SharedArrayBuffer needs cross-origin isolation: COOP/COEP).
+//
+// Device thread:  const host = new WebGpuHost(device); host.serve(worker);
+//                 new Worker(..., { workerData: host.linkData() })
+// Worker:         const imports = { gk_webgpu: webgpuImports(() => memory, workerLink(data, post)) }
+// Without a link, webgpuImports makes the backend report itself unavailable
+// with the reason (gradkern.mjs does that when no device is given).
+
+const USAGE = { MAP_READ: 1, COPY_SRC: 4, COPY_DST: 8, UNIFORM: 64, STORAGE: 128 };
+const MAP_READ = 1;
+const PARAM_SLOT = 256;   // bytes per dispatch's uniform parameters (>= minUniformBufferOffsetAlignment)
+// The device limits the C side reads, in the order of src/webgpu/webgpu.h.
+const LIMITS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension',
+                'maxComputeInvocationsPerWorkgroup'];
+// What a device is requested with: the adapter's own limits for these
+// (compatibility mode would otherwise give 128 invocations, 4 storage
+// buffers, 128 MiB bindings).
+const REQUESTED_LIMITS = [...LIMITS, 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupSizeY',
+                          'maxComputeWorkgroupStorageSize', 'maxStorageBuffersPerShaderStage'];
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+// A device from an adapter, with the limits above raised to the adapter's.
+export async function requestDevice(adapter) {
+  const requiredLimits = {};
+  for (const name of REQUESTED_LIMITS) requiredLimits[name] = adapter.limits[name];
+  return adapter.requestDevice({ requiredLimits });
+}
+
+// Node: a device from the npm package `webgpu` (Dawn). backend: Dawn's
+// backend ('opengles' by default: Mesa's llvmpipe through EGL without a
+// display; 'vulkan' for lavapipe or a real GPU). { device, adapter } or
+// { device: null, reason }.
+export async function nodeDevice({ backend = process.env.GK_DAWN_BACKEND || 'opengles' } = {}) {
+  if (backend === 'opengles' && !process.env.EGL_PLATFORM) process.env.EGL_PLATFORM = 'surfaceless';
+  let webgpu;
+  try {
+    webgpu = await import('webgpu');
+  } catch (e) {
+    return { device: null, reason: `the npm package 'webgpu' is not installed (npm ci): ${e.message}` };
+  }
+  const gpu = webgpu.create([`backend=${backend}`]);
+  const adapter = await gpu.requestAdapter({ featureLevel: 'compatibility' });
+  if (!adapter) return { device: null, reason: `Dawn's ${backend} backend found no adapter` };
+  return { device: await requestDevice(adapter), adapter, gpu };
+}
+
+// ---------------------------------------------------------------- device thread
+
+// Runs the workers' batches on `device`, in order.
+export class WebGpuHost {
+  constructor(device) {
+    this.device = device;
+    this.buffers = new Map();
+    this.pipelines = new Map();
+    this.modules = new Map();    // WGSL text -> [module, pipelines using it]
+    this.uniform = null;
+    this.error = null;
+    this.scopes = [];            // error scopes of the batches run since the last sync
+    this.chain = Promise.resolve();
+    this.encoder = null;
+    this.batches = 0;
+    device.lost.then((info) => { this.error ??= `the device was lost (${info.reason}): ${info.message}`; });
+  }
+
+  // What a worker's workerLink needs: the device's limits and the shared
+  // control words.
+  linkData() {
+    const limits = LIMITS.map((name) => Math.min(this.device.limits[name], 0xffffffff));
+    return { limits, control: new SharedArrayBuffer(16) };
+  }
+
+  // Take the batches a worker posts (a Worker or worker_threads Worker).
+  serve(worker) {
+    const onMessage = (msg) => {
+      if (msg && msg.gkWebgpu) this.chain = this.chain.then(() => this.run(msg));
+    };
+    if (worker.on) worker.on('message', onMessage);
+    else worker.addEventListener('message', (e) => onMessage(e.data));
+  }
+
+  flush() {
+    if (this.encoder) this.device.queue.submit([this.encoder.finish()]);
+    this.encoder = null;
+  }
+
+  commands() {
+    this.encoder ??= this.device.createCommandEncoder();
+    return this.encoder;
+  }
+
+  async run(msg) {
+    const { device } = this;
+    const batch = msg.batch;
+    try {
+      device.pushErrorScope('out-of-memory');
+      device.pushErrorScope('validation');
+      // Every dispatch's parameters go to one uniform buffer, written before
+      // the batch's commands (queue order keeps it after earlier batches').
+      const dispatches = batch.filter((c) => c[0] === 'dispatch');
+      if (dispatches.length) {
+        const bytes = dispatches.length * PARAM_SLOT;
+        if (!this.uniform || this.uniform.size < bytes) {
+          this.uniform?.destroy();
+          this.uniform = device.createBuffer({ size: Math.max(bytes, 64 * PARAM_SLOT),
+                                               usage: USAGE.UNIFORM | USAGE.COPY_DST });
+        }
+        const params = new Uint8Array(bytes);
+        dispatches.forEach((c, i) => params.set(c[3], i * PARAM_SLOT));
+        device.queue.writeBuffer(this.uniform, 0, params);
+      }
+      let slot = 0;
+      for (const c of batch) this.command(c, () => (slot++) * PARAM_SLOT);
+      this.flush();
+      this.scopes.push(device.popErrorScope(), device.popErrorScope());
+    } catch (e) {
+      this.error ??= `${e.message}`;
+    }
+    if (msg.sync) await this.answer(msg);
+  }
+
+  command(c, nextParams) {
+    const { device } = this;
+    switch (c[0]) {
+      case 'create':
+        this.buffers.set(c[1], device.createBuffer({ size: c[2], usage: USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST }));
+        break;
+      case 'destroy':
+        this.flush();
+        this.buffers.get(c[1])?.destroy();
+        this.buffers.delete(c[1]);
+        break;
+      case 'write':
+        this.flush();
+        device.queue.writeBuffer(this.buffers.get(c[1]), c[2], c[3]);
+        break;
+      case 'copy':
+        this.commands().copyBufferToBuffer(this.buffers.get(c[1]), c[2], this.buffers.get(c[3]), c[4], c[5]);
+        break;
+      case 'pipeline': {
+        let entry = this.modules.get(c[2]);
+        if (!entry) {
+          entry = [device.createShaderModule({ code: c[2] }), 0];
+          this.modules.set(c[2], entry);
+        }
+        entry[1]++;
+        const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module: entry[0], entryPoint: c[3] } });
+        this.pipelines.set(c[1], { pipeline, layout: pipeline.getBindGroupLayout(0), source: c[2] });
+        break;
+      }
+      case 'unpipeline': {
+        const p = this.pipelines.get(c[1]);
+        this.pipelines.delete(c[1]);
+        const entry = p && this.modules.get(p.source);
+        if (entry && --entry[1] === 0) this.modules.delete(p.source);
+        break;
+      }
+      case 'dispatch': {
+        const p = this.pipelines.get(c[1]);
+        const entries = [{ binding: 0, resource: { buffer: this.uniform, offset: nextParams(), size: PARAM_SLOT } }];
+        c[2].forEach((id, i) => entries.push({ binding: i + 1, resource: { buffer: this.buffers.get(id) } }));
+        const bindGroup = device.createBindGroup({ layout: p.layout, entries });
+        const pass = this.commands().beginComputePass();
+        pass.setPipeline(p.pipeline);
+        pass.setBindGroup(0, bindGroup);
+        pass.dispatchWorkgroups(c[4], c[5]);
+        pass.end();
+        break;
+      }
+      default:
+        throw new Error(`gk_webgpu: unknown command ${c[0]}`);
+    }
+  }
+
+  // A read or a wait: run it after everything before, then wake the worker
+  // with the status (and the bytes, or the error's text, in msg.data).
+  async answer(msg) {
+    const control = new Int32Array(msg.control);
+    const data = new Uint8Array(msg.data);
+    try {
+      if (msg.sync.op === 'read') {
+        const { id, offset, bytes } = msg.sync;
+        const lo = offset - (offset % 4), hi = Math.ceil((offset + bytes) / 4) * 4;
+        const staging = this.device.createBuffer({ size: Math.max(hi - lo, 4), usage: USAGE.MAP_READ | USAGE.COPY_DST });
+        this.commands().copyBufferToBuffer(this.buffers.get(id), lo, staging, 0, hi - lo);
+        this.flush();
+        await staging.mapAsync(MAP_READ);
+        if (!this.error) data.set(new Uint8Array(staging.getMappedRange(), offset - lo, bytes));
+        staging.unmap();
+        staging.destroy();
+      } else {
+        await this.device.queue.onSubmittedWorkDone();
+      }
+      for (const e of await Promise.all(this.scopes.splice(0))) if (e) this.error ??= e.message;
+    } catch (e) {
+      this.error ??= `${e.message}`;
+    }
+    let status = 0;
+    if (this.error) {
+      const text = encoder.encode(this.error).subarray(0, data.length);
+      data.set(text);
+      control[2] = text.length;
+      status = 1;
+    }
+    control[1] = status;
+    Atomics.store(control, 0, 1);
+    Atomics.notify(control, 0);
+  }
+}
+
+// ---------------------------------------------------------------- worker
+
+// The worker's end of a link: `data` from WebGpuHost.linkData() (passed to
+// the worker), `post` posts a message to the device thread.
+export function workerLink(data, post) {
+  return { limits: data.limits, control: new Int32Array(data.control), post };
+}
+
+// The "gk_webgpu" imports over `link` (null: no device, `reason` says why).
+// memory(): the instance's WebAssembly.Memory (known after instantiation).
+export function webgpuImports(memory, link, reason = 'no WebGPU device was handed to the module') {
+  const bytes = () => new Uint8Array(memory().buffer);
+  const writeText = (text, ptr, cap) => {
+    const t = encoder.encode(text).subarray(0, Math.max(cap - 1, 0));
+    bytes().set(t, ptr);
+    if (cap > 0) bytes()[ptr + t.length] = 0;
+  };
+  let batch = [];
+  let shared = typeof SharedArrayBuffer !== 'undefined' ? new SharedArrayBuffer(1 << 16) : null;
+  const post = (sync) => {
+    link.post({ gkWebgpu: true, batch, sync, control: link.control.buffer, data: shared });
+    batch = [];
+  };
+  // Post the batch with a request and sleep until the device thread answers:
+  // the status; a failure's text is written to (message, cap).
+  const request = (sync, need, message, cap) => {
+    if (shared.byteLength < need) shared = new SharedArrayBuffer(Math.max(need, 2 * shared.byteLength));
+    Atomics.store(link.control, 0, 0);
+    post(sync);
+    Atomics.wait(link.control, 0, 0);
+    const status = link.control[1];
+    if (status) writeText(decoder.decode(new Uint8Array(shared).slice(0, link.control[2])), message, cap);
+    return status;
+  };
+  return {
+    device_info(reasonPtr, cap, limitsPtr) {
+      if (!link) {
+        writeText(reason, reasonPtr, cap);
+        return 0;
+      }
+      if (!shared) {
+        writeText('SharedArrayBuffer is not available (a page needs COOP/COEP headers)', reasonPtr, cap);
+        return 0;
+      }
+      new Uint32Array(memory().buffer, limitsPtr, link.limits.length).set(link.limits);
+      return 1;
+    },
+    buffer_create(id, size) { batch.push(['create', id, size]); },
+    buffer_destroy(id) { batch.push(['destroy', id]); },
+    buffer_write(id, offset, src, size) { batch.push(['write', id, offset, bytes().slice(src, src + size)]); },
+    buffer_copy(src, srcOffset, dst, dstOffset, size) { batch.push(['copy', src, srcOffset, dst, dstOffset, size]); },
+    buffer_read(id, offset, dst, size, message, cap) {
+      const status = request({ op: 'read', id, offset, bytes: size }, size, message, cap);
+      if (!status) bytes().set(new Uint8Array(shared, 0, size), dst);
+      return status;
+    },
+    pipeline_create(id, wgsl, len, entry) {
+      const m = bytes();
+      let end = entry;
+      while (m[end]) end++;
+      batch.push(['pipeline', id, decoder.decode(m.slice(wgsl, wgsl + len)), decoder.decode(m.slice(entry, end))]);
+    },
+    pipeline_destroy(id) { batch.push(['unpipeline', id]); },
+    dispatch(pipeline, buffers, nbuffers, params, paramBytes, x, y) {
+      const ids = Array.from(new Uint32Array(memory().buffer, buffers, nbuffers));
+      batch.push(['dispatch', pipeline, ids, bytes().slice(params, params + paramBytes), x, y]);
+    },
+    submit() {
+      if (batch.length) post(null);
+    },
+    wait(message, cap) { return request({ op: 'wait' }, 0, message, cap); },
+  };
+}
