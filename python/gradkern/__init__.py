@@ -1,4 +1,8 @@
-"""gradkern for PyTorch: ctypes over libgradkern.so, no compiled extension.
+"""gradkern for PyTorch: libgradkern.so called through the compiled module
+gradkern._gkrun where it is built (CMake builds it beside the library when the
+Python headers are found; pip install builds it into the package), else
+through ctypes (gradkern.binding() says which; GRADKERN_BINDING=ctypes
+forces ctypes).
 
     import torch, gradkern
     x = torch.randn(4, 16, requires_grad=True)
@@ -58,6 +62,7 @@ from ._core import (
     Error,
     Plan,
     backends,
+    binding,
     clear_plan_cache,
     get_backend,
     get_num_threads,
@@ -129,7 +134,7 @@ def plan_info(op, x, direction="forward", backend=None, dtype=None, **options):
 __all__ = [
     "Error", "Plan", "get_plan", "plan_info", "clear_plan_cache", "plan_cache_size",
     "set_backend", "get_backend", "use_backend", "backends", "set_num_threads", "get_num_threads",
-    "library_path", "version",
+    "library_path", "version", "binding",
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
     "rms_norm", "layer_norm",
     "linear", "matmul", "softmax", "log_softmax", "cross_entropy", "embedding", "rope",

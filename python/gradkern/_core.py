@@ -176,8 +176,13 @@ def _load_extension():
 
 
 _gkrun = _load_extension()
-# How gk_plan_run is called: "extension" (gradkern._gkrun) or "ctypes".
-binding = "ctypes" if _gkrun is None else "extension"
+
+
+def binding():
+    """How gk_plan_run is called: "extension" (the compiled module
+    gradkern._gkrun) or "ctypes" (where it is not built, or
+    GRADKERN_BINDING=ctypes)."""
+    return "ctypes" if _gkrun is None else "extension"
 
 # ---------------------------------------------------------------- backend
 
@@ -429,26 +434,23 @@ class Plan:
         items = [(k, t) for k, t in tensors.items() if t is not None]
         self.call(tuple([k for k, _ in items]), [t for _, t in items])
 
-    def call(self, kinds, ts):
-        """run() with the argument kinds as a tuple and their tensors as a
-        list in the same order (no None). The library checks every argument
-        on each run."""
-        status = self._run(kinds, ts)
-        if status != _lib.SUCCESS:
-            if self._handle_value is None:
-                raise ValueError("gradkern: this plan was destroyed")
-            check(status, "gk_plan_run")
-
-    def _run_extension(self, kinds, ts):
+    def _call_extension(self, kinds, ts):
         """gk_plan_run through the compiled module gradkern._gkrun: it reads
         the tensors' pointers, shapes, strides, dtypes and devices in C and
         allocates the workspace there."""
         codes = _KIND_CODES.get(kinds)
         if codes is None:
             codes = _KIND_CODES.setdefault(kinds, tuple([_lib.ARGS[k] for k in kinds]))
-        return _gkrun.run(self._handle_value, codes, ts, self.workspace_size)
+        status = _gkrun.run(self._handle_value, codes, ts, self.workspace_size)
+        if status != _lib.SUCCESS:
+            self._raise(status)
 
-    def _run_ctypes(self, kinds, ts):
+    def _raise(self, status):
+        if self._handle_value is None:
+            raise ValueError("gradkern: this plan was destroyed")
+        check(status, "gk_plan_run")
+
+    def _call_ctypes(self, kinds, ts):
         """gk_plan_run through ctypes. The gk_arg array for one layout of the
         arguments (their kinds, shapes, strides, dtypes and devices, on this
         thread) is built once and kept with the plan; a later call with that
@@ -464,13 +466,20 @@ class Plan:
         words, data_words, addr, n = bound
         for w, t in zip(data_words, ts):
             words[w] = t.data_ptr()
-        if not self.workspace_size:
-            return _plan_run(self._handle_value, addr, n, None, 0)
-        ws = torch.empty(self.workspace_size + 64, dtype=torch.uint8)
-        base = ws.data_ptr()
-        return _plan_run(self._handle_value, addr, n, base + (-base) % 64, self.workspace_size)
+        if self.workspace_size:
+            ws = torch.empty(self.workspace_size + 64, dtype=torch.uint8)
+            base = ws.data_ptr()
+            status = _plan_run(self._handle_value, addr, n, base + (-base) % 64, self.workspace_size)
+            del ws  # kept alive through the call above
+        else:
+            status = _plan_run(self._handle_value, addr, n, None, 0)
+        if status != _lib.SUCCESS:
+            self._raise(status)
 
-    _run = _run_ctypes if _gkrun is None else _run_extension
+    # call(kinds, ts): run() with the argument kinds as a tuple and their
+    # tensors as a list in the same order (no None). The library checks
+    # every argument on each run.
+    call = _call_ctypes if _gkrun is None else _call_extension
 
     def _bind(self, key, tensors):
         """The gk_arg array for this layout, as kept under `key` in _bound."""
