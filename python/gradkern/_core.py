@@ -7,6 +7,7 @@ import importlib.machinery
 import importlib.util
 import os
 import threading
+import warnings
 import weakref
 from threading import get_ident
 
@@ -151,7 +152,8 @@ _KIND_CODES = {}
 
 def _load_extension():
     """gradkern._gkrun, the compiled gk_plan_run caller, initialised for the
-    loaded library; None where it is not built or GRADKERN_BINDING=ctypes.
+    loaded library; None where it is not built, does not load (a warning
+    says why) or GRADKERN_BINDING=ctypes.
     It is looked for in the package (pip install) and beside the library
     (CMake builds it into the build directory)."""
     choice = os.environ.get("GRADKERN_BINDING", "")
@@ -167,11 +169,17 @@ def _load_extension():
             raise ImportError("gradkern: GRADKERN_BINDING=extension but gradkern._gkrun is built in none of %s"
                               % ", ".join(folders))
         return None
-    spec = importlib.util.spec_from_file_location("gradkern._gkrun", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.init(ctypes.cast(lib.gk_plan_run, ctypes.c_void_p).value, ctypes.sizeof(_lib.gk_arg), torch.Tensor,
-                dict(TORCH_TO_GK))
+    try:
+        spec = importlib.util.spec_from_file_location("gradkern._gkrun", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.init(ctypes.cast(lib.gk_plan_run, ctypes.c_void_p).value, ctypes.sizeof(_lib.gk_arg), torch.Tensor,
+                    dict(TORCH_TO_GK))
+    except ImportError as e:       # built for another Python or another gradkern.h
+        if choice == "extension":
+            raise
+        warnings.warn("gradkern: %s does not load (%s); calling the library through ctypes" % (path, e))
+        return None
     return module
 
 
