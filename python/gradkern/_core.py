@@ -192,6 +192,7 @@ def binding():
     GRADKERN_BINDING=ctypes)."""
     return "ctypes" if _gkrun is None else "extension"
 
+
 # ---------------------------------------------------------------- backend
 
 _default_backend = "auto"

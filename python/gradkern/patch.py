@@ -33,8 +33,9 @@ gradkern.unpatch(model) gives back the original forwards.
   Face shifts them) with gradkern.linear_cross_entropy, chunk by chunk, so
   the (tokens, vocabulary) logits are never stored whole, and returns a
   CausalLMOutput: .loss, and .logits None; it unpacks and indexes like the
-  (loss, logits) tuple (loss, _ = model(ids, labels=ids) works as before). Called without labels it runs the original
-  forward (which returns the logits). The loss options (ignore_index,
+  (loss, logits) tuple (loss, _ = model(ids, labels=ids) works as before).
+  Called without labels it runs the original forward (which returns the
+  logits). The loss options (ignore_index,
   reduction, label_smoothing) are the module's `loss_fct`'s if it has one
   (an nn.CrossEntropyLoss), else -100, 'mean', 0. The logits are computed
   in the hidden states' dtype.
