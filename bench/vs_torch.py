@@ -22,7 +22,9 @@ Four tables:
   torch.nn.functional in the same loop, forward and backward, both
   allocating, once with y.backward(dy) and once with y.sum().backward()
   (autograd then hands a stride-0 dy).
-- overhead: per-call cost on 64 elements (the binding's Python work).
+- overhead: per-call cost on 64 elements (the binding's Python work and its
+  call into the library), through the compiled module gradkern._gkrun and
+  through ctypes, each in its own process beside torch.
 - model: training steps of a LLaMA and a Mamba written as Hugging Face
   writes them (tests/python/hf_llama.py, hf_mamba.py), unpatched against
   gradkern.patch(model) (LLaMA also with lm_head_loss=False, which keeps
@@ -77,6 +79,7 @@ def parse():
     p.add_argument("--train-one", choices=("llama", "llama-patched-unfused-head", "llama-patched", "mamba",
                                            "mamba-patched"), help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=10, help=argparse.SUPPRESS)
+    p.add_argument("--overhead-one", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if not set(a.tables.split(",")) <= {"kernels", "user", "overhead", "model"}:
         p.error("--tables: choose from kernels, user, overhead, model")
@@ -566,36 +569,73 @@ def user_table(a, gk):
 
 # ---------------------------------------------------------------- per-call overhead
 
-def overhead_table(a, gk):
-    """Microseconds per call on tiny tensors: what the binding's Python and
-    ctypes work costs against torch's dispatch."""
-    def per_call_us(fn, n=2000 if a.quick else 20000):
-        for _ in range(200):
-            fn()
-        best = math.inf
-        for _ in range(5):
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            best = min(best, (time.perf_counter() - t0) / n)
-        return best * 1e6
-
+def overhead_cases(gk):
+    """(call, shape, gradkern function, torch function) on tiny tensors."""
     x = torch.randn(64)
     xg = x.clone().requires_grad_(True)
     xr, w = torch.randn(4, 64, requires_grad=True), torch.ones(64, requires_grad=True)
-    cases = [
+    return [
         ("silu forward, no grad", "64", lambda: gk.silu(x), lambda: F.silu(x)),
         ("silu forward, requires_grad", "64", lambda: gk.silu(xg), lambda: F.silu(xg)),
         ("silu forward + y.sum().backward()", "64", lambda: gk.silu(xg).sum().backward(),
          lambda: F.silu(xg).sum().backward()),
         ("rms_norm forward, requires_grad", "4x64", lambda: gk.rms_norm(xr, 64, w), lambda: rms_norm(xr, w)),
     ]
-    rows, lines = [], ["| call | shape | gradkern us | torch us | ratio |", "|---|---|---:|---:|---:|"]
-    for name, shape, g, t in cases:
-        r = dict(call=name, shape=shape, gradkern_us=round(per_call_us(g), 2), torch_us=round(per_call_us(t), 2))
-        r["ratio"] = round(r["gradkern_us"] / r["torch_us"], 2)
+
+
+def overhead_one(a, gk):
+    """One process's per-call times: prints JSON {call: [gradkern us, torch us]}.
+    Each case is timed in loops of about half a millisecond (shorter than a
+    scheduler time slice, so that some loops run undisturbed on a shared
+    machine), gradkern and torch taking turns, and the best loop of each is
+    kept (the machine's other work only adds)."""
+    loops = 30 if a.quick else 150
+    out = {}
+    for name, _, g, t in overhead_cases(gk):
+        calls = []
+        for fn in (g, t):
+            t0 = time.perf_counter()
+            for _ in range(200):
+                fn()
+            calls.append(max(20, int(0.5e-3 / ((time.perf_counter() - t0) / 200))))
+        best = [math.inf, math.inf]
+        for _ in range(loops):
+            for i, fn in enumerate((g, t)):
+                t0 = time.perf_counter()
+                for _ in range(calls[i]):
+                    fn()
+                best[i] = min(best[i], (time.perf_counter() - t0) / calls[i] * 1e6)
+        out[name] = best
+    print(json.dumps(dict(binding=gk.binding(), us=out)))
+
+
+def overhead_table(a, gk):
+    """Microseconds per call on tiny tensors: what the binding's Python work
+    and its call into the library cost against torch's dispatch, through the
+    compiled module gradkern._gkrun (where built) and through ctypes, each
+    in a fresh process."""
+    runs = []
+    for binding in (["extension"] if gk.binding() == "extension" else []) + ["ctypes"]:
+        cmd = [sys.executable, os.path.abspath(__file__), "--overhead-one", "--python", a.python]
+        if a.quick:
+            cmd.append("--quick")
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, GRADKERN_BINDING=binding))
+        if proc.returncode:
+            sys.exit("vs_torch: %s failed: %s" % (" ".join(cmd), proc.stderr))
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    head = "| call | shape | " + " | ".join("gradkern us (%s) | torch us | ratio" % r["binding"] for r in runs) + " |"
+    rows, lines = [], [head, "|---|---|" + "---:|---:|---:|" * len(runs)]
+    for name, shape, _, _ in overhead_cases(gk):
+        r = dict(call=name, shape=shape)
+        cells = []
+        for run in runs:
+            g, t = run["us"][name]
+            r.update({"gradkern_%s_us" % run["binding"]: round(g, 2), "torch_%s_us" % run["binding"]: round(t, 2),
+                      "ratio_%s" % run["binding"]: round(g / t, 2)})
+            cells.append("%.2f | %.2f | %.1fx" % (g, t, g / t))
         rows.append(r)
-        lines.append("| %s | %s | %.1f | %.1f | %.1fx |" % (name, shape, r["gradkern_us"], r["torch_us"], r["ratio"]))
+        lines.append("| %s | %s | %s |" % (name, shape, " | ".join(cells)))
     return rows, lines
 
 
@@ -705,6 +745,9 @@ def main():
         return
     import gradkern as gk  # noqa: E402
     gk.set_num_threads(2)
+    if a.overhead_one:
+        overhead_one(a, gk)
+        return
     a.blas = torch_blas()
     if a.blas["reference"]:
         progress("torch runs the reference BLAS (%s): matrix-product ratios will not be printed" % a.blas["path"])
@@ -719,7 +762,7 @@ def main():
                          "(else allocating, under the policy above)",
               "user": "As a PyTorch user sees it: the binding's autograd functions against torch, forward + "
                       "backward, both allocating",
-              "overhead": "Per-call overhead (best of 5 loops)",
+              "overhead": "Per-call overhead (best loop; gradkern and torch take turns in one process per binding)",
               "model": "Training LLaMA- and Mamba-style torch models: unpatched against gradkern.patch(model)"}
     for name in tables:
         rows, lines = {"kernels": lambda: kernel_table(a), "user": lambda: user_table(a, gk),

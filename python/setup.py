@@ -12,15 +12,20 @@ looks first. GRADKERN_BUNDLE chooses the library:
     none               no library in the package: it loads the one `make
                        install` put in the environment's prefix
                        (PREFIX=$VIRTUAL_ENV) or on the loader's path
+
+It also compiles the binding's optional module gradkern._gkrun
+(gradkern/_gkrun.c, plain CPython C API) when a C compiler and this
+Python's headers are there; where they are not, the package is installed
+without it and calls the library through ctypes.
 """
 import os
 import re
 import shutil
 import subprocess
 
-from setuptools import setup
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
-from setuptools.dist import Distribution
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -61,11 +66,19 @@ class BuildWithLibrary(build_py):
             os.remove(bundled)  # an earlier build's, not to be packaged
 
 
-class BinaryDistribution(Distribution):
-    """A wheel with a bundled library is for this platform only."""
+class OptionalBuildExt(build_ext):
+    """gradkern._gkrun is optional: a failed compile leaves it out."""
 
-    def has_ext_modules(self):
-        return os.environ.get("GRADKERN_BUNDLE", "") != "none"
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as e:  # no compiler, no Python.h: the ctypes path serves
+            print("setup.py: gradkern._gkrun not built (%s); the binding will use ctypes" % e)
 
 
-setup(version=version(), cmdclass={"build_py": BuildWithLibrary}, distclass=BinaryDistribution)
+# The wheel is for this platform (the module, the bundled library), so the
+# extension is declared even where it cannot be built.
+GKRUN = Extension("gradkern._gkrun", ["gradkern/_gkrun.c"], include_dirs=[os.path.join(REPO, "include")])
+
+setup(version=version(), cmdclass={"build_py": BuildWithLibrary, "build_ext": OptionalBuildExt},
+      ext_modules=[GKRUN])

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gradkern's build and tests need, when it is missing.
 #   scripts/install-deps.sh build   compiler, cmake
-#   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest (Debian's),
+#   scripts/install-deps.sh test    + clang with libFuzzer, Python 3 with torch, numpy, pytest and its
+#                                     headers (Debian's),
 #                                     pkg-config, pip, setuptools and venv (the install tests),
 #                                     OpenMPI (gradkern train under mpirun), npm and bible-kjv (the
 #                                     tokenizer test), Chromium (the web page's browser test), the
@@ -55,8 +56,11 @@ if [ "${1:-build}" = test ]; then
     "$py" -c 'import pip' 2>/dev/null || need+=(python3-pip)
     "$py" -c 'import setuptools' 2>/dev/null || need+=(python3-setuptools)
     "$py" -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
+    # The headers that build the binding's compiled module (gradkern._gkrun).
+    "$py" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' ||
+      need+=(python3-dev)
   else
-    need+=(python3-torch python3-numpy python3-pytest python3-pip python3-setuptools python3-venv)
+    need+=(python3-torch python3-numpy python3-pytest python3-pip python3-setuptools python3-venv python3-dev)
   fi
   command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
   # Data-parallel training (gradkern train under mpirun) and its test.

@@ -110,6 +110,8 @@ elif [ "$what" = python ]; then
     info=$("$1/bin/python" -m gradkern info) || fail "python3 -m gradkern info in $1"
     grep -q "^gradkern $version\$" <<< "$info" || fail "python3 -m gradkern info: $info"
     grep -q "^library  $1/" <<< "$info" || fail "the library loaded is not under $1: $info"
+    # pip compiled the binding's module gradkern._gkrun (make test installs the Python headers)
+    grep -q "^binding  extension\$" <<< "$info" || fail "gradkern._gkrun was not built or not loaded: $info"
   }
   venv=$tmp/bundled
   /usr/bin/python3 -m venv --system-site-packages --without-pip "$venv"

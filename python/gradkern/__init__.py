@@ -1,4 +1,8 @@
-"""gradkern for PyTorch: ctypes over libgradkern.so, no compiled extension.
+"""gradkern for PyTorch: libgradkern.so called through the compiled module
+gradkern._gkrun where it is built (CMake builds it beside the library when the
+Python headers are found; pip install builds it into the package), else
+through ctypes (gradkern.binding() says which; GRADKERN_BINDING=ctypes
+forces ctypes).
 
     import torch, gradkern
     x = torch.randn(4, 16, requires_grad=True)
@@ -44,9 +48,13 @@ RuntimeError naming the op.
 
 gradkern.patch(model) runs a PyTorch LLaMA-style model's RMSNorm, SwiGLU MLP,
 attention (RoPE + causal attention), LM head fused with the cross-entropy
-(the patched model returns no logits when given labels) and a Mamba model's
+(given labels, the patched model returns a gradkern.CausalLMOutput: .loss,
+.logits None, unpacking as the (loss, logits) tuple) and a Mamba model's
 mixers through gradkern, in place, parameters and state_dict unchanged
-(gradkern.patch).
+(gradkern.patch). gradkern.nn has the same modules for building new models
+(Linear, RMSNorm, LayerNorm, SwiGLUMLP, RoPEAttention, MambaMixer,
+CrossEntropyLoss, LinearCrossEntropyLoss), with torch's and Hugging Face's
+parameter names.
 
 gradkern.__version__ and gradkern.version() give the library's version.
 
@@ -58,6 +66,7 @@ from ._core import (
     Error,
     Plan,
     backends,
+    binding,
     clear_plan_cache,
     get_backend,
     get_num_threads,
@@ -98,7 +107,8 @@ from .transformer import (
 from .mamba import causal_conv1d, selective_scan
 from . import optim
 from .optim import clip_grad_norm_
-from .patch import patch, unpatch
+from .patch import CausalLMOutput, patch, unpatch
+from . import nn
 
 __version__ = version()  # the loaded library's: include/gradkern.h defines it
 
@@ -129,10 +139,10 @@ def plan_info(op, x, direction="forward", backend=None, dtype=None, **options):
 __all__ = [
     "Error", "Plan", "get_plan", "plan_info", "clear_plan_cache", "plan_cache_size",
     "set_backend", "get_backend", "use_backend", "backends", "set_num_threads", "get_num_threads",
-    "library_path", "version",
+    "library_path", "version", "binding",
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
     "rms_norm", "layer_norm",
     "linear", "matmul", "softmax", "log_softmax", "cross_entropy", "embedding", "rope",
     "scaled_dot_product_attention", "add", "mul", "causal_conv1d", "selective_scan",
-    "linear_cross_entropy", "optim", "clip_grad_norm_", "patch", "unpatch",
+    "linear_cross_entropy", "optim", "clip_grad_norm_", "patch", "unpatch", "CausalLMOutput", "nn",
 ]

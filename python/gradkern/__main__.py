@@ -13,6 +13,7 @@ def info():
     print("gradkern %s" % gradkern.version())
     print("library  %s" % gradkern.library_path)
     print("package  %s" % gradkern.__path__[0])
+    print("binding  %s" % gradkern.binding())
     print("threads  %d" % gradkern.get_num_threads())
     print("backends, in the order auto tries them:")
     for b in gradkern.backends():

@@ -3,7 +3,11 @@ import collections
 import contextlib
 import ctypes
 import functools
+import importlib.machinery
+import importlib.util
+import os
 import threading
+import warnings
 import weakref
 from threading import get_ident
 
@@ -138,6 +142,55 @@ def to_gk_tensor(t, out=None):
         g.shape[:r] = tuple(t.shape)
         g.strides[:r] = t.stride()
     return g
+
+
+# ---------------------------------------------------------------- the compiled gk_plan_run caller
+
+# argument kind names -> their gk_arg_kind values, for the compiled module
+_KIND_CODES = {}
+
+
+def _load_extension():
+    """gradkern._gkrun, the compiled gk_plan_run caller, initialised for the
+    loaded library; None where it is not built, does not load (a warning
+    says why) or GRADKERN_BINDING=ctypes.
+    It is looked for in the package (pip install) and beside the library
+    (CMake builds it into the build directory)."""
+    choice = os.environ.get("GRADKERN_BINDING", "")
+    if choice not in ("", "ctypes", "extension"):
+        raise ImportError("gradkern: GRADKERN_BINDING=%r must be 'ctypes' or 'extension'" % choice)
+    if choice == "ctypes":
+        return None
+    folders = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(library_path))]
+    paths = [os.path.join(d, "_gkrun" + suffix) for d in folders for suffix in importlib.machinery.EXTENSION_SUFFIXES]
+    path = next((p for p in paths if os.path.exists(p)), None)
+    if path is None:
+        if choice == "extension":
+            raise ImportError("gradkern: GRADKERN_BINDING=extension but gradkern._gkrun is built in none of %s"
+                              % ", ".join(folders))
+        return None
+    try:
+        spec = importlib.util.spec_from_file_location("gradkern._gkrun", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.init(ctypes.cast(lib.gk_plan_run, ctypes.c_void_p).value, ctypes.sizeof(_lib.gk_arg), torch.Tensor,
+                    dict(TORCH_TO_GK))
+    except ImportError as e:       # built for another Python or another gradkern.h
+        if choice == "extension":
+            raise
+        warnings.warn("gradkern: %s does not load (%s); calling the library through ctypes" % (path, e))
+        return None
+    return module
+
+
+_gkrun = _load_extension()
+
+
+def binding():
+    """How gk_plan_run is called: "extension" (the compiled module
+    gradkern._gkrun) or "ctypes" (where it is not built, or
+    GRADKERN_BINDING=ctypes)."""
+    return "ctypes" if _gkrun is None else "extension"
 
 
 # ---------------------------------------------------------------- backend
@@ -386,20 +439,32 @@ class Plan:
         check(lib.gk_plan_check(self.handle, arr, n), "gk_plan_check")
 
     def run(self, tensors):
-        """gk_plan_run on a dict {kind: tensor} (None entries are left out).
-        The workspace is a fresh torch uint8 buffer, 64-byte aligned."""
+        """gk_plan_run on a dict {kind: tensor} (None entries are left out)."""
         items = [(k, t) for k, t in tensors.items() if t is not None]
         self.call(tuple([k for k, _ in items]), [t for _, t in items])
 
-    def call(self, kinds, ts):
-        """run() with the argument kinds as a tuple and their tensors as a
-        list in the same order (no None).
+    def _call_extension(self, kinds, ts):
+        """gk_plan_run through the compiled module gradkern._gkrun: it reads
+        the tensors' pointers, shapes, strides, dtypes and devices in C and
+        allocates the workspace there."""
+        codes = _KIND_CODES.get(kinds)
+        if codes is None:
+            codes = _KIND_CODES.setdefault(kinds, tuple([_lib.ARGS[k] for k in kinds]))
+        status = _gkrun.run(self._handle_value, codes, ts, self.workspace_size)
+        if status != _lib.SUCCESS:
+            self._raise(status)
 
-        The gk_arg array for one layout of the arguments (their kinds,
-        shapes, strides, dtypes and devices, on this thread) is built once
-        and kept with the plan; a later call with that layout only writes
-        the data pointers into it. The library checks every argument again
-        on each run."""
+    def _raise(self, status):
+        if self._handle_value is None:
+            raise ValueError("gradkern: this plan was destroyed")
+        check(status, "gk_plan_run")
+
+    def _call_ctypes(self, kinds, ts):
+        """gk_plan_run through ctypes. The gk_arg array for one layout of the
+        arguments (their kinds, shapes, strides, dtypes and devices, on this
+        thread) is built once and kept with the plan; a later call with that
+        layout only writes the data pointers into it. The workspace is a
+        fresh torch uint8 buffer, 64-byte aligned."""
         try:
             key = (get_ident(), kinds, tuple([(t.shape, t.stride(), t.dtype, t.device) for t in ts]))
         except AttributeError:                 # not a tensor: to_gk_tensor names it
@@ -418,9 +483,12 @@ class Plan:
         else:
             status = _plan_run(self._handle_value, addr, n, None, 0)
         if status != _lib.SUCCESS:
-            if self._handle_value is None:
-                raise ValueError("gradkern: this plan was destroyed")
-            check(status, "gk_plan_run")
+            self._raise(status)
+
+    # call(kinds, ts): run() with the argument kinds as a tuple and their
+    # tensors as a list in the same order (no None). The library checks
+    # every argument on each run.
+    call = _call_ctypes if _gkrun is None else _call_extension
 
     def _bind(self, key, tensors):
         """The gk_arg array for this layout, as kept under `key` in _bound."""

@@ -64,7 +64,7 @@ class UnaryFunction(torch.autograd.Function):
 
 def _unary_forward(x, op, opts, backend):
     """y = op(x) without autograd (nothing to record)."""
-    plan = _plan(op, "forward", x, backend, opts)
+    plan = plan_for(op, "forward", x.dtype, x.shape, backend, opts)
     y = new_output(plan, "y", x.dtype, x) if op in _GATED else new_like(x)
     plan.call(_X_Y, [x, y])
     return y
@@ -82,7 +82,7 @@ def _activation(op, x, backend, **opts):
 
 def relu(x, *, backend=None):
     """max(x, 0) (NaN stays NaN); gradient 1 where x > 0, else 0."""
-    return _activation("relu", x, backend)
+    return _unary(x, "relu", (), resolve_backend(backend))
 
 
 def gelu(x, approximate="none", *, backend=None):
@@ -92,12 +92,12 @@ def gelu(x, approximate="none", *, backend=None):
 
 def silu(x, *, backend=None):
     """x * sigmoid(x)."""
-    return _activation("silu", x, backend)
+    return _unary(x, "silu", (), resolve_backend(backend))
 
 
 def sigmoid(x, *, backend=None):
     """1 / (1 + exp(-x)), computed stably."""
-    return _activation("sigmoid", x, backend)
+    return _unary(x, "sigmoid", (), resolve_backend(backend))
 
 
 def softplus(x, beta=1, threshold=20, *, backend=None):

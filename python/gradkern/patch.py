@@ -31,9 +31,11 @@ gradkern.unpatch(model) gives back the original forwards.
   labels=None). Called with labels, the patched forward computes the loss
   of the shifted labels (the logits at t against labels at t+1, as Hugging
   Face shifts them) with gradkern.linear_cross_entropy, chunk by chunk, so
-  the (tokens, vocabulary) logits are never stored whole, and returns
-  (loss, None): no logits. Called without labels it runs the original
-  forward (which returns the logits). The loss options (ignore_index,
+  the (tokens, vocabulary) logits are never stored whole, and returns a
+  CausalLMOutput: .loss, and .logits None; it unpacks and indexes like the
+  (loss, logits) tuple (loss, _ = model(ids, labels=ids) works as before).
+  Called without labels it runs the original forward (which returns the
+  logits). The loss options (ignore_index,
   reduction, label_smoothing) are the module's `loss_fct`'s if it has one
   (an nn.CrossEntropyLoss), else -100, 'mean', 0. The logits are computed
   in the hidden states' dtype.
@@ -53,6 +55,8 @@ The model's dtype and shapes are whatever its tensors are (float32, float64,
 float16, bfloat16; CPU).
 """
 
+import collections
+import functools
 import inspect
 
 import torch
@@ -61,65 +65,103 @@ from . import functional as _F
 from . import mamba as _M
 from . import transformer as _T
 
-__all__ = ["patch", "unpatch"]
+__all__ = ["patch", "unpatch", "CausalLMOutput"]
 
 
-def _rms_norm_forward(module):
+# ---------------------------------------------------------------- the forwards
+# Each takes the module whose parameters it uses, as Hugging Face names them;
+# gradkern.patch installs them on a model's modules and gradkern.nn's
+# modules are built on them.
+
+def rms_norm_forward(module, hidden_states):
+    """rms_norm(x) * module.weight, eps from `variance_epsilon` or `eps`."""
+    w = module.weight
     eps = float(getattr(module, "variance_epsilon", getattr(module, "eps", 1e-6)))
-
-    def forward(hidden_states):
-        w = module.weight
-        return _F.rms_norm(hidden_states, w.shape, w, eps)
-    return forward
+    return _F.rms_norm(hidden_states, w.shape, w, eps)
 
 
-def _mlp_forward(module):
-    def forward(x):
-        return module.down_proj(_F.swiglu(module.up_proj(x), gate=module.gate_proj(x)))
-    return forward
+def swiglu_mlp_forward(module, x):
+    """down_proj(up_proj(x) * silu(gate_proj(x))), the product fused."""
+    return module.down_proj(_F.swiglu(module.up_proj(x), gate=module.gate_proj(x)))
 
 
-def _attention_forward(module, original):
-    H = int(module.num_heads)
-    Dh = int(module.head_dim)
+def rope_attention_forward(module, hidden_states):
+    """Causal self-attention of (B, T, hidden) with rotate-half RoPE on q and
+    k: num_heads, head_dim, num_key_value_heads (grouped-query attention),
+    the theta in rope_theta or rotary_emb.base."""
+    H, Dh = int(module.num_heads), int(module.head_dim)
     Hkv = int(getattr(module, "num_key_value_heads", H))
     theta = float(getattr(module, "rope_theta", None) or module.rotary_emb.base)
+    B, T = hidden_states.shape[0], hidden_states.shape[1]
+    q = _T.rope(module.q_proj(hidden_states).view(B, T, H, Dh), theta)
+    k = _T.rope(module.k_proj(hidden_states).view(B, T, Hkv, Dh), theta)
+    v = module.v_proj(hidden_states).view(B, T, Hkv, Dh)
+    o = _T.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+    return module.o_proj(o.transpose(1, 2).reshape(B, T, H * Dh))
 
+
+def mamba_mixer_forward(module, hidden_states):
+    """Hugging Face's MambaMixer on (B, L, hidden), without a cache."""
+    rank = module.dt_proj.in_features
+    d_state = module.A_log.shape[1]
+    x, z = module.in_proj(hidden_states).transpose(1, 2).chunk(2, dim=1)       # (B, D, L) each
+    conv = module.conv1d
+    x = _M.causal_conv1d(x, conv.weight.squeeze(1), conv.bias, activation="silu")
+    dt, B, C = torch.split(module.x_proj(x.transpose(1, 2)), [rank, d_state, d_state], dim=-1)
+    delta = torch.nn.functional.linear(dt, module.dt_proj.weight).transpose(1, 2)  # (B, D, L)
+    A = -torch.exp(module.A_log.float())
+    y = _M.selective_scan(x, delta, A, B.transpose(1, 2), C.transpose(1, 2), module.D.float(), z=z,
+                          delta_bias=module.dt_proj.bias.float(), delta_softplus=True)
+    return module.out_proj(y.transpose(1, 2))
+
+
+def loss_options(loss_fct):
+    """ignore_index, reduction and label_smoothing of an nn.CrossEntropyLoss
+    (or of anything holding them), else -100, 'mean', 0."""
+    return dict(ignore_index=int(getattr(loss_fct, "ignore_index", -100)),
+                reduction=getattr(loss_fct, "reduction", "mean"),
+                label_smoothing=float(getattr(loss_fct, "label_smoothing", 0.0)))
+
+
+def cross_entropy_forward(module, input, target):
+    """gradkern.cross_entropy with the module's loss options."""
+    return _T.cross_entropy(input, target, **loss_options(module))
+
+
+def shifted_lm_loss(hidden, weight, labels, loss_fct=None):
+    """The loss of the logits hidden @ weight^T at t against labels at t+1,
+    as Hugging Face shifts them, with gradkern.linear_cross_entropy: the
+    (tokens, vocabulary) logits are never stored whole."""
+    return _T.linear_cross_entropy(hidden[..., :-1, :], weight, labels[..., 1:], **loss_options(loss_fct))
+
+
+CausalLMOutput = collections.namedtuple("CausalLMOutput", ["loss", "logits"])
+CausalLMOutput.__doc__ = """What a causal LM patched with the fused LM head returns when given labels:
+.loss, and .logits None (they were never stored whole); it unpacks and
+indexes like the (loss, logits) tuple of the unpatched model."""
+
+
+# ---------------------------------------------------------------- patching
+
+def _unless_extra_arguments(fast, module, original):
+    """forward(hidden_states) by `fast`; with anything more (an attention
+    mask, position ids, a cache) the original forward runs."""
     def forward(hidden_states, *args, **kwargs):
         if args or any(v is not None for v in kwargs.values()):
             return original(hidden_states, *args, **kwargs)
-        B, T = hidden_states.shape[0], hidden_states.shape[1]
-        q = _T.rope(module.q_proj(hidden_states).view(B, T, H, Dh), theta)
-        k = _T.rope(module.k_proj(hidden_states).view(B, T, Hkv, Dh), theta)
-        v = module.v_proj(hidden_states).view(B, T, Hkv, Dh)
-        o = _T.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
-        return module.o_proj(o.transpose(1, 2).reshape(B, T, H * Dh))
-    return forward
-
-
-def _cross_entropy_forward(module):
-    def forward(input, target):
-        return _T.cross_entropy(input, target, ignore_index=module.ignore_index, reduction=module.reduction,
-                                label_smoothing=module.label_smoothing)
+        return fast(module, hidden_states)
     return forward
 
 
 def _lm_head_loss_forward(module, original):
-    loss_fct = getattr(module, "loss_fct", None)
-    ignore_index = int(getattr(loss_fct, "ignore_index", -100))
-    reduction = getattr(loss_fct, "reduction", "mean")
-    label_smoothing = float(getattr(loss_fct, "label_smoothing", 0.0))
-
     def forward(input_ids, labels=None, **kwargs):
         if labels is None:
             return original(input_ids, labels=labels, **kwargs)
         decoder = module.model if isinstance(getattr(module, "model", None), torch.nn.Module) else module.backbone
         out = decoder(input_ids, **kwargs)
         hidden = out if isinstance(out, torch.Tensor) else out[0]
-        loss = _T.linear_cross_entropy(hidden[..., :-1, :], module.lm_head.weight, labels[..., 1:],
-                                       ignore_index=ignore_index, reduction=reduction,
-                                       label_smoothing=label_smoothing)
-        return loss, None
+        return CausalLMOutput(shifted_lm_loss(hidden, module.lm_head.weight, labels, getattr(module, "loss_fct", None)),
+                              None)
     return forward
 
 
@@ -137,25 +179,6 @@ def _is_causal_lm(m):
         return "labels" in inspect.signature(m.forward).parameters
     except (TypeError, ValueError):
         return False
-
-
-def _mamba_mixer_forward(module, original):
-    rank = module.dt_proj.in_features
-    d_state = module.A_log.shape[1]
-
-    def forward(hidden_states, *args, **kwargs):
-        if args or any(v is not None for v in kwargs.values()):
-            return original(hidden_states, *args, **kwargs)
-        x, z = module.in_proj(hidden_states).transpose(1, 2).chunk(2, dim=1)       # (B, D, L) each
-        conv = module.conv1d
-        x = _M.causal_conv1d(x, conv.weight.squeeze(1), conv.bias, activation="silu")
-        dt, B, C = torch.split(module.x_proj(x.transpose(1, 2)), [rank, d_state, d_state], dim=-1)
-        delta = torch.nn.functional.linear(dt, module.dt_proj.weight).transpose(1, 2)  # (B, D, L)
-        A = -torch.exp(module.A_log.float())
-        y = _M.selective_scan(x, delta, A, B.transpose(1, 2), C.transpose(1, 2), module.D.float(), z=z,
-                              delta_bias=module.dt_proj.bias.float(), delta_softplus=True)
-        return module.out_proj(y.transpose(1, 2))
-    return forward
 
 
 def _is_mamba_mixer(m):
@@ -209,15 +232,15 @@ def patch(model, *, rms_norm=True, mlp=True, attention=True, cross_entropy=True,
         if lm_head_loss and _is_causal_lm(m):
             kind, fwd = "lm_head_loss", _lm_head_loss_forward(m, m.forward)
         elif mamba_mixer and _is_mamba_mixer(m):
-            kind, fwd = "mamba_mixer", _mamba_mixer_forward(m, m.forward)
+            kind, fwd = "mamba_mixer", _unless_extra_arguments(mamba_mixer_forward, m, m.forward)
         elif rms_norm and _is_rms_norm(m):
-            kind, fwd = "rms_norm", _rms_norm_forward(m)
+            kind, fwd = "rms_norm", functools.partial(rms_norm_forward, m)
         elif mlp and _is_swiglu_mlp(m):
-            kind, fwd = "mlp", _mlp_forward(m)
+            kind, fwd = "mlp", functools.partial(swiglu_mlp_forward, m)
         elif attention and _is_attention(m):
-            kind, fwd = "attention", _attention_forward(m, m.forward)
+            kind, fwd = "attention", _unless_extra_arguments(rope_attention_forward, m, m.forward)
         elif cross_entropy and _is_cross_entropy(m):
-            kind, fwd = "cross_entropy", _cross_entropy_forward(m)
+            kind, fwd = "cross_entropy", functools.partial(cross_entropy_forward, m)
         else:
             continue
         m.forward = fwd

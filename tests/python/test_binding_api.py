@@ -72,3 +72,61 @@ def test_softmax_of_a_0d_tensor_refuses_other_dims(op):
         getattr(gradkern, op)(torch.tensor(1.0), 1)
     with pytest.raises(IndexError):  # torch agrees
         getattr(torch.nn.functional, op)(torch.tensor(1.0), 1)
+
+
+# ---------------------------------------------------------------- how gk_plan_run is called
+
+def test_the_binding_is_the_one_asked_for():
+    """GRADKERN_BINDING=extension|ctypes (as make test sets it for each run)
+    is what the binding uses: a compiled module that failed to load cannot
+    pass for it."""
+    asked = os.environ.get("GRADKERN_BINDING")
+    if asked is None:
+        pytest.fail("GRADKERN_BINDING is unset: the test run must say which binding it tests "
+                    "(make test sets it)")
+    assert gradkern.binding() == asked
+
+
+def _silu_plan():
+    return gradkern.Plan("silu", "forward", torch.float32, (2, 3))
+
+
+def test_plan_run_refuses_what_is_not_a_tensor():
+    x = torch.zeros(2, 3)
+    with pytest.raises(TypeError, match="expected a torch.Tensor, got list"):
+        _silu_plan().run({"x": x, "y": [0.0] * 6})
+
+
+def test_plan_run_refuses_a_rank_over_the_maximum():
+    with pytest.raises(ValueError, match="tensor has rank 9, more than GK_MAX_RANK = 8"):
+        _silu_plan().run({"x": torch.zeros([1] * 9), "y": torch.zeros(2, 3)})
+
+
+@pytest.mark.parametrize("dtype,message", [(torch.int16, "dtype"), (torch.float64, "dtype")])
+def test_plan_run_reports_a_bad_dtype_through_the_library(dtype, message):
+    with pytest.raises(gradkern.Error, match=message) as e:
+        _silu_plan().run({"x": torch.zeros(2, 3, dtype=dtype), "y": torch.zeros(2, 3)})
+    assert e.value.status_name == "GK_ERR_BAD_DTYPE" and "x" in e.value.message
+
+
+def test_plan_run_passes_strides_and_offsets_as_they_are():
+    base = torch.randn(4, 7, dtype=torch.float32)
+    x = base[1:3, 2:7:2]                       # offset data pointer, strides (7, 2)
+    y = torch.full((3, 2), float("nan")).t()   # transposed output
+    gradkern.Plan("silu", "forward", torch.float32, (2, 3)).run({"x": x, "y": y})
+    torch.testing.assert_close(y, torch.nn.functional.silu(x))
+
+
+def test_plan_run_with_a_workspace():
+    plan = gradkern.Plan("cross_entropy", "forward", torch.float32, (5, 11))
+    logits, target = torch.randn(5, 11), torch.randint(0, 11, (5,))
+    loss = torch.empty(())
+    plan.run({"logits": logits, "target": target, "loss": loss})
+    torch.testing.assert_close(loss, torch.nn.functional.cross_entropy(logits, target))
+
+
+def test_a_destroyed_plan_raises():
+    plan = _silu_plan()
+    plan.destroy()
+    with pytest.raises(ValueError, match="this plan was destroyed"):
+        plan.run({"x": torch.zeros(2, 3), "y": torch.zeros(2, 3)})

@@ -95,6 +95,28 @@ def test_fused_lm_head_loss_returns_no_logits_with_labels_and_logits_without():
         _close(patched(ids)[1], ref(ids)[1], 1e-4, 1e-5, "logits without labels")
 
 
+@pytest.mark.parametrize("arch", ["llama", "mamba"])
+def test_fused_lm_head_returns_a_hugging_face_style_output(arch):
+    """.loss and .logits (None: never stored whole), and it indexes and
+    unpacks as the unpatched model's (loss, logits) tuple."""
+    torch.manual_seed(0)
+    if arch == "llama":
+        ref = LlamaForCausalLM(LlamaConfig())
+    else:
+        ref = MambaForCausalLM(MambaConfig())
+    patched = copy.deepcopy(ref)
+    gradkern.patch(patched)
+    ids = _batches(1, ref.config.vocab_size)[0]
+    out = patched(ids, labels=ids)
+    assert isinstance(out, gradkern.CausalLMOutput)
+    assert out.logits is None and out[1] is None and len(out) == 2
+    assert out.loss is out[0] and tuple(out) == (out.loss, None)
+    ref_loss, _ = ref(ids, labels=ids)
+    _close(out.loss, ref_loss, 1e-5, 0, "loss")
+    out.loss.backward()
+    assert all(p.grad is not None for p in patched.parameters())
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 @pytest.mark.parametrize("chunk_rows", [None, 1, 7, 1000])
 def test_linear_cross_entropy_matches_torch(reduction, chunk_rows):
