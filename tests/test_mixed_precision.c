@@ -226,6 +226,7 @@ static void test_f16_overflow(const gk_task *task) {
   check(ok && isfinite(loss) && !finite && s.scale == ldexp(1, 39) && s.skipped == 1,
         "f16 at scale 2^40: loss %g, gradients finite %d, scale now %g, skipped %lld", loss, finite, s.scale,
         (long long)s.skipped);
+  check(gk_run_logits(run) == NULL, "a 16-bit train run's logits are not handed out as f32");
   gk_run_free(run);
   gk_model_free(&m);
 }

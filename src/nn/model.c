@@ -277,7 +277,10 @@ size_t gk_run_bytes(const gk_run *r) {
 
 gk_dtype gk_run_dtype(const gk_run *r) { return r->dtype; }
 
-const float *gk_run_logits(const gk_run *r) { return r->logits32 ? r->logits32 : r->logits; }
+const float *gk_run_logits(const gk_run *r) {
+  if (r->dtype == GK_F32) return r->logits;
+  return r->logits32;  // NULL for a 16-bit train run, whose logits are 16-bit
+}
 
 // A 16-bit run's copy of the weights, rounded from the f32 masters.
 static void round_weights(gk_run *r) {

@@ -115,8 +115,8 @@ size_t gk_run_bytes(const gk_run *r);
 // then the backward pass: m->g is overwritten with the gradient of the loss.
 gk_status gk_run_step(gk_run *r, const int32_t *inputs, const int32_t *targets, double *loss);
 // Forward only; the logits (batch * seq_len, V) stay readable through
-// gk_run_logits until the next call (f32: a 16-bit forward-only run widens
-// them; a 16-bit train run's are in its dtype).
+// gk_run_logits until the next call, in f32 (a 16-bit forward-only run
+// widens them; a 16-bit train run gives NULL: its logits are 16-bit).
 gk_status gk_run_forward(gk_run *r, const int32_t *inputs);
 const float *gk_run_logits(const gk_run *r);
 
