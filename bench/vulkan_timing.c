@@ -163,8 +163,8 @@ static gk_op_desc make(gk_op op, gk_direction dir, int rank, const int64_t *shap
 int main(int argc, char **argv) {
   int repeats = argc > 1 ? atoi(argv[1]) : 5;
   if (repeats < 1) repeats = 1;
-  int64_t n1[1] = {1 << 22}, rows[2] = {4096, 1024}, lin[2] = {2048, 1024}, ce[2] = {512, 8192};
-  int64_t att[4] = {1, 8, 512, 64}, scan[3] = {2, 256, 512}, emb[1] = {4096};
+  int64_t n1[1] = {1 << 22}, rows[2] = {4096, 1024}, lin[2] = {512, 1024}, ce[2] = {512, 8192};
+  int64_t att[4] = {1, 8, 256, 64}, scan[3] = {2, 256, 512}, emb[1] = {4096};
   row list[32];
   int nr = 0;
   double n = (double)n1[0], nrow = 4096.0 * 1024;
@@ -181,10 +181,10 @@ int main(int argc, char **argv) {
   demb.embedding.dim = 1024;
   list[nr++] = (row){"cross_entropy fwd", dce, 4.0 * 512 * 8192, 1};
   list[nr++] = (row){"embedding fwd", demb, 0, 1};
-  list[nr++] = (row){"linear fwd", make(GK_OP_LINEAR, GK_FORWARD, 2, lin), 2.0 * 2048 * 1024 * 1024, 0};
-  list[nr++] = (row){"linear bwd", make(GK_OP_LINEAR, GK_BACKWARD, 2, lin), 4.0 * 2048 * 1024 * 1024, 0};
-  list[nr++] = (row){"attention fwd", make(GK_OP_ATTENTION, GK_FORWARD, 4, att), 2.0 * 8 * 512 * 512 * 64, 0};
-  list[nr++] = (row){"attention bwd", make(GK_OP_ATTENTION, GK_BACKWARD, 4, att), 5.0 * 8 * 512 * 512 * 64, 0};
+  list[nr++] = (row){"linear fwd", make(GK_OP_LINEAR, GK_FORWARD, 2, lin), 2.0 * 512 * 1024 * 1024, 0};
+  list[nr++] = (row){"linear bwd", make(GK_OP_LINEAR, GK_BACKWARD, 2, lin), 4.0 * 512 * 1024 * 1024, 0};
+  list[nr++] = (row){"attention fwd", make(GK_OP_ATTENTION, GK_FORWARD, 4, att), 2.0 * 8 * 256 * 256 * 64, 0};
+  list[nr++] = (row){"attention bwd", make(GK_OP_ATTENTION, GK_BACKWARD, 4, att), 5.0 * 8 * 256 * 256 * 64, 0};
   list[nr++] = (row){"scan fwd (N=16)", make(GK_OP_SELECTIVE_SCAN, GK_FORWARD, 3, scan), 2.0 * 2 * 256 * 512 * 16 * 3, 0};
 
   double copy = copy_bandwidth((size_t)64 << 20);
@@ -204,6 +204,7 @@ int main(int argc, char **argv) {
            list[i].flops / s / 1e9);
     if (list[i].memory_bound && copy > 0) printf(" %8.0f%%", 100 * gbs / copy);
     printf("\n");
+    fflush(stdout);
   }
   return 0;
 }

@@ -548,7 +548,6 @@ static const vk_family *const family_of[GK_OP_COUNT_] = {
 
 static const char *vk_decline(const gk_plan *plan) {
   const gk_op_desc *d = &plan->desc;
-  if (!family_of[d->op]) return "vulkan: this op is not built yet";
   for (int k = 0; k < GK_ARG_COUNT_; k++)
     if (plan->args[k].used && plan->args[k].dtype == GK_F64) return "vulkan: f64 is not built (f32 math only)";
   if (!vk_has_16bit_storage())
@@ -559,7 +558,6 @@ static const char *vk_decline(const gk_plan *plan) {
   if (d->op == GK_OP_CROSS_ENTROPY && (d->ce.ignore_index < INT32_MIN || d->ce.ignore_index > INT32_MAX))
     return "vulkan: ce.ignore_index outside 32 bits";
   if (d->op == GK_OP_ATTENTION && d->shape[3] > ATTN_MAX_DH) return "vulkan: attention head size over 128";
-
   return NULL;
 }
 
@@ -594,36 +592,11 @@ void gk_vulkan_precision(const gk_plan *plan, gk_plan_info *info) {
   info->deterministic = 1;
 }
 
-// One kernel serves every op and direction (the family table above picks
-// what it records); GK_KERNELS_PER_FAMILY names it per family.
+// One kernel serves every op and direction: family_of picks what it records.
 static const gk_kernel vk_kernel = {.name = "vulkan", .backend = GK_BACKEND_VULKAN, .isa = "spirv",
-                                 .decline = vk_decline, .run = vk_run_kernel, .init = vk_init};
-#define vulkan_activation_fwd vk_kernel
-#define vulkan_activation_bwd vk_kernel
-#define vulkan_gated_fwd vk_kernel
-#define vulkan_gated_bwd vk_kernel
-#define vulkan_norm_fwd vk_kernel
-#define vulkan_norm_bwd vk_kernel
-#define vulkan_linear_fwd vk_kernel
-#define vulkan_linear_bwd vk_kernel
-#define vulkan_matmul_fwd vk_kernel
-#define vulkan_matmul_bwd vk_kernel
-#define vulkan_softmax_fwd vk_kernel
-#define vulkan_softmax_bwd vk_kernel
-#define vulkan_cross_entropy_fwd vk_kernel
-#define vulkan_cross_entropy_bwd vk_kernel
-#define vulkan_embedding_fwd vk_kernel
-#define vulkan_embedding_bwd vk_kernel
-#define vulkan_rope_fwd vk_kernel
-#define vulkan_rope_bwd vk_kernel
-#define vulkan_attention_fwd vk_kernel
-#define vulkan_attention_bwd vk_kernel
-#define vulkan_binary_fwd vk_kernel
-#define vulkan_binary_bwd vk_kernel
-#define vulkan_conv1d_fwd vk_kernel
-#define vulkan_conv1d_bwd vk_kernel
-#define vulkan_scan_fwd vk_kernel
-#define vulkan_scan_bwd vk_kernel
+                                    .decline = vk_decline, .run = vk_run_kernel, .init = vk_init};
+static const gk_kernel *const vk_kernels[] = {&vk_kernel, NULL};
+#define BOTH {vk_kernels, vk_kernels}
 
 const gk_backend_table gk_vulkan_backend = {
     .name = "vulkan",
@@ -632,7 +605,13 @@ const gk_backend_table gk_vulkan_backend = {
     .unavailable = vk_unavailable,
     .device_description = vk_device_description,
     .precision = gk_vulkan_precision,
-    .kernels = GK_KERNELS_PER_FAMILY(vulkan),
+    .kernels = {[GK_OP_RELU] = BOTH, [GK_OP_GELU] = BOTH, [GK_OP_SILU] = BOTH, [GK_OP_SIGMOID] = BOTH,
+                [GK_OP_SOFTPLUS] = BOTH, [GK_OP_GLU] = BOTH, [GK_OP_REGLU] = BOTH, [GK_OP_SWIGLU] = BOTH,
+                [GK_OP_GEGLU] = BOTH, [GK_OP_RMSNORM] = BOTH, [GK_OP_LAYERNORM] = BOTH, [GK_OP_LINEAR] = BOTH,
+                [GK_OP_MATMUL] = BOTH, [GK_OP_SOFTMAX] = BOTH, [GK_OP_LOG_SOFTMAX] = BOTH,
+                [GK_OP_CROSS_ENTROPY] = BOTH, [GK_OP_EMBEDDING] = BOTH, [GK_OP_ROPE] = BOTH,
+                [GK_OP_ATTENTION] = BOTH, [GK_OP_ADD] = BOTH, [GK_OP_MUL] = BOTH, [GK_OP_CONV1D] = BOTH,
+                [GK_OP_SELECTIVE_SCAN] = BOTH},
     .buffer_alloc = vk_buffer_alloc,
     .buffer_free = vk_buffer_free,
     .buffer_upload = vk_buffer_upload,
