@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 PREFIX ?= /usr/local
 
-.PHONY: all build deps test-deps bench-deps fuzz-deps wasm-deps train test fuzz info bench bench-torch bench-wasm wasm clean install uninstall paper
+.PHONY: all build deps test-deps bench-deps fuzz-deps wasm-deps train test fuzz info bench bench-torch bench-wasm bench-webgpu wasm clean install uninstall paper
 
 all: build
 
@@ -108,6 +108,14 @@ bench-wasm: bench-deps build wasm bench/wasm/node_modules/.package-lock.json
 
 bench/wasm/node_modules/.package-lock.json: bench/wasm/package.json bench/wasm/package-lock.json
 	cd bench/wasm && npm ci --no-audit --no-fund
+
+# WebGPU speed (bench/webgpu): gradkern's WebGPU kernels against TensorFlow.js's
+# WebGPU backend on the same adapter (Dawn in Node), in the same run.
+bench-webgpu: wasm node_modules/.package-lock.json bench/webgpu/node_modules/.package-lock.json
+	node bench/webgpu/bench_webgpu.mjs
+
+bench/webgpu/node_modules/.package-lock.json: bench/webgpu/package.json bench/webgpu/package-lock.json
+	cd bench/webgpu && npm ci --no-audit --no-fund
 
 clean:
 	rm -rf $(BUILD)

@@ -31,7 +31,6 @@ static int norm_dim(int dim, int rank) { return dim < 0 ? dim + rank : dim; }
 static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int64_t n = numel_of(plan, GK_ARG_X);
-  bool fwd = d->direction == GK_FORWARD;
   uint32_t *p = wg_pass(r, 0, groups_for(n));
   p[0] = r->slot[GK_ARG_X];
   p[1] = r->slot[GK_ARG_Y];
@@ -42,7 +41,6 @@ static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   p[6] = d->act.approximate == GK_GELU_TANH;
   p[7] = wg_f32(d->act.beta);
   p[8] = wg_f32(d->act.threshold);
-  (void)fwd;
   return GK_SUCCESS;
 }
 
