@@ -1,6 +1,6 @@
 // Progress output with a fake clock: plain lines every N steps when not on a
-// terminal, the redrawn bar (throttled) when forced, notes between them,
-// quiet mode, the summary, and durations.
+// terminal, the redrawn bar (throttled) when forced, notes between them, a
+// run's own figures after the loss, quiet mode, the summary, and durations.
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 #include "nn/progress.h"
@@ -70,6 +70,16 @@ static void test_lines(void) {
   check(has(s, "done: 1 step in 1.0s, 100 tokens/s\nfinal train loss 1.5000, eval loss 1.2000, eval bits per byte "
                "1.731\n"),
         "text summary: 1 step (not \"1 steps\"), bits per byte, no accuracy, no checkpoint");
+  free(s);
+  fclose(f);
+
+  // A run's own figures after the loss (f16 training's loss scale).
+  f = tmpfile();
+  gk_progress_init(&p, f, GK_PROGRESS_LINES, 10, 0, 100, 1);
+  gk_progress_set_extra(&p, "scale %g skipped %d", 65536.0, 2);
+  gk_progress_update_at(&p, 1, 1.0, 1e-3, p.t0 + 1);
+  s = contents(f);
+  check(has(s, "step 1/10  loss 1.0000  lr 1.00e-03  scale 65536 skipped 2  100 tok/s"), "extra figures after the lr");
   free(s);
   fclose(f);
 
