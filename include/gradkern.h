@@ -640,8 +640,9 @@ typedef struct gk_plan gk_plan;
 typedef struct gk_plan_info {
   const char *kernel;        ///< e.g. "rmsnorm_bwd__cpu_threads"
   gk_backend backend;        ///< the backend of the kernel (GK_BACKEND_CPU, GK_BACKEND_REF, ...)
-  const char *isa;           ///< instruction set it runs: "avx512", "avx2" or "scalar" (CPU kernels: the
-                             ///< best the CPU has, or the one GK_ISA=avx512|avx2|scalar forces; ref: "scalar");
+  const char *isa;           ///< instruction set it runs: "avx512bf16" (AVX-512 with bf16 dot products),
+                             ///< "avx512", "avx2" or "scalar" (CPU kernels: the best the CPU has, or the one
+                             ///< GK_ISA=avx512bf16|avx512|avx2|scalar forces; ref: "scalar");
                              ///< in WebAssembly "simd128" (the SIMD module) or "scalar"
   const char *math;          ///< how it computes, e.g. "f32 math, round-to-nearest-even store"
   gk_dtype accumulator;      ///< dtype of sums inside the kernel

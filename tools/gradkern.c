@@ -120,7 +120,7 @@ static int info(int json) {
   }
   if (json) printf("\n],\n\"plans\": [\n");
   else
-    printf("\n%-14s %-8s %-5s %-7s %-32s %-8s %-44s %-5s %-13s %s\n", "op", "dir", "dtype", "backend", "kernel", "isa",
+    printf("\n%-14s %-8s %-5s %-7s %-32s %-10s %-44s %-5s %-13s %s\n", "op", "dir", "dtype", "backend", "kernel", "isa",
            "math", "acc", "deterministic", "declined");
   int first = 1;
   for (int op = 0; op < GK_OP_COUNT_; op++)
@@ -157,7 +157,7 @@ static int info(int json) {
             json_string(pi.declined);
             printf("}");
           } else
-            printf("%-14s %-8s %-5s %-7s %-32s %-8s %-44s %-5s %-13s %s\n", gk_op_name((gk_op)op), dirname,
+            printf("%-14s %-8s %-5s %-7s %-32s %-10s %-44s %-5s %-13s %s\n", gk_op_name((gk_op)op), dirname,
                    gk_dtype_name(dtypes[t]), gk_backend_name(choices[b]), pi.kernel, pi.isa, pi.math,
                    gk_dtype_name(pi.accumulator), pi.deterministic ? "yes" : "no", pi.declined[0] ? pi.declined : "-");
           gk_plan_destroy(plan);
