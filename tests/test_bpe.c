@@ -152,6 +152,32 @@ static gk_status collect_ids(void *ctx, const int32_t *ids, size_t n) {
   return GK_SUCCESS;
 }
 
+// Encoding text[0, n) at once and again in random pieces of 1 to max_piece
+// bytes (final = 0, keeping what each call leaves) gives the same ids;
+// *whole (when not NULL) gets the ids of encoding it at once.
+static bool pieces_equal_whole(gk_bpe *t, const char *text, size_t n, size_t max_piece, gk_bpe_ids *whole_out) {
+  gk_bpe_ids whole = {0}, parts = {0};
+  size_t used, pos = 0, have = 0;
+  gk_status st = gk_bpe_encode(t, text, n, 1, &used, &whole);
+  while (st == GK_SUCCESS) {
+    size_t add = 1 + rng_next() % max_piece;
+    int final = pos + have + add >= n;
+    if (final) add = n - pos - have;
+    have += add;
+    st = gk_bpe_encode(t, text + pos, have, final, &used, &parts);
+    pos += used;
+    have -= used;
+    if (final) break;
+  }
+  bool same = st == GK_SUCCESS && pos == n && whole.len == parts.len &&
+              !memcmp(whole.data, parts.data, whole.len * sizeof(int32_t));
+  if (!same) fprintf(stderr, "  pieces give %zu ids, at once %zu (%s)\n", parts.len, whole.len, st ? gk_last_error() : "");
+  gk_bpe_ids_free(&parts);
+  if (whole_out) *whole_out = whole;
+  else gk_bpe_ids_free(&whole);
+  return same;
+}
+
 // Random texts over pieces of every kind, added tokens and cut UTF-8
 // included: encoding in random pieces (final = 0, keeping the rest) gives
 // the ids of encoding at once, and decoding gives the bytes back.
@@ -171,32 +197,15 @@ static void test_streaming(void) {
       memcpy(text + n, p, strlen(p));
       n += strlen(p);
     }
-    gk_bpe_ids whole = {0}, parts = {0};
-    size_t used;
-    gk_status st = gk_bpe_encode(t, text, n, 1, &used, &whole);
-    // In pieces: feed a growing window, keep what was not consumed.
-    size_t pos = 0, have = 0;
-    while (st == GK_SUCCESS) {
-      size_t add = 1 + rng_next() % 17;
-      int final = pos + have + add >= n;
-      if (final) add = n - pos - have;
-      have += add;
-      st = gk_bpe_encode(t, text + pos, have, final, &used, &parts);
-      pos += used;
-      have -= used;
-      if (final) break;
-    }
-    int same = st == GK_SUCCESS && pos == n && whole.len == parts.len &&
-               !memcmp(whole.data, parts.data, whole.len * sizeof(int32_t));
+    gk_bpe_ids whole = {0};
+    int same = pieces_equal_whole(t, text, n, 17, &whole);
     gk_nn_buf back = {0};
-    int round = st == GK_SUCCESS && gk_bpe_decode(t, whole.data, whole.len, &back) == GK_SUCCESS && back.len == n &&
+    int round = same && gk_bpe_decode(t, whole.data, whole.len, &back) == GK_SUCCESS && back.len == n &&
                 !memcmp(back.data, text, n);
-    if (!same && all_same) fprintf(stderr, "  trial %d: pieces give %zu ids, at once %zu (%s)\n", trial, parts.len, whole.len, st ? gk_last_error() : "");
     all_same &= same;
     all_round &= round;
     gk_nn_buf_free(&back);
     gk_bpe_ids_free(&whole);
-    gk_bpe_ids_free(&parts);
   }
   check(all_same, "300 random texts: encoding in random pieces gives the ids of encoding at once");
   check(all_round, "300 random texts (invalid UTF-8 included): decode(encode(text)) == text");
@@ -365,25 +374,7 @@ static void test_nfc(void) {
       memcpy(text + n, p, strlen(p));
       n += strlen(p);
     }
-    gk_bpe_ids whole = {0}, parts = {0};
-    size_t used, pos = 0, have = 0;
-    gk_status st = gk_bpe_encode(t, text, n, 1, &used, &whole);
-    while (st == GK_SUCCESS) {
-      size_t add = 1 + rng_next() % 9;
-      int final = pos + have + add >= n;
-      if (final) add = n - pos - have;
-      have += add;
-      st = gk_bpe_encode(t, text + pos, have, final, &used, &parts);
-      pos += used;
-      have -= used;
-      if (final) break;
-    }
-    int same = st == GK_SUCCESS && pos == n && whole.len == parts.len &&
-               !memcmp(whole.data, parts.data, whole.len * sizeof(int32_t));
-    if (!same && all_same) fprintf(stderr, "  trial %d: pieces give %zu ids, at once %zu (%s)\n", trial, parts.len, whole.len, st ? gk_last_error() : "");
-    all_same &= same;
-    gk_bpe_ids_free(&whole);
-    gk_bpe_ids_free(&parts);
+    all_same &= pieces_equal_whole(t, text, n, 9, NULL);
   }
   check(all_same, "NFC: 300 random texts of starters and marks: encoding in random pieces gives the ids at once");
   gk_bpe_free(t);

@@ -6,24 +6,10 @@
 // sampler's greedy, top-k and seeded draws; errors instead of crashes on bad
 // calls. Tied and untied LM heads.
 #include "harness.h"
+#include "model_weights.h"
 
 #include "nn/generate.h"
 #include "nn/layers.h"
-
-// Weights of typical size, so every part of the model shows in the logits:
-// matrices uniform with unit-variance outputs, the embedding of unit
-// variance, norms, biases and D scaled by 1 +- 0.2; A_log kept (stable decay).
-static void randomize(gk_model *m) {
-  for (int i = 0; i < m->nparams; i++) {
-    const gk_param *p = &m->params[i];
-    float *w = m->w + p->offset;
-    if (strstr(p->name, "A_log")) continue;
-    bool matrix = p->rank == 2 && !strstr(p->name, "conv_w");
-    double bound = !strcmp(p->name, "embedding") ? sqrt(3.0) : matrix ? sqrt(3.0 / (double)p->shape[1]) : 0;
-    for (int64_t j = 0; j < p->numel; j++)
-      w[j] = bound ? (float)rng_uniform(-bound, bound) : w[j] * (float)rng_uniform(0.8, 1.2);
-  }
-}
 
 // Step through a random sequence of T tokens and compare the logits after
 // each with row t of the full forward pass: |step - full| <= 1e-4 max|full row|.

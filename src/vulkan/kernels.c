@@ -186,7 +186,7 @@ static gk_status reduce_to(vk_binding grad, shape_ref y, const gk_tensor *t, vk_
   }
   p.n_out = (uint32_t)n_out;
   p.count = (uint32_t)count;
-  return DISPATCH("reduce", p, vk_groups(n_out, 64), 1, 1, grad, out);
+  return DISPATCH("reduce", p, vk_groups(n_out, 1), 1, 1, grad, out);
 }
 
 static gk_status binary_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
