@@ -23,6 +23,9 @@ export async function launchChromium({ webgpu = false } = {}) {
   const browser = await puppeteer.launch({
     executablePath,
     headless: true,
+    // SwiftShader's WebGPU runs a whole op test inside one evaluate(): on a
+    // loaded 2-core machine that outlasts puppeteer's default 180 s.
+    protocolTimeout: 540_000,
     args: ['--headless=new', '--no-sandbox', '--disable-background-networking', '--no-first-run',
            ...(webgpu ? ['--enable-unsafe-webgpu'] : ['--disable-gpu']), `--user-data-dir=${profile}`],
   });
