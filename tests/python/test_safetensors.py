@@ -34,7 +34,7 @@ UNICODE_NAME = 'name "quoted" \\ \u00e9 \u2713'
 
 def helper(*args, check=True):
     if not os.path.exists(HELPER):
-        pytest.skip("nn_helper is not built (set GRADKERN_NN_HELPER or build into build/)")
+        pytest.fail("nn_helper is not built (set GRADKERN_NN_HELPER or build into build/)")
     r = subprocess.run([HELPER, *args], capture_output=True, timeout=60)
     if check:
         assert r.returncode == 0, r.stderr.decode()
@@ -130,14 +130,6 @@ def test_c_file_read_by_python(c_file):
     order = sorted(header.values(), key=lambda i: i["data_offsets"][0])
     sizes = [SIZES[i["dtype"]] for i in order]
     assert sizes == sorted(sizes, reverse=True)
-
-
-def test_c_file_read_by_safetensors_package(c_file):
-    st = pytest.importorskip("safetensors.torch")
-    path, _ = c_file
-    loaded = st.load_file(path)
-    for name, t in expected().items():
-        assert torch.equal(loaded[name], t), name
 
 
 def write_python(path, tensors, meta=None, pad=True, order=None):
