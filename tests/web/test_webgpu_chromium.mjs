@@ -21,8 +21,9 @@ if (!existsSync(program)) {
   process.exit(1);
 }
 
-// The worker: a WASI command with the seven WASI functions the test program
-// imports (output collected, arguments given) and the gk_webgpu imports.
+// The worker: a WASI command with the WASI functions the test program
+// imports (output collected, arguments given, an empty environment) and the
+// gk_webgpu imports.
 const workerSource = (origin) => `
 import { webgpuImports, workerLink } from '${origin}/wasm/webgpu.mjs';
 self.onmessage = async ({ data }) => {
@@ -50,15 +51,22 @@ self.onmessage = async ({ data }) => {
       mem().setUint32(written, total, true);
       return 0;
     },
+    environ_sizes_get(count, size) { mem().setUint32(count, 0, true); mem().setUint32(size, 0, true); return 0; },
+    environ_get() { return 0; },
     fd_close() { return 0; },
     fd_seek() { return 70; },
     fd_fdstat_get(fd, stat) { mem().setUint8(stat, 2); return 0; },
     proc_exit(code) { throw new Exit(code); },
   };
   const link = workerLink(data.link, (m) => self.postMessage(m));
-  const module = await WebAssembly.compileStreaming(fetch(data.wasm));
-  instance = await WebAssembly.instantiate(module, {
-    wasi_snapshot_preview1: wasi, gk_webgpu: webgpuImports(() => instance.exports.memory, link) });
+  try {  // a module that does not load (an import missing here) ends the test, not hangs it
+    const module = await WebAssembly.compileStreaming(fetch(data.wasm));
+    instance = await WebAssembly.instantiate(module, {
+      wasi_snapshot_preview1: wasi, gk_webgpu: webgpuImports(() => instance.exports.memory, link) });
+  } catch (e) {
+    self.postMessage({ exit: 1, out: 'the test module did not load: ' + e.message });
+    return;
+  }
   let code = 0;
   try { instance.exports._start(); } catch (e) { if (e instanceof Exit) code = e.code; else { out += e.stack; code = 1; } }
   self.postMessage({ exit: code, out });
