@@ -147,9 +147,9 @@ static void test_against_f32(const model_case *mc, const gk_task *task) {
           worst_step + 1, got[worst_step], ref[worst_step], LOSS_ABS, LOSS_REL);
     check(ref[STEPS - 1] < 0.95 * ref[0] && got[STEPS - 1] < 0.95 * got[0], "%s %s: the loss did not fall (%.4f -> %.4f)",
           mc->name, gk_dtype_name(dt), got[0], got[STEPS - 1]);
-    check(skipped <= 2, "%s %s: %lld of %d steps skipped from scale 2^16", mc->name, gk_dtype_name(dt),
+    check(skipped <= 2, "%s %s: %lld of %d steps dropped (overflow) from scale 2^16", mc->name, gk_dtype_name(dt),
           (long long)skipped, STEPS);
-    printf("%s %s: loss %.4f -> %.4f (f32 %.4f -> %.4f), worst step %d at %.2f of the bound, %lld skipped; "
+    printf("%s %s: loss %.4f -> %.4f (f32 %.4f -> %.4f), worst step %d at %.2f of the bound, %lld dropped on overflow; "
            "first gradient's error %.4f\n", mc->name, gk_dtype_name(dt), got[0], got[STEPS - 1], ref[0], ref[STEPS - 1],
            worst_step + 1, worst, (long long)skipped, gerr);
   }
@@ -224,7 +224,7 @@ static void test_f16_overflow(const gk_task *task) {
   bool finite = ok && gk_loss_scaler_unscale(&s, m.g, m.n_total);
   gk_loss_scaler_update(&s, finite);
   check(ok && isfinite(loss) && !finite && s.scale == ldexp(1, 39) && s.skipped == 1,
-        "f16 at scale 2^40: loss %g, gradients finite %d, scale now %g, skipped %lld", loss, finite, s.scale,
+        "f16 at scale 2^40: loss %g, gradients finite %d, scale now %g, dropped steps %lld", loss, finite, s.scale,
         (long long)s.skipped);
   check(gk_run_logits(run) == NULL, "a 16-bit train run's logits are not handed out as f32");
   gk_run_free(run);
