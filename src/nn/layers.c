@@ -105,6 +105,7 @@ gk_status gk_run_plan(gk_run *r, const gk_op_desc *d, gk_plan **out) {
   if (r->nplans == GK_RUN_MAX_PLANS)
     return gk_nn_fail(GK_ERR_INTERNAL, "model: more than %d plans in one run", GK_RUN_MAX_PLANS);
   gk_op_desc mixed = *d;
+  mixed.backend = r->backend;
   if (r->dtype != GK_F32) {
     mixed.dtype = r->dtype;
     if (has_param_dtype(d->op)) mixed.param_dtype = GK_F32;
@@ -189,17 +190,66 @@ static gk_tensor mixed_view(gk_run *r, const gk_op_desc *d, gk_arg_kind kind, gk
   return t;
 }
 
+// In a device run: the view t on the device, moved from the host weights or
+// gradients to their device copy (every other view of the run is of its
+// device buffers already).
+static gk_tensor device_view(const gk_run *r, gk_tensor t) {
+  const gk_model *m = r->m;
+  const float *p = t.data;
+  if (p >= m->w && p < m->w + m->n_total) t.data = m->dw + (p - m->w);
+  else if (p >= m->g && p < m->g + m->n_total) t.data = m->dg + (p - m->g);
+  t.device = r->device;
+  return t;
+}
+
 gk_status gk_run_exec(gk_run *r, const gk_plan *p, const gk_arg *args, int nargs) {
   size_t ws;
   gk_plan_workspace_size(p, &ws);
-  if (r->dtype == GK_F32) return gk_plan_run(p, args, nargs, ws ? r->ws : NULL, ws);
+  if (r->dtype == GK_F32 && r->backend == GK_BACKEND_AUTO) return gk_plan_run(p, args, nargs, ws ? r->ws : NULL, ws);
   enum { MAX_ARGS = 24 };
   if (nargs > MAX_ARGS) return gk_nn_fail(GK_ERR_INTERNAL, "model: %d arguments for one op (at most %d)", nargs, MAX_ARGS);
   gk_op_desc d;
   gk_plan_get_desc(p, &d);
-  gk_arg mixed[MAX_ARGS];
-  for (int i = 0; i < nargs; i++) mixed[i] = (gk_arg){args[i].kind, mixed_view(r, &d, args[i].kind, args[i].tensor)};
-  return gk_plan_run(p, mixed, nargs, ws ? r->ws : NULL, ws);
+  gk_arg moved[MAX_ARGS];
+  for (int i = 0; i < nargs; i++)
+    moved[i] = (gk_arg){args[i].kind, r->backend != GK_BACKEND_AUTO ? device_view(r, args[i].tensor)
+                                                                    : mixed_view(r, &d, args[i].kind, args[i].tensor)};
+  return gk_plan_run(p, moved, nargs, ws ? r->ws : NULL, ws);
+}
+
+// The device buffer of a device run holding p, and p's offset in it.
+static gk_buffer *run_buffer(const gk_run *r, const void *p, size_t *offset) {
+  gk_buffer *bufs[3] = {r->dev_arena, r->dev_ws, r->dev_tokens};
+  for (int i = 0; i < 3; i++) {
+    const char *base = bufs[i] ? gk_buffer_address(bufs[i]) : NULL;
+    if (base && (const char *)p >= base && (const char *)p < base + gk_buffer_size(bufs[i])) {
+      *offset = (size_t)((const char *)p - base);
+      return bufs[i];
+    }
+  }
+  return NULL;
+}
+
+gk_status gk_run_upload(const gk_run *r, void *p, const void *src, size_t bytes) {
+  if (r->backend == GK_BACKEND_AUTO) {
+    memcpy(p, src, bytes);
+    return GK_SUCCESS;
+  }
+  size_t offset;
+  gk_buffer *b = run_buffer(r, p, &offset);
+  if (!b) return gk_nn_fail(GK_ERR_INTERNAL, "model: %p is in none of the run's device buffers", p);
+  return gk_buffer_upload(b, offset, src, bytes);
+}
+
+gk_status gk_run_download(const gk_run *r, const void *p, void *dst, size_t bytes) {
+  if (r->backend == GK_BACKEND_AUTO) {
+    memcpy(dst, p, bytes);
+    return GK_SUCCESS;
+  }
+  size_t offset;
+  gk_buffer *b = run_buffer(r, p, &offset);
+  if (!b) return gk_nn_fail(GK_ERR_INTERNAL, "model: %p is in none of the run's device buffers", p);
+  return gk_buffer_download(b, offset, dst, bytes);
 }
 
 // ---------------------------------------------------------------- generation

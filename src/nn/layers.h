@@ -37,10 +37,18 @@ enum { GK_RUN_MAX_PLANS = 64 };
 //   master where the op takes it in f32, else its 16-bit copy).
 // The architectures write views of f32 pointers as in an f32 run; only an
 // offset inside an activation buffer goes through gk_run_at.
+// A device run (gk_run_create_device) holds its arena, workspace and
+// tokens in buffers of the model's device: r->arena, r->ws, r->index and
+// r->target are device addresses there, which only plans of that backend
+// and gk_run_upload touch; gk_run_exec hands the ops views of the device
+// copy of the weights and gradients in place of the host's.
 struct gk_run {
   gk_model *m;
   int B, T;                  // batch, sequence length
   bool train;
+  gk_backend backend;        // GK_BACKEND_AUTO: a host run; else the model's device backend
+  gk_device_type device;     // where a device run's tensors live
+  gk_buffer *dev_arena, *dev_ws, *dev_tokens;  // a device run's buffers (index, then target)
   gk_dtype dtype;            // what it computes in (above)
   size_t esize;              // bytes of one element of dtype
   gk_plan *plans[GK_RUN_MAX_PLANS];
@@ -90,8 +98,14 @@ float *gk_run_at(const gk_run *r, float *p, int64_t k);
 gk_status gk_run_plan(gk_run *r, const gk_op_desc *d, gk_plan **out);
 
 // Run a plan with the run's workspace, each view given the dtype of its
-// memory (above).
+// memory (above); in a device run, each view on the device, a view of the
+// host weights or gradients moved to the device copy.
 gk_status gk_run_exec(gk_run *r, const gk_plan *p, const gk_arg *args, int nargs);
+
+// Copy host bytes to, or from, p (an address in the run's arena or tokens):
+// memcpy in a host run, an upload or download in a device run.
+gk_status gk_run_upload(const gk_run *r, void *p, const void *src, size_t bytes);
+gk_status gk_run_download(const gk_run *r, const void *p, void *dst, size_t bytes);
 
 // ---------------------------------------------------------------- views and descriptions
 

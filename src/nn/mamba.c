@@ -44,6 +44,7 @@ typedef struct layer_bufs {
 
 typedef struct mamba_state {
   gk_plan *norm[2], *in[2], *conv[2], *xproj[2], *dtproj[2], *scan[2], *out[2], *add_d, *add_e;
+  gk_plan *mul_a;          // device runs: dA_log = dA * A
   layer_bufs *layer;       // n_layers
   const float *h0;         // the first residual (model.c's embedding output)
   float *o, *zeros;        // (B, T, D) block output; (B, T, E) delta without selection
@@ -225,8 +226,13 @@ static gk_status mamba_layout(gk_run *r) {
     gk_run_carve_f32(r, &st->dA, E * N);
   }
   if (r->placing) {
-    if (st->zeros) memset(st->zeros, 0, r->esize * (size_t)(rows * E));
-    return GK_SUCCESS;
+    if (!st->zeros) return GK_SUCCESS;
+    size_t bytes = r->esize * (size_t)(rows * E);
+    void *zeros = calloc(1, bytes);
+    gk_status s = zeros ? gk_run_upload(r, st->zeros, zeros, bytes)
+                        : gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "mamba: no memory for %zu bytes of zeros", bytes);
+    free(zeros);
+    return s;
   }
   gk_status s = GK_SUCCESS;
   gk_op_desc d;
@@ -257,6 +263,8 @@ static gk_status mamba_layout(gk_run *r) {
   if (s == GK_SUCCESS) s = gk_run_plan(r, &d, &st->add_d);
   d = gk_desc_add(rows, E);
   if (s == GK_SUCCESS && c->selection && r->train) s = gk_run_plan(r, &d, &st->add_e);
+  gk_op_desc_init(&d, GK_OP_MUL, GK_FORWARD, GK_F32, 2, (int64_t[]){E, N});
+  if (s == GK_SUCCESS && r->train && r->backend != GK_BACKEND_AUTO) s = gk_run_plan(r, &d, &st->mul_a);
   return s;
 }
 
@@ -283,6 +291,26 @@ static gk_tensor scan_bc(const gk_run *r, const layer_bufs *b, int l, int which,
   mamba_state *st = r->arch;
   float *base = gk_run_at(r, grad ? st->ddbl : b->dbl, R + which * N);
   return gk_strided(base, 3, (int64_t[]){r->B, N, r->T}, (int64_t[]){r->T * row, 1, row});
+}
+
+// A = -exp(A_log) of layer l into A (E, N) in the run's arena: the
+// parameterisation keeps A negative. A device run computes it on the host
+// from the device's A_log (E N floats down, E N up: no op computes exp).
+static gk_status set_A(gk_run *r, int l, float *A) {
+  gk_model *m = r->m;
+  const gk_param *p = lp(m, l, P_A_LOG);
+  if (r->backend == GK_BACKEND_AUTO) {
+    for (int64_t i = 0; i < p->numel; i++) A[i] = -expf(m->w[p->offset + i]);
+    return GK_SUCCESS;
+  }
+  size_t bytes = sizeof(float) * (size_t)p->numel;
+  float *host = malloc(bytes);
+  if (!host) return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "mamba: no memory for A (%zu bytes)", bytes);
+  gk_status s = gk_buffer_download(m->dev, sizeof(float) * (size_t)p->offset, host, bytes);
+  for (int64_t i = 0; s == GK_SUCCESS && i < p->numel; i++) host[i] = -expf(host[i]);
+  if (s == GK_SUCCESS) s = gk_run_upload(r, A, host, bytes);
+  free(host);
+  return s;
 }
 
 static gk_status mamba_forward(gk_run *r, const float *h0, float **h_out) {
@@ -332,9 +360,7 @@ static gk_status mamba_forward(gk_run *r, const float *h0, float **h_out) {
                                    GK_A(GK_ARG_Y, gk_t2(b->dt, rows, E))}, 3);
       delta = b->dt;
     }
-    // A = -exp(A_log): the parameterisation keeps A negative.
-    const float *alog = m->w + lp(m, l, P_A_LOG)->offset;
-    for (int64_t i = 0; i < E * N; i++) b->A[i] = -expf(alog[i]);
+    if (s == GK_SUCCESS) s = set_A(r, l, b->A);
     if (s == GK_SUCCESS)
       s = gk_run_exec(r, st->scan[0],
                       (gk_arg[]){GK_A(GK_ARG_U, bet(b->xc, r, E, E)), GK_A(GK_ARG_DELTA, bet(delta, r, E, delta_row)),
@@ -392,7 +418,12 @@ static gk_status mamba_backward(gk_run *r, float *dh) {
                                  GK_A(GK_ARG_DDELTA_BIAS, gk_pg(m, lp(m, l, P_DT_BIAS)))}, 18);
     // dA_log = dA * dA/dA_log = dA * A.
     float *galog = m->g + lp(m, l, P_A_LOG)->offset;
-    for (int64_t i = 0; i < E * N; i++) galog[i] = st->dA[i] * b->A[i];
+    if (!st->mul_a)
+      for (int64_t i = 0; i < E * N; i++) galog[i] = st->dA[i] * b->A[i];
+    else if (s == GK_SUCCESS)
+      s = gk_run_exec(r, st->mul_a,
+                      (gk_arg[]){GK_A(GK_ARG_A, gk_t2(st->dA, E, N)), GK_A(GK_ARG_B, gk_t2(b->A, E, N)),
+                                 GK_A(GK_ARG_Y, gk_t2(galog, E, N))}, 3);
     if (c->selection && s == GK_SUCCESS) {
       const gk_param *dtp = lp(m, l, P_DTPROJ), *xp = lp(m, l, P_XPROJ);
       gk_tensor dt_in = gk_strided(b->dbl, 2, (int64_t[]){rows, R}, (int64_t[]){R + 2 * N, 1});

@@ -85,8 +85,72 @@ void gk_model_free(gk_model *m) {
   free(m->params);
   free(m->w);
   free(m->g);
+  gk_buffer_free(m->dev);
   memset(m, 0, sizeof *m);
 }
+
+// ---------------------------------------------------------------- on a device
+
+// Where the tensors of `backend` live; an error naming it when it is not a
+// device backend that can run here.
+static gk_status device_of(gk_backend backend, gk_device_type *device) {
+  for (int i = 0; i < gk_backend_count(); i++) {
+    gk_backend_info info;
+    if (gk_backend_get(i, &info) != GK_SUCCESS || info.id != backend) continue;
+    if (info.device == GK_DEVICE_CPU)
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: backend %s runs on the host, not a device", info.name);
+    if (!info.available)
+      return gk_nn_fail(GK_ERR_UNSUPPORTED, "model: backend %s cannot run here: %s", info.name, info.reason);
+    *device = info.device;
+    return GK_SUCCESS;
+  }
+  return gk_nn_fail(GK_ERR_UNSUPPORTED, "model: backend %s (%d) is not built into this gradkern",
+                    gk_backend_name(backend), (int)backend);
+}
+
+gk_status gk_model_to_device(gk_model *m, gk_backend backend) {
+  gk_device_type device;
+  gk_status s = device_of(backend, &device);
+  if (s != GK_SUCCESS) return s;
+  if (m->dev)
+    return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: already on backend %s", gk_backend_name(m->backend));
+  size_t bytes = sizeof(float) * (size_t)m->n_total;
+  if ((s = gk_buffer_alloc(backend, 2 * bytes, &m->dev)) != GK_SUCCESS) return s;
+  m->backend = backend;
+  m->dw = gk_buffer_address(m->dev);
+  m->dg = m->dw + m->n_total;
+  memset(m->g, 0, bytes);
+  s = gk_buffer_upload(m->dev, bytes, m->g, bytes);
+  if (s == GK_SUCCESS) s = gk_model_upload(m);
+  if (s != GK_SUCCESS) {
+    gk_buffer_free(m->dev);
+    m->dev = NULL;
+    m->dw = m->dg = NULL;
+    m->backend = GK_BACKEND_AUTO;
+  }
+  return s;
+}
+
+gk_status gk_model_upload(gk_model *m) {
+  if (!m->dev) return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: not on a device (gk_model_to_device)");
+  return gk_buffer_upload(m->dev, 0, m->w, sizeof(float) * (size_t)m->n_total);
+}
+
+gk_status gk_model_download(gk_model *m) {
+  if (!m->dev) return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: not on a device (gk_model_to_device)");
+  size_t bytes = sizeof(float) * (size_t)m->n_total;
+  gk_status s = gk_buffer_download(m->dev, 0, m->w, bytes);
+  return s == GK_SUCCESS ? gk_buffer_download(m->dev, bytes, m->g, bytes) : s;
+}
+
+static gk_tensor all_of(const gk_model *m, float *host, float *device) {
+  gk_tensor t = gk_t1(m->dev ? device : host, m->n_total);
+  if (m->dev) device_of(m->backend, &t.device);
+  return t;
+}
+
+gk_tensor gk_model_weights(const gk_model *m) { return all_of(m, m->w, m->dw); }
+gk_tensor gk_model_grads(const gk_model *m) { return all_of(m, m->g, m->dg); }
 
 // ---------------------------------------------------------------- the run
 
@@ -94,6 +158,7 @@ void gk_model_free(gk_model *m) {
 typedef struct head_state {
   gk_plan *emb_f, *emb_b, *norm_f, *norm_b, *head_f, *head_b, *ce;
   float *h0, *hf, *rstd, *dh, *dhf;
+  float *loss;    // (): the cross-entropy's output
   float *h_last;  // the blocks' output of the last forward (in their arena)
 } head_state;
 
@@ -106,6 +171,7 @@ static gk_status head_layout(gk_run *r, head_state *h) {
   gk_run_carve(r, &h->h0, rows * D);
   gk_run_carve(r, &h->hf, rows * D);
   gk_run_carve_f32(r, &h->rstd, rows);
+  gk_run_carve_f32(r, &h->loss, 1);
   gk_run_carve(r, &r->logits, rows * V);
   if (r->dtype != GK_F32 && !r->train) gk_run_carve_f32(r, &r->logits32, rows * V);
   if (r->train) {
@@ -156,14 +222,31 @@ gk_status gk_run_set_loss_scale(gk_run *r, double scale) {
 // A run computing in `dtype`; `carry`: a piece run (its recurrent state kept
 // from call to call). With `measure`, only its plans are made: *measure = the
 // bytes it would hold, and nothing is allocated or returned.
+// Host memory, or a buffer of a device run's backend (*buf), of `bytes` bytes.
+static void *run_alloc(gk_run *r, size_t bytes, gk_buffer **buf) {
+  bytes = (bytes + 63) / 64 * 64;
+  if (r->backend == GK_BACKEND_AUTO) return aligned_alloc(64, bytes);
+  return gk_buffer_alloc(r->backend, bytes, buf) == GK_SUCCESS ? gk_buffer_address(*buf) : NULL;
+}
+
 static gk_status run_create(gk_model *m, int batch, int seq_len, bool train, gk_dtype dtype, bool carry,
-                            size_t *measure, gk_run **out) {
+                            gk_backend backend, size_t *measure, gk_run **out) {
   *out = NULL;
   if (batch < 1 || seq_len < 1)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: batch = %d and seq_len = %d must be >= 1", batch, seq_len);
   if (dtype != GK_F32 && dtype != GK_BF16 && dtype != GK_F16)
     return gk_nn_fail(GK_ERR_BAD_DTYPE, "model: dtype = %s (%d): a run computes in f32, bf16 or f16",
                       gk_dtype_name(dtype), (int)dtype);
+  gk_device_type device = GK_DEVICE_CPU;
+  if (backend != GK_BACKEND_AUTO) {
+    if (!m->dev || m->backend != backend)
+      return gk_nn_fail(GK_ERR_INVALID_VALUE, "model: a device run needs the model on that device first "
+                        "(gk_model_to_device)");
+    if (dtype != GK_F32 || carry)
+      return gk_nn_fail(GK_ERR_UNSUPPORTED, "model: a device run computes in f32 over whole sequences");
+    gk_status s = device_of(backend, &device);
+    if (s != GK_SUCCESS) return s;
+  }
   gk_run *r = calloc(1, sizeof *r);
   head_state *h = calloc(1, sizeof *h);
   if (!r || !h) {
@@ -179,6 +262,8 @@ static gk_status run_create(gk_model *m, int batch, int seq_len, bool train, gk_
   r->esize = gk_dtype_size(dtype);
   r->loss_scale = 1;
   r->carry = carry;
+  r->backend = backend;
+  r->device = device;
   r->head = h;
   gk_status s = GK_SUCCESS;
   for (int pass = 0; pass < 2 && s == GK_SUCCESS; pass++) {
@@ -193,7 +278,7 @@ static gk_status run_create(gk_model *m, int batch, int seq_len, bool train, gk_
     }
     if (s == GK_SUCCESS && pass == 0) {
       r->act_total = r->act_bytes;
-      r->arena = aligned_alloc(64, r->act_bytes + r->f32_bytes + 64);
+      r->arena = run_alloc(r, r->act_bytes + r->f32_bytes + 64, &r->dev_arena);
       if (dtype != GK_F32) {  // the weights' 16-bit copy; a train run's 16-bit gradients
         size_t copy = ((size_t)m->n_total * 2 + 63) / 64 * 64;
         r->w16 = aligned_alloc(64, copy);
@@ -203,12 +288,13 @@ static gk_status run_create(gk_model *m, int batch, int seq_len, bool train, gk_
           s = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for the 16-bit copies of %lld parameters",
                          (long long)m->n_total);
       }
-      r->ws = aligned_alloc(64, (r->ws_bytes + 64) / 64 * 64);
-      r->index = malloc(sizeof(int32_t) * (size_t)batch * (size_t)seq_len);
-      r->target = malloc(sizeof(int32_t) * (size_t)batch * (size_t)seq_len);
-      if (s == GK_SUCCESS && (!r->arena || !r->ws || !r->index || !r->target))
-        s = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no memory for %zu bytes of activations",
-                       r->act_bytes + r->f32_bytes);
+      r->ws = run_alloc(r, r->ws_bytes + 64, &r->dev_ws);
+      size_t tokens = (sizeof(int32_t) * (size_t)batch * (size_t)seq_len + 63) / 64 * 64;
+      r->index = run_alloc(r, 2 * tokens, &r->dev_tokens);
+      r->target = r->index ? (int32_t *)(void *)((char *)r->index + tokens) : NULL;
+      if (s == GK_SUCCESS && (!r->arena || !r->ws || !r->index))
+        s = gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "model: no %s memory for %zu bytes of activations",
+                       backend == GK_BACKEND_AUTO ? "host" : gk_backend_name(backend), r->act_bytes + r->f32_bytes);
     }
   }
   if (s != GK_SUCCESS) {
@@ -220,17 +306,21 @@ static gk_status run_create(gk_model *m, int batch, int seq_len, bool train, gk_
 }
 
 gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run **out) {
-  return run_create(m, batch, seq_len, train, GK_F32, false, NULL, out);
+  return run_create(m, batch, seq_len, train, GK_F32, false, GK_BACKEND_AUTO, NULL, out);
 }
 
 gk_status gk_run_create_dtype(gk_model *m, int batch, int seq_len, bool train, gk_dtype dtype, gk_run **out) {
-  return run_create(m, batch, seq_len, train, dtype, false, NULL, out);
+  return run_create(m, batch, seq_len, train, dtype, false, GK_BACKEND_AUTO, NULL, out);
+}
+
+gk_status gk_run_create_device(gk_model *m, int batch, int seq_len, bool train, gk_run **out) {
+  return run_create(m, batch, seq_len, train, GK_F32, false, m->dev ? m->backend : GK_BACKEND_CPU, NULL, out);
 }
 
 gk_status gk_run_measure(gk_model *m, int batch, int seq_len, bool train, size_t *bytes) {
   gk_run *r;
   *bytes = 0;
-  return run_create(m, batch, seq_len, train, GK_F32, false, bytes, &r);
+  return run_create(m, batch, seq_len, train, GK_F32, false, GK_BACKEND_AUTO, bytes, &r);
 }
 
 gk_status gk_run_create_piece(gk_model *m, int batch, int piece, gk_run **out) {
@@ -238,7 +328,7 @@ gk_status gk_run_create_piece(gk_model *m, int batch, int piece, gk_run **out) {
   if (arch_of(m)->windowed)
     return gk_nn_fail(GK_ERR_UNSUPPORTED, "model: %s has no recurrent state to carry between pieces (its attention "
                       "needs the whole sequence at once)", m->cfg.arch == GK_ARCH_LLAMA ? "llama" : "this model");
-  gk_status s = run_create(m, batch, piece, false, GK_F32, true, NULL, out);
+  gk_status s = run_create(m, batch, piece, false, GK_F32, true, GK_BACKEND_AUTO, NULL, out);
   if (s == GK_SUCCESS) gk_run_reset_state(*out);
   return s;
 }
@@ -259,13 +349,19 @@ void gk_run_free(gk_run *r) {
   if (!r) return;
   arch_of(r->m)->free_run(r);
   for (int i = 0; i < r->nplans; i++) gk_plan_destroy(r->plans[i]);
-  free(r->arena);
+  if (r->backend == GK_BACKEND_AUTO) {
+    free(r->arena);
+    free(r->ws);
+    free(r->index);
+  } else {
+    gk_backend_synchronize(r->backend);
+    gk_buffer_free(r->dev_arena);
+    gk_buffer_free(r->dev_ws);
+    gk_buffer_free(r->dev_tokens);
+  }
   free(r->w16);
   free(r->g16);
   free(r->grad16);
-  free(r->ws);
-  free(r->index);
-  free(r->target);
   free(r->head);
   free(r);
 }
@@ -278,6 +374,7 @@ size_t gk_run_bytes(const gk_run *r) {
 gk_dtype gk_run_dtype(const gk_run *r) { return r->dtype; }
 
 const float *gk_run_logits(const gk_run *r) {
+  if (r->backend != GK_BACKEND_AUTO) return NULL;  // on the device
   if (r->dtype == GK_F32) return r->logits;
   return r->logits32;  // NULL for a 16-bit train run, whose logits are 16-bit
 }
@@ -306,13 +403,14 @@ static gk_status forward(gk_run *r, const int32_t *inputs) {
   gk_model *m = r->m;
   head_state *h = head_of(r);
   int64_t rows = (int64_t)r->B * r->T, D = m->cfg.d_model, V = m->cfg.vocab;
-  memcpy(r->index, inputs, sizeof(int32_t) * (size_t)rows);
+  gk_status s = gk_run_upload(r, r->index, inputs, sizeof(int32_t) * (size_t)rows);
+  if (s != GK_SUCCESS) return s;
   if (r->w16) round_weights(r);
   gk_tensor idx;
   gk_tensor_init(&idx, r->index, GK_I32, 2, (int64_t[]){r->B, r->T});
   gk_tensor emb = gk_pw(m, &m->params[GK_PARAM_EMBEDDING]), nf = gk_pw(m, &m->params[GK_PARAM_NORM_F]),
             head = gk_pw(m, gk_model_head(m));
-  gk_status s = gk_run_exec(r, h->emb_f,
+  s = gk_run_exec(r, h->emb_f,
                             (gk_arg[]){GK_A(GK_ARG_WEIGHT, emb), GK_A(GK_ARG_INDEX, idx),
                                        GK_A(GK_ARG_Y, gk_t3(h->h0, r->B, r->T, D))}, 3);
   float *hl = NULL;
@@ -333,31 +431,39 @@ static gk_status forward(gk_run *r, const int32_t *inputs) {
 
 gk_status gk_run_forward(gk_run *r, const int32_t *inputs) { return forward(r, inputs); }
 
+static gk_status backward(gk_run *r);
+
 gk_status gk_run_step(gk_run *r, const int32_t *inputs, const int32_t *targets, double *loss) {
-  gk_model *m = r->m;
   head_state *h = head_of(r);
-  int64_t rows = (int64_t)r->B * r->T, D = m->cfg.d_model, V = m->cfg.vocab;
+  int64_t rows = (int64_t)r->B * r->T, V = r->m->cfg.vocab;
   gk_status s = forward(r, inputs);
   if (s != GK_SUCCESS) return s;
-  memcpy(r->target, targets, sizeof(int32_t) * (size_t)rows);
+  if ((s = gk_run_upload(r, r->target, targets, sizeof(int32_t) * (size_t)rows)) != GK_SUCCESS) return s;
   gk_tensor tgt;
   gk_tensor_init(&tgt, r->target, GK_I32, 1, (int64_t[]){rows});
-  float loss32 = 0;
-  gk_tensor loss_t;
-  gk_tensor_init(&loss_t, &loss32, GK_F32, 0, NULL);
+  gk_tensor loss_t = gk_strided(h->loss, 0, NULL, NULL);
   gk_tensor logits = gk_t2(r->logits, rows, V);
   gk_arg ce_args[4] = {GK_A(GK_ARG_LOGITS, logits), GK_A(GK_ARG_TARGET, tgt), GK_A(GK_ARG_LOSS, loss_t),
                        GK_A(GK_ARG_DLOGITS, logits)};
   s = gk_run_exec(r, h->ce, ce_args, r->train ? 4 : 3);
-  if (s != GK_SUCCESS) return s;
+  if (s == GK_SUCCESS && r->train) s = backward(r);
+  // Read last: on a device, the one wait of the step.
+  float loss32 = 0;
+  if (s == GK_SUCCESS) s = gk_run_download(r, h->loss, &loss32, sizeof loss32);
   *loss = loss32;
-  if (!r->train) return GK_SUCCESS;
+  return s;
+}
 
-  // Backward: the head (dW overwritten), the final norm, the blocks, the
-  // embedding (dE added when tied, written when untied).
+// The head (dW overwritten), the final norm, the blocks, the embedding (dE
+// added when tied, written when untied), from dlogits (in the logits).
+static gk_status backward(gk_run *r) {
+  gk_model *m = r->m;
+  head_state *h = head_of(r);
+  int64_t rows = (int64_t)r->B * r->T, D = m->cfg.d_model, V = m->cfg.vocab;
+  gk_tensor logits = gk_t2(r->logits, rows, V);
   const gk_param *ep = &m->params[GK_PARAM_EMBEDDING], *nfp = &m->params[GK_PARAM_NORM_F], *hp = gk_model_head(m);
   gk_tensor demb = gk_pg(m, ep);
-  s = gk_run_exec(r, h->head_b,
+  gk_status s = gk_run_exec(r, h->head_b,
                   (gk_arg[]){GK_A(GK_ARG_DY, logits), GK_A(GK_ARG_X, gk_t2(h->hf, rows, D)),
                              GK_A(GK_ARG_WEIGHT, gk_pw(m, hp)), GK_A(GK_ARG_DX, gk_t2(h->dhf, rows, D)),
                              GK_A(GK_ARG_DWEIGHT, gk_pg(m, hp))}, 5);

@@ -65,6 +65,14 @@ typedef struct gk_model {
   int nparams;
   int64_t n_decay, n_total; // elements: [0, n_decay) are decayed
   float *w, *g;             // weights, gradients: n_total each
+  // On a device (gk_model_to_device): a second copy of the weights and
+  // gradients in one buffer of `backend`'s device, dw and dg being their
+  // device addresses (tensors of that device, not host memory). Device runs
+  // read and write them; the host copy is the device's as of the last
+  // gk_model_download (or gk_model_upload). GK_BACKEND_AUTO, NULL: none.
+  gk_backend backend;
+  gk_buffer *dev;
+  float *dw, *dg;
 } gk_model;
 
 // Fill the derived fields of *c (dt_rank, d_ff, ...) and check the sizes.
@@ -77,11 +85,35 @@ void gk_model_free(gk_model *m);
 // The weight of the LM head: lm_head when untied, else the embedding.
 const gk_param *gk_model_head(const gk_model *m);
 
+// Training on a device. gk_model_to_device gives the model its device copy
+// on `backend` (a device backend such as GK_BACKEND_VULKAN), the weights
+// uploaded and the gradients zeroed; gk_model_upload copies the host weights
+// to it again (after loading a checkpoint into m->w), gk_model_download the
+// device's weights and gradients into m->w and m->g (before saving or
+// evaluating on the host; it waits for the device's work). A model on a
+// device still has host runs, which read the host copy.
+gk_status gk_model_to_device(gk_model *m, gk_backend backend);
+gk_status gk_model_upload(gk_model *m);
+gk_status gk_model_download(gk_model *m);
+// Views of all the weights and all the gradients, (n_total) f32: on the
+// model's device when it has one, else in host memory (for the optimizer
+// and clipping, which run where their tensors are).
+gk_tensor gk_model_weights(const gk_model *m);
+gk_tensor gk_model_grads(const gk_model *m);
+
 typedef struct gk_run gk_run;
 
 // Plans and memory for batches of `batch` sequences of `seq_len` tokens;
 // `train`: also the backward pass.
 gk_status gk_run_create(gk_model *m, int batch, int seq_len, bool train, gk_run **out);
+// The same on the model's device (gk_model_to_device), in f32: its plans run
+// on the model's backend, its activations, workspace, tokens and loss live
+// in that device's buffers, and it reads and writes the device copy of the
+// weights and gradients (dw, dg); gk_run_step and gk_run_forward copy the
+// tokens up and the loss down, nothing else. Its logits stay on the device
+// (gk_run_logits gives NULL). What a device cannot run fails here, naming
+// the op and the reason.
+gk_status gk_run_create_device(gk_model *m, int batch, int seq_len, bool train, gk_run **out);
 // The same computing in `dtype`: GK_F32 (as gk_run_create), GK_BF16 or
 // GK_F16 (mixed precision, above).
 gk_status gk_run_create_dtype(gk_model *m, int batch, int seq_len, bool train, gk_dtype dtype, gk_run **out);
@@ -116,7 +148,7 @@ size_t gk_run_bytes(const gk_run *r);
 gk_status gk_run_step(gk_run *r, const int32_t *inputs, const int32_t *targets, double *loss);
 // Forward only; the logits (batch * seq_len, V) stay readable through
 // gk_run_logits until the next call, in f32 (a 16-bit forward-only run
-// widens them; a 16-bit train run gives NULL: its logits are 16-bit).
+// widens them; a 16-bit train run and a device run give NULL).
 gk_status gk_run_forward(gk_run *r, const int32_t *inputs);
 const float *gk_run_logits(const gk_run *r);
 
