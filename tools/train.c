@@ -6,7 +6,8 @@
 // dt_bias without decay) at the scheduled learning rate. With --dtype bf16
 // or f16 the runs compute in 16 bits over f32 master weights (mixed
 // precision, src/nn/model.h); f16 scales the loss dynamically and skips the
-// steps whose gradients overflow. Every eval_every
+// steps whose gradients overflow. With --device vulkan, forward, backward,
+// clipping and AdamW run on the Vulkan device. Every eval_every
 // steps and at the end: held-out loss and token accuracy (synthetic tasks)
 // or bits per byte (text). Checkpoints (safetensors: weights by name, AdamW
 // moments, and metadata described at "checkpoints" below) are written
@@ -64,6 +65,12 @@ typedef struct trainer {
   gk_model model;
   gk_run *run, *eval_run;
   float *exp_avg, *exp_avg_sq;
+  // --device vulkan: the training run, the AdamW moments (exp_avg then
+  // exp_avg_sq, n_total each) and the model's device copy live on the
+  // device; the host copies (weights, moments) are brought up to date
+  // before each evaluation and checkpoint (to_host). Evaluation runs on
+  // the host.
+  gk_buffer *dev_moments;
   int64_t step;                    // steps done
   int32_t *inputs, *targets;
   int eval_len;                    // sequence length of evaluation
@@ -653,7 +660,7 @@ static gk_status unscale_gradients(trainer *t, bool *finite) {
 static gk_status clip_gradients(trainer *t, double *norm) {
   double max_norm = t->a.clip > 0 ? t->a.clip : DBL_MAX;
   if (!t->a.zero) {
-    gk_tensor grads = gk_t1(t->model.g, t->model.n_total);
+    gk_tensor grads = gk_model_grads(&t->model);
     return gk_clip_grad_norm(1, &grads, max_norm, norm);
   }
   float *g = t->model.g;
@@ -695,6 +702,43 @@ static gk_status check_replicas(trainer *t) {
 }
 
 // ---------------------------------------------------------------- the run
+
+// Elements [first, first + n) of a rank-1 view.
+static gk_tensor part(gk_tensor all, int64_t first, int64_t n) {
+  all.data = (float *)all.data + first;
+  all.shape[0] = n;
+  return all;
+}
+
+// The AdamW moments (which 0: exp_avg, 1: exp_avg_sq) of this rank's shard,
+// on the device with --device vulkan.
+static gk_tensor moments(const trainer *t, int which) {
+  int64_t n = t->hi - t->lo;
+  if (!t->dev_moments) return gk_t1(which ? t->exp_avg_sq : t->exp_avg, n);
+  gk_tensor v = part(gk_model_grads(&t->model), 0, n);
+  v.data = (float *)gk_buffer_address(t->dev_moments) + which * n;
+  return v;
+}
+
+// --device vulkan: the device's weights, gradients and moments into the
+// host copies (to_host), or the host's weights and moments onto the device
+// (after resuming).
+static gk_status to_host(trainer *t) {
+  if (!t->dev_moments) return GK_SUCCESS;
+  size_t bytes = sizeof(float) * (size_t)t->model.n_total;
+  gk_status s = gk_model_download(&t->model);
+  if (s == GK_SUCCESS) s = gk_buffer_download(t->dev_moments, 0, t->exp_avg, bytes);
+  return s == GK_SUCCESS ? gk_buffer_download(t->dev_moments, bytes, t->exp_avg_sq, bytes) : s;
+}
+
+static gk_status to_device(trainer *t) {
+  if (!t->dev_moments) return GK_SUCCESS;
+  size_t bytes = sizeof(float) * (size_t)t->model.n_total;
+  gk_status s = gk_model_upload(&t->model);
+  if (s == GK_SUCCESS) s = gk_buffer_upload(t->dev_moments, 0, t->exp_avg, bytes);
+  return s == GK_SUCCESS ? gk_buffer_upload(t->dev_moments, bytes, t->exp_avg_sq, bytes) : s;
+}
+
 
 // `path` made absolute against the working directory (malloc'd; NULL on failure).
 static char *absolute_path(const char *path) {
@@ -749,7 +793,18 @@ static gk_status setup_here(trainer *t) {
                         t->model.cfg.vocab, t->task.vocab_size, a->tokenizer ? "tokenizer" : "bytes");
   } else if ((s = gk_model_init(&t->model, &c, a->seed)) != GK_SUCCESS)
     return s;
-  if ((s = gk_run_create_dtype(&t->model, a->batch, a->seq_len, true, a->dtype, &t->run)) != GK_SUCCESS) return s;
+  if (a->device != GK_BACKEND_CPU) {
+    if (t->world > 1)
+      return gk_nn_fail(GK_ERR_UNSUPPORTED, "--device %s trains in one process, not under mpirun (%d ranks)",
+                        gk_backend_name(a->device), t->world);
+    size_t bytes = 2 * sizeof(float) * (size_t)t->model.n_total;
+    if ((s = gk_model_to_device(&t->model, a->device)) != GK_SUCCESS ||
+        (s = gk_buffer_alloc(a->device, bytes, &t->dev_moments)) != GK_SUCCESS ||
+        (s = gk_run_create_device(&t->model, a->batch, a->seq_len, true, &t->run)) != GK_SUCCESS)
+      return s;
+  } else if ((s = gk_run_create_dtype(&t->model, a->batch, a->seq_len, true, a->dtype, &t->run)) != GK_SUCCESS) {
+    return s;
+  }
   if ((s = gk_run_create_dtype(&t->model, a->batch, t->eval_len, false, a->dtype, &t->eval_run)) != GK_SUCCESS)
     return s;
   t->lo = 0;
@@ -769,6 +824,7 @@ static gk_status setup_here(trainer *t) {
   if (!t->exp_avg || !t->exp_avg_sq || !t->inputs || !t->targets || !t->loss_x || !t->loss_y || !t->eval_x ||
       !t->eval_y)
     return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "train: no memory for the optimizer state");
+  if ((s = to_device(t)) != GK_SUCCESS) return s;  // the zero moments
   if (t->world > 1 && (s = gk_grad_sync_create(t->dist, &t->model, a->zero, &t->sync)) != GK_SUCCESS) return s;
   if (t->world > 1) gk_run_on_grads_ready(t->run, gk_grad_sync_ready, t->sync);
   return GK_SUCCESS;
@@ -786,7 +842,7 @@ static gk_status setup(trainer *t) {
     return GK_ERR_INVALID_VALUE;
   }
   if (s != GK_SUCCESS) return s;
-  if (a->resume && (s = resume(t)) != GK_SUCCESS) return s;
+  if (a->resume && ((s = resume(t)) != GK_SUCCESS || (s = to_device(t)) != GK_SUCCESS)) return s;
   if (t->step > a->steps)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "--resume: the checkpoint is at step %lld, past --steps %lld",
                    (long long)t->step, (long long)a->steps);
@@ -799,6 +855,7 @@ static void teardown(trainer *t) {
   free(t->tokenizer_path);
   gk_run_free(t->run);
   gk_run_free(t->eval_run);
+  gk_buffer_free(t->dev_moments);
   gk_model_free(&t->model);
   gk_task_free(&t->task);
   free(t->exp_avg);
@@ -824,8 +881,8 @@ static gk_status optimizer_step(trainer *t, double lr) {
   for (int group = 0; group < 2; group++) {  // within this rank's shard [lo, hi)
     int64_t b = begin[group] > t->lo ? begin[group] : t->lo, e = end[group] < t->hi ? end[group] : t->hi, n = e - b;
     if (n <= 0) continue;
-    gk_tensor p = gk_t1(m->w + b, n), g = gk_t1(m->g + b, n), mo = gk_t1(t->exp_avg + (b - t->lo), n),
-              v = gk_t1(t->exp_avg_sq + (b - t->lo), n);
+    gk_tensor p = part(gk_model_weights(m), b, n), g = part(gk_model_grads(m), b, n),
+              mo = part(moments(t, 0), b - t->lo, n), v = part(moments(t, 1), b - t->lo, n);
     if (group == 1) cfg.weight_decay = 0;
     gk_status s = gk_adamw_step(&cfg, 1, &p, &g, &mo, &v, NULL, t->step + 1);
     if (s != GK_SUCCESS) return s;
@@ -969,6 +1026,9 @@ static int train_main(trainer *tp) {
     printf("mixed precision: %s weights, activations and gradients, f32 master weights, sums, loss and AdamW%s\n",
            gk_dtype_name(a->dtype), a->dtype == GK_F16 ? "; loss scale 65536 at the start, doubled after 2000 "
            "finite steps, halved with the step skipped when a gradient overflows" : "");
+  if (!a->quiet && a->device != GK_BACKEND_CPU)
+    printf("device: %s, %s: weights, gradients, AdamW moments and training activations on it; evaluation on the "
+           "host\n", gk_backend_name(a->device), gk_backend_device_description(a->device));
   gk_lr_schedule sched;
   gk_lr_schedule_init(&sched, a->lr, a->min_lr, a->warmup, a->steps);
   gk_progress_init(&t.progress, stdout, a->quiet ? GK_PROGRESS_QUIET : GK_PROGRESS_AUTO, a->steps, t.step,
@@ -1030,6 +1090,10 @@ static int train_main(trainer *tp) {
     bool last = t.step == a->steps || (a->stop_after > 0 && t.step - first == a->stop_after) || stop;
     bool eval = (a->eval_every > 0 && t.step % a->eval_every == 0) || last;
     bool save = a->checkpoint && ((a->checkpoint_every > 0 && t.step % a->checkpoint_every == 0) || last);
+    if ((eval || save) && to_host(&t) != GK_SUCCESS) {
+      rc = fail("copying the state from the device");
+      break;
+    }
     if ((eval || save) && check_replicas(&t) != GK_SUCCESS) {
       rc = t.rank == 0 ? fail("data-parallel") : 1;
       break;

@@ -39,6 +39,7 @@ const gk_train_args gk_train_defaults = {
     .threads = 0,
     .seed = 1,
     .dtype = GK_F32,
+    .device = GK_BACKEND_CPU,
     .selection = 1,
     .eval_every = 100,
     .eval_batches = 8,
@@ -105,13 +106,14 @@ typedef struct option {
 } option;
 
 _Static_assert(sizeof(gk_model_kind) == sizeof(int) && sizeof(gk_task_kind) == sizeof(int) &&
-                   sizeof(gk_dtype) == sizeof(int),
+                   sizeof(gk_dtype) == sizeof(int) && sizeof(gk_backend) == sizeof(int),
                "choice fields are int-sized enums");
 
 static const choice model_choices[] = {{"mamba", GK_MODEL_MAMBA}, {"llama", GK_MODEL_LLAMA}, {NULL, 0}};
 static const choice task_choices[] = {
     {"copy", GK_TASK_COPY}, {"induction", GK_TASK_INDUCTION}, {"text", GK_TASK_TEXT}, {NULL, 0}};
 static const choice dtype_choices[] = {{"f32", GK_F32}, {"bf16", GK_BF16}, {"f16", GK_F16}, {NULL, 0}};
+static const choice device_choices[] = {{"cpu", GK_BACKEND_CPU}, {"vulkan", GK_BACKEND_VULKAN}, {NULL, 0}};
 
 #define T(field) offsetof(gk_train_args, field)
 static const option train_opts[] = {
@@ -127,6 +129,9 @@ static const option train_opts[] = {
     {NULL, "--dtype", "f32|bf16|f16", K_CHOICE, T(dtype), 0, 0, 0, dtype_choices, 0, 0,
      "compute precision: bf16/f16 run the model in 16 bits over f32 master weights (f32 sums, loss, AdamW, "
      "checkpoints); f16 adds dynamic loss scaling"},
+    {NULL, "--device", "cpu|vulkan", K_CHOICE, T(device), 0, 0, 0, device_choices, 0, 0,
+     "where training runs: vulkan runs forward, backward, clipping and AdamW on the Vulkan device "
+     "($GK_VULKAN_DEVICE picks one; f32 only), evaluation on the host"},
     {"task and data", "--task", "copy|induction|text", K_CHOICE, T(task), 0, 0, 0, task_choices, 0, 0,
      "the task (text: bytes of --data)"},
     {NULL, "--data", "FILE", K_STRING, T(data), 0, 0, 0, NULL, 0, 0,
@@ -414,6 +419,9 @@ static gk_status check_train(const gk_train_args *a) {
                    a->tokenizer, gk_task_name(a->task));
   // --min-lr and --warmup were made to follow --lr and --steps where not
   // given (gk_train_args_parse), so only values the user gave get here.
+  if (a->device != GK_BACKEND_CPU && a->dtype != GK_F32)
+    return gk_nn_fail(GK_ERR_UNSUPPORTED, "--device %s trains in f32, not --dtype %s", gk_backend_name(a->device),
+                      gk_dtype_name(a->dtype));
   if (a->min_lr > a->lr)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "--min-lr %g is larger than --lr %g", a->min_lr, a->lr);
   if (a->warmup > a->steps)
