@@ -93,11 +93,11 @@ static gk_status check_tensor(const char *fn, const char *name, int i, const gk_
   if ((uintptr_t)t->data % gk_dtype_size(t->dtype) != 0)
     return gk_fail(GK_ERR_BAD_ALIGNMENT, "%s: argument '%s[%d]' data = %p is not aligned to its element size %zu", fn,
                    name, i, t->data, gk_dtype_size(t->dtype));
-  uintptr_t lo, hi;  // empty with elements: its strides overflow
-  void *handle;
-  size_t offset;
   if (at->backend) {
-    gk_tensor_byte_range(t, &lo, &hi);
+    uintptr_t lo, hi;
+    void *handle;
+    size_t offset;
+    gk_tensor_byte_range(t, &lo, &hi);  // empty for a tensor with elements: its strides overflow
     if (lo == hi || !gk_buffer_find(at->backend, lo, hi, &handle, &offset))
       return gk_fail(GK_ERR_BAD_DEVICE, "%s: argument '%s[%d]' (data = %p) does not lie within one buffer of backend "
                      "'%s'", fn, name, i, t->data, at->backend->name);

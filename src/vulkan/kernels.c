@@ -7,7 +7,9 @@
 // direction, the record function and the shaders its plans make pipelines
 // for. f32 math; f16/bf16 stored (gathered to f32, rounded to nearest even
 // on the way back); f64 is declined. Every reduction is in a fixed order
-// (workgroup trees, sequential passes over rows): deterministic.
+// (workgroup trees, sequential passes over rows): deterministic. Before the
+// table, the optimizers' hooks (AdamW, clipping's sum of squares and
+// scaling), which bind their f32 tensors the same way.
 #include "vulkan_backend.h"
 
 #include "../core/act_math.h"
@@ -588,6 +590,7 @@ static gk_status vk_adamw_step(const gk_adamw_config *c, const gk_adamw_scalars 
 // Per tensor, its workgroups' partial sums (into one temporary, tensor i's
 // run of table[2i + 1] from table[2i]); then one workgroup per tensor sums
 // its run; the n sums are read back and added in order in f64.
+typedef struct { uint32_t mode, n, first, tensors; } sumsq_push;
 static gk_status vk_sum_squares(int n, const gk_tensor *grads, double *sum) {
   static const char *const shaders[] = {"sumsq", "gather", NULL};
   TRY(f32_only("gk_clip_grad_norm", "grads", n, grads));
@@ -610,10 +613,10 @@ static gk_status vk_sum_squares(int n, const gk_tensor *grads, double *sum) {
   if (s == GK_SUCCESS) s = vk_temp((size_t)(total ? total : 1) * 4, &partials, NULL);
   if (s == GK_SUCCESS) s = vk_temp((size_t)n * 4, &out, &host_out);
   for (int i = 0; i < n && s == GK_SUCCESS; i++) {
-    struct { uint32_t mode, n, first, tensors; } p = {0, (uint32_t)gk_tensor_numel(&grads[i]), host_table[2 * i], 0};
+    sumsq_push p = {0, (uint32_t)gk_tensor_numel(&grads[i]), host_table[2 * i], 0};
     if (p.n) s = DISPATCH("sumsq", p, host_table[2 * i + 1], 1, 1, call.at[i], partials);
   }
-  struct { uint32_t mode, n, first, tensors; } last = {1, 0, 0, (uint32_t)n};
+  sumsq_push last = {1, 0, 0, (uint32_t)n};
   if (s == GK_SUCCESS) s = DISPATCH("sumsq", last, vk_groups(n, 1), 1, 1, vk_unused(), partials, table, out);
   if (s == GK_SUCCESS) s = vk_flush_read(host_out, sums, sizeof(float) * (size_t)n);
   s = opt_end(&call, s);
