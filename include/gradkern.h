@@ -685,6 +685,23 @@ gk_status gk_plan_run(const gk_plan *plan, const gk_arg *args, int nargs,
 // overlap itself or any other tensor of the call. The update is elementwise,
 // so results do not depend on the thread count. On a rejected call nothing
 // is written.
+//
+// Devices: the tensors of a call are host tensors (GK_DEVICE_CPU), or all in
+// buffers of one device backend (each inside one live buffer; a mix of
+// devices is GK_ERR_BAD_DEVICE). gk_adamw_step and gk_clip_grad_norm run on
+// GK_DEVICE_VULKAN tensors there, without copying them to the host; SGD on a
+// device, or a call on a device whose backend does not run it, fails with
+// GK_ERR_UNSUPPORTED. On Vulkan: f32 tensors only (any strides; f16/bf16 parameters with master
+// weights and f64 are GK_ERR_UNSUPPORTED), AdamW in f32 in the same order as
+// on the host (its scalars formed in double, then cast; sqrt and division as
+// the driver rounds them: lavapipe gave the bits of the host's scalar level,
+// within a few ulps of its FMA levels); clipping's squares are summed
+// in f32 per tensor in a fixed order (workgroup trees of 256; relative error
+// of a tensor's sum at most about (34 + numel / 2^20) 2^-24, half that on the
+// norm; a gradient past 1.8e19 squares to inf and reads as non-finite), the
+// per-tensor sums added in f64 on the host, and the gradients scaled as on
+// the host. A device call may still be running when it returns, like a
+// plan's run; gk_clip_grad_norm waits for its sum (one download).
 
 /// torch.optim.AdamW (amsgrad = False, maximize = False):
 ///   p *= 1 - lr wd;  m = lerp(m, g, 1 - beta1);  v = beta2 v + (1 - beta2) g^2
@@ -723,7 +740,8 @@ gk_status gk_sgd_step(const gk_sgd_config *config, int n, const gk_tensor *param
                       const gk_tensor *master, int64_t step);
 
 /// torch.nn.utils.clip_grad_norm_ with norm_type 2: the total L2 norm of
-/// the n gradients (squares summed in f64 in a fixed order) goes to
+/// the n gradients (squares summed in f64 in a fixed order; on Vulkan per
+/// tensor in f32, see above) goes to
 /// *total_norm; when max_norm / (norm + 1e-6) < 1, every gradient is scaled
 /// by it in place. A non-finite norm returns GK_ERR_NON_FINITE (with
 /// *total_norm set) and scales nothing. max_norm >= 0.

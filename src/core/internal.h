@@ -34,6 +34,14 @@ typedef struct gk_kernel gk_kernel;
 
 typedef struct gk_backend_table gk_backend_table;
 
+// AdamW's scalars of one step, formed in double by src/optim/optim.c (as
+// Python does) and cast to the compute type where they are used.
+typedef struct gk_adamw_scalars {
+  double decay;       // 1 - lr wd
+  double step_size;   // lr / (1 - beta1^step)
+  double bc2_sqrt;    // sqrt(1 - beta2^step)
+} gk_adamw_scalars;
+
 struct gk_plan {
   gk_op_desc desc;                     // normalised by the op's describe()
   gk_arg_spec args[GK_ARG_COUNT_];
@@ -99,6 +107,22 @@ struct gk_backend_table {
   gk_status (*buffer_download)(void *handle, size_t offset, void *dst, size_t bytes);
   // Wait for every run submitted (NULL: runs are synchronous).
   gk_status (*synchronize)(void);
+  // The optimizers on tensors in the backend's buffers (NULL: not on this
+  // device; host backends leave them NULL: src/optim runs host tensors).
+  // src/optim/optim.c calls them after its checks (hyperparameters, dtypes,
+  // shapes, every tensor on this backend's device and inside one of its
+  // buffers, no overlap) and keeps the arithmetic around them (the scalars,
+  // the norm, the clipping factor, the non-finite rule); a hook refuses what
+  // it does not run (GK_ERR_UNSUPPORTED, naming the argument) before it
+  // writes anything. Work may still run when they return, as a plan's does.
+  // adamw_step: one AdamW step (f32/f64 parameters: no master weights).
+  gk_status (*adamw_step)(const gk_adamw_config *c, const gk_adamw_scalars *k, int n, const gk_tensor *params,
+                          const gk_tensor *grads, const gk_tensor *exp_avg, const gk_tensor *exp_avg_sq);
+  // sum_squares: *sum = the sum over the n tensors, in order, of each one's
+  // sum of squared elements (in the backend's precision); waits for it.
+  gk_status (*sum_squares)(int n, const gk_tensor *grads, double *sum);
+  // scale: every element of the n tensors *= factor, in their dtype.
+  gk_status (*scale)(int n, const gk_tensor *grads, double factor);
 };
 
 // Device buffers of a backend. gk_buffer_find: the live buffer holding the

@@ -13,8 +13,15 @@
 // AdamW and clipping are one vectorized pass per piece (contiguous tensors
 // of the compute type in place, others through a buffer), compiled per ISA
 // level (isa.h); each piece's sum of squares runs over LANES f64 partial sums.
+//
+// Tensors on a device (all of a call on one device, each inside one buffer
+// of the backend that serves it) are handed, after the same checks, to that
+// backend's hooks (gk_backend_table: adamw_step, sum_squares, scale); the
+// scalars of AdamW, the norm, the clipping factor and the non-finite rule
+// stay here, so host and device calls behave alike.
 #include "../core/internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <tgmath.h>  // sqrt of a float stays in float, as in torch's f32 kernels
@@ -34,8 +41,31 @@ typedef struct role {
   enum { SAME_AS_PARAM, STATE, MASTER } dtype_rule;
 } role;
 
+// The backend whose buffers hold tensors of device type `device` (the first
+// available one with device memory), or NULL: none, or the host.
+static const gk_backend_table *device_backend(gk_device_type device) {
+  const gk_backend_table *const *list;
+  int count = gk_backends(&list);
+  for (int k = 0; device != GK_DEVICE_CPU && k < count; k++)
+    if (list[k]->device == device && list[k]->buffer_alloc && !gk_backend_unavailable_reason(list[k])) return list[k];
+  return NULL;
+}
+
+static const char *device_name(gk_device_type device) {
+  const gk_backend_table *b = device_backend(device);
+  return device == GK_DEVICE_CPU ? "cpu" : b ? b->name : "no backend";
+}
+
+// Where the tensors of one call live: `device`, and the backend that runs
+// them there (NULL on the host). `first` names the tensor that set it.
+typedef struct placement {
+  gk_device_type device;
+  const gk_backend_table *backend;
+  const char *first;
+} placement;
+
 static gk_status check_tensor(const char *fn, const char *name, int i, const gk_tensor *t, const gk_tensor *param,
-                              gk_dtype want) {
+                              gk_dtype want, const placement *at) {
   char got[160], need[160];
   if (t->rank < 0 || t->rank > GK_MAX_RANK)
     return gk_fail(GK_ERR_BAD_RANK, "%s: argument '%s[%d]' has rank %d, outside 0..%d", fn, name, i, t->rank,
@@ -43,9 +73,10 @@ static gk_status check_tensor(const char *fn, const char *name, int i, const gk_
   if (t->dtype != want)
     return gk_fail(GK_ERR_BAD_DTYPE, "%s: argument '%s[%d]' has dtype %s (%d), need %s for a %s parameter", fn, name,
                    i, gk_dtype_name(t->dtype), (int)t->dtype, gk_dtype_name(want), gk_dtype_name(param->dtype));
-  if (t->device != GK_DEVICE_CPU)
-    return gk_fail(GK_ERR_BAD_DEVICE, "%s: argument '%s[%d]' is on device %d, the optimizers run on the CPU", fn,
-                   name, i, (int)t->device);
+  if (t->device != at->device)
+    return gk_fail(GK_ERR_BAD_DEVICE, "%s: argument '%s[%d]' is on device %d (%s), %s on device %d (%s): the tensors "
+                   "of one call must be on one device", fn, name, i, (int)t->device, device_name(t->device),
+                   at->first, (int)at->device, device_name(at->device));
   bool same = t->rank == param->rank;
   for (int d = 0; same && d < t->rank; d++) same = t->shape[d] == param->shape[d];
   if (!same)
@@ -62,6 +93,15 @@ static gk_status check_tensor(const char *fn, const char *name, int i, const gk_
   if ((uintptr_t)t->data % gk_dtype_size(t->dtype) != 0)
     return gk_fail(GK_ERR_BAD_ALIGNMENT, "%s: argument '%s[%d]' data = %p is not aligned to its element size %zu", fn,
                    name, i, t->data, gk_dtype_size(t->dtype));
+  if (at->backend) {
+    uintptr_t lo, hi;
+    void *handle;
+    size_t offset;
+    gk_tensor_byte_range(t, &lo, &hi);  // empty for a tensor with elements: its strides overflow
+    if (lo == hi || !gk_buffer_find(at->backend, lo, hi, &handle, &offset))
+      return gk_fail(GK_ERR_BAD_DEVICE, "%s: argument '%s[%d]' (data = %p) does not lie within one buffer of backend "
+                     "'%s'", fn, name, i, t->data, at->backend->name);
+  }
   return GK_SUCCESS;
 }
 
@@ -99,20 +139,28 @@ static gk_status check_overlaps(const char *fn, span *spans, int count) {
 }
 
 // Checks the written list `params` (named pname: floating tensors) and the
-// other roles against it.
+// other roles against it; *backend: the backend of their device (NULL: the
+// host).
 static gk_status check_lists(const char *fn, int n, const gk_tensor *params, const char *pname, const role *roles,
-                             int nroles) {
+                             int nroles, const gk_backend_table **backend) {
+  *backend = NULL;
   if (n < 0) return gk_fail(GK_ERR_INVALID_VALUE, "%s: n = %d is negative", fn, n);
   if (n > 0 && !params) return gk_fail(GK_ERR_NULL_POINTER, "%s: argument '%s' is NULL with n = %d", fn, pname, n);
   for (int r = 0; r < nroles; r++)
     if (n > 0 && !roles[r].t && roles[r].dtype_rule != MASTER)
       return gk_fail(GK_ERR_NULL_POINTER, "%s: argument '%s' is NULL with n = %d", fn, roles[r].name, n);
+  char first[64];
+  snprintf(first, sizeof first, "%s[0]", pname);
+  placement at = {n > 0 ? params[0].device : GK_DEVICE_CPU, NULL, first};
+  if (at.device != GK_DEVICE_CPU && !(at.backend = device_backend(at.device)))
+    return gk_fail(GK_ERR_BAD_DEVICE, "%s: argument '%s' is on device %d, which no available backend with device "
+                   "memory serves", fn, first, (int)at.device);
   for (int i = 0; i < n; i++) {
     const gk_tensor *p = &params[i];
     if (p->dtype != GK_F32 && p->dtype != GK_F64 && p->dtype != GK_F16 && p->dtype != GK_BF16)
       return gk_fail(GK_ERR_BAD_DTYPE, "%s: argument '%s[%d]' has dtype %s (%d), not f32, f64, f16 or bf16", fn,
                      pname, i, gk_dtype_name(p->dtype), (int)p->dtype);
-    gk_status s = check_tensor(fn, pname, i, p, p, p->dtype);
+    gk_status s = check_tensor(fn, pname, i, p, p, p->dtype, &at);
     if (s != GK_SUCCESS) return s;
     for (int r = 0; r < nroles; r++) {
       const role *ro = &roles[r];
@@ -129,7 +177,7 @@ static gk_status check_lists(const char *fn, int n, const gk_tensor *params, con
                          "weights", fn, i, gk_dtype_name(p->dtype));
       }
       gk_dtype want = ro->dtype_rule == SAME_AS_PARAM ? p->dtype : state_dtype(p->dtype);
-      s = check_tensor(fn, ro->name, i, &ro->t[i], p, want);
+      s = check_tensor(fn, ro->name, i, &ro->t[i], p, want, &at);
       if (s != GK_SUCCESS) return s;
     }
   }
@@ -158,7 +206,14 @@ static gk_status check_lists(const char *fn, int n, const gk_tensor *params, con
   }
   gk_status s = check_overlaps(fn, spans, count);
   free(spans);
+  *backend = at.backend;
   return s;
+}
+
+// A call on a device whose backend does not run `what` there.
+static gk_status not_on_device(const char *fn, const gk_backend_table *backend, const char *what) {
+  return gk_fail(GK_ERR_UNSUPPORTED, "%s: the tensors are on device %d (%s), where %s is not built (it runs on "
+                 "host tensors)", fn, (int)backend->device, backend->name, what);
 }
 
 static gk_status check_hyper(const char *fn, const char *name, double v, double lo, bool lo_open, double hi,
@@ -218,7 +273,7 @@ typedef struct adamw_job {
   const gk_adamw_config *c;
   const gk_tensor *params, *grads, *m, *v, *master;
   pieces pc;
-  double decay, step_size, bc2_sqrt;   // 1 - lr wd, lr / (1 - beta1^step), sqrt(1 - beta2^step)
+  gk_adamw_scalars k;
 } adamw_job;
 
 // Elements [s, s + n) of t to update in place as T: t's own memory, or buf
@@ -245,8 +300,8 @@ GK_DEFINE_CHUNK_RW(double, f64)
   GK_INLINE void adamw_piece_##S(const adamw_job *j, T *restrict p, const T *restrict g,   \
                                  T *restrict m, T *restrict v, int64_t n) {                \
     const gk_adamw_config *c = j->c;                                                       \
-    T decay = (T)j->decay, w = (T)(1 - c->beta1), b2 = (T)c->beta2, w2 = (T)(1 - c->beta2); \
-    T bc2 = (T)j->bc2_sqrt, eps = (T)c->eps, neg_step = (T)(-j->step_size);               \
+    T decay = (T)j->k.decay, w = (T)(1 - c->beta1), b2 = (T)c->beta2, w2 = (T)(1 - c->beta2); \
+    T bc2 = (T)j->k.bc2_sqrt, eps = (T)c->eps, neg_step = (T)(-j->k.step_size);           \
     for (int64_t e = 0; e < n; e++) p[e] *= decay;                                         \
     if (fabs(1 - c->beta1) < 0.5)                                                          \
       for (int64_t e = 0; e < n; e++) {                                                    \
@@ -303,12 +358,18 @@ gk_status gk_adamw_step(const gk_adamw_config *config, int n, const gk_tensor *p
                          {"exp_avg", exp_avg, true, STATE},
                          {"exp_avg_sq", exp_avg_sq, true, STATE},
                          {"master", master, true, MASTER}};
-  if ((s = check_lists(fn, n, params, "params", roles, 4)) != GK_SUCCESS) return s;
-  adamw_job j = {config, params, grads, exp_avg, exp_avg_sq, master, {0, NULL}, 0, 0, 0};
+  const gk_backend_table *device;
+  if ((s = check_lists(fn, n, params, "params", roles, 4, &device)) != GK_SUCCESS) return s;
+  if (device && !device->adamw_step) return not_on_device(fn, device, "AdamW");
+  gk_adamw_scalars k = {1 - config->lr * config->weight_decay, config->lr / (1 - pow(config->beta1, (double)step)),
+                        sqrt(1 - pow(config->beta2, (double)step))};
+  if (device) {
+    s = device->adamw_step(config, &k, n, params, grads, exp_avg, exp_avg_sq);
+    if (s == GK_SUCCESS) gk_clear_error();
+    return s;
+  }
+  adamw_job j = {config, params, grads, exp_avg, exp_avg_sq, master, {0, NULL}, k};
   if ((s = pieces_make(fn, n, params, &j.pc)) != GK_SUCCESS) return s;
-  j.decay = 1 - config->lr * config->weight_decay;
-  j.step_size = config->lr / (1 - pow(config->beta1, (double)step));
-  j.bc2_sqrt = sqrt(1 - pow(config->beta2, (double)step));
   gk_parallel_for(j.pc.first[n], adamw_task, &j);
   free(j.pc.first);
   gk_clear_error();
@@ -398,7 +459,9 @@ gk_status gk_sgd_step(const gk_sgd_config *config, int n, const gk_tensor *param
   role roles[3] = {{"grads", grads, false, SAME_AS_PARAM},
                    {"master", master, true, MASTER},
                    {"momentum_buf", momentum_buf, true, STATE}};
-  if ((s = check_lists(fn, n, params, "params", roles, mom ? 3 : 2)) != GK_SUCCESS) return s;
+  const gk_backend_table *device;
+  if ((s = check_lists(fn, n, params, "params", roles, mom ? 3 : 2, &device)) != GK_SUCCESS) return s;
+  if (device) return not_on_device(fn, device, "SGD");
   sgd_job j = {config, params, grads, momentum_buf, master, {0, NULL}, step == 1};
   if ((s = pieces_make(fn, n, params, &j.pc)) != GK_SUCCESS) return s;
   gk_parallel_for(j.pc.first[n], sgd_task, &j);
@@ -469,35 +532,42 @@ GK_INLINE void scale_task_body(void *ctx, int64_t piece) {
 }
 GK_ISA_VARIANTS(scale_task, (void *ctx, int64_t piece), (ctx, piece))
 
+// The sum of squares of host gradients: the pieces' f64 sums added in piece
+// order (j->pc and j->sums stay for the scaling; the caller frees them).
+static gk_status host_sum_squares(const char *fn, int n, clip_job *j, double *sum) {
+  gk_status s = pieces_make(fn, n, j->grads, &j->pc);
+  if (s != GK_SUCCESS) return s;
+  int64_t npieces = j->pc.first[n];
+  j->sums = malloc(sizeof(double) * (size_t)(npieces > 0 ? npieces : 1));
+  if (!j->sums) return gk_fail(GK_ERR_OUT_OF_MEMORY, "%s: could not allocate %lld partial sums", fn, (long long)npieces);
+  gk_parallel_for(npieces, sumsq_task, j);
+  for (int64_t p = 0; p < npieces; p++) *sum += j->sums[p];
+  return GK_SUCCESS;
+}
+
 gk_status gk_clip_grad_norm(int n, const gk_tensor *grads, double max_norm, double *total_norm) {
   const char *fn = "gk_clip_grad_norm";
   if (!total_norm) return gk_fail(GK_ERR_NULL_POINTER, "%s: argument 'total_norm' is NULL", fn);
   if (!(max_norm >= 0) || !isfinite(max_norm))
     return gk_fail(GK_ERR_INVALID_VALUE, "%s: max_norm = %g must be finite and >= 0", fn, max_norm);
-  gk_status s = check_lists(fn, n, grads, "grads", NULL, 0);
+  const gk_backend_table *device;
+  gk_status s = check_lists(fn, n, grads, "grads", NULL, 0, &device);
   if (s != GK_SUCCESS) return s;
+  if (device && (!device->sum_squares || !device->scale)) return not_on_device(fn, device, "gradient clipping");
   clip_job j = {grads, {0, NULL}, NULL, 1};
-  if ((s = pieces_make(fn, n, grads, &j.pc)) != GK_SUCCESS) return s;
-  int64_t npieces = j.pc.first[n];
-  j.sums = malloc(sizeof(double) * (size_t)(npieces > 0 ? npieces : 1));
-  if (!j.sums) {
-    free(j.pc.first);
-    return gk_fail(GK_ERR_OUT_OF_MEMORY, "%s: could not allocate %lld partial sums", fn, (long long)npieces);
-  }
-  gk_parallel_for(npieces, sumsq_task, &j);
   double sum = 0;
-  for (int64_t p = 0; p < npieces; p++) sum += j.sums[p];
-  double norm = sqrt(sum);
-  *total_norm = norm;
-  if (!isfinite(norm)) {
-    free(j.sums);
-    free(j.pc.first);
-    return gk_fail(GK_ERR_NON_FINITE, "%s: the total norm of the %d gradients is %g: nothing was scaled", fn, n, norm);
+  s = device ? device->sum_squares(n, grads, &sum) : host_sum_squares(fn, n, &j, &sum);
+  if (s == GK_SUCCESS) {
+    double norm = sqrt(sum);
+    *total_norm = norm;
+    j.scale = max_norm / (norm + 1e-6);
+    if (!isfinite(norm))
+      s = gk_fail(GK_ERR_NON_FINITE, "%s: the total norm of the %d gradients is %g: nothing was scaled", fn, n, norm);
+    else if (j.scale < 1 && device) s = device->scale(n, grads, j.scale);
+    else if (j.scale < 1) gk_parallel_for(j.pc.first[n], scale_task, &j);
   }
-  j.scale = max_norm / (norm + 1e-6);
-  if (j.scale < 1) gk_parallel_for(npieces, scale_task, &j);
   free(j.sums);
   free(j.pc.first);
-  gk_clear_error();
-  return GK_SUCCESS;
+  if (s == GK_SUCCESS) gk_clear_error();
+  return s;
 }

@@ -427,8 +427,10 @@ static gk_status begin_batch(void) {
   return GK_SUCCESS;
 }
 
-// Submit the batch and wait for it; then the temporaries are free again.
-static gk_status flush_locked(void) {
+// Submit the batch and wait for it; then copy `bytes` from `temp` (a
+// temporary's host address; NULL: nothing) to `dst`, and the temporaries are
+// free again.
+static gk_status flush_read_locked(const void *temp, void *dst, size_t bytes) {
   gk_status s = GK_SUCCESS;
   if (vk.recording) {
     // The last writes are made visible to the host that reads them next.
@@ -445,6 +447,7 @@ static gk_status flush_locked(void) {
     vkResetCommandBuffer(vk.cmd, 0);
     if (res != VK_SUCCESS) s = gk_fail(GK_ERR_INTERNAL, "vulkan: the batch failed (VkResult %d)", (int)res);
   }
+  if (temp && s == GK_SUCCESS) memcpy(dst, temp, bytes);
   // Keep one arena block, the size of all used together.
   VkDeviceSize total = 0;
   for (int i = 0; i < vk.arenas; i++) total += vk.arena[i].size;
@@ -459,6 +462,8 @@ static gk_status flush_locked(void) {
   return s;
 }
 
+static gk_status flush_locked(void) { return flush_read_locked(NULL, NULL, 0); }
+
 gk_status vk_synchronize(void) {
   pthread_mutex_lock(&vk.lock);
   gk_status s = flush_locked();
@@ -466,16 +471,24 @@ gk_status vk_synchronize(void) {
   return s;
 }
 
-void vk_run_begin(vk_run *r, const gk_plan *plan) {
-  memset(r, 0, sizeof *r);
-  r->plan = plan;
+void vk_record_begin(void) {
   pthread_mutex_lock(&vk.lock);
   if (vk.dispatches >= BATCH_DISPATCHES) flush_locked();
 }
 
+void vk_record_end(void) { pthread_mutex_unlock(&vk.lock); }
+
+gk_status vk_flush_read(const void *temp, void *dst, size_t bytes) { return flush_read_locked(temp, dst, bytes); }
+
+void vk_run_begin(vk_run *r, const gk_plan *plan) {
+  memset(r, 0, sizeof *r);
+  r->plan = plan;
+  vk_record_begin();
+}
+
 void vk_run_end(vk_run *r) {
   (void)r;
-  pthread_mutex_unlock(&vk.lock);
+  vk_record_end();
 }
 
 gk_status vk_temp(size_t bytes, vk_binding *out, void **host) {
@@ -648,62 +661,62 @@ static bool bindable(const gk_tensor *t, size_t offset) {
          (uint64_t)gk_tensor_numel(t) * 4 <= vk.props.limits.maxStorageBufferRange;
 }
 
-gk_status vk_bind_input(vk_run *r, gk_arg_kind k, const gk_tensor *t) {
+gk_status vk_bind(const gk_tensor *t, bool output, bool load, vk_binding *out, bool *temp) {
   vk_buf *b = NULL;
   size_t offset = 0;
+  int64_t n = gk_tensor_numel(t);
+  *temp = false;
   gk_status s = resolve(t, &b, &offset);
   if (s != GK_SUCCESS) return s;
-  r->have[k] = true;
-  r->numel[k] = gk_tensor_numel(t);
-  if (r->numel[k] == 0) {
-    r->arg[k] = vk_unused();
+  if (n == 0) {
+    *out = vk_unused();
     return GK_SUCCESS;
   }
   if (bindable(t, offset)) {
-    r->arg[k] = (vk_binding){b->buffer, offset, (VkDeviceSize)r->numel[k] * 4};
+    *out = (vk_binding){b->buffer, offset, (VkDeviceSize)n * 4};
     return GK_SUCCESS;
   }
-  return vk_gather(t, &r->arg[k]);
-}
-
-gk_status vk_bind_output(vk_run *r, gk_arg_kind k, const gk_tensor *t, bool accumulates) {
-  vk_buf *b = NULL;
-  size_t offset = 0;
-  gk_status s = resolve(t, &b, &offset);
-  if (s != GK_SUCCESS) return s;
-  r->have[k] = true;
-  r->numel[k] = gk_tensor_numel(t);
-  if (r->numel[k] == 0) {
-    r->arg[k] = vk_unused();
-    return GK_SUCCESS;
-  }
-  if (bindable(t, offset)) {
-    r->arg[k] = (vk_binding){b->buffer, offset, (VkDeviceSize)r->numel[k] * 4};
-    return GK_SUCCESS;
-  }
-  if ((t->dtype == GK_F16 || t->dtype == GK_BF16) && !vk.storage16)
+  if (output && (t->dtype == GK_F16 || t->dtype == GK_BF16) && !vk.storage16)
     return gk_fail(GK_ERR_UNSUPPORTED, "vulkan: device '%s' cannot store 16-bit values (no storageBuffer16BitAccess)",
                    vk.props.deviceName);
-  r->scatter_to[k] = t;
-  if (accumulates) return vk_gather(t, &r->arg[k]);
-  return vk_temp((size_t)r->numel[k] * 4, &r->arg[k], NULL);
+  *temp = true;
+  if (!output || load) return vk_gather(t, out);
+  return vk_temp((size_t)n * 4, out, NULL);
+}
+
+static gk_status bind_arg(vk_run *r, gk_arg_kind k, const gk_tensor *t, bool output, bool load) {
+  bool temp;
+  gk_status s = vk_bind(t, output, load, &r->arg[k], &temp);
+  if (s != GK_SUCCESS) return s;
+  r->have[k] = true;
+  r->numel[k] = gk_tensor_numel(t);
+  if (output && temp) r->scatter_to[k] = t;
+  return GK_SUCCESS;
+}
+
+gk_status vk_bind_input(vk_run *r, gk_arg_kind k, const gk_tensor *t) { return bind_arg(r, k, t, false, true); }
+
+gk_status vk_bind_output(vk_run *r, gk_arg_kind k, const gk_tensor *t, bool accumulates) {
+  return bind_arg(r, k, t, true, accumulates);
+}
+
+gk_status vk_scatter(const gk_tensor *t, vk_binding from) {
+  vk_buf *b = NULL;
+  size_t offset = 0;
+  vk_view_push p;
+  vk_binding slots[2] = {{0}, from};
+  gk_status s = resolve(t, &b, &offset);
+  if (s == GK_SUCCESS) s = view_push(t, b, offset, &p, &slots[0]);
+  if (s != GK_SUCCESS) return s;
+  return vk_dispatch(p.mode == MODE_F32 ? "scatter" : "scatter16", slots, 2, &p, sizeof p, vk_groups(p.n, 256), 1, 1);
 }
 
 gk_status vk_scatter_outputs(vk_run *r) {
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    const gk_tensor *t = r->scatter_to[k];
-    if (!t) continue;
-    vk_buf *b = NULL;
-    size_t offset = 0;
-    vk_view_push p;
-    vk_binding slots[2] = {{0}, r->arg[k]};
-    gk_status s = resolve(t, &b, &offset);
-    if (s == GK_SUCCESS) s = view_push(t, b, offset, &p, &slots[0]);
-    if (s != GK_SUCCESS) return s;
-    const char *shader = p.mode == MODE_F32 ? "scatter" : "scatter16";
-    s = vk_dispatch(shader, slots, 2, &p, sizeof p, vk_groups(p.n, 256), 1, 1);
-    if (s != GK_SUCCESS) return s;
-  }
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (r->scatter_to[k]) {
+      gk_status s = vk_scatter(r->scatter_to[k], r->arg[k]);
+      if (s != GK_SUCCESS) return s;
+    }
   return GK_SUCCESS;
 }
 

@@ -7,7 +7,9 @@
 // direction, the record function and the shaders its plans make pipelines
 // for. f32 math; f16/bf16 stored (gathered to f32, rounded to nearest even
 // on the way back); f64 is declined. Every reduction is in a fixed order
-// (workgroup trees, sequential passes over rows): deterministic.
+// (workgroup trees, sequential passes over rows): deterministic. Before the
+// table, the optimizers' hooks (AdamW, clipping's sum of squares and
+// scaling), which bind their f32 tensors the same way.
 #include "vulkan_backend.h"
 
 #include "../core/act_math.h"
@@ -17,6 +19,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef gk_status (*vk_record_fn)(vk_run *r, const gk_op_desc *d, const gk_kernel_args a);
@@ -503,6 +506,140 @@ static gk_status scan_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a
   return scan_bc_grad(cc, &p, p.var_c, p.Gc, ARG(GK_ARG_DC), d->accumulate);
 }
 
+// ---------------------------------------------------------------- optimizers
+
+// src/optim's AdamW and gradient clipping on tensors in the backend's
+// buffers (the table's adamw_step, sum_squares and scale; optim.c has
+// checked them): f32 tensors, each bound where it lies or gathered into a
+// temporary and scattered back when written, as the kernels' arguments are.
+// A call records every dispatch into the batch; only the sum of squares
+// waits for it (one download for all tensors). Every tensor is bound before
+// the first dispatch that writes one, so a call that fails (a tensor past
+// one binding's reach, no memory for a temporary) has written nothing.
+
+// The sum of squares' workgroups per tensor, at most: about sqrt of the
+// elements of a 16M-element tensor, so neither the invocations' sequential
+// runs nor the final pass's are long (f32 rounding grows with both).
+enum { SUMSQ_MAX_GROUPS = 4096 };
+
+static gk_status f32_only(const char *fn, const char *name, int n, const gk_tensor *t) {
+  for (int i = 0; i < n; i++)
+    if (t[i].dtype != GK_F32)
+      return gk_fail(GK_ERR_UNSUPPORTED, "%s: argument '%s[%d]' is %s: on the vulkan device the optimizers take f32 "
+                     "tensors only (f16/bf16 parameters with master weights, and f64, run on host tensors)", fn, name,
+                     i, gk_dtype_name(t[i].dtype));
+  return GK_SUCCESS;
+}
+
+// One optimizer call: `lists` lists of n tensors, list l written when
+// written[l]; tensor i of list l bound at at[l * n + i] (temp: in a temporary).
+typedef struct opt_call {
+  int n, lists;
+  const gk_tensor *const *t;
+  const bool *written;
+  vk_binding *at;
+  bool *temp;
+} opt_call;
+
+// Binds every tensor (the recording lock held).
+static gk_status opt_bind(opt_call *c) {
+  size_t count = (size_t)c->n * (size_t)c->lists;
+  c->at = malloc(sizeof(vk_binding) * (count ? count : 1));
+  c->temp = malloc(sizeof(bool) * (count ? count : 1));
+  if (!c->at || !c->temp) return gk_fail(GK_ERR_OUT_OF_MEMORY, "vulkan: no memory to bind %zu tensors", count);
+  for (int l = 0; l < c->lists; l++)
+    for (int i = 0; i < c->n; i++)
+      if (gk_tensor_numel(&c->t[l][i]))
+        TRY(vk_bind(&c->t[l][i], c->written[l], true, &c->at[l * c->n + i], &c->temp[l * c->n + i]));
+  return GK_SUCCESS;
+}
+
+// After the dispatches: the written tensors' temporaries scattered back
+// (when s is GK_SUCCESS), the lock released, the bindings freed.
+static gk_status opt_end(opt_call *c, gk_status s) {
+  for (int l = 0; l < c->lists && s == GK_SUCCESS; l++)
+    for (int i = 0; i < c->n && s == GK_SUCCESS && c->written[l]; i++)
+      if (gk_tensor_numel(&c->t[l][i]) && c->temp[l * c->n + i]) s = vk_scatter(&c->t[l][i], c->at[l * c->n + i]);
+  vk_record_end();
+  free(c->at);
+  free(c->temp);
+  return s;
+}
+
+static gk_status vk_adamw_step(const gk_adamw_config *c, const gk_adamw_scalars *k, int n, const gk_tensor *params,
+                               const gk_tensor *grads, const gk_tensor *exp_avg, const gk_tensor *exp_avg_sq) {
+  static const char *const shaders[] = {"adamw", "gather", "scatter", NULL};
+  TRY(f32_only("gk_adamw_step", "params", n, params));
+  TRY(vk_pipelines(shaders));
+  const gk_tensor *lists[4] = {params, grads, exp_avg, exp_avg_sq};
+  opt_call call = {n, 4, lists, (const bool[]){true, false, true, true}, NULL, NULL};
+  struct { uint32_t n, lerp_small; float decay, w, beta2, w2, bc2, eps, neg_step; } p = {
+      0, fabs(1 - c->beta1) < 0.5, (float)k->decay, (float)(1 - c->beta1), (float)c->beta2, (float)(1 - c->beta2),
+      (float)k->bc2_sqrt, (float)c->eps, (float)(-k->step_size)};
+  vk_record_begin();
+  gk_status s = opt_bind(&call);
+  for (int i = 0; i < n && s == GK_SUCCESS; i++) {
+    p.n = (uint32_t)gk_tensor_numel(&params[i]);
+    if (p.n)
+      s = DISPATCH("adamw", p, vk_groups(p.n, 256), 1, 1, call.at[i], call.at[n + i], call.at[2 * n + i],
+                   call.at[3 * n + i]);
+  }
+  return opt_end(&call, s);
+}
+
+// Per tensor, its workgroups' partial sums (into one temporary, tensor i's
+// run of table[2i + 1] from table[2i]); then one workgroup per tensor sums
+// its run; the n sums are read back and added in order in f64.
+typedef struct { uint32_t mode, n, first, tensors; } sumsq_push;
+static gk_status vk_sum_squares(int n, const gk_tensor *grads, double *sum) {
+  static const char *const shaders[] = {"sumsq", "gather", NULL};
+  TRY(f32_only("gk_clip_grad_norm", "grads", n, grads));
+  TRY(vk_pipelines(shaders));
+  opt_call call = {n, 1, &grads, (const bool[]){false}, NULL, NULL};
+  float *sums = malloc(sizeof(float) * (size_t)n);
+  if (!sums) return gk_fail(GK_ERR_OUT_OF_MEMORY, "vulkan: no memory for %d sums of squares", n);
+  vk_record_begin();
+  gk_status s = opt_bind(&call);
+  vk_binding partials, table, out;
+  uint32_t *host_table = NULL, total = 0;
+  void *host_out = NULL;
+  if (s == GK_SUCCESS) s = vk_temp((size_t)n * 8, &table, (void **)&host_table);
+  for (int i = 0; i < n && s == GK_SUCCESS; i++) {
+    int64_t numel = gk_tensor_numel(&grads[i]);
+    host_table[2 * i] = total;
+    host_table[2 * i + 1] = numel ? (uint32_t)gk_min64(vk_groups(numel, 256), SUMSQ_MAX_GROUPS) : 0;
+    total += host_table[2 * i + 1];
+  }
+  if (s == GK_SUCCESS) s = vk_temp((size_t)(total ? total : 1) * 4, &partials, NULL);
+  if (s == GK_SUCCESS) s = vk_temp((size_t)n * 4, &out, &host_out);
+  for (int i = 0; i < n && s == GK_SUCCESS; i++) {
+    sumsq_push p = {0, (uint32_t)gk_tensor_numel(&grads[i]), host_table[2 * i], 0};
+    if (p.n) s = DISPATCH("sumsq", p, host_table[2 * i + 1], 1, 1, call.at[i], partials);
+  }
+  sumsq_push last = {1, 0, 0, (uint32_t)n};
+  if (s == GK_SUCCESS) s = DISPATCH("sumsq", last, vk_groups(n, 1), 1, 1, vk_unused(), partials, table, out);
+  if (s == GK_SUCCESS) s = vk_flush_read(host_out, sums, sizeof(float) * (size_t)n);
+  s = opt_end(&call, s);
+  *sum = 0;
+  for (int i = 0; i < n && s == GK_SUCCESS; i++) *sum += sums[i];
+  free(sums);
+  return s;
+}
+
+static gk_status vk_scale(int n, const gk_tensor *grads, double factor) {
+  static const char *const shaders[] = {"scale", "gather", "scatter", NULL};
+  TRY(f32_only("gk_clip_grad_norm", "grads", n, grads));
+  TRY(vk_pipelines(shaders));
+  opt_call call = {n, 1, &grads, (const bool[]){true}, NULL, NULL};
+  vk_record_begin();
+  gk_status s = opt_bind(&call);
+  for (int i = 0; i < n && s == GK_SUCCESS; i++) {
+    struct { uint32_t n; float factor; } p = {(uint32_t)gk_tensor_numel(&grads[i]), (float)factor};
+    if (p.n) s = DISPATCH("scale", p, vk_groups(p.n, 256), 1, 1, call.at[i]);
+  }
+  return opt_end(&call, s);
+}
+
 // ---------------------------------------------------------------- the kernels
 
 // The parameter gradients that desc.accumulate adds to (gathered first when
@@ -617,4 +754,7 @@ const gk_backend_table gk_vulkan_backend = {
     .buffer_upload = vk_buffer_upload,
     .buffer_download = vk_buffer_download,
     .synchronize = vk_synchronize,
+    .adamw_step = vk_adamw_step,
+    .sum_squares = vk_sum_squares,
+    .scale = vk_scale,
 };

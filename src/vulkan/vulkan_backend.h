@@ -45,18 +45,32 @@ gk_status vk_buffer_download(void *handle, size_t offset, void *dst, size_t byte
 gk_status vk_synchronize(void);
 // The device: name, type, API version, the features the kernels use.
 const char *vk_device_description(void);
-// Begin a run (takes the backend's recording lock; flushes a full batch)
-// and end it (releases it).
+// Begin recording (takes the backend's recording lock; flushes a full
+// batch) and end it (releases it): around the dispatches of a plan's run
+// (vk_run_begin, vk_run_end) or of an optimizer call.
+void vk_record_begin(void);
+void vk_record_end(void);
 void vk_run_begin(vk_run *r, const gk_plan *plan);
 void vk_run_end(vk_run *r);
-// The argument as a contiguous f32/i32 binding: bound in place, or gathered
-// (inputs; outputs that accumulate) into a temporary.
+// While recording: submit the batch, wait for it, and copy `bytes` from
+// `temp` (a temporary's host address from vk_temp) to dst before the
+// temporaries are released.
+gk_status vk_flush_read(const void *temp, void *dst, size_t bytes);
+// A tensor in a buffer of the backend (any strides) as a contiguous f32/i32
+// binding: where it lies when it is one (contiguous f32/i32 at an aligned
+// offset), else a temporary (*temp), gathered unless it is an output that is
+// only written (load false). An output in a temporary goes back with
+// vk_scatter after the dispatches that write it.
+gk_status vk_bind(const gk_tensor *t, bool output, bool load, vk_binding *out, bool *temp);
+gk_status vk_scatter(const gk_tensor *t, vk_binding from);
+// The argument as a contiguous f32/i32 binding (vk_bind), its temporary
+// gathered for inputs and outputs that accumulate; vk_scatter_outputs
+// scatters the outputs' temporaries back.
 gk_status vk_bind_input(vk_run *r, gk_arg_kind k, const gk_tensor *t);
 gk_status vk_bind_output(vk_run *r, gk_arg_kind k, const gk_tensor *t, bool accumulates);
 // Gather any view of a tensor in a buffer of the backend (any strides,
 // stride 0 for broadcast) into a new contiguous f32/i32 temporary.
 gk_status vk_gather(const gk_tensor *view, vk_binding *out);
-// Scatter the temporaries of the outputs back into their tensors.
 gk_status vk_scatter_outputs(vk_run *r);
 // A temporary of `bytes` bytes (contents undefined), live until the batch
 // ends; *host, when not NULL, gets its host address for the host to write
