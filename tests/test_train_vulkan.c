@@ -78,7 +78,8 @@ static gk_status update(gk_model *m, gk_tensor mo, gk_tensor v, int64_t step, do
 
 typedef struct trained {
   double loss[STEPS], norm[STEPS];
-  float *grad0, *weights;  // the first step's gradients, the last weights (n_total each)
+  int64_t n;               // parameters
+  float *grad0, *weights;  // the first step's gradients, the last weights (n each; the caller frees them)
 } trained;
 
 // STEPS steps on the Vulkan device (on_device) or the CPU.
@@ -90,7 +91,11 @@ static bool train(const model_case *mc, const gk_task *task, bool on_device, tra
   gk_buffer *moments = NULL;
   bool ok = gk_model_init(&m, &c, 7) == GK_SUCCESS;
   size_t bytes = sizeof(float) * (size_t)m.n_total;
+  out->n = m.n_total;
+  out->grad0 = ok ? malloc(bytes) : NULL;
+  out->weights = ok ? malloc(bytes) : NULL;
   float *host_moments = ok ? calloc(2, bytes) : NULL;
+  ok = ok && out->grad0 && out->weights && host_moments;
   gk_tensor mo = gk_t1(host_moments, m.n_total), v = gk_t1(host_moments + m.n_total, m.n_total);
   if (ok && on_device) {
     ok = gk_model_to_device(&m, GK_BACKEND_VULKAN) == GK_SUCCESS &&
@@ -125,34 +130,13 @@ static bool train(const model_case *mc, const gk_task *task, bool on_device, tra
   return ok;
 }
 
-static double rel_l2(const float *got, const float *want, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
-    den += (double)want[i] * want[i];
-  }
-  return sqrt(num / (den > 0 ? den : 1));
-}
-
 static void test_against_cpu(const model_case *mc, const gk_task *task) {
-  gk_model probe;
-  gk_model_config c = config_of(mc, task->vocab_size);
-  if (gk_model_init(&probe, &c, 7) != GK_SUCCESS) {
-    check(false, "%s: %s", mc->name, gk_last_error());
-    return;
-  }
-  int64_t n = probe.n_total;
-  gk_model_free(&probe);
   trained *t = calloc(2, sizeof *t);
-  for (int k = 0; t && k < 2; k++) {
-    t[k].grad0 = malloc(sizeof(float) * (size_t)n);
-    t[k].weights = malloc(sizeof(float) * (size_t)n);
-  }
-  if (!t || !t[0].grad0 || !t[1].grad0 || !t[0].weights || !t[1].weights) {
+  if (!t) {
     check(false, "%s: no memory", mc->name);
   } else if (train(mc, task, false, &t[0]) && train(mc, task, true, &t[1])) {
     const trained *cpu = &t[0], *dev = &t[1];
-    double gerr = rel_l2(dev->grad0, cpu->grad0, n), werr = rel_l2(dev->weights, cpu->weights, n);
+    double gerr = rel_l2(dev->grad0, cpu->grad0, cpu->n), werr = rel_l2(dev->weights, cpu->weights, cpu->n);
     double worst = 0, worst_norm = 0;
     int worst_step = 0;
     for (int s = 0; s < STEPS; s++) {

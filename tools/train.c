@@ -68,7 +68,7 @@ typedef struct trainer {
   // --device vulkan: the training run, the AdamW moments (exp_avg then
   // exp_avg_sq, n_total each) and the model's device copy live on the
   // device; the host copies (weights, moments) are brought up to date
-  // before each evaluation and checkpoint (to_host). Evaluation runs on
+  // before each evaluation and checkpoint (sync_device). Evaluation runs on
   // the host.
   gk_buffer *dev_moments;
   int64_t step;                    // steps done
@@ -721,24 +721,19 @@ static gk_tensor moments(const trainer *t, int which) {
 }
 
 // --device vulkan: the device's weights, gradients and moments into the
-// host copies (to_host), or the host's weights and moments onto the device
-// (after resuming).
-static gk_status to_host(trainer *t) {
+// host copies (up = false: before evaluating or saving), or the host's
+// weights and moments onto the device (up: after setting up or resuming).
+static gk_status sync_device(trainer *t, bool up) {
   if (!t->dev_moments) return GK_SUCCESS;
   size_t bytes = sizeof(float) * (size_t)t->model.n_total;
-  gk_status s = gk_model_download(&t->model);
-  if (s == GK_SUCCESS) s = gk_buffer_download(t->dev_moments, 0, t->exp_avg, bytes);
-  return s == GK_SUCCESS ? gk_buffer_download(t->dev_moments, bytes, t->exp_avg_sq, bytes) : s;
+  gk_status s = up ? gk_model_upload(&t->model) : gk_model_download(&t->model);
+  for (int k = 0; k < 2 && s == GK_SUCCESS; k++) {
+    float *host = k ? t->exp_avg_sq : t->exp_avg;
+    s = up ? gk_buffer_upload(t->dev_moments, k * bytes, host, bytes)
+           : gk_buffer_download(t->dev_moments, k * bytes, host, bytes);
+  }
+  return s;
 }
-
-static gk_status to_device(trainer *t) {
-  if (!t->dev_moments) return GK_SUCCESS;
-  size_t bytes = sizeof(float) * (size_t)t->model.n_total;
-  gk_status s = gk_model_upload(&t->model);
-  if (s == GK_SUCCESS) s = gk_buffer_upload(t->dev_moments, 0, t->exp_avg, bytes);
-  return s == GK_SUCCESS ? gk_buffer_upload(t->dev_moments, bytes, t->exp_avg_sq, bytes) : s;
-}
-
 
 // `path` made absolute against the working directory (malloc'd; NULL on failure).
 static char *absolute_path(const char *path) {
@@ -824,7 +819,7 @@ static gk_status setup_here(trainer *t) {
   if (!t->exp_avg || !t->exp_avg_sq || !t->inputs || !t->targets || !t->loss_x || !t->loss_y || !t->eval_x ||
       !t->eval_y)
     return gk_nn_fail(GK_ERR_OUT_OF_MEMORY, "train: no memory for the optimizer state");
-  if ((s = to_device(t)) != GK_SUCCESS) return s;  // the zero moments
+  if ((s = sync_device(t, true)) != GK_SUCCESS) return s;  // the zero moments
   if (t->world > 1 && (s = gk_grad_sync_create(t->dist, &t->model, a->zero, &t->sync)) != GK_SUCCESS) return s;
   if (t->world > 1) gk_run_on_grads_ready(t->run, gk_grad_sync_ready, t->sync);
   return GK_SUCCESS;
@@ -842,7 +837,7 @@ static gk_status setup(trainer *t) {
     return GK_ERR_INVALID_VALUE;
   }
   if (s != GK_SUCCESS) return s;
-  if (a->resume && ((s = resume(t)) != GK_SUCCESS || (s = to_device(t)) != GK_SUCCESS)) return s;
+  if (a->resume && ((s = resume(t)) != GK_SUCCESS || (s = sync_device(t, true)) != GK_SUCCESS)) return s;
   if (t->step > a->steps)
     return gk_nn_fail(GK_ERR_INVALID_VALUE, "--resume: the checkpoint is at step %lld, past --steps %lld",
                    (long long)t->step, (long long)a->steps);
@@ -1090,7 +1085,7 @@ static int train_main(trainer *tp) {
     bool last = t.step == a->steps || (a->stop_after > 0 && t.step - first == a->stop_after) || stop;
     bool eval = (a->eval_every > 0 && t.step % a->eval_every == 0) || last;
     bool save = a->checkpoint && ((a->checkpoint_every > 0 && t.step % a->checkpoint_every == 0) || last);
-    if ((eval || save) && to_host(&t) != GK_SUCCESS) {
+    if ((eval || save) && sync_device(&t, false) != GK_SUCCESS) {
       rc = fail("copying the state from the device");
       break;
     }

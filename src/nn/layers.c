@@ -230,26 +230,24 @@ static gk_buffer *run_buffer(const gk_run *r, const void *p, size_t *offset) {
   return NULL;
 }
 
-gk_status gk_run_upload(const gk_run *r, void *p, const void *src, size_t bytes) {
+// Bytes between host memory and p in the run's memory, either way (up: to p).
+static gk_status run_copy(const gk_run *r, void *p, void *host, size_t bytes, bool up) {
   if (r->backend == GK_BACKEND_AUTO) {
-    memcpy(p, src, bytes);
+    memcpy(up ? p : host, up ? host : p, bytes);
     return GK_SUCCESS;
   }
   size_t offset;
   gk_buffer *b = run_buffer(r, p, &offset);
   if (!b) return gk_nn_fail(GK_ERR_INTERNAL, "model: %p is in none of the run's device buffers", p);
-  return gk_buffer_upload(b, offset, src, bytes);
+  return up ? gk_buffer_upload(b, offset, host, bytes) : gk_buffer_download(b, offset, host, bytes);
+}
+
+gk_status gk_run_upload(const gk_run *r, void *p, const void *src, size_t bytes) {
+  return run_copy(r, p, (void *)src, bytes, true);
 }
 
 gk_status gk_run_download(const gk_run *r, const void *p, void *dst, size_t bytes) {
-  if (r->backend == GK_BACKEND_AUTO) {
-    memcpy(dst, p, bytes);
-    return GK_SUCCESS;
-  }
-  size_t offset;
-  gk_buffer *b = run_buffer(r, p, &offset);
-  if (!b) return gk_nn_fail(GK_ERR_INTERNAL, "model: %p is in none of the run's device buffers", p);
-  return gk_buffer_download(b, offset, dst, bytes);
+  return run_copy(r, (void *)p, dst, bytes, false);
 }
 
 // ---------------------------------------------------------------- generation
