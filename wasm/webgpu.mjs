@@ -62,6 +62,13 @@ export async function nodeDevice({ backend = process.env.GK_DAWN_BACKEND || 'ope
   return { device: await requestDevice(adapter), adapter, gpu };
 }
 
+// An adapter's GPUAdapterInfo in a line: "llvmpipe-llvm-15-0-6-256-bits-
+// OpenGL version OpenGL ES 3.2 Mesa 22.3.6" (what it has of vendor,
+// architecture, device and description).
+export function adapterDescription(info) {
+  return ['vendor', 'architecture', 'device', 'description'].map((k) => info?.[k]).filter(Boolean).join(' ');
+}
+
 // ---------------------------------------------------------------- device thread
 
 // Runs the workers' batches on `device`, in order.
@@ -80,11 +87,11 @@ export class WebGpuHost {
     device.lost.then((info) => { this.error ??= `the device was lost (${info.reason}): ${info.message}`; });
   }
 
-  // What a worker's workerLink needs: the device's limits and the shared
-  // control words.
+  // What a worker's workerLink needs: the device's limits, its adapter's
+  // description and the shared control words.
   linkData() {
     const limits = LIMITS.map((name) => Math.min(this.device.limits[name], 0xffffffff));
-    return { limits, control: new SharedArrayBuffer(16) };
+    return { limits, description: adapterDescription(this.device.adapterInfo), control: new SharedArrayBuffer(16) };
   }
 
   // Take the batches a worker posts (a Worker or worker_threads Worker).
@@ -230,7 +237,7 @@ export class WebGpuHost {
 // The worker's end of a link: `data` from WebGpuHost.linkData() (passed to
 // the worker), `post` posts a message to the device thread.
 export function workerLink(data, post) {
-  return { limits: data.limits, control: new Int32Array(data.control), post };
+  return { limits: data.limits, description: data.description ?? '', control: new Int32Array(data.control), post };
 }
 
 // The "gk_webgpu" imports over `link` (null: no device, `reason` says why).
@@ -260,16 +267,17 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
     return status;
   };
   return {
-    device_info(reasonPtr, cap, limitsPtr) {
+    device_info(textPtr, cap, limitsPtr) {
       if (!link) {
-        writeText(reason, reasonPtr, cap);
+        writeText(reason, textPtr, cap);
         return 0;
       }
       if (!shared) {
-        writeText('SharedArrayBuffer is not available (a page needs COOP/COEP headers)', reasonPtr, cap);
+        writeText('SharedArrayBuffer is not available (a page needs COOP/COEP headers)', textPtr, cap);
         return 0;
       }
       new Uint32Array(memory().buffer, limitsPtr, link.limits.length).set(link.limits);
+      writeText(link.description, textPtr, cap);
       return 1;
     },
     buffer_create(id, size) { batch.push(['create', id, size]); },
