@@ -44,6 +44,11 @@ export async function requestDevice(adapter) {
   return adapter.requestDevice({ requiredLimits });
 }
 
+// Dawn's instances (webgpu.create): a device dies with its instance (the
+// process aborts once the instance is garbage-collected), so they are kept
+// for the life of the process.
+const dawnInstances = [];
+
 // Node: a device from the npm package `webgpu` (Dawn). backend: Dawn's
 // backend ('opengles' by default: Mesa's llvmpipe through EGL without a
 // display; 'vulkan' for lavapipe or a real GPU). { device, adapter } or
@@ -57,9 +62,10 @@ export async function nodeDevice({ backend = process.env.GK_DAWN_BACKEND || 'ope
     return { device: null, reason: `the npm package 'webgpu' is not installed (npm ci): ${e.message}` };
   }
   const gpu = webgpu.create([`backend=${backend}`]);
+  dawnInstances.push(gpu);
   const adapter = await gpu.requestAdapter({ featureLevel: 'compatibility' });
   if (!adapter) return { device: null, reason: `Dawn's ${backend} backend found no adapter` };
-  return { device: await requestDevice(adapter), adapter, gpu };
+  return { device: await requestDevice(adapter), adapter };
 }
 
 // An adapter's GPUAdapterInfo in a line: "llvmpipe-llvm-15-0-6-256-bits-

@@ -21,12 +21,11 @@
 //   node tests/web/test_training_page.mjs --gradkern build/gradkern --out DIR
 //        [--root DIR] [--steps N] [--max-loss X]
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { launchChromium, openTrainingPage, trainInPage } from './browser.mjs';
-import { imageStats, readPng } from './png.mjs';
+import { checkScreenshot, launchChromium, openTrainingPage, trainInPage } from './browser.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const run = promisify(execFile);
@@ -82,13 +81,16 @@ const { server, url } = await startServer({ port: 0, root: opts.root });
 
 try {
   // ------------------------------------------------------------- training
-  const { page, env, errors } = await openTrainingPage(browser, url, { steps: opts.steps, 'eval-every': 0, seed: 1 });
+  const { page, env, errors } = await openTrainingPage(browser, url, { steps: opts.steps, 'eval-every': 0, seed: 1,
+                                                                        backend: 'wasm' });
   const cdp = await page.createCDPSession();
   await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
   if (!check(env.state === 'ready', `the page loaded the module (${seconds()} s): ${env.error ?? env.text}`))
     throw new Error('the page did not load');
   check(env.isolated, 'the page is cross-origin isolated (COOP/COEP headers)');
   check(env.text.includes('SIMD: yes'), 'the page runs the SIMD module');
+  check(env.backend === 'wasm' && /on the CPU in WebAssembly/.test(env.note),
+        `the page trains in WebAssembly, as ?backend=wasm asks: ${env.note}`);
 
   const result = await trainInPage(page);
   if (!check(result.state === 'done', `training finished in the page (${result.seconds.toFixed(1)} s): ` +
@@ -107,21 +109,7 @@ try {
   check(errors.length === 0, `no errors on the page${errors.length ? ': ' + errors.join('; ') : ''}`);
 
   // ----------------------------------------------------------- screenshot
-  const shotPath = join(opts.out, 'training_page.png');
-  await page.screenshot({ path: shotPath, fullPage: true });
-  const image = readPng(readFileSync(shotPath));
-  const stats = imageStats(image);
-  check(stats.variance > 200 && stats.colours >= 32,
-        `the screenshot ${shotPath} is not blank: ${image.width}x${image.height}, luminance variance ` +
-        `${stats.variance.toFixed(0)} (> 200), ${stats.colours} colours (>= 32)`);
-  // The training-loss line is drawn in #2563eb.
-  let linePixels = 0;
-  for (let i = 0; i < image.width * image.height; i++) {
-    const p = i * image.channels;
-    if (Math.abs(image.pixels[p] - 0x25) + Math.abs(image.pixels[p + 1] - 0x63) + Math.abs(image.pixels[p + 2] - 0xeb) < 40)
-      linePixels++;
-  }
-  check(linePixels > 300, `the plot shows the loss line (${linePixels} pixels of its colour)`);
+  await checkScreenshot(page, join(opts.out, 'training_page.png'), check);
 
   // ------------------------------------------------------------- download
   // Presses Download and waits for the file `name` to arrive; its path.
