@@ -136,15 +136,6 @@ static bool train(const device_train *dt, const model_case *mc, const gk_task *t
   return ok;
 }
 
-static double rel_l2(const float *got, const float *want, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
-    den += (double)want[i] * want[i];
-  }
-  return sqrt(num / (den > 0 ? den : 1));
-}
-
 static void trained_free(trained *t) {
   free(t->loss);
   free(t->norm);

@@ -186,6 +186,17 @@ static inline double tcompare(const gk_tensor *got, const gk_tensor *want, tol t
   return worst;
 }
 
+// ||got - want|| / ||want|| (L2 over n f32 values; ||want|| = 0 counts as 1):
+// how far a whole run's gradients or weights are from another run's.
+static inline double rel_l2(const float *got, const float *want, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+    den += (double)want[i] * want[i];
+  }
+  return sqrt(num / (den > 0 ? den : 1));
+}
+
 static inline bool tbits_equal(const gk_tensor *a, const gk_tensor *b) {
   int64_t n = gk_tensor_numel(a);
   size_t es = gk_dtype_size(a->dtype);

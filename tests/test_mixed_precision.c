@@ -104,15 +104,6 @@ static bool train(const model_case *mc, const gk_task *task, gk_dtype dtype, dou
   return ok;
 }
 
-static double rel_l2(const float *got, const float *want, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
-    den += (double)want[i] * want[i];
-  }
-  return sqrt(num / (den > 0 ? den : 1));
-}
-
 static void test_against_f32(const model_case *mc, const gk_task *task) {
   gk_model probe;
   gk_model_config c = config_of(mc, task->vocab_size);

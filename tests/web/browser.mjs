@@ -2,9 +2,10 @@
 // flags that work on this project's machines (as root, no GPU, a fresh
 // profile), the training page's run as a user makes it, and the check of
 // its screenshot.
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { imageStats, readPng } from './png.mjs';
 
 // Throws an Error naming what is missing when Chromium or puppeteer-core is.
@@ -40,6 +41,22 @@ export async function launchChromium({ webgpu = false } = {}) {
     }
   });
   return browser;
+}
+
+// What a test of the training page needs before it starts, else
+// fatal(reason): the native command (opts.gradkern), opts.out (made here),
+// opts.steps of at least minSteps, the page and the module under opts.root.
+// Returns web/serve.mjs's startServer.
+export async function pagePrerequisites(opts, fatal, minSteps) {
+  if (!opts.gradkern || !existsSync(opts.gradkern))
+    fatal(`cannot run: --gradkern '${opts.gradkern}' (the native command) is missing`);
+  if (!opts.out) fatal('cannot run: --out DIR (where the screenshots go) is missing');
+  if (!Number.isInteger(opts.steps) || opts.steps < minSteps)
+    fatal(`--steps ${opts.steps}: must be a whole number of at least ${minSteps}`);
+  for (const file of ['web/index.html', 'wasm/gradkern.mjs', 'build/wasm/gradkern.wasm'])
+    if (!existsSync(join(opts.root, file))) fatal(`cannot run: ${join(opts.root, file)} is missing (make wasm builds the module)`);
+  mkdirSync(opts.out, { recursive: true });
+  return (await import(pathToFileURL(join(opts.root, 'web', 'serve.mjs')).href)).startServer;
 }
 
 // Opens the training page at `url` in a new tab of `browser` with the form

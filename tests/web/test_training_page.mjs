@@ -23,49 +23,22 @@
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { checkScreenshot, launchChromium, openTrainingPage, trainInPage } from './browser.mjs';
+import { checkScreenshot, launchChromium, openTrainingPage, pagePrerequisites, trainInPage } from './browser.mjs';
+import { readOptions, tally } from './cli.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const run = promisify(execFile);
 
-const opts = { root: resolve(here, '..', '..'), steps: 40, maxLoss: 2.15, gradkern: null, out: null };
-const argv = process.argv.slice(2);
-for (let i = 0; i < argv.length; i += 2) {
-  const [name, value] = [argv[i], argv[i + 1]];
-  if (value === undefined) throw new Error(`${name} needs a value`);
-  if (name === '--root') opts.root = resolve(value);
-  else if (name === '--steps') opts.steps = Number(value);
-  else if (name === '--max-loss') opts.maxLoss = Number(value);
-  else if (name === '--gradkern') opts.gradkern = resolve(value);
-  else if (name === '--out') opts.out = resolve(value);
-  else throw new Error(`unknown option ${name}`);
-}
-
-let failures = 0;
-const check = (ok, what) => {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-  return ok;
-};
-const fatal = (message) => {
-  console.log(`FAIL ${message}`);
-  process.exit(1);
-};
+const opts = readOptions({ root: resolve(here, '..', '..'), steps: 40, maxLoss: 2.15, gradkern: null, out: null });
+const { check, fatal, finish } = tally();
 
 // ------------------------------------------------------------ prerequisites
 
-if (!opts.gradkern || !existsSync(opts.gradkern)) fatal(`cannot run: --gradkern '${opts.gradkern}' (the native command) is missing`);
-if (!opts.out) fatal('cannot run: --out DIR (where the screenshot and checkpoint go) is missing');
-if (!Number.isInteger(opts.steps) || opts.steps < 11) fatal(`--steps ${opts.steps}: must be a whole number of at least 11`);
-for (const file of ['web/index.html', 'wasm/gradkern.mjs', 'build/wasm/gradkern.wasm'])
-  if (!existsSync(join(opts.root, file))) fatal(`cannot run: ${join(opts.root, file)} is missing (make wasm builds the module)`);
-const { startServer } = await import(pathToFileURL(join(opts.root, 'web', 'serve.mjs')).href);
-
+const startServer = await pagePrerequisites(opts, fatal, 11);
 const textFile = join(opts.root, 'README.md');
 if (!existsSync(textFile)) fatal(`cannot run: ${textFile} (the text the text task learns) is missing`);
-mkdirSync(opts.out, { recursive: true });
 const downloads = join(opts.out, 'downloads');
 rmSync(downloads, { recursive: true, force: true });
 mkdirSync(downloads);
@@ -179,5 +152,4 @@ try {
   await browser.close();
   server.close();
 }
-console.log(`${failures ? `FAILED: ${failures} checks` : 'passed'} (${seconds()} s)`);
-process.exit(failures ? 1 : 0);
+finish(` (${seconds()} s)`);

@@ -15,42 +15,17 @@
 //
 //   node tests/web/test_training_page_webgpu.mjs --gradkern build/gradkern --out DIR [--root DIR] [--steps N]
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { checkScreenshot, launchChromium, openTrainingPage, trainInPage } from './browser.mjs';
+import { checkScreenshot, launchChromium, openTrainingPage, pagePrerequisites, trainInPage } from './browser.mjs';
+import { readOptions, tally } from './cli.mjs';
 
-const opts = { root: resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'), steps: 6, gradkern: null, out: null };
-const argv = process.argv.slice(2);
-for (let i = 0; i < argv.length; i += 2) {
-  const [name, value] = [argv[i], argv[i + 1]];
-  if (value === undefined) throw new Error(`${name} needs a value`);
-  if (name === '--root') opts.root = resolve(value);
-  else if (name === '--steps') opts.steps = Number(value);
-  else if (name === '--gradkern') opts.gradkern = resolve(value);
-  else if (name === '--out') opts.out = resolve(value);
-  else throw new Error(`unknown option ${name}`);
-}
+const opts = readOptions({ root: resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'), steps: 6,
+                          gradkern: null, out: null });
+const { check, fatal, finish } = tally();
 
-let failures = 0;
-const check = (ok, what) => {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-  return ok;
-};
-const fatal = (message) => {
-  console.log(`FAIL ${message}`);
-  process.exit(1);
-};
-
-if (!opts.gradkern || !existsSync(opts.gradkern)) fatal(`cannot run: --gradkern '${opts.gradkern}' (the native command) is missing`);
-if (!opts.out) fatal('cannot run: --out DIR (where the screenshot goes) is missing');
-if (!Number.isInteger(opts.steps) || opts.steps < 4) fatal(`--steps ${opts.steps}: must be a whole number of at least 4`);
-for (const file of ['web/index.html', 'wasm/gradkern.mjs', 'build/wasm/gradkern.wasm'])
-  if (!existsSync(join(opts.root, file))) fatal(`cannot run: ${join(opts.root, file)} is missing (make wasm builds the module)`);
-const { startServer } = await import(pathToFileURL(join(opts.root, 'web', 'serve.mjs')).href);
-mkdirSync(opts.out, { recursive: true });
+const startServer = await pagePrerequisites(opts, fatal, 4);
 
 const started = Date.now();
 const seconds = () => ((Date.now() - started) / 1000).toFixed(1);
@@ -104,5 +79,4 @@ try {
   await browser.close();
   server.close();
 }
-console.log(`${failures ? `FAILED: ${failures} checks` : 'passed'} (${seconds()} s)`);
-process.exit(failures ? 1 : 0);
+finish(` (${seconds()} s)`);
