@@ -6,8 +6,9 @@
 // (device_train.h: the first gradients, every loss, the falling loss, the
 // last weights, what a device run refuses); then AdamW and clipping on
 // WebGPU tensors against the same calls on host copies, and their bad input
-// (device_optim.h), with one tensor past 65535 workgroups of 64. Fails, with
-// the reason, without a WebGPU device.
+// (device_optim.h), with one tensor past 65535 workgroups of 64 (and past
+// one of the optimizers' 4M-element pieces). Fails, with the reason,
+// without a WebGPU device.
 #define _POSIX_C_SOURCE 200809L  // clock_gettime (device_train.h)
 #include "device_optim.h"
 #include "device_train.h"

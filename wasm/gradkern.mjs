@@ -868,8 +868,9 @@ if (isNode) {
   } else if (isMainThread && process.argv[1]) {
     const { pathToFileURL } = await import('node:url');
     const { realpathSync } = await import('node:fs');
-    // (Not awaited: with --device webgpu, Dawn crashes while the module's evaluation is pending.)
-    if (import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href)
-      main(process.argv.slice(2)).then((code) => { if (code !== null) process.exitCode = code; });
+    if (import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
+      const code = await main(process.argv.slice(2));
+      if (code !== null) process.exitCode = code;
+    }
   }
 }

@@ -35,7 +35,7 @@ function setState(state) {
   page.state = state;
   document.body.dataset.state = state;
   $('train').disabled = state !== 'ready' && state !== 'done' && state !== 'error';
-  $('backend').disabled = state === 'loading' || state === 'training';
+  $('backend').disabled = page.webgpu === null || state === 'training';
   $('stop').disabled = state !== 'training' || stopFlag === null;
   $('download').disabled = checkpoint === null || state === 'training';
 }
@@ -164,6 +164,7 @@ async function linkWebgpu() {
     return { link: null, reason: `WebGPU: ${err.message}` };
   }
 }
+
 // The backend control after the module loaded: WebGPU when it has a device
 // (unless the URL asks for wasm), else WebAssembly.
 function chooseBackend(webgpu) {
