@@ -381,7 +381,9 @@ typedef enum gk_backend {
   GK_BACKEND_WEBGPU = 5, ///< WGSL compute shaders on the host's WebGPU device (WebAssembly build only)
 } gk_backend;
 
-/// "auto", a registered backend's name ("cpu", "ref"), "cuda" or "?".
+/// "auto", a registered backend's name ("cpu", "ref"), the name of a
+/// built-in backend this library was built without ("cuda", "vulkan",
+/// "webgpu"), or "?".
 const char *gk_backend_name(gk_backend backend);
 
 /// One registered backend. Which backends exist is decided when the library

@@ -186,8 +186,8 @@ static inline double tcompare(const gk_tensor *got, const gk_tensor *want, tol t
   return worst;
 }
 
-// ||got - want|| / ||want|| over n floats (the model tests' gradients,
-// weights and logits).
+// ||got - want|| / ||want|| (L2 over n f32 values; ||want|| = 0 counts as 1):
+// how far a whole run's gradients or weights are from another run's.
 static inline double rel_l2(const float *got, const float *want, int64_t n) {
   double num = 0, den = 0;
   for (int64_t i = 0; i < n; i++) {

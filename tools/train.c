@@ -6,8 +6,8 @@
 // dt_bias without decay) at the scheduled learning rate. With --dtype bf16
 // or f16 the runs compute in 16 bits over f32 master weights (mixed
 // precision, src/nn/model.h); f16 scales the loss dynamically and skips the
-// steps whose gradients overflow. With --device vulkan, forward, backward,
-// clipping and AdamW run on the Vulkan device. Every eval_every
+// steps whose gradients overflow. With --device vulkan or webgpu, forward,
+// backward, clipping and AdamW run on that device. Every eval_every
 // steps and at the end: held-out loss and token accuracy (synthetic tasks)
 // or bits per byte (text). Checkpoints (safetensors: weights by name, AdamW
 // moments, and metadata described at "checkpoints" below) are written
@@ -65,8 +65,8 @@ typedef struct trainer {
   gk_model model;
   gk_run *run, *eval_run;
   float *exp_avg, *exp_avg_sq;
-  // --device vulkan: the training run, the AdamW moments (exp_avg then
-  // exp_avg_sq, n_total each) and the model's device copy live on the
+  // --device vulkan|webgpu: the training run, the AdamW moments (exp_avg
+  // then exp_avg_sq, n_total each) and the model's device copy live on the
   // device; the host copies (weights, moments) are brought up to date
   // before each evaluation and checkpoint (sync_device). Evaluation runs on
   // the host.
@@ -711,7 +711,7 @@ static gk_tensor part(gk_tensor all, int64_t first, int64_t n) {
 }
 
 // The AdamW moments (which 0: exp_avg, 1: exp_avg_sq) of this rank's shard,
-// on the device with --device vulkan.
+// on the device with --device vulkan|webgpu.
 static gk_tensor moments(const trainer *t, int which) {
   int64_t n = t->hi - t->lo;
   if (!t->dev_moments) return gk_t1(which ? t->exp_avg_sq : t->exp_avg, n);
@@ -720,7 +720,7 @@ static gk_tensor moments(const trainer *t, int which) {
   return v;
 }
 
-// --device vulkan: the device's weights, gradients and moments into the
+// --device vulkan|webgpu: the device's weights, gradients and moments into the
 // host copies (up = false: before evaluating or saving), or the host's
 // weights and moments onto the device (up: after setting up or resuming).
 static gk_status sync_device(trainer *t, bool up) {

@@ -113,7 +113,8 @@ static const choice model_choices[] = {{"mamba", GK_MODEL_MAMBA}, {"llama", GK_M
 static const choice task_choices[] = {
     {"copy", GK_TASK_COPY}, {"induction", GK_TASK_INDUCTION}, {"text", GK_TASK_TEXT}, {NULL, 0}};
 static const choice dtype_choices[] = {{"f32", GK_F32}, {"bf16", GK_BF16}, {"f16", GK_F16}, {NULL, 0}};
-static const choice device_choices[] = {{"cpu", GK_BACKEND_CPU}, {"vulkan", GK_BACKEND_VULKAN}, {NULL, 0}};
+static const choice device_choices[] = {
+    {"cpu", GK_BACKEND_CPU}, {"vulkan", GK_BACKEND_VULKAN}, {"webgpu", GK_BACKEND_WEBGPU}, {NULL, 0}};
 
 #define T(field) offsetof(gk_train_args, field)
 static const option train_opts[] = {
@@ -129,9 +130,10 @@ static const option train_opts[] = {
     {NULL, "--dtype", "f32|bf16|f16", K_CHOICE, T(dtype), 0, 0, 0, dtype_choices, 0, 0,
      "compute precision: bf16/f16 run the model in 16 bits over f32 master weights (f32 sums, loss, AdamW, "
      "checkpoints); f16 adds dynamic loss scaling"},
-    {NULL, "--device", "cpu|vulkan", K_CHOICE, T(device), 0, 0, 0, device_choices, 0, 0,
-     "where training runs: vulkan runs forward, backward, clipping and AdamW on the Vulkan device "
-     "($GK_VULKAN_DEVICE picks one; f32 only), evaluation on the host"},
+    {NULL, "--device", "cpu|vulkan|webgpu", K_CHOICE, T(device), 0, 0, 0, device_choices, 0, 0,
+     "where training runs: vulkan and webgpu run forward, backward, clipping and AdamW on the device (f32 "
+     "only), evaluation on the host; vulkan: the Vulkan device ($GK_VULKAN_DEVICE picks one); webgpu: the "
+     "WebAssembly build only (node wasm/gradkern.mjs train, the web page) on the host's WebGPU device"},
     {"task and data", "--task", "copy|induction|text", K_CHOICE, T(task), 0, 0, 0, task_choices, 0, 0,
      "the task (text: bytes of --data)"},
     {NULL, "--data", "FILE", K_STRING, T(data), 0, 0, 0, NULL, 0, 0,

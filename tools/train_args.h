@@ -50,7 +50,7 @@ typedef struct gk_train_args {
   int threads;                // --threads: CPU threads (0: GK_NUM_THREADS, else all processors)
   uint64_t seed;              // --seed: weights and data
   gk_dtype dtype;             // --dtype f32|bf16|f16 (16-bit compute over f32 master weights; f16: loss scaling)
-  gk_backend device;          // --device cpu|vulkan: where training runs (GK_BACKEND_CPU or GK_BACKEND_VULKAN)
+  gk_backend device;          // --device cpu|vulkan|webgpu: where training runs (GK_BACKEND_CPU, _VULKAN, _WEBGPU)
   int selection;              // 1; 0 with --no-selection (delta, B, C input-independent)
   int64_t eval_every;         // --eval-every K: evaluate every K steps (0: only at the end)
   int eval_batches;           // --eval-batches N: batches per evaluation

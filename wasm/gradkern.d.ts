@@ -72,7 +72,8 @@ export interface TrainStep { step: number; steps: number; loss: number; lr: numb
 export interface TrainEval { step: number; loss: number; accuracy: number; }
 
 export interface TrainOptions {
-  /** The options of `gradkern train` (see `--help`), e.g. ['--steps', '300', '--checkpoint', 'run.safetensors']. */
+  /** The options of `gradkern train` (see `--help`), e.g. ['--steps', '300', '--checkpoint', 'run.safetensors'];
+   *  '--device', 'webgpu' trains on the WebGPU device of a module loaded with one (LoadOptions.webgpu). */
   args?: string[];
   /** Files put in the module's file system before the run, by path ('/book.txt' or 'book.txt': both are '/book.txt'). */
   files?: Record<string, Uint8Array>;
@@ -94,6 +95,9 @@ export interface TrainResult {
   files: Record<string, Uint8Array>;
 }
 
+/** A backend of the module (gk_backend_get): `device` describes its device ('' on the host: ref, cpu). */
+export interface BackendInfo { name: string; available: boolean; reason: string; device: string; }
+
 export interface GradKern {
   readonly version: string;                // gk_version()
   readonly simd: boolean;                  // the SIMD module (gradkern.wasm) or the plain one (gradkern-plain.wasm)
@@ -110,6 +114,9 @@ export interface GradKern {
    * Files live in memory in the module (see TrainOptions.files / TrainResult.files).
    */
   train(options?: TrainOptions): TrainResult;
+  /** The backends of this module, in the order the library tries them: ref, cpu, and webgpu, which is available
+   *  when the module was loaded with a link to a device (LoadOptions.webgpu); else `reason` says why not. */
+  backends(): BackendInfo[];
   /** gk_set_num_threads / gk_get_num_threads (this build has no threads: always 1). */
   setNumThreads(n: number): void;
   getNumThreads(): number;

@@ -14,7 +14,7 @@
 // The WebGPU backend's imports come from webgpu.mjs: loaded in a worker with
 // options.webgpu (a link to the thread holding the GPUDevice) the backend
 // "webgpu" runs there; without it, it is listed as unavailable.
-import { webgpuImports } from './webgpu.mjs';
+import { webgpuImports, workerLink } from './webgpu.mjs';
 
 const DTYPES = ['f32', 'f64', 'f16', 'bf16', 'i32', 'i64'];
 const ARRAYS = { f32: Float32Array, f64: Float64Array, f16: Uint16Array, bf16: Uint16Array, i32: Int32Array,
@@ -617,6 +617,24 @@ class GradKern {
     }
   }
 
+  // The registered backends (see gradkern.d.ts).
+  backends() {
+    const e = this.exports, list = [];
+    const out = this.alloc(12);
+    try {
+      for (let i = 0; ; i++) {
+        const name = e.gkjs_backend(i, out, out + 4);
+        if (!name) break;
+        const [available, reason, device] = new Uint32Array(this.memory.buffer, out, 3);
+        list.push({ name: this.cString(name), available: available === 1, reason: this.cString(reason),
+                    device: this.cString(device) });
+      }
+    } finally {
+      e.free(out);
+    }
+    return list;
+  }
+
   setNumThreads(n) {
     const status = this.exports.gk_set_num_threads(n);
     if (status !== 0) throw this.lastError(status);
@@ -789,28 +807,70 @@ export async function load(options = {}) {
 
 // ---------------------------------------------------------------- the program
 
+// Whether `gradkern train` options ask for --device webgpu.
+const asksWebgpu = (args) => args.some((a, i) => a === '--device=webgpu' || (a === '--device' && args[i + 1] === 'webgpu'));
+
+// `gradkern train args` on this machine's files (the module's working
+// directory set to `cwd`), with the GK_ variables of `env`, its output to
+// this process's stdout and stderr; webgpu: a worker's link to the device.
+async function trainOnHostFiles({ args, env, cwd, terminal, module, webgpu }) {
+  const gk = await load({ files: 'host', module, webgpu });
+  gk.wasi.stdoutIsTerminal = terminal;
+  if (gk.withString(cwd, (p) => gk.exports.gkjs_chdir(p)) !== 0) throw new Error(`gradkern.wasm: cannot enter ${cwd}`);
+  return gk.train({ args, env, onOutput: (text, stream) => process[stream].write(text) }).exitCode;
+}
+
+// The exit status, or null with --device webgpu: the run goes on in a
+// worker (the module's WebGPU calls wait on this thread, which holds the
+// device), and this process exits with the worker's status when it ends.
 async function main(argv) {
   if (argv[0] !== 'train') {
     process.stderr.write('usage: node wasm/gradkern.mjs train [options]   (gradkern train in WebAssembly; ' +
                          'node wasm/gradkern.mjs train --help lists the options; GK_WASM_DIR: the directory ' +
-                         'of gradkern.wasm, default build/wasm)\n');
+                         'of gradkern.wasm, default build/wasm; --device webgpu runs on Dawn, the npm package ' +
+                         'webgpu: GK_DAWN_BACKEND picks its backend, opengles by default)\n');
     return 2;
   }
-  // The module gets this machine's files (its working directory set to this
-  // process's), the environment, and this process's stdout and stderr.
   const { join } = await import('node:path');
   const dir = process.env.GK_WASM_DIR;   // where make wasm put the modules, if not ../build/wasm
-  const gk = await load({ files: 'host', module: dir && join(dir, hasSimd() ? 'gradkern.wasm' : 'gradkern-plain.wasm') });
-  gk.wasi.stdoutIsTerminal = !!process.stdout.isTTY;
-  const cwd = gk.withString(process.cwd(), (p) => gk.exports.gkjs_chdir(p));
-  if (cwd !== 0) throw new Error(`gradkern.wasm: cannot enter ${process.cwd()}`);
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GK_')));
-  return gk.train({ args: argv.slice(1), env, onOutput: (text, stream) => process[stream].write(text) }).exitCode;
+  const run = {
+    args: argv.slice(1), cwd: process.cwd(), terminal: !!process.stdout.isTTY,
+    env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GK_'))),
+    module: dir && join(dir, hasSimd() ? 'gradkern.wasm' : 'gradkern-plain.wasm'),
+  };
+  if (!asksWebgpu(run.args)) return trainOnHostFiles(run);
+  const { nodeDevice, WebGpuHost } = await import('./webgpu.mjs');
+  const { device, reason } = await nodeDevice();
+  if (!device) {
+    process.stderr.write(`gradkern train: --device webgpu: no WebGPU device: ${reason}\n`);
+    return 1;
+  }
+  const { Worker } = await import('node:worker_threads');
+  const host = new WebGpuHost(device);
+  const worker = new Worker(new URL(import.meta.url), { workerData: { gkTrain: run, link: host.linkData() } });
+  host.serve(worker);
+  // Exit once the worker has ended (exiting while it runs crashes Dawn's teardown).
+  let status = 1;
+  worker.on('message', (m) => { if (m && m.exit !== undefined) status = m.exit; });
+  worker.on('error', (e) => process.stderr.write(`gradkern train: the training worker failed: ${e.stack}\n`));
+  worker.on('exit', () => {
+    if (host.error) process.stderr.write(`gradkern train: the WebGPU device reported: ${host.error}\n`);
+    process.exit(status);
+  });
+  return null;
 }
 
-if (isNode && process.argv[1]) {
-  const { pathToFileURL } = await import('node:url');
-  const { realpathSync } = await import('node:fs');
-  if (import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href)
-    process.exitCode = await main(process.argv.slice(2));
+if (isNode) {
+  const { isMainThread, parentPort, workerData } = await import('node:worker_threads');
+  if (!isMainThread && workerData?.gkTrain) {  // main's worker for --device webgpu
+    const webgpu = workerLink(workerData.link, (m) => parentPort.postMessage(m));
+    parentPort.postMessage({ exit: await trainOnHostFiles({ ...workerData.gkTrain, webgpu }) });
+  } else if (isMainThread && process.argv[1]) {
+    const { pathToFileURL } = await import('node:url');
+    const { realpathSync } = await import('node:fs');
+    if (import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
+      const code = await main(process.argv.slice(2));
+      if (code !== null) process.exitCode = code;
+    }
+  }
 }

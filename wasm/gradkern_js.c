@@ -11,6 +11,7 @@
 //   gkjs_plan_workspace  its workspace bytes
 //   gkjs_plan_kernel, gkjs_plan_isa  what gk_plan_get_info reports
 //   gkjs_args_new, gkjs_arg_set  a gk_arg array of contiguous tensors
+//   gkjs_backend         a registered backend: name, availability, reason, device
 //   gkjs_train           `gradkern train` with progress calls into JavaScript
 //   gkjs_chdir           the working directory WASI paths are relative to
 // Memory is malloc'ed and free'd by the caller (the exported malloc, free).
@@ -148,6 +149,18 @@ int GKJS_EXPORT(gkjs_arg_set)(gk_arg *args, int i, int kind, void *data, int dty
   if (!args) return gk_set_error(GK_ERR_NULL_POINTER, "gkjs_arg_set: args is NULL");
   args[i].kind = (gk_arg_kind)kind;
   return gk_tensor_init(&args[i].tensor, data, (gk_dtype)dtype, rank, shape);
+}
+
+// Backend `index` (gk_backend_get): its name, or NULL past the last;
+// available[0] = 1 when it can run here, texts[0] = why not ("" when it
+// can), texts[1] = its device's description ("" for host backends).
+const char *GKJS_EXPORT(gkjs_backend)(int index, int *available, const char **texts) {
+  gk_backend_info info;
+  if (!available || !texts || gk_backend_get(index, &info) != GK_SUCCESS) return NULL;
+  available[0] = info.available;
+  texts[0] = info.reason ? info.reason : "";
+  texts[1] = gk_backend_device_description(info.id);
+  return info.name;
 }
 
 // ---------------------------------------------------------------- training

@@ -44,6 +44,11 @@ export async function requestDevice(adapter) {
   return adapter.requestDevice({ requiredLimits });
 }
 
+// Dawn's instances (webgpu.create): a device dies with its instance (the
+// process aborts once the instance is garbage-collected), so they are kept
+// for the life of the process.
+const dawnInstances = [];
+
 // Node: a device from the npm package `webgpu` (Dawn). backend: Dawn's
 // backend ('opengles' by default: Mesa's llvmpipe through EGL without a
 // display; 'vulkan' for lavapipe or a real GPU). { device, adapter } or
@@ -57,9 +62,17 @@ export async function nodeDevice({ backend = process.env.GK_DAWN_BACKEND || 'ope
     return { device: null, reason: `the npm package 'webgpu' is not installed (npm ci): ${e.message}` };
   }
   const gpu = webgpu.create([`backend=${backend}`]);
+  dawnInstances.push(gpu);
   const adapter = await gpu.requestAdapter({ featureLevel: 'compatibility' });
   if (!adapter) return { device: null, reason: `Dawn's ${backend} backend found no adapter` };
-  return { device: await requestDevice(adapter), adapter, gpu };
+  return { device: await requestDevice(adapter), adapter };
+}
+
+// An adapter's GPUAdapterInfo in a line: "llvmpipe-llvm-15-0-6-256-bits-
+// OpenGL version OpenGL ES 3.2 Mesa 22.3.6" (what it has of vendor,
+// architecture, device and description).
+export function adapterDescription(info) {
+  return ['vendor', 'architecture', 'device', 'description'].map((k) => info?.[k]).filter(Boolean).join(' ');
 }
 
 // ---------------------------------------------------------------- device thread
@@ -80,11 +93,11 @@ export class WebGpuHost {
     device.lost.then((info) => { this.error ??= `the device was lost (${info.reason}): ${info.message}`; });
   }
 
-  // What a worker's workerLink needs: the device's limits and the shared
-  // control words.
+  // What a worker's workerLink needs: the device's limits, its adapter's
+  // description and the shared control words.
   linkData() {
     const limits = LIMITS.map((name) => Math.min(this.device.limits[name], 0xffffffff));
-    return { limits, control: new SharedArrayBuffer(16) };
+    return { limits, description: adapterDescription(this.device.adapterInfo), control: new SharedArrayBuffer(16) };
   }
 
   // Take the batches a worker posts (a Worker or worker_threads Worker).
@@ -230,7 +243,7 @@ export class WebGpuHost {
 // The worker's end of a link: `data` from WebGpuHost.linkData() (passed to
 // the worker), `post` posts a message to the device thread.
 export function workerLink(data, post) {
-  return { limits: data.limits, control: new Int32Array(data.control), post };
+  return { limits: data.limits, description: data.description ?? '', control: new Int32Array(data.control), post };
 }
 
 // The "gk_webgpu" imports over `link` (null: no device, `reason` says why).
@@ -260,16 +273,17 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
     return status;
   };
   return {
-    device_info(reasonPtr, cap, limitsPtr) {
+    device_info(textPtr, cap, limitsPtr) {
       if (!link) {
-        writeText(reason, reasonPtr, cap);
+        writeText(reason, textPtr, cap);
         return 0;
       }
       if (!shared) {
-        writeText('SharedArrayBuffer is not available (a page needs COOP/COEP headers)', reasonPtr, cap);
+        writeText('SharedArrayBuffer is not available (a page needs COOP/COEP headers)', textPtr, cap);
         return 0;
       }
       new Uint32Array(memory().buffer, limitsPtr, link.limits.length).set(link.limits);
+      writeText(link.description, textPtr, cap);
       return 1;
     },
     buffer_create(id, size) { batch.push(['create', id, size]); },

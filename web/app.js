@@ -1,13 +1,19 @@
 // The training page: runs `gradkern train` (selective copying, the default
 // Mamba) in a worker (train-worker.js) and shows its progress, the loss on a
 // live plot, the held-out accuracy, and offers the checkpoint for download.
+// The backend: WebGPU when the browser gives an adapter (the device is held
+// here, and the worker's module is linked to it: wasm/webgpu.mjs), else
+// WebAssembly on the CPU; chosen automatically, shown, and the form's
+// backend control picks another.
 //
 // URL parameters fill the form: ?task=copy|text&steps=N&seed=S&eval-every=K
-// (the text task needs a file chosen in the form).
+// &backend=webgpu|wasm (the text task needs a file chosen in the form).
 // window.gradkernPage holds the run's state for scripts (the browser test):
 // { state: 'loading'|'ready'|'training'|'done'|'error', runs (Train presses),
-//   losses: [{step, loss}], evals: [{step, loss, accuracy}], exitCode, seconds,
-//   error, checkpointName }.
+//   backend: 'webgpu'|'wasm' (chosen; of the run, once it started),
+//   webgpu: { available, reason, device }, losses: [{step, loss}],
+//   evals: [{step, loss, accuracy}], exitCode, seconds, error, checkpointName }.
+import { WebGpuHost, requestDevice } from '../wasm/webgpu.mjs';
 
 const $ = (id) => document.getElementById(id);
 const CHECKPOINT = 'mamba.safetensors';
@@ -15,8 +21,10 @@ const CHECKPOINT = 'mamba.safetensors';
 const CHANCE = { copy: [Math.log(8), 'chance (ln 8)'], text: [Math.log(256), 'uniform (ln 256)'] };
 
 const page = {
-  state: 'loading', runs: 0, losses: [], evals: [], exitCode: null, seconds: 0, error: null, checkpointName: null,
+  state: 'loading', runs: 0, backend: null, webgpu: null, losses: [], evals: [], exitCode: null, seconds: 0,
+  error: null, checkpointName: null,
 };
+const BACKEND_NAMES = { webgpu: 'WebGPU', wasm: 'WebAssembly' };
 window.gradkernPage = page;
 let steps = 1;
 let task = 'copy'; // of the run shown
@@ -27,6 +35,7 @@ function setState(state) {
   page.state = state;
   document.body.dataset.state = state;
   $('train').disabled = state !== 'ready' && state !== 'done' && state !== 'error';
+  $('backend').disabled = page.webgpu === null || state === 'training';
   $('stop').disabled = state !== 'training' || stopFlag === null;
   $('download').disabled = checkpoint === null || state === 'training';
 }
@@ -139,11 +148,50 @@ function drawPlot() {
 const worker = new Worker(new URL('train-worker.js', import.meta.url), { type: 'module' });
 worker.onerror = (event) => fail(`the training worker failed: ${event.message ?? 'could not load it'}`);
 
+// A WebGPU device for the worker's module: { link } (WebGpuHost.linkData()),
+// or { link: null, reason }.
+async function linkWebgpu() {
+  if (!navigator.gpu) return { link: null, reason: 'this browser has no WebGPU (navigator.gpu)' };
+  if (!window.crossOriginIsolated)
+    return { link: null, reason: 'the page is not cross-origin isolated (the link to the device needs SharedArrayBuffer)' };
+  try {
+    const adapter = await navigator.gpu.requestAdapter();
+    if (!adapter) return { link: null, reason: 'navigator.gpu.requestAdapter() gave no adapter' };
+    const host = new WebGpuHost(await requestDevice(adapter));
+    host.serve(worker);
+    return { link: host.linkData() };
+  } catch (err) {
+    return { link: null, reason: `WebGPU: ${err.message}` };
+  }
+}
+
+// The backend control after the module loaded: WebGPU when it has a device
+// (unless the URL asks for wasm), else WebAssembly.
+function chooseBackend(webgpu) {
+  page.webgpu = { ...webgpu, reason: webgpu.available ? '' : gpu.reason ?? webgpu.reason };
+  const option = $('backend').querySelector('option[value=webgpu]');
+  option.disabled = !webgpu.available;
+  option.textContent = webgpu.available ? 'WebGPU' : 'WebGPU (not available)';
+  const asked = new URLSearchParams(location.search).get('backend');
+  $('backend').value = webgpu.available && asked !== 'wasm' ? 'webgpu' : 'wasm';
+  showBackend();
+}
+
+function showBackend() {
+  page.backend = $('backend').value;
+  $('backend-note').textContent = page.backend === 'webgpu'
+    ? `training on the GPU through WebGPU: ${page.webgpu.device}`
+    : `training on the CPU in WebAssembly${page.webgpu.available ? '' : ` (WebGPU is not available: ${page.webgpu.reason})`}`;
+}
+$('backend').addEventListener('change', showBackend);
+
 worker.onmessage = ({ data }) => {
   switch (data.type) {
     case 'ready':
       $('env').textContent = `WebAssembly SIMD: ${data.simd ? 'yes' : 'no'} · threads: ${data.threads} · ` +
-        `cross-origin isolated: ${window.crossOriginIsolated ? 'yes' : 'no (the Stop button needs it)'}`;
+        `cross-origin isolated: ${window.crossOriginIsolated ? 'yes' : 'no (the Stop button and WebGPU need it)'} · ` +
+        `WebGPU: ${data.webgpu.available ? data.webgpu.device : 'no'}`;
+      chooseBackend(data.webgpu);
       setState('ready');
       $('status').textContent = 'ready';
       break;
@@ -186,7 +234,8 @@ worker.onmessage = ({ data }) => {
         const figure = !last ? '' : Number.isFinite(last.accuracy)
           ? `, held-out accuracy ${(100 * last.accuracy).toFixed(1)}% (loss ${last.loss.toFixed(4)})`
           : `, held-out loss ${last.loss.toFixed(4)} (${(last.loss / Math.LN2).toFixed(3)} bits per byte)`;
-        $('summary').textContent = `done: ${lastStep} steps in ${formatTime(data.seconds)}${figure}`;
+        $('summary').textContent = `done: ${lastStep} steps on ${BACKEND_NAMES[page.backend]} in ` +
+          `${formatTime(data.seconds)}${figure}`;
         $('status').textContent = `done: step ${lastStep}/${steps}`;
       }
       setState('done');
@@ -209,6 +258,7 @@ $('controls').addEventListener('submit', async (event) => {
   if (value('task') === 'text' && !file) return fail('the text task learns a file: choose one');
   setState('training'); // before reading the file: the run has begun
   const args = ['--steps', value('steps'), '--seed', value('seed'), '--eval-every', value('eval-every')];
+  if (page.backend === 'webgpu') args.push('--device', 'webgpu');
   const files = {};
   if (value('task') === 'text') {
     files['data.txt'] = new Uint8Array(await file.arrayBuffer());
@@ -260,3 +310,5 @@ $('download').addEventListener('click', () => {
 setState('loading');
 $('status').textContent = 'loading the WebAssembly module';
 drawPlot();
+const gpu = await linkWebgpu();
+worker.postMessage({ type: 'init', webgpu: gpu.link });

@@ -1,25 +1,37 @@
 // The training page's worker: loads gradkern's WebAssembly module and runs
 // `gradkern train` in it (a synchronous call, hence off the page's thread),
-// posting every step, evaluation and line of output to the page.
+// posting every step, evaluation and line of output to the page. With a
+// WebGPU device on the page, the module is linked to it (wasm/webgpu.mjs:
+// the module's WebGPU calls are posted to the page, which runs them), and
+// `--device webgpu` in the options trains on it.
 //
-// Page -> worker: { type: 'train', args: [...options of gradkern train],
+// Page -> worker: { type: 'init', webgpu: WebGpuHost.linkData() | null }   (first, once)
+//                 { type: 'train', args: [...options of gradkern train],
 //                   files: { 'NAME': Uint8Array } (the --data file),
 //                   checkpoint: 'NAME.safetensors', stop: SharedArrayBuffer | null }
-// Worker -> page: { type: 'ready', simd, threads }
+// Worker -> page: { type: 'ready', simd, threads, webgpu: { available, reason, device } }
 //                 { type: 'step', step, steps, loss, lr, seconds }
 //                 { type: 'eval', step, loss, accuracy }
 //                 { type: 'output', text }
 //                 { type: 'done', exitCode, seconds, checkpoint: ArrayBuffer | null }
 //                 { type: 'error', message }
+//                 and the WebGPU link's batches (gkWebgpu: true), for the page's WebGpuHost
 // Setting stop[0] to 1 ends the run after the current step (it then
 // evaluates and writes the checkpoint, as --stop-after does).
 import { load, hasSimd } from '../wasm/gradkern.mjs';
+import { workerLink } from '../wasm/webgpu.mjs';
 
 const post = (message, transfer) => self.postMessage(message, transfer ?? []);
 const failed = (err) => post({ type: 'error', message: err?.message ?? String(err) });
 
-const gkPromise = load();
-gkPromise.then((gk) => post({ type: 'ready', simd: hasSimd(), threads: gk.getNumThreads() }), failed);
+let gkPromise = null;
+
+async function init({ webgpu }) {
+  const gk = await load({ webgpu: webgpu ? workerLink(webgpu, post) : null });
+  const { available, reason, device } = gk.backends().find((b) => b.name === 'webgpu');
+  post({ type: 'ready', simd: hasSimd(), threads: gk.getNumThreads(), webgpu: { available, reason, device } });
+  return gk;
+}
 
 function train(gk, { args, files, checkpoint, stop }) {
   const stopFlag = stop ? new Int32Array(stop) : null;
@@ -41,9 +53,13 @@ function train(gk, { args, files, checkpoint, stop }) {
 }
 
 self.onmessage = async ({ data }) => {
-  if (data?.type !== 'train') return;
   try {
-    train(await gkPromise, data);
+    if (data?.type === 'init' && !gkPromise) {
+      gkPromise = init(data);
+      await gkPromise;
+    } else if (data?.type === 'train') {
+      train(await gkPromise, data);
+    }
   } catch (err) {
     failed(err);
   }

@@ -91,7 +91,12 @@ const char *gk_backend_name(gk_backend backend) {
   if (backend == GK_BACKEND_AUTO) return "auto";
   const gk_backend_table *b = gk_backend_find(backend);
   if (b) return b->name;
-  return backend == GK_BACKEND_CUDA ? "cuda" : "?";
+  switch (backend) {  // built-in backends this library was built without
+  case GK_BACKEND_CUDA: return "cuda";
+  case GK_BACKEND_VULKAN: return "vulkan";
+  case GK_BACKEND_WEBGPU: return "webgpu";
+  default: return "?";
+  }
 }
 
 int gk_backend_count(void) {

@@ -23,14 +23,17 @@ extern const char gk_wgsl_stage[];
 // ---------------------------------------------------------------- the device
 
 static uint32_t limits[WG_LIMIT_COUNT];
-static char no_device[256];
-static uint32_t next_id = 1;  // buffer and pipeline ids (the host keeps one map for each kind)
+static char device_text[256];  // the adapter's description, or why there is no device
+static uint32_t next_id = 1;   // buffer and pipeline ids (the host keeps one map for each kind)
 
 static const char *unavailable(void) {
-  if (gkwg_device_info(no_device, sizeof no_device, limits)) return NULL;
-  no_device[sizeof no_device - 1] = 0;
-  return no_device[0] ? no_device : "the host gave no WebGPU device";
+  int ok = gkwg_device_info(device_text, sizeof device_text, limits);
+  device_text[sizeof device_text - 1] = 0;
+  if (ok) return NULL;
+  return device_text[0] ? device_text : "the host gave no WebGPU device";
 }
+
+static const char *device_description(void) { return device_text; }
 
 uint32_t wg_limit(int which) { return limits[which]; }
 
@@ -146,7 +149,7 @@ void wg_pipeline_destroy(uint32_t id) { gkwg_pipeline_destroy(id); }
 
 static wg_buffer *arena;
 
-static gk_status arena_reserve(uint64_t words) {
+gk_status wg_arena_reserve(uint64_t words) {
   uint64_t bytes = words * 4;
   if (bytes > limits[WG_LIMIT_STORAGE_BINDING])
     return gk_fail(GK_ERR_UNSUPPORTED,
@@ -179,6 +182,18 @@ static gk_status dispatch(uint32_t pipeline, const uint32_t *buffers, uint32_t n
   return GK_SUCCESS;
 }
 
+gk_status wg_arena_dispatch(uint32_t pipeline, const uint32_t *params, uint64_t groups) {
+  return dispatch(pipeline, &arena->id, 1, params, groups);
+}
+
+void wg_arena_write(uint32_t slot, const void *src, uint32_t words) {
+  gkwg_buffer_write(arena->id, slot * 4, src, words * 4);
+}
+
+gk_status wg_arena_read(uint32_t slot, void *dst, uint32_t words) {
+  return read_bytes(arena->id, (size_t)slot * 4, dst, (size_t)words * 4);
+}
+
 // ---------------------------------------------------------------- staging
 
 static uint32_t gather_pipeline, scatter_pipeline;
@@ -189,7 +204,7 @@ static int elem_words(gk_dtype dt) { return dt == GK_I64 ? 2 : 1; }
 // the gather (into the arena) or scatter (out of it) shader. Parameters of
 // stage.wgsl: src_base, count, words per element, rank, slot; shape and
 // strides (in words) from word 8 and 16.
-static gk_status stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
+gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
   int64_t n = gk_tensor_numel(t);
   if (n == 0) return GK_SUCCESS;
   void *handle;
@@ -306,16 +321,16 @@ static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, v
   if (st->constants) r.constants = wg_scratch(&r, st->constant_words);
   gk_status s = f->plan(plan, &r);
   if (s == GK_SUCCESS && r.overflow) s = gk_fail(GK_ERR_INTERNAL, "webgpu: %s: more than %d passes", f->name, WG_MAX_PASSES);
-  if (s == GK_SUCCESS) s = arena_reserve(r.words);
+  if (s == GK_SUCCESS) s = wg_arena_reserve(r.words);
   if (s != GK_SUCCESS) return s;
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (args[k] && (!plan->args[k].is_output || plan->desc.accumulate)) s = stage(args[k], r.slot[k], true);
+    if (args[k] && (!plan->args[k].is_output || plan->desc.accumulate)) s = wg_stage(args[k], r.slot[k], true);
   if (st->constants && s == GK_SUCCESS)
     gkwg_buffer_copy(st->constants->id, 0, arena->id, r.constants * 4, st->constant_words * 4);
   for (int i = 0; i < r.npass && s == GK_SUCCESS; i++)
-    s = dispatch(st->pipeline[r.pass[i].entry], &arena->id, 1, r.pass[i].p, r.pass[i].groups);
+    s = wg_arena_dispatch(st->pipeline[r.pass[i].entry], r.pass[i].p, r.pass[i].groups);
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (args[k] && plan->args[k].is_output) s = stage(args[k], r.slot[k], false);
+    if (args[k] && plan->args[k].is_output) s = wg_stage(args[k], r.slot[k], false);
   gkwg_submit();
   return s;
 }
@@ -364,6 +379,7 @@ const gk_backend_table gk_webgpu_backend = {
     .id = GK_BACKEND_WEBGPU,
     .device = GK_DEVICE_WEBGPU,
     .unavailable = unavailable,
+    .device_description = device_description,
     .precision = wg_precision,
     .kernels = GK_KERNELS_PER_FAMILY(webgpu),
     .buffer_alloc = wg_alloc,
@@ -371,4 +387,7 @@ const gk_backend_table gk_webgpu_backend = {
     .buffer_upload = wg_upload,
     .buffer_download = wg_download,
     .synchronize = wg_synchronize,
+    .adamw_step = wg_adamw_step,
+    .sum_squares = wg_sum_squares,
+    .scale = wg_scale,
 };

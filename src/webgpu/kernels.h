@@ -55,6 +55,26 @@ typedef struct wg_family {
 
 const wg_family *wg_family_of(const gk_plan *plan);
 
+// The arena outside a plan's run (the optimizers, optim.c), in 4-byte
+// words: reserve at least `words` (refused over maxStorageBufferBindingSize,
+// before anything is queued); stage tensor t into its slot or back out of
+// it (a copy, or the gather/scatter shader when strided); dispatch
+// `pipeline` on it with the parameter words `params`; queue a write of host
+// words into it; read words back (waits for everything queued).
+gk_status wg_arena_reserve(uint64_t words);
+gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena);
+gk_status wg_arena_dispatch(uint32_t pipeline, const uint32_t *params, uint64_t groups);
+void wg_arena_write(uint32_t slot, const void *src, uint32_t words);
+gk_status wg_arena_read(uint32_t slot, void *dst, uint32_t words);
+// A compute pipeline of entry point `entry` of the WGSL text `wgsl`: its id.
+uint32_t wg_pipeline_create(const char *wgsl, const char *entry);
+
+// The optimizers' hooks of the backend table (optim.c; see gk_backend_table).
+gk_status wg_adamw_step(const gk_adamw_config *c, const gk_adamw_scalars *k, int n, const gk_tensor *params,
+                        const gk_tensor *grads, const gk_tensor *exp_avg, const gk_tensor *exp_avg_sq);
+gk_status wg_sum_squares(int n, const gk_tensor *grads, double *sum);
+gk_status wg_scale(int n, const gk_tensor *grads, double factor);
+
 extern const gk_backend_table gk_webgpu_backend;
 
 #endif

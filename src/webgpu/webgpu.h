@@ -20,9 +20,10 @@ enum {
   WG_LIMIT_COUNT
 };
 
-// 1 when the host gave a device (limits filled), else 0 with the reason in
-// `reason` (NUL-terminated, at most `cap` bytes).
-GK_WEBGPU_IMPORT(device_info) int32_t gkwg_device_info(char *reason, uint32_t cap, uint32_t *limits);
+// 1 when the host gave a device (limits filled, the adapter's description
+// in `text`), else 0 with the reason in `text` (NUL-terminated, at most
+// `cap` bytes).
+GK_WEBGPU_IMPORT(device_info) int32_t gkwg_device_info(char *text, uint32_t cap, uint32_t *limits);
 // A storage buffer of `bytes` bytes (a multiple of 4), zeroed; its id is `id`.
 GK_WEBGPU_IMPORT(buffer_create) void gkwg_buffer_create(uint32_t id, uint32_t bytes);
 GK_WEBGPU_IMPORT(buffer_destroy) void gkwg_buffer_destroy(uint32_t id);

@@ -408,6 +408,14 @@ def test_mixed_precision_resumes_across_dtypes(tmp_path):
         assert abs(loss - ref) <= 0.05 + 0.05 * ref, (first, then, loss, ref)
 
 
+def test_webgpu_device_is_the_webassembly_builds(tmp_path):
+    # --device webgpu trains in the WebAssembly build (tests/wasm/train.test.mjs);
+    # the native command refuses it before the first step, naming the backend.
+    r = train("--steps", "2", *TINY, "--device", "webgpu", cwd=tmp_path)
+    assert r.returncode == 1 and "backend webgpu (5) is not built into this gradkern" in r.stderr, r.stderr
+    assert "final train loss" not in r.stdout
+
+
 def test_vulkan_device_trains_as_the_cpu_and_resumes_across(tmp_path):
     # --device vulkan (lavapipe here): 20 steps of a tiny model end at the
     # CPU's loss within 1e-3 relative, with the weights of the checkpoints

@@ -6,7 +6,11 @@
 // compares two runs, not a trained model). The first 50 losses must agree
 // within 1e-3 relative and the final held-out accuracy within 2 points. Then `node wasm/gradkern.mjs train`
 // must print what `gradkern train` prints (numbers aside), and its
-// checkpoint must load in the native command.
+// checkpoint must load in the native command. `node wasm/gradkern.mjs
+// train --device webgpu` (Dawn, the npm package webgpu, on this machine's
+// adapter: Mesa's llvmpipe through OpenGL ES here) trains a tiny model 20
+// steps on WebGPU and must end at the native CPU command's final loss within
+// 1e-3 relative; with no adapter it fails, with the reason.
 // Run by ctest (wasm_train): GK_WASM_DIR, GK_TRAIN_TRACE (tests/train_trace.c)
 // and GK_GRADKERN (the native command) come from there.
 import { test } from 'node:test';
@@ -73,6 +77,37 @@ test('node wasm/gradkern.mjs train prints what gradkern train prints; its checkp
     const nativeBad = spawnSync(gradkern, ['train', '--steps', '0'], { cwd: dir, env, encoding: 'utf8' });
     assert.equal(bad.status, nativeBad.status);
     assert.equal(bad.stderr, nativeBad.stderr);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('node wasm/gradkern.mjs train --device webgpu ends at the native CPU loss; without an adapter it fails', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gk-wasm-webgpu-'));
+  try {
+    const args = ['--steps', '20', '--width', '16', '--batch', '4', '--warmup', '2', '--eval-every', '0',
+                  '--eval-batches', '1', '--checkpoint'];
+    const env = { ...process.env, GK_NUM_THREADS: '1', GK_WASM_DIR: wasmDir };
+    const webgpu = spawnSync(process.execPath, [program, 'train', ...args, 'webgpu.safetensors', '--device', 'webgpu'],
+                             { cwd: dir, env, encoding: 'utf8' });
+    const native = spawnSync(gradkern, ['train', ...args, 'native.safetensors'], { cwd: dir, env, encoding: 'utf8' });
+    assert.equal(webgpu.status, 0, webgpu.stderr);
+    assert.equal(native.status, 0, native.stderr);
+    assert.match(webgpu.stdout, /^device: webgpu, .+: weights, gradients, AdamW moments and training activations on it/m);
+    const finalLoss = (text) => Number(/final train loss ([0-9.]+)/.exec(text)?.[1]);
+    const [gpuLoss, cpuLoss] = [finalLoss(webgpu.stdout), finalLoss(native.stdout)];
+    assert.ok(Math.abs(gpuLoss - cpuLoss) <= 1e-3 * cpuLoss, `final loss: webgpu ${gpuLoss}, native cpu ${cpuLoss}`);
+    const resumed = spawnSync(gradkern, ['train', ...args, 'webgpu.safetensors', '--resume', 'webgpu.safetensors'],
+                              { cwd: dir, env, encoding: 'utf8' });
+    assert.equal(resumed.status, 0, resumed.stderr);
+    assert.match(resumed.stdout, /is finished: step 20 of --steps 20/);
+    // Dawn here has no D3D12: no adapter, so the run must fail and say why (never train on the CPU instead).
+    const none = spawnSync(process.execPath, [program, 'train', ...args, 'none.safetensors', '--device', 'webgpu'],
+                           { cwd: dir, env: { ...env, GK_DAWN_BACKEND: 'd3d12' }, encoding: 'utf8' });
+    assert.equal(none.status, 1, none.stdout + none.stderr);
+    assert.match(none.stderr, /--device webgpu: no WebGPU device: Dawn's d3d12 backend found no adapter/);
+    assert.doesNotMatch(none.stdout, /step|loss/);
+    assert.ok(!existsSync(join(dir, 'none.safetensors')));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

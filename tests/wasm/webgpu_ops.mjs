@@ -1,5 +1,5 @@
-// Runs a WASI test program built by `make wasm` (test_webgpu_ops.wasm) on a
-// WebGPU device: the device in this thread (Node, the npm package `webgpu`:
+// Runs a WASI test program built by `make wasm` (test_webgpu_ops.wasm,
+// test_train_webgpu.wasm) on a WebGPU device: the device in this thread (Node, the npm package `webgpu`:
 // Dawn, on Mesa's llvmpipe through OpenGL ES unless GK_DAWN_BACKEND says
 // otherwise), the program in a worker thread linked to it by
 // wasm/webgpu.mjs. Exits with the program's status; with 1 and the reason
@@ -8,7 +8,7 @@
 //   node tests/wasm/webgpu_ops.mjs build/wasm/tests/test_webgpu_ops.wasm [program args...]
 import { Worker, isMainThread, workerData, parentPort } from 'node:worker_threads';
 import { readFileSync } from 'node:fs';
-import { WebGpuHost, nodeDevice, webgpuImports, workerLink } from '../../wasm/webgpu.mjs';
+import { WebGpuHost, adapterDescription, nodeDevice, webgpuImports, workerLink } from '../../wasm/webgpu.mjs';
 
 if (isMainThread) {
   const [wasm, ...args] = process.argv.slice(2);
@@ -21,8 +21,7 @@ if (isMainThread) {
     process.stderr.write(`FAIL: no WebGPU device: ${reason}\n`);
     process.exit(1);
   }
-  const info = adapter.info;
-  process.stdout.write(`WebGPU adapter: ${info.vendor} ${info.architecture} ${info.device} ${info.description} ` +
+  process.stdout.write(`WebGPU adapter: ${adapterDescription(adapter.info)} ` +
                        `(backend ${process.env.GK_DAWN_BACKEND || 'opengles'}, compatibility mode)\n`);
   const host = new WebGpuHost(device);
   const worker = new Worker(new URL(import.meta.url), { workerData: { wasm, args, link: host.linkData() } });

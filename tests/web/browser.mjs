@@ -1,9 +1,12 @@
 // Headless Chromium for the web tests, driven by npm puppeteer-core: the
 // flags that work on this project's machines (as root, no GPU, a fresh
-// profile), and the training page's run as a user makes it.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+// profile), the training page's run as a user makes it, and the check of
+// its screenshot.
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { imageStats, readPng } from './png.mjs';
 
 // Throws an Error naming what is missing when Chromium or puppeteer-core is.
 // webgpu: with WebGPU on (SwiftShader's adapter: --enable-unsafe-webgpu).
@@ -40,10 +43,29 @@ export async function launchChromium({ webgpu = false } = {}) {
   return browser;
 }
 
+// What a test of the training page needs before it starts, else
+// fatal(reason): the native command (opts.gradkern), opts.out (made here),
+// opts.steps of at least minSteps, the page and the module under opts.root.
+// Returns web/serve.mjs's startServer.
+export async function pagePrerequisites(opts, fatal, minSteps) {
+  if (!opts.gradkern || !existsSync(opts.gradkern))
+    fatal(`cannot run: --gradkern '${opts.gradkern}' (the native command) is missing`);
+  if (!opts.out) fatal('cannot run: --out DIR (where the screenshots go) is missing');
+  if (!Number.isInteger(opts.steps) || opts.steps < minSteps)
+    fatal(`--steps ${opts.steps}: must be a whole number of at least ${minSteps}`);
+  for (const file of ['web/index.html', 'wasm/gradkern.mjs', 'build/wasm/gradkern.wasm'])
+    if (!existsSync(join(opts.root, file))) fatal(`cannot run: ${join(opts.root, file)} is missing (make wasm builds the module)`);
+  mkdirSync(opts.out, { recursive: true });
+  return (await import(pathToFileURL(join(opts.root, 'web', 'serve.mjs')).href)).startServer;
+}
+
 // Opens the training page at `url` in a new tab of `browser` with the form
-// filled from `params` (steps, seed, eval-every) and waits for the module to
-// load. Returns { page, env: { state, error, isolated, text }, errors }:
-// errors collects the page's uncaught exceptions and console errors.
+// filled from `params` (steps, seed, eval-every, backend) and waits for the
+// module to load. Returns { page, env: { state, error, isolated, text,
+// backend, webgpu, note }, errors }: text is the page's line on its
+// environment, backend and webgpu the page's choice and what it found
+// (window.gradkernPage), note the line on the backend; errors collects the
+// page's uncaught exceptions and console errors.
 export async function openTrainingPage(browser, url, params) {
   const page = await browser.newPage();
   await page.setViewport({ width: 900, height: 1100 });
@@ -54,16 +76,37 @@ export async function openTrainingPage(browser, url, params) {
   await page.waitForFunction(() => ['ready', 'error'].includes(window.gradkernPage?.state), { timeout: 30_000 });
   const env = await page.evaluate(() => ({
     state: gradkernPage.state, error: gradkernPage.error, isolated: crossOriginIsolated,
-    text: document.getElementById('env').textContent,
+    text: document.getElementById('env').textContent, backend: gradkernPage.backend, webgpu: gradkernPage.webgpu,
+    note: document.getElementById('backend-note').textContent,
   }));
   return { page, env, errors };
 }
 
-// Presses Train and waits for the run to end; returns window.gradkernPage.
-export async function trainInPage(page) {
+// Presses Train and waits (at most `timeout` ms) for the run to end;
+// returns window.gradkernPage.
+export async function trainInPage(page, { timeout = 120_000 } = {}) {
   const runs = await page.evaluate(() => window.gradkernPage.runs);
   await page.click('#train');
   await page.waitForFunction((n) => window.gradkernPage.runs > n && ['done', 'error'].includes(window.gradkernPage.state),
-                             { timeout: 120_000, polling: 250 }, runs);
+                             { timeout, polling: 250 }, runs);
   return page.evaluate(() => ({ ...window.gradkernPage }));
+}
+
+// Saves the page's screenshot to `path` and checks, through check(ok, what),
+// that it is not blank (luminance variance, number of colours) and shows
+// the plot's training-loss line (drawn in #2563eb).
+export async function checkScreenshot(page, path, check) {
+  await page.screenshot({ path, fullPage: true });
+  const image = readPng(readFileSync(path));
+  const stats = imageStats(image);
+  check(stats.variance > 200 && stats.colours >= 32,
+        `the screenshot ${path} is not blank: ${image.width}x${image.height}, luminance variance ` +
+        `${stats.variance.toFixed(0)} (> 200), ${stats.colours} colours (>= 32)`);
+  let linePixels = 0;
+  for (let i = 0; i < image.width * image.height; i++) {
+    const p = i * image.channels;
+    if (Math.abs(image.pixels[p] - 0x25) + Math.abs(image.pixels[p + 1] - 0x63) + Math.abs(image.pixels[p + 2] - 0xeb) < 40)
+      linePixels++;
+  }
+  check(linePixels > 300, `the plot shows the loss line (${linePixels} pixels of its colour)`);
 }

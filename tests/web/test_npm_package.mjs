@@ -21,29 +21,12 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { launchChromium, openTrainingPage, trainInPage } from './browser.mjs';
+import { readOptions, tally } from './cli.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const execFileP = promisify(execFile);
-const opts = { root: resolve(here, '..', '..'), out: null };
-const argv = process.argv.slice(2);
-for (let i = 0; i < argv.length; i += 2) {
-  const [name, value] = [argv[i], argv[i + 1]];
-  if (value === undefined) throw new Error(`${name} needs a value`);
-  if (name === '--root') opts.root = resolve(value);
-  else if (name === '--out') opts.out = resolve(value);
-  else throw new Error(`unknown option ${name}`);
-}
-
-let failures = 0;
-const check = (ok, what) => {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-  return ok;
-};
-const fatal = (message) => {
-  console.log(`FAIL ${message}`);
-  process.exit(1);
-};
+const opts = readOptions({ root: resolve(here, '..', '..'), out: null });
+const { check, fatal, finish } = tally();
 const sh = async (cmd, args, cwd) => {
   try {
     const { stdout, stderr } = await execFileP(cmd, args, { cwd, maxBuffer: 1 << 24 });
@@ -187,5 +170,4 @@ try {
   server.kill();
   await serverExit;
 }
-console.log(failures ? `FAILED: ${failures} checks` : 'passed');
-process.exit(failures ? 1 : 0);
+finish();

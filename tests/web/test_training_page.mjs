@@ -21,52 +21,24 @@
 //   node tests/web/test_training_page.mjs --gradkern build/gradkern --out DIR
 //        [--root DIR] [--steps N] [--max-loss X]
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { launchChromium, openTrainingPage, trainInPage } from './browser.mjs';
-import { imageStats, readPng } from './png.mjs';
+import { checkScreenshot, launchChromium, openTrainingPage, pagePrerequisites, trainInPage } from './browser.mjs';
+import { readOptions, tally } from './cli.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const run = promisify(execFile);
 
-const opts = { root: resolve(here, '..', '..'), steps: 40, maxLoss: 2.15, gradkern: null, out: null };
-const argv = process.argv.slice(2);
-for (let i = 0; i < argv.length; i += 2) {
-  const [name, value] = [argv[i], argv[i + 1]];
-  if (value === undefined) throw new Error(`${name} needs a value`);
-  if (name === '--root') opts.root = resolve(value);
-  else if (name === '--steps') opts.steps = Number(value);
-  else if (name === '--max-loss') opts.maxLoss = Number(value);
-  else if (name === '--gradkern') opts.gradkern = resolve(value);
-  else if (name === '--out') opts.out = resolve(value);
-  else throw new Error(`unknown option ${name}`);
-}
-
-let failures = 0;
-const check = (ok, what) => {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-  return ok;
-};
-const fatal = (message) => {
-  console.log(`FAIL ${message}`);
-  process.exit(1);
-};
+const opts = readOptions({ root: resolve(here, '..', '..'), steps: 40, maxLoss: 2.15, gradkern: null, out: null });
+const { check, fatal, finish } = tally();
 
 // ------------------------------------------------------------ prerequisites
 
-if (!opts.gradkern || !existsSync(opts.gradkern)) fatal(`cannot run: --gradkern '${opts.gradkern}' (the native command) is missing`);
-if (!opts.out) fatal('cannot run: --out DIR (where the screenshot and checkpoint go) is missing');
-if (!Number.isInteger(opts.steps) || opts.steps < 11) fatal(`--steps ${opts.steps}: must be a whole number of at least 11`);
-for (const file of ['web/index.html', 'wasm/gradkern.mjs', 'build/wasm/gradkern.wasm'])
-  if (!existsSync(join(opts.root, file))) fatal(`cannot run: ${join(opts.root, file)} is missing (make wasm builds the module)`);
-const { startServer } = await import(pathToFileURL(join(opts.root, 'web', 'serve.mjs')).href);
-
+const startServer = await pagePrerequisites(opts, fatal, 11);
 const textFile = join(opts.root, 'README.md');
 if (!existsSync(textFile)) fatal(`cannot run: ${textFile} (the text the text task learns) is missing`);
-mkdirSync(opts.out, { recursive: true });
 const downloads = join(opts.out, 'downloads');
 rmSync(downloads, { recursive: true, force: true });
 mkdirSync(downloads);
@@ -82,13 +54,16 @@ const { server, url } = await startServer({ port: 0, root: opts.root });
 
 try {
   // ------------------------------------------------------------- training
-  const { page, env, errors } = await openTrainingPage(browser, url, { steps: opts.steps, 'eval-every': 0, seed: 1 });
+  const { page, env, errors } = await openTrainingPage(browser, url, { steps: opts.steps, 'eval-every': 0, seed: 1,
+                                                                        backend: 'wasm' });
   const cdp = await page.createCDPSession();
   await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
   if (!check(env.state === 'ready', `the page loaded the module (${seconds()} s): ${env.error ?? env.text}`))
     throw new Error('the page did not load');
   check(env.isolated, 'the page is cross-origin isolated (COOP/COEP headers)');
   check(env.text.includes('SIMD: yes'), 'the page runs the SIMD module');
+  check(env.backend === 'wasm' && /on the CPU in WebAssembly/.test(env.note),
+        `the page trains in WebAssembly, as ?backend=wasm asks: ${env.note}`);
 
   const result = await trainInPage(page);
   if (!check(result.state === 'done', `training finished in the page (${result.seconds.toFixed(1)} s): ` +
@@ -107,21 +82,7 @@ try {
   check(errors.length === 0, `no errors on the page${errors.length ? ': ' + errors.join('; ') : ''}`);
 
   // ----------------------------------------------------------- screenshot
-  const shotPath = join(opts.out, 'training_page.png');
-  await page.screenshot({ path: shotPath, fullPage: true });
-  const image = readPng(readFileSync(shotPath));
-  const stats = imageStats(image);
-  check(stats.variance > 200 && stats.colours >= 32,
-        `the screenshot ${shotPath} is not blank: ${image.width}x${image.height}, luminance variance ` +
-        `${stats.variance.toFixed(0)} (> 200), ${stats.colours} colours (>= 32)`);
-  // The training-loss line is drawn in #2563eb.
-  let linePixels = 0;
-  for (let i = 0; i < image.width * image.height; i++) {
-    const p = i * image.channels;
-    if (Math.abs(image.pixels[p] - 0x25) + Math.abs(image.pixels[p + 1] - 0x63) + Math.abs(image.pixels[p + 2] - 0xeb) < 40)
-      linePixels++;
-  }
-  check(linePixels > 300, `the plot shows the loss line (${linePixels} pixels of its colour)`);
+  await checkScreenshot(page, join(opts.out, 'training_page.png'), check);
 
   // ------------------------------------------------------------- download
   // Presses Download and waits for the file `name` to arrive; its path.
@@ -191,5 +152,4 @@ try {
   await browser.close();
   server.close();
 }
-console.log(`${failures ? `FAILED: ${failures} checks` : 'passed'} (${seconds()} s)`);
-process.exit(failures ? 1 : 0);
+finish(` (${seconds()} s)`);

@@ -85,7 +85,7 @@ try {
   const result = await page.evaluate(async (origin, source, args) => {
     if (!crossOriginIsolated) return { error: 'the page is not cross-origin isolated' };
     if (!navigator.gpu) return { error: 'navigator.gpu is missing (no WebGPU in this browser)' };
-    const { WebGpuHost, requestDevice } = await import(`${origin}/wasm/webgpu.mjs`);
+    const { WebGpuHost, adapterDescription, requestDevice } = await import(`${origin}/wasm/webgpu.mjs`);
     const adapter = await navigator.gpu.requestAdapter();
     if (!adapter) return { error: 'navigator.gpu.requestAdapter() gave no adapter' };
     const device = await requestDevice(adapter);
@@ -98,8 +98,7 @@ try {
     });
     worker.postMessage({ link: host.linkData(), wasm: `${origin}/build/wasm/tests/test_webgpu_ops.wasm`, args });
     const r = await done;
-    const info = adapter.info;
-    return { ...r, adapter: `${info.vendor} ${info.architecture} ${info.device} ${info.description}`.trim(),
+    return { ...r, adapter: adapterDescription(adapter.info),
              deviceError: host.error };
   }, origin, workerSource(origin), ['test_webgpu_ops', '--quick', ...argv]);
   if (result.error) {
