@@ -50,6 +50,7 @@ typedef struct options {
   int json, quick, repeat;
   const char *only;
   gk_backend device;          // GK_BACKEND_CPU (host tensors, plans on auto) or a device backend
+  const char *device_name;    // as --device gave it
   gk_device_type device_type; // where the device backend's tensors live
 } options;
 
@@ -872,14 +873,13 @@ static int device_ready(options *o) {
     gk_backend_info info;
     if (gk_backend_get(i, &info) != GK_SUCCESS || info.id != o->device) continue;
     if (!info.available) {
-      fprintf(stderr, "gradkern bench: --device %s cannot run here: %s\n", info.name, info.reason);
+      fprintf(stderr, "gradkern bench: --device %s cannot run here: %s\n", o->device_name, info.reason);
       return 0;
     }
     o->device_type = info.device;
     return 1;
   }
-  fprintf(stderr, "gradkern bench: --device %s: this gradkern was built without the %s backend\n",
-          gk_backend_name(o->device), gk_backend_name(o->device));
+  fprintf(stderr, "gradkern bench: --device %s: this gradkern was built without that backend\n", o->device_name);
   return 0;
 }
 
@@ -899,7 +899,7 @@ int gk_cmd_bench(int argc, char **argv) {
       }
       if (argv[i][2] == 'o') bn.opt.only = argv[++i];
       else if (argv[i][2] == 'd') {
-        i++;
+        bn.opt.device_name = argv[++i];
         if (!strcmp(argv[i], "vulkan")) bn.opt.device = GK_BACKEND_VULKAN;
         else if (strcmp(argv[i], "cpu")) {
           fprintf(stderr, "gradkern bench: --device '%s' must be cpu or vulkan\n", argv[i]);
