@@ -1,22 +1,13 @@
-// gradkern bench --device vulkan: the device's own copy bandwidth, the limit
-// its memory-bound rows are measured against. Built with the Vulkan backend.
+// gradkern bench --device vulkan: copies between two buffers on the Vulkan
+// backend's device, for its copy bandwidth (timed in tools/bench.c). Built
+// with the Vulkan backend.
 #include "bench.h"
 
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <vulkan/vulkan.h>
 
-enum { COPY_REPS = 5 };
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-typedef struct copier {
+struct gk_bench_copier {
+  size_t bytes;
   VkInstance instance;
   VkDevice device;
   VkQueue queue;
@@ -24,9 +15,10 @@ typedef struct copier {
   VkCommandBuffer cmd;
   VkBuffer buf[2];
   VkDeviceMemory mem[2];
-} copier;
+};
 
-static void copier_free(copier *c) {
+void gk_bench_copier_close(gk_bench_copier *c) {
+  if (!c) return;
   if (c->device) {
     vkDestroyCommandPool(c->device, c->pool, NULL);
     for (int i = 0; i < 2; i++) {
@@ -36,6 +28,7 @@ static void copier_free(copier *c) {
     vkDestroyDevice(c->device, NULL);
   }
   if (c->instance) vkDestroyInstance(c->instance, NULL);
+  free(c);
 }
 
 static int memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t type_bits, VkMemoryPropertyFlags want) {
@@ -48,7 +41,8 @@ static int memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t type
 // its first compute queue, and two buffers of `bytes` in the memory type the
 // backend puts its buffers in (device-local and host-visible where there is
 // such memory, else device-local). NULL, or what failed.
-static const char *copier_init(copier *c, size_t bytes) {
+static const char *copier_init(gk_bench_copier *c, size_t bytes) {
+  c->bytes = bytes;
   VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "gradkern bench",
                            .apiVersion = VK_API_VERSION_1_1};
   VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
@@ -99,54 +93,31 @@ static const char *copier_init(copier *c, size_t bytes) {
   return NULL;
 }
 
-// Records `copies` copies of `bytes`, back and forth between the two
-// buffers with a barrier after each, after filling both when `fill`; runs
-// them and returns the seconds from submit to idle (-1 on failure).
-static double copier_run(copier *c, size_t bytes, int copies, int fill) {
+const char *gk_bench_copier_open(size_t bytes, gk_bench_copier **out) {
+  *out = calloc(1, sizeof **out);
+  if (!*out) return "no memory";
+  const char *why = copier_init(*out, bytes);
+  if (why) {
+    gk_bench_copier_close(*out);
+    *out = NULL;
+  }
+  return why;
+}
+
+int gk_bench_copier_run(gk_bench_copier *c, int copies, int fill) {
   VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   VkMemoryBarrier barrier = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                              .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                              .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
-  VkBufferCopy region = {0, 0, bytes};
-  if (vkResetCommandBuffer(c->cmd, 0) != VK_SUCCESS || vkBeginCommandBuffer(c->cmd, &begin) != VK_SUCCESS) return -1;
+  VkBufferCopy region = {0, 0, c->bytes};
+  if (vkResetCommandBuffer(c->cmd, 0) != VK_SUCCESS || vkBeginCommandBuffer(c->cmd, &begin) != VK_SUCCESS) return 0;
   for (int i = 0; i < 2 && fill; i++) vkCmdFillBuffer(c->cmd, c->buf[i], 0, VK_WHOLE_SIZE, 0x3f800000u + (uint32_t)i);
   for (int i = -fill; i < copies; i++) {
     if (i >= 0) vkCmdCopyBuffer(c->cmd, c->buf[i % 2], c->buf[1 - i % 2], 1, &region);
     vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &barrier, 0,
                          NULL, 0, NULL);
   }
-  if (vkEndCommandBuffer(c->cmd) != VK_SUCCESS) return -1;
   VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &c->cmd};
-  double t0 = now();
-  if (vkQueueSubmit(c->queue, 1, &si, VK_NULL_HANDLE) != VK_SUCCESS || vkQueueWaitIdle(c->queue) != VK_SUCCESS)
-    return -1;
-  return now() - t0;
-}
-
-double gk_bench_copy_gb_s(size_t bytes, char *why, size_t why_size) {
-  copier c;
-  memset(&c, 0, sizeof c);
-  const char *err = copier_init(&c, bytes);
-  double best = 1e30;
-  if (!err) {
-    // Both buffers written first (the copies move data the device has
-    // written, as the ops' do); then enough copies per submit to last about
-    // 50 ms: a GPU copies 64 MiB in tens of microseconds, about what a
-    // submit and wait cost, which would then halve the figure.
-    double one = copier_run(&c, bytes, 1, 1);
-    int copies = one > 0 ? (int)(0.05 / one) + 1 : 1;
-    if (copies > 256) copies = 256;
-    for (int r = 0; r < COPY_REPS && one > 0; r++) {
-      double t = copier_run(&c, bytes, copies, 0);
-      if (t <= 0) one = -1;
-      else if (t / copies < best) best = t / copies;
-    }
-    if (one <= 0) err = "the copy failed";
-  }
-  copier_free(&c);
-  if (err) {
-    snprintf(why, why_size, "%s", err);
-    return 0;
-  }
-  return 2.0 * (double)bytes / best * 1e-9;
+  return vkEndCommandBuffer(c->cmd) == VK_SUCCESS && vkQueueSubmit(c->queue, 1, &si, VK_NULL_HANDLE) == VK_SUCCESS &&
+         vkQueueWaitIdle(c->queue) == VK_SUCCESS;
 }
