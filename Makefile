@@ -83,8 +83,9 @@ fuzz: fuzz-deps
 
 # Speed: every op against the triad bandwidth and OpenBLAS's sgemm
 # measured in the same run; bench-torch adds PyTorch side by side.
-# BENCH_ARGS adds options (--quick, --op NAME, --json; bench-torch also
-# --tables kernels,user,overhead,model).
+# BENCH_ARGS adds options (--quick, --op NAME, --json; bench also
+# --device vulkan, on the Vulkan device against its copy bandwidth;
+# bench-torch also --tables kernels,user,overhead,model).
 bench: bench-deps build
 	$(BUILD)/gradkern bench $(BENCH_ARGS)
 

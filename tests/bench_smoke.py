@@ -1,19 +1,78 @@
-"""gradkern bench --quick --op rmsnorm --json exits 0 and prints JSON rows
-with the benchmark's fields (a smoke test: no timing is asserted)."""
+"""gradkern bench --quick --json exits 0 and prints JSON rows with the
+benchmark's fields (a smoke test: no timing is asserted).
+
+    bench_smoke.py GRADKERN          --op rmsnorm on the CPU
+    bench_smoke.py GRADKERN vulkan   --device vulkan: --op relu (the device's
+        rows, with bytes, FLOPs and the fraction of its copy bandwidth) and
+        --op train_llama (the step on the device and on the CPU); without a
+        device (GK_VULKAN_DEVICE past the last) it exits non-zero with the
+        backend's reason
+"""
 import json
+import os
+import re
 import subprocess
 import sys
 
-out = subprocess.run([sys.argv[1], "bench", "--quick", "--op", "rmsnorm", "--json"],
-                     check=True, stdout=subprocess.PIPE, text=True).stdout
-rows = json.loads(out)
-assert rows, "no rows"
-fields = ("op", "direction", "dtype", "shape", "gradkern_ms", "gb_s", "gflop_s",
+FIELDS = ("op", "direction", "dtype", "shape", "gradkern_ms", "gb_s", "gflop_s",
           "limit_name", "limit_value", "fraction_of_limit")
-for r in rows:
-    missing = [f for f in fields if f not in r]
-    assert not missing, "row %r lacks %s" % (r, missing)
-    assert r["op"] == "rmsnorm", r
-    assert r["gradkern_ms"] > 0 and r["gb_s"] > 0, r
-assert {r["direction"] for r in rows} == {"forward", "backward"}, rows
-print("bench smoke: %d rows" % len(rows))
+
+
+def bench(*args, env=None):
+    r = subprocess.run([sys.argv[1], "bench", "--quick", "--json", *args], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows, "no rows"
+    for row in rows:
+        missing = [f for f in FIELDS + (("device", "bytes", "flops") if "--device" in args else ())
+                   if f not in row]
+        assert not missing, "row %r lacks %s" % (row, missing)
+        assert row["gradkern_ms"] > 0, row
+    return rows, r.stderr
+
+
+def cpu():
+    rows, _ = bench("--op", "rmsnorm")
+    for r in rows:
+        assert r["op"] == "rmsnorm", r
+        assert r["gb_s"] > 0, r
+    assert {r["direction"] for r in rows} == {"forward", "backward"}, rows
+    print("bench smoke: %d rows" % len(rows))
+
+
+def vulkan():
+    rows, err = bench("--device", "vulkan", "--op", "relu")
+    assert re.match(r"gradkern bench: vulkan: .+; copy \(vkCmdCopyBuffer .*\) [0-9.]+ GB/s\n", err), err
+    for r in rows:
+        assert r["op"] == "relu" and r["device"] == "vulkan", r
+        assert re.fullmatch(r"[0-9]+x[0-9]+", r["shape"]), r
+        elements = int(r["shape"].split("x")[0]) * int(r["shape"].split("x")[1])
+        size = {"f32": 4, "bf16": 2}[r["dtype"]]
+        # forward reads x, writes y; backward reads dy and x, writes dx
+        assert r["bytes"] == elements * size * (2 if r["direction"] == "forward" else 3), r
+        assert r["flops"] == elements, r
+        assert r["gb_s"] > 0 and r["gflop_s"] > 0, r
+        assert r["limit_name"] == "copy_gb_s" and r["limit_value"] > 0 and r["fraction_of_limit"] > 0, r
+    assert {(r["direction"], r["dtype"]) for r in rows} >= {("forward", "f32"), ("backward", "f32")}, rows
+
+    steps, _ = bench("--device", "vulkan", "--op", "train_llama")
+    assert [r["device"] for r in steps] == ["vulkan", "cpu"], steps
+    for r in steps:
+        assert r["op"] == "train_llama" and r["direction"] == "step", r
+        assert r["tokens_s"] > 0 and r["bytes"] is None and r["limit_name"] is None, r
+
+    absent = subprocess.run([sys.argv[1], "bench", "--device", "vulkan", "--quick", "--op", "relu"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, GK_VULKAN_DEVICE="99"))
+    assert absent.returncode != 0 and not absent.stdout, absent
+    assert "gradkern bench: --device vulkan cannot run here: GK_VULKAN_DEVICE = '99' is not a device index" \
+        in absent.stderr, absent.stderr
+    print("bench smoke, vulkan: %d relu rows, %d training rows; without a device: %s"
+          % (len(rows), len(steps), absent.stderr.strip()))
+
+
+if sys.argv[2:] == ["vulkan"]:
+    vulkan()
+else:
+    cpu()

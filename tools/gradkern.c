@@ -2,7 +2,7 @@
 //   gradkern train ...       train a language model (tools/train.c)
 //   gradkern sample ...      generate from a text model (tools/sample.c)
 //   gradkern tokenize ...    text to BPE token ids and back (tools/tokenize.c)
-//   gradkern bench ...       op timings against the machine's limits (tools/bench.c)
+//   gradkern bench ...       op timings against the machine's or the device's limits (tools/bench.c)
 //   gradkern plot ...        series from files to an SVG plot (tools/plot_cmd.c)
 //   gradkern info [--json]   the registered backends; every op x direction x
 //                            dtype x backend: the kernel selected, its
@@ -32,10 +32,11 @@ static const char *usage =
     "                  (gradkern tokenize --help)\n"
     "  plot --out FILE.svg LABEL=FILE ...\n"
     "                  line plots of x y tables as SVG (gradkern plot --help)\n"
-    "  bench [--json] [--op NAME] [--repeat N] [--quick]\n"
+    "  bench [--device cpu|vulkan] [--json] [--op NAME] [--repeat N] [--quick]\n"
     "                  time every op forward and backward, AdamW and a training\n"
     "                  step, against the triad bandwidth and OpenBLAS's sgemm\n"
-    "                  measured in the same run (gradkern bench --help)\n"
+    "                  measured in the same run, or on the Vulkan device against\n"
+    "                  its copy bandwidth (gradkern bench --help)\n"
     "  info [--json]   list the registered backends, and every op x direction x\n"
     "                  dtype x backend with the kernel it selects and its precision\n"
     "                  guarantee (table, or JSON)\n"

@@ -30,7 +30,7 @@ def test_info_help():
 
 
 @pytest.mark.parametrize("args", [["nope"], ["info", "--nope"], ["bench", "--nope"], ["bench", "--op"],
-                                  ["sample", "--nope"]])
+                                  ["bench", "--device"], ["sample", "--nope"]])
 def test_one_hint(args):
     r = run(*args)
     err = r.stderr.decode()
