@@ -14,7 +14,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 extern const char gk_wgsl_optim[];
 

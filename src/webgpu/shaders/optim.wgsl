@@ -13,12 +13,14 @@
 //                                                        bc2 = sqrt(1 - beta2^step)
 //
 // Sum of squares (clipping's norm), in f32, in a fixed order (no atomics):
-//   partials  per tensor x of n elements, G workgroups: invocation t of
-//             workgroup k sums x[i]^2 for i = 64 k + t, then + 64 G, ... in
-//             order, then the workgroup's tree (wg_sum):  partial[first + k]
-//   totals    one workgroup per tensor r, whose partials are the run of
-//             table[2 r + 1] words from table[2 r]: invocation t sums
-//             partials t, t + 64, ... in order, then the tree:  sums[r]
+//   partials  per piece x of n elements (optim.c stages a tensor in pieces
+//             of whole rows), G workgroups: invocation t of workgroup k sums
+//             x[i]^2 for i = 64 k + t, then + 64 G, ... in order, then the
+//             workgroup's tree (wg_sum):  partial[first + k]
+//   totals    one workgroup per tensor r, whose partials (its pieces', in
+//             order) are the run of table[2 r + 1] words from table[2 r]:
+//             invocation t sums partials t, t + 64, ... in order, then the
+//             tree:  sums[r]
 // The host reads the sums back once and adds them in tensor order in f64.
 //
 // Scale (clipping's factor, formed in double on the host, passed as f32):
