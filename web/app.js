@@ -1,13 +1,15 @@
-// The training page: runs `gradkern train` (selective copying, the default
-// Mamba) in a worker (train-worker.js) and shows its progress, the loss on a
-// live plot, the held-out accuracy, and offers the checkpoint for download.
+// The training page: runs `gradkern train` (selective copying or a file's
+// bytes; the default Mamba or a LLaMA of its size) in a worker
+// (train-worker.js) and shows its progress, the loss on a live plot, the
+// held-out accuracy, and offers the checkpoint for download.
 // The backend: WebGPU when the browser gives an adapter (the device is held
 // here, and the worker's module is linked to it: wasm/webgpu.mjs), else
 // WebAssembly on the CPU; chosen automatically, shown, and the form's
 // backend control picks another.
 //
-// URL parameters fill the form: ?task=copy|text&steps=N&seed=S&eval-every=K
-// &backend=webgpu|wasm (the text task needs a file chosen in the form).
+// URL parameters fill the form: ?model=mamba|llama&task=copy|text&steps=N
+// &seed=S&eval-every=K&backend=webgpu|wasm (the text task needs a file
+// chosen in the form).
 // window.gradkernPage holds the run's state for scripts (the browser test):
 // { state: 'loading'|'ready'|'training'|'done'|'error', runs (Train presses),
 //   backend: 'webgpu'|'wasm' (chosen; of the run, once it started),
@@ -28,6 +30,7 @@ const BACKEND_NAMES = { webgpu: 'WebGPU', wasm: 'WebAssembly' };
 window.gradkernPage = page;
 let steps = 1;
 let task = 'copy'; // of the run shown
+let model = 'mamba'; // of the run shown
 let checkpoint = null; // Uint8Array of the last finished run
 let stopFlag = null; // Int32Array over a SharedArrayBuffer (cross-origin isolated pages only)
 
@@ -230,7 +233,7 @@ worker.onmessage = ({ data }) => {
       {
         const last = page.evals.at(-1);
         const lastStep = page.losses.at(-1)?.step ?? 0;
-        page.checkpointName = `gradkern-mamba-${task}-seed${$('seed').value}-step${lastStep}.safetensors`;
+        page.checkpointName = `gradkern-${model}-${task}-seed${$('seed').value}-step${lastStep}.safetensors`;
         const figure = !last ? '' : Number.isFinite(last.accuracy)
           ? `, held-out accuracy ${(100 * last.accuracy).toFixed(1)}% (loss ${last.loss.toFixed(4)})`
           : `, held-out loss ${last.loss.toFixed(4)} (${(last.loss / Math.LN2).toFixed(3)} bits per byte)`;
@@ -259,12 +262,14 @@ $('controls').addEventListener('submit', async (event) => {
   setState('training'); // before reading the file: the run has begun
   const args = ['--steps', value('steps'), '--seed', value('seed'), '--eval-every', value('eval-every')];
   if (page.backend === 'webgpu') args.push('--device', 'webgpu');
+  if (value('model') === 'llama') args.push('--model', 'llama', '--heads', '4', '--kv-heads', '2');
   const files = {};
   if (value('task') === 'text') {
     files['data.txt'] = new Uint8Array(await file.arrayBuffer());
     args.push('--task', 'text', '--data', 'data.txt');
   }
   task = value('task');
+  model = value('model');
   page.losses = [];
   page.evals = [];
   page.error = null;

@@ -13,6 +13,7 @@
 //     for 10 more steps;
 //   - the same page learns a text file's bytes (the text task), and the
 //     native `gradkern sample` continues text with its downloaded checkpoint;
+//     so does a LLaMA chosen with the model control;
 //   - the screenshot saved to --out is not blank (luminance variance, number
 //     of colours) and shows the plotted loss line.
 // Anything that keeps it from running (no Chromium, no puppeteer-core, no
@@ -146,6 +147,24 @@ try {
                                 '--seed', '1']);
   check(sampled.code === 0 && sampled.stdout.length === 40,
         `gradkern sample writes 40 bytes with the downloaded text model: ${JSON.stringify(sampled.out.slice(0, 120))}`);
+
+  // ---------------------------------------------------------- LLaMA
+  // The model control: a LLaMA learns the same bytes, and its checkpoint
+  // (recording the architecture) samples natively too.
+  await page.select('#model', 'llama');
+  const llama = await trainInPage(page);
+  const llamaLosses = llama.losses.map((p) => p.loss);
+  check(llama.state === 'done' && llamaLosses.length === 12 && llamaLosses.every(Number.isFinite) &&
+        llamaLosses.at(-1) < llamaLosses[0] - 0.5,
+        `a LLaMA trains 12 steps on ${textFile}: loss ${llamaLosses[0]?.toFixed(4)} -> ` +
+        `${llamaLosses.at(-1)?.toFixed(4)}${llama.error ? `: ${llama.error}` : ''}`);
+  check(llama.checkpointName.startsWith('gradkern-llama-text-'), `the LLaMA's checkpoint is named for it: ` +
+        llama.checkpointName);
+  const llamaCheckpoint = await download(llama.checkpointName);
+  const llamaSample = await native(['sample', '--checkpoint', llamaCheckpoint, '--prompt', 'gradkern ', '--tokens', '40',
+                                  '--seed', '1']);
+  check(llamaSample.code === 0 && llamaSample.stdout.length === 40,
+        `gradkern sample writes 40 bytes with the downloaded LLaMA: ${JSON.stringify(llamaSample.out.slice(0, 120))}`);
 } catch (err) {
   check(false, `the browser test stopped: ${err.stack ?? err}`);
 } finally {
