@@ -90,6 +90,7 @@ bench: bench-deps build
 	$(BUILD)/gradkern bench $(BENCH_ARGS)
 
 bench-torch: bench-deps build
+	@cmake --build $(BUILD) -j $(JOBS) --target gradkern_python_module
 	GRADKERN_LIB=$(BUILD)/libgradkern.so /usr/bin/python3 bench/vs_torch.py --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
 
 # The header, the libraries, the command, gradkern.pc and the CMake package

@@ -5,11 +5,12 @@
 
 Conditions, the same on both sides and printed with the results: 2 threads
 (torch.set_num_threads(2), gradkern's default pool of 2); OpenBLAS told the
-CPU (OPENBLAS_CORETYPE=SkylakeX, which also reaches torch's BLAS); glibc told
+CPU (OPENBLAS_CORETYPE=SkylakeX on a CPU with AVX-512, whatever the
+environment had, which also reaches torch's BLAS); glibc told
 to keep freed memory (MALLOC_MMAP_THRESHOLD_=4294967296,
 MALLOC_TRIM_THRESHOLD_=68719476736), so that an allocation that a previous
 repeat freed costs no page faults. The script re-executes itself with these
-variables when they are unset; it runs `gradkern bench --json` under them.
+variables when they differ; it runs `gradkern bench --json` under them.
 
 Four tables:
 - kernels: each op's kernels alone. gradkern (`gradkern bench`) writes into
@@ -51,11 +52,20 @@ import subprocess
 import sys
 import time
 
-ENVIRONMENT = {"OPENBLAS_CORETYPE": "SkylakeX", "MALLOC_MMAP_THRESHOLD_": "4294967296",
-               "MALLOC_TRIM_THRESHOLD_": "68719476736"}
-if any(k not in os.environ for k in ENVIRONMENT):
-    for k, v in ENVIRONMENT.items():
-        os.environ.setdefault(k, v)
+# On a CPU with AVX-512 the OpenBLAS core type is SkylakeX whatever the
+# environment says: Debian's OpenBLAS misdetects such CPUs, and a core type
+# preset for another reason (Haswell, with OPENBLAS_L2_SIZE) runs torch's
+# BLAS on AVX2 kernels, far below the machine (236 against 404 GFLOP/s on 2
+# cores measured here), which would flatter gradkern. Elsewhere the
+# environment's choice stands.
+AVX512 = "avx512f" in open("/proc/cpuinfo").read().split()
+ENVIRONMENT = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736"}
+if AVX512:
+    ENVIRONMENT["OPENBLAS_CORETYPE"] = "SkylakeX"
+if any(os.environ.get(k) != v for k, v in ENVIRONMENT.items()) or (AVX512 and "OPENBLAS_L2_SIZE" in os.environ):
+    os.environ.update(ENVIRONMENT)
+    if AVX512:
+        os.environ.pop("OPENBLAS_L2_SIZE", None)
     os.execv(sys.executable, [sys.executable] + sys.argv)
 
 import torch  # noqa: E402
@@ -755,7 +765,7 @@ def main():
     conditions = ("torch %s and gradkern %s (%s), %d threads each; OPENBLAS_CORETYPE=%s; glibc MALLOC_MMAP_THRESHOLD_=%s "
                   "MALLOC_TRIM_THRESHOLD_=%s (freed memory kept and reused)"
                   % (torch.__version__, gk.__version__, gk.library_path, torch.get_num_threads(),
-                     os.environ["OPENBLAS_CORETYPE"], os.environ["MALLOC_MMAP_THRESHOLD_"],
+                     os.environ.get("OPENBLAS_CORETYPE", "unset"), os.environ["MALLOC_MMAP_THRESHOLD_"],
                      os.environ["MALLOC_TRIM_THRESHOLD_"])) + "; " + blas_text(a.blas)
     results, text = {"conditions": conditions}, [conditions]
     titles = {"kernels": "Kernels: gradkern into preallocated outputs; torch with out= where the op has it "

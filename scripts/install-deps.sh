@@ -10,7 +10,8 @@
 #                                     vulkan-validationlayers), libEGL (the WebGPU tests on Dawn),
 #                                     and everything of wasm
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
-#   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch
+#   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch, the Python
+#                                   headers (the binding's compiled module, timed by bench-torch)
 #   scripts/install-deps.sh wasm    clang, wasm-ld, llvm-ar, Debian's wasi-libc and clang's wasm32
 #                                   runtime (make wasm), node (its tests); test includes these
 # As root it installs Debian packages with apt-get; otherwise it prints the
@@ -79,6 +80,9 @@ fi
 if [ "${1:-build}" = bench ]; then
   ldconfig -p 2>/dev/null | grep 'libopenblas\.so\.0' >/dev/null || need+=(libopenblas0)  # not -q: with pipefail, ldconfig's SIGPIPE would fail the test
   /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch python3-numpy)
+  # The compiled module's headers: bench-torch times both bindings.
+  /usr/bin/python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' 2>/dev/null ||
+    need+=(python3-dev)
 fi
 # torch calls Debian's libblas.so.3, an alternative: the reference BLAS
 # (netlib) unless OpenBLAS's is chosen. Benchmarks against torch need
