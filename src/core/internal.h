@@ -112,10 +112,11 @@ struct gk_backend_table {
   // src/optim/optim.c calls them after its checks (hyperparameters, dtypes,
   // shapes, every tensor on this backend's device and inside one of its
   // buffers, no overlap) and keeps the arithmetic around them (the scalars,
-  // the norm, the clipping factor, the non-finite rule); a hook refuses what
-  // it does not run (GK_ERR_UNSUPPORTED, naming the argument) before it
-  // writes anything. Work may still run when they return, as a plan's does.
-  // adamw_step: one AdamW step (f32/f64 parameters: no master weights).
+  // the norm, the clipping factor, the non-finite rule) and hands them f32
+  // tensors only; a hook refuses what it does not run (GK_ERR_UNSUPPORTED,
+  // naming the argument) before it writes anything. Work may still run when
+  // they return, as a plan's does.
+  // adamw_step: one AdamW step (f32 parameters: no master weights).
   gk_status (*adamw_step)(const gk_adamw_config *c, const gk_adamw_scalars *k, int n, const gk_tensor *params,
                           const gk_tensor *grads, const gk_tensor *exp_avg, const gk_tensor *exp_avg_sq);
   // sum_squares: *sum = the sum over the n tensors, in order, of each one's

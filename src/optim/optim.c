@@ -216,6 +216,17 @@ static gk_status not_on_device(const char *fn, const gk_backend_table *backend, 
                  "host tensors)", fn, (int)backend->device, backend->name, what);
 }
 
+// Device calls take f32 tensors only (the hooks have no master weights).
+static gk_status device_f32_only(const char *fn, const gk_backend_table *backend, const char *name, int n,
+                                 const gk_tensor *t) {
+  for (int i = 0; i < n; i++)
+    if (t[i].dtype != GK_F32)
+      return gk_fail(GK_ERR_UNSUPPORTED, "%s: argument '%s[%d]' is %s: on the %s device the optimizers take f32 "
+                     "tensors only (f16/bf16 parameters with master weights, and f64, run on host tensors)", fn, name,
+                     i, gk_dtype_name(t[i].dtype), backend->name);
+  return GK_SUCCESS;
+}
+
 static gk_status check_hyper(const char *fn, const char *name, double v, double lo, bool lo_open, double hi,
                              bool hi_open) {
   bool ok = isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
@@ -361,6 +372,7 @@ gk_status gk_adamw_step(const gk_adamw_config *config, int n, const gk_tensor *p
   const gk_backend_table *device;
   if ((s = check_lists(fn, n, params, "params", roles, 4, &device)) != GK_SUCCESS) return s;
   if (device && !device->adamw_step) return not_on_device(fn, device, "AdamW");
+  if (device && (s = device_f32_only(fn, device, "params", n, params)) != GK_SUCCESS) return s;
   gk_adamw_scalars k = {1 - config->lr * config->weight_decay, config->lr / (1 - pow(config->beta1, (double)step)),
                         sqrt(1 - pow(config->beta2, (double)step))};
   if (device) {
@@ -554,6 +566,7 @@ gk_status gk_clip_grad_norm(int n, const gk_tensor *grads, double max_norm, doub
   gk_status s = check_lists(fn, n, grads, "grads", NULL, 0, &device);
   if (s != GK_SUCCESS) return s;
   if (device && (!device->sum_squares || !device->scale)) return not_on_device(fn, device, "gradient clipping");
+  if (device && (s = device_f32_only(fn, device, "grads", n, grads)) != GK_SUCCESS) return s;
   clip_job j = {grads, {0, NULL}, NULL, 1};
   double sum = 0;
   s = device ? device->sum_squares(n, grads, &sum) : host_sum_squares(fn, n, &j, &sum);

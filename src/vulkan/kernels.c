@@ -522,15 +522,6 @@ static gk_status scan_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a
 // runs nor the final pass's are long (f32 rounding grows with both).
 enum { SUMSQ_MAX_GROUPS = 4096 };
 
-static gk_status f32_only(const char *fn, const char *name, int n, const gk_tensor *t) {
-  for (int i = 0; i < n; i++)
-    if (t[i].dtype != GK_F32)
-      return gk_fail(GK_ERR_UNSUPPORTED, "%s: argument '%s[%d]' is %s: on the vulkan device the optimizers take f32 "
-                     "tensors only (f16/bf16 parameters with master weights, and f64, run on host tensors)", fn, name,
-                     i, gk_dtype_name(t[i].dtype));
-  return GK_SUCCESS;
-}
-
 // One optimizer call: `lists` lists of n tensors, list l written when
 // written[l]; tensor i of list l bound at at[l * n + i] (temp: in a temporary).
 typedef struct opt_call {
@@ -569,7 +560,6 @@ static gk_status opt_end(opt_call *c, gk_status s) {
 static gk_status vk_adamw_step(const gk_adamw_config *c, const gk_adamw_scalars *k, int n, const gk_tensor *params,
                                const gk_tensor *grads, const gk_tensor *exp_avg, const gk_tensor *exp_avg_sq) {
   static const char *const shaders[] = {"adamw", "gather", "scatter", NULL};
-  TRY(f32_only("gk_adamw_step", "params", n, params));
   TRY(vk_pipelines(shaders));
   const gk_tensor *lists[4] = {params, grads, exp_avg, exp_avg_sq};
   opt_call call = {n, 4, lists, (const bool[]){true, false, true, true}, NULL, NULL};
@@ -593,7 +583,6 @@ static gk_status vk_adamw_step(const gk_adamw_config *c, const gk_adamw_scalars 
 typedef struct { uint32_t mode, n, first, tensors; } sumsq_push;
 static gk_status vk_sum_squares(int n, const gk_tensor *grads, double *sum) {
   static const char *const shaders[] = {"sumsq", "gather", NULL};
-  TRY(f32_only("gk_clip_grad_norm", "grads", n, grads));
   TRY(vk_pipelines(shaders));
   opt_call call = {n, 1, &grads, (const bool[]){false}, NULL, NULL};
   float *sums = malloc(sizeof(float) * (size_t)n);
@@ -628,7 +617,6 @@ static gk_status vk_sum_squares(int n, const gk_tensor *grads, double *sum) {
 
 static gk_status vk_scale(int n, const gk_tensor *grads, double factor) {
   static const char *const shaders[] = {"scale", "gather", "scatter", NULL};
-  TRY(f32_only("gk_clip_grad_norm", "grads", n, grads));
   TRY(vk_pipelines(shaders));
   opt_call call = {n, 1, &grads, (const bool[]){true}, NULL, NULL};
   vk_record_begin();

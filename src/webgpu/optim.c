@@ -44,15 +44,6 @@ enum {
   P_PARTIALS, P_GROUPS, P_TABLE, P_SUMS, P_TENSORS, P_FACTOR
 };
 
-static gk_status f32_only(const char *fn, const char *name, int n, const gk_tensor *t) {
-  for (int i = 0; i < n; i++)
-    if (t[i].dtype != GK_F32)
-      return gk_fail(GK_ERR_UNSUPPORTED, "%s: argument '%s[%d]' is %s: on the webgpu device the optimizers take f32 "
-                     "tensors only (f16/bf16 parameters with master weights, and f64, run on host tensors)", fn, name,
-                     i, gk_dtype_name(t[i].dtype));
-  return GK_SUCCESS;
-}
-
 static uint64_t groups_for(int64_t n) { return (uint64_t)gk_ceil_div(n, 64); }
 
 // ---------------------------------------------------------------- pieces
@@ -98,9 +89,8 @@ static bool next_piece(pieces *pc, const gk_tensor *t, gk_tensor *piece) {
 // 2N and 3N (N: the largest piece's elements).
 gk_status wg_adamw_step(const gk_adamw_config *c, const gk_adamw_scalars *k, int n, const gk_tensor *params,
                         const gk_tensor *grads, const gk_tensor *exp_avg, const gk_tensor *exp_avg_sq) {
-  gk_status s = f32_only("gk_adamw_step", "params", n, params);
   uint64_t N = (uint64_t)largest_piece(n, params);
-  if (s == GK_SUCCESS) s = wg_arena_reserve(4 * N);
+  gk_status s = wg_arena_reserve(4 * N);
   if (s != GK_SUCCESS) return s;
   const gk_tensor *lists[4] = {params, grads, exp_avg, exp_avg_sq};
   uint32_t p[WG_PARAM_WORDS] = {0};
@@ -139,8 +129,7 @@ gk_status wg_adamw_step(const gk_adamw_config *c, const gk_adamw_scalars *k, int
 // pieces' in order: table[2i + 1] of them from the table[2i]-th), the
 // table, the n sums.
 gk_status wg_sum_squares(int n, const gk_tensor *grads, double *sum) {
-  gk_status s = f32_only("gk_clip_grad_norm", "grads", n, grads);
-  if (s != GK_SUCCESS) return s;
+  gk_status s = GK_SUCCESS;
   uint32_t *table = malloc(sizeof(uint32_t) * 2 * (size_t)(n > 0 ? n : 1));
   float *sums = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
   if (!table || !sums) s = gk_fail(GK_ERR_OUT_OF_MEMORY, "webgpu: no memory for the sums of squares of %d tensors", n);
@@ -178,8 +167,7 @@ gk_status wg_sum_squares(int n, const gk_tensor *grads, double *sum) {
 }
 
 gk_status wg_scale(int n, const gk_tensor *grads, double factor) {
-  gk_status s = f32_only("gk_clip_grad_norm", "grads", n, grads);
-  if (s == GK_SUCCESS) s = wg_arena_reserve((uint64_t)largest_piece(n, grads));
+  gk_status s = wg_arena_reserve((uint64_t)largest_piece(n, grads));
   uint32_t p[WG_PARAM_WORDS] = {0};
   p[P_FACTOR] = wg_f32(factor);
   gk_tensor piece;
