@@ -2,6 +2,7 @@
 // backend's device, for its copy bandwidth (timed in tools/bench.c). Built
 // with the Vulkan backend.
 #include "bench.h"
+#include "vulkan/vulkan_backend.h"
 
 #include <stdlib.h>
 #include <vulkan/vulkan.h>
@@ -37,10 +38,10 @@ static int memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t type
   return -1;
 }
 
-// The device gradkern's backend picks (GK_VULKAN_DEVICE, else the first),
-// its first compute queue, and two buffers of `bytes` in the memory type the
-// backend puts its buffers in (device-local and host-visible where there is
-// such memory, else device-local). NULL, or what failed.
+// The device gradkern's backend picks, its first compute queue, and two
+// buffers of `bytes` in the kind of memory the backend puts its buffers in
+// (device-local, and host-visible where the backend maps them). NULL, or
+// what failed.
 static const char *copier_init(gk_bench_copier *c, size_t bytes) {
   c->bytes = bytes;
   VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "gradkern bench",
@@ -50,8 +51,10 @@ static const char *copier_init(gk_bench_copier *c, size_t bytes) {
   VkPhysicalDevice pds[16];
   uint32_t n = 16;
   vkEnumeratePhysicalDevices(c->instance, &n, pds);
-  const char *want = getenv("GK_VULKAN_DEVICE");
-  uint32_t index = want && *want ? (uint32_t)atoi(want) : 0;
+  uint32_t index;
+  bool mapped;
+  const char *why = vk_device_choice(&index, &mapped);
+  if (why) return why;
   if (index >= n) return "no such device";
   VkPhysicalDevice pd = pds[index];
   VkQueueFamilyProperties qp[16];
@@ -69,15 +72,14 @@ static const char *copier_init(gk_bench_copier *c, size_t bytes) {
   VkPhysicalDeviceMemoryProperties mp;
   vkGetPhysicalDeviceMemoryProperties(pd, &mp);
   const VkMemoryPropertyFlags local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
-                              mapped = local | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+                              host_visible = local | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   for (int i = 0; i < 2; i++) {
     VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = bytes,
                              .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT};
     if (vkCreateBuffer(c->device, &bi, NULL, &c->buf[i]) != VK_SUCCESS) return "vkCreateBuffer failed";
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(c->device, c->buf[i], &req);
-    int type = memory_type(&mp, req.memoryTypeBits, mapped);
-    if (type < 0) type = memory_type(&mp, req.memoryTypeBits, local);
+    int type = memory_type(&mp, req.memoryTypeBits, mapped ? host_visible : local);
     if (type < 0) return "no device-local memory";
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
                                .memoryTypeIndex = (uint32_t)type};

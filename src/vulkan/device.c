@@ -1,14 +1,15 @@
 // The Vulkan backend's device side: instance and device (GK_VULKAN_DEVICE
-// picks among several, the first by default), buffers, one command buffer
+// picks among several; by default a discrete GPU before others), buffers, one command buffer
 // that runs are recorded into and that is submitted in a batch (when the
 // host needs results: download, upload, synchronize; or when it is full),
 // pipelines made once from the SPIR-V embedded at build time, temporaries,
 // and the gather/scatter of tensors that are not contiguous f32.
 //
-// Memory: where the device has memory that is both device-local and
-// host-visible (integrated GPUs, lavapipe), buffers live there, mapped, and
-// uploads and downloads are memcpy after the batch; otherwise buffers are
-// device-local and copies go through a staging buffer.
+// Memory: where the device's memory is host-visible as a whole (integrated
+// GPUs, lavapipe), buffers live there, mapped, and uploads and downloads are
+// memcpy after the batch; otherwise (a discrete GPU, or GK_VULKAN_STAGED=1,
+// which tests that path on any device) buffers are device-local and copies
+// go through a staging buffer in host memory.
 //
 // GK_VULKAN_VALIDATION=1 enables the Khronos validation layer with its
 // synchronization validation; every message it reports is kept, and the
@@ -54,6 +55,7 @@ static struct {
   PFN_vkCmdPushDescriptorSetKHR push_descriptors;
   uint32_t mem_buffers, mem_host;  // memory types: buffers; temporaries and staging (host-visible)
   bool uma;                        // buffers are host-visible
+  uint32_t index;                  // of the device among the instance's
   bool storage16;
   VkDeviceSize align;              // of descriptor offsets
   pthread_mutex_t lock;
@@ -107,12 +109,23 @@ static bool validation_wanted(void) {
 
 // ---------------------------------------------------------------- setup
 
-static int find_memory(uint32_t type_bits, VkMemoryPropertyFlags want) {
+// The first memory type allowed by type_bits with every flag of `want` and
+// none of `avoid`, or -1.
+static int find_memory(uint32_t type_bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid) {
   VkPhysicalDeviceMemoryProperties mp;
   vkGetPhysicalDeviceMemoryProperties(vk.physical, &mp);
-  for (uint32_t i = 0; i < mp.memoryTypeCount; i++)
-    if ((type_bits & (1u << i)) && (mp.memoryTypes[i].propertyFlags & want) == want) return (int)i;
+  for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
+    VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
+    if ((type_bits & (1u << i)) && (f & want) == want && !(f & avoid)) return (int)i;
+  }
   return -1;
+}
+
+// The size of the heap that memory type `type` draws on.
+static VkDeviceSize heap_size(int type) {
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(vk.physical, &mp);
+  return mp.memoryHeaps[mp.memoryTypes[type].heapIndex].size;
 }
 
 __attribute__((format(printf, 1, 2))) static const char *fail_setup(const char *fmt, ...) {
@@ -180,7 +193,18 @@ static const char *pick_device(void) {
   if (n > 16) n = 16;
   vkEnumeratePhysicalDevices(vk.instance, &n, list);
   const char *want = getenv("GK_VULKAN_DEVICE");
-  int index = 0;
+  // Unless told, the most capable kind: a discrete GPU, then an integrated
+  // one, a virtual one, a CPU driver (loaders do not all order them so).
+  static const int rank[] = {[VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU] = 0, [VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU] = 1,
+                             [VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU] = 2, [VK_PHYSICAL_DEVICE_TYPE_CPU] = 3,
+                             [VK_PHYSICAL_DEVICE_TYPE_OTHER] = 4};
+  int index = 0, best = 5;
+  for (uint32_t i = 0; i < n; i++) {
+    VkPhysicalDeviceProperties p;
+    vkGetPhysicalDeviceProperties(list[i], &p);
+    int r = p.deviceType <= VK_PHYSICAL_DEVICE_TYPE_CPU ? rank[p.deviceType] : 4;
+    if (r < best) best = r, index = (int)i;
+  }
   if (want && *want) {
     char *end;
     long v = strtol(want, &end, 10);
@@ -188,6 +212,7 @@ static const char *pick_device(void) {
     index = (int)v;
   }
   vk.physical = list[index];
+  vk.index = (uint32_t)index;
   vkGetPhysicalDeviceProperties(vk.physical, &vk.props);
   if (!has_extension(vk.physical, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
     return fail_setup("Vulkan device '%s' lacks VK_KHR_push_descriptor", vk.props.deviceName);
@@ -265,11 +290,18 @@ static const char *setup(void) {
   vkGetBufferMemoryRequirements(vk.device, probe, &req);
   vkDestroyBuffer(vk.device, probe, NULL);
   const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  int uma = find_memory(req.memoryTypeBits, hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-  int local = find_memory(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-  int host = uma >= 0 ? uma : find_memory(req.memoryTypeBits, hv);
+  // Mapped buffers where device memory is host-visible as a whole (a CPU
+  // driver, an integrated GPU); not where only a window of it is (a discrete
+  // GPU's 256 MiB BAR heap): there buffers are device-local, staged through
+  // host memory outside the device's heap.
+  int local = find_memory(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  int uma = find_memory(req.memoryTypeBits, hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  if (uma >= 0 && local >= 0 && heap_size(uma) < heap_size(local)) uma = -1;
+  int host = uma >= 0 ? uma : find_memory(req.memoryTypeBits, hv, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  if (host < 0) host = find_memory(req.memoryTypeBits, hv, 0);
   if (host < 0 || local < 0) return fail_setup("Vulkan device '%s' has no host-visible coherent memory", vk.props.deviceName);
-  vk.uma = uma >= 0;
+  const char *staged = getenv("GK_VULKAN_STAGED");
+  vk.uma = uma >= 0 && !(staged && !strcmp(staged, "1"));
   vk.mem_buffers = (uint32_t)(vk.uma ? uma : local);
   vk.mem_host = (uint32_t)host;
   if (make_buf(256, true, &vk.unused) != GK_SUCCESS) return fail_setup("no memory on '%s'", vk.props.deviceName);
@@ -280,11 +312,12 @@ static const char *setup(void) {
   uint32_t v = vk.props.apiVersion;
   snprintf(vk.description, sizeof vk.description,
            "%s (%s, Vulkan %u.%u.%u): subgroups of %u, 16-bit storage %s, %u KiB workgroup memory, "
-           "bindings up to %u MiB, %s",
+           "bindings up to %u MiB, %s, cooperative matrix %s",
            vk.props.deviceName, types[vk.props.deviceType <= 4 ? vk.props.deviceType : 0], VK_API_VERSION_MAJOR(v),
            VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v), sub.subgroupSize, vk.storage16 ? "yes" : "no",
            vk.props.limits.maxComputeSharedMemorySize / 1024, vk.props.limits.maxStorageBufferRange >> 20,
-           vk.uma ? "buffers host-visible (mapped)" : "buffers device-local (staged copies)");
+           vk.uma ? "buffers host-visible (mapped)" : "buffers device-local (staged copies)",
+           has_extension(vk.physical, "VK_KHR_cooperative_matrix") ? "available (unused)" : "no");
   return NULL;
 }
 
@@ -305,6 +338,12 @@ const char *vk_unavailable(void) {
 }
 
 bool vk_has_16bit_storage(void) { return vk.storage16; }
+
+const char *vk_device_choice(uint32_t *index, bool *mapped) {
+  const char *why = vk_unavailable();
+  if (!why) *index = vk.index, *mapped = vk.uma;
+  return why;
+}
 
 // ---------------------------------------------------------------- buffers
 
@@ -374,6 +413,12 @@ static gk_status staged_copy(vk_buf *b, size_t offset, void *host, size_t bytes,
   VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                  .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
   vkBeginCommandBuffer(c, &bi);
+  // Earlier batches' shader and copy writes before this copy's read or write.
+  VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                            .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                            .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+  vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
   VkBufferCopy region = {upload ? 0 : offset, upload ? offset : 0, bytes};
   vkCmdCopyBuffer(c, upload ? stage.buffer : b->buffer, upload ? b->buffer : stage.buffer, 1, &region);
   VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,

@@ -38,6 +38,9 @@ typedef struct vk_run {
 // ---------------------------------------------------------------- device.c
 // The backend table's hooks (gk_backend_table).
 const char *vk_unavailable(void);
+// The device the backend runs on (its index among the instance's devices)
+// and whether its buffers are mapped host-visible memory; NULL, or why none.
+const char *vk_device_choice(uint32_t *index, bool *mapped);
 gk_status vk_buffer_alloc(size_t bytes, void **handle);
 void vk_buffer_free(void *handle);
 gk_status vk_buffer_upload(void *handle, size_t offset, const void *src, size_t bytes);
