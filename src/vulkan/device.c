@@ -391,6 +391,11 @@ gk_status vk_buffer_alloc(size_t bytes, void **handle) {
   return GK_SUCCESS;
 }
 
+vk_binding vk_buffer_binding(void *handle) {
+  const vk_buf *b = handle;
+  return (vk_binding){b->buffer, 0, b->size};
+}
+
 void vk_buffer_free(void *handle) {
   pthread_mutex_lock(&vk.lock);
   flush_locked();  // runs recorded with it finish first

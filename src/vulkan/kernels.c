@@ -355,24 +355,36 @@ static gk_status embedding_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_a
 // ---------------------------------------------------------------- rope
 
 // The cos and sin of every (t, pair) angle, computed in f64 by the host as
-// the reference does, into a temporary the shader reads.
-static gk_status rope(vk_run *r, const gk_op_desc *d, gk_arg_kind in, gk_arg_kind out, bool inverse) {
+// the reference does, once per plan (rope_table, at plan creation) into a
+// buffer of the plan's that the shader reads.
+static gk_status rope_table(gk_plan *plan) {
+  const gk_op_desc *d = &plan->desc;
   bool bhtd = d->rope.layout == GK_ROPE_BHTD;
-  uint32_t T = (uint32_t)d->shape[bhtd ? 2 : 1], H = (uint32_t)d->shape[bhtd ? 1 : 2], Dh = (uint32_t)d->shape[3];
-  uint32_t half = Dh / 2;
-  struct { uint32_t n, T, H, Dh, bhtd, interleaved, inverse; } p = {
-      (uint32_t)(numel_desc(d) / 2), T, H, Dh, bhtd, d->rope.pairing == GK_ROPE_INTERLEAVED, inverse};
-  if (!p.n) return GK_SUCCESS;
-  vk_binding table;
-  float *host;
-  TRY(vk_temp((size_t)T * half * 2 * 4, &table, (void **)&host));
-  for (uint32_t t = 0; t < T; t++)
-    for (uint32_t i = 0; i < half; i++) {
-      double angle = gk_rope_angle(d, d->rope.offset + t, i);
+  size_t T = (size_t)d->shape[bhtd ? 2 : 1], half = (size_t)d->shape[3] / 2, n = T * half * 2;
+  float *host = malloc((n ? n : 1) * sizeof *host);
+  if (!host) return gk_fail(GK_ERR_OUT_OF_MEMORY, "vulkan: no host memory for rope's table of %zu floats", n);
+  for (size_t t = 0; t < T; t++)
+    for (size_t i = 0; i < half; i++) {
+      double angle = gk_rope_angle(d, d->rope.offset + (int64_t)t, (int64_t)i);
       host[(t * half + i) * 2] = (float)cos(angle);
       host[(t * half + i) * 2 + 1] = (float)sin(angle);
     }
-  return DISPATCH("rope", p, vk_groups(p.n, 256), 1, 1, ARG(in), table, ARG(out));
+  gk_status s = vk_buffer_alloc((n ? n : 1) * sizeof *host, &plan->state);
+  if (s == GK_SUCCESS) s = vk_buffer_upload(plan->state, 0, host, n * sizeof *host);
+  if (s != GK_SUCCESS && plan->state) {
+    vk_buffer_free(plan->state);
+    plan->state = NULL;
+  }
+  free(host);
+  return s;
+}
+static gk_status rope(vk_run *r, const gk_op_desc *d, gk_arg_kind in, gk_arg_kind out, bool inverse) {
+  bool bhtd = d->rope.layout == GK_ROPE_BHTD;
+  uint32_t T = (uint32_t)d->shape[bhtd ? 2 : 1], H = (uint32_t)d->shape[bhtd ? 1 : 2], Dh = (uint32_t)d->shape[3];
+  struct { uint32_t n, T, H, Dh, bhtd, interleaved, inverse; } p = {
+      (uint32_t)(numel_desc(d) / 2), T, H, Dh, bhtd, d->rope.pairing == GK_ROPE_INTERLEAVED, inverse};
+  if (!p.n) return GK_SUCCESS;
+  return DISPATCH("rope", p, vk_groups(p.n, 256), 1, 1, ARG(in), vk_buffer_binding(r->plan->state), ARG(out));
 }
 static gk_status rope_fwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
   return rope(r, d, GK_ARG_X, GK_ARG_Y, false);
@@ -457,13 +469,20 @@ static scan_push scan_of(const gk_op_desc *d) {
                      (uint32_t)d->scan.delta_softplus, (uint32_t)d->scan.has_initial_state,
                      (uint32_t)d->scan.has_final_state};
 }
+// Workgroups for the scan shaders: 64 invocations each, 64 / S channels
+// (b, d) a workgroup, S lanes a channel (scan.glsl's scan_lanes).
+static uint32_t scan_groups(const scan_push *p) {
+  uint32_t lanes = 1;
+  while (lanes < p->N && lanes < 64) lanes <<= 1;
+  return vk_groups((int64_t)p->B * p->D, (int)(64 / lanes));
+}
 static gk_status scan_fwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
   scan_push p = scan_of(d);
   size_t bdn = (size_t)p.B * p.D * p.N;
   if (!bdn) return GK_SUCCESS;
   vk_binding h;
   TRY(vk_temp(bdn * 4, &h, NULL));
-  return DISPATCH("scan_fwd", p, vk_groups((int64_t)p.B * p.D, 64), 1, 1, ARG(GK_ARG_U), ARG(GK_ARG_DELTA),
+  return DISPATCH("scan_fwd", p, scan_groups(&p), 1, 1, ARG(GK_ARG_U), ARG(GK_ARG_DELTA),
                   ARG(GK_ARG_A), ARG(GK_ARG_B), ARG(GK_ARG_C), ARG(GK_ARG_D), ARG(GK_ARG_Z), ARG(GK_ARG_DELTA_BIAS),
                   ARG(GK_ARG_INITIAL_STATE), ARG(GK_ARG_Y), ARG(GK_ARG_CHUNK_STATES), ARG(GK_ARG_FINAL_STATE), h);
 }
@@ -492,7 +511,7 @@ static gk_status scan_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a
   TRY(vk_temp((bdnl ? bdnl : 1) * 4, &cc, NULL));
   TRY(vk_temp((states ? states : 1) * 4, &hs, NULL));
   if (bd)
-    TRY(DISPATCH("scan_bwd", p, vk_groups((int64_t)bd, 64), 1, 1, ARG(GK_ARG_DY), ARG(GK_ARG_U), ARG(GK_ARG_DELTA),
+    TRY(DISPATCH("scan_bwd", p, scan_groups(&p), 1, 1, ARG(GK_ARG_DY), ARG(GK_ARG_U), ARG(GK_ARG_DELTA),
                  ARG(GK_ARG_A), ARG(GK_ARG_B), ARG(GK_ARG_C), ARG(GK_ARG_D), ARG(GK_ARG_Z), ARG(GK_ARG_DELTA_BIAS),
                  vk_unused(), ARG(GK_ARG_DFINAL_STATE), ARG(GK_ARG_CHUNK_STATES), ARG(GK_ARG_DU), ARG(GK_ARG_DDELTA),
                  ARG(GK_ARG_DZ), ARG(GK_ARG_DINITIAL_STATE), pa, pd, pdb, cb, cc, hs, g));
@@ -691,7 +710,13 @@ static gk_status vk_init(gk_plan *plan) {
   const char *common[] = {"gather", "scatter", vk_has_16bit_storage() ? "scatter16" : NULL, NULL};
   gk_status s = vk_pipelines(common);
   if (s == GK_SUCCESS) s = vk_pipelines(f->shaders[plan->desc.direction]);
+  if (s == GK_SUCCESS && plan->desc.op == GK_OP_ROPE) s = rope_table(plan);
   return s;
+}
+
+static void vk_fini(gk_plan *plan) {
+  if (plan->state) vk_buffer_free(plan->state);
+  plan->state = NULL;
 }
 
 static gk_status vk_run_kernel(const gk_plan *plan, const gk_kernel_args a, void *workspace) {
@@ -719,7 +744,8 @@ void gk_vulkan_precision(const gk_plan *plan, gk_plan_info *info) {
 
 // One kernel serves every op and direction: family_of picks what it records.
 static const gk_kernel vk_kernel = {.name = "vulkan", .backend = GK_BACKEND_VULKAN, .isa = "spirv",
-                                    .decline = vk_decline, .run = vk_run_kernel, .init = vk_init};
+                                    .decline = vk_decline, .run = vk_run_kernel, .init = vk_init,
+                                    .fini = vk_fini};
 static const gk_kernel *const vk_kernels[] = {&vk_kernel, NULL};
 #define BOTH {vk_kernels, vk_kernels}
 

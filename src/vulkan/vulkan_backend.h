@@ -46,6 +46,8 @@ void vk_buffer_free(void *handle);
 gk_status vk_buffer_upload(void *handle, size_t offset, const void *src, size_t bytes);
 gk_status vk_buffer_download(void *handle, size_t offset, void *dst, size_t bytes);
 gk_status vk_synchronize(void);
+// The whole of a buffer from vk_buffer_alloc, as a binding.
+vk_binding vk_buffer_binding(void *handle);
 // The device: name, type, API version, the features the kernels use.
 const char *vk_device_description(void);
 // Begin recording (takes the backend's recording lock; flushes a full
