@@ -5,11 +5,11 @@
 // pipelines made once from the SPIR-V embedded at build time, temporaries,
 // and the gather/scatter of tensors that are not contiguous f32.
 //
-// Memory: where the device's memory is host-visible as a whole (integrated
-// GPUs, lavapipe), buffers live there, mapped, and uploads and downloads are
+// Memory: where the device's memory is host memory (integrated GPUs,
+// lavapipe), buffers live there, mapped, and uploads and downloads are
 // memcpy after the batch; otherwise (a discrete GPU, or GK_VULKAN_STAGED=1,
-// which tests that path on any device) buffers are device-local and copies
-// go through a staging buffer in host memory.
+// which tests that path on any device; =0 maps where the device can) buffers and temporaries are
+// device-local and copies go through a staging buffer in host memory.
 //
 // GK_VULKAN_VALIDATION=1 enables the Khronos validation layer with its
 // synchronization validation; every message it reports is kept, and the
@@ -39,6 +39,15 @@ typedef struct vk_buf {
   VkDeviceSize size;
 } vk_buf;
 
+// Temporaries of one batch, carved from blocks of one kind of memory:
+// device-local (mapped only where all buffers are) or host-visible.
+typedef struct {
+  vk_buf block[32];
+  VkDeviceSize used[32];
+  int blocks;
+  bool host;
+} vk_arena;
+
 static struct {
   VkInstance instance;
   VkDebugUtilsMessengerEXT messenger;
@@ -62,11 +71,9 @@ static struct {
   // The batch being recorded.
   bool recording;
   int dispatches;
-  // Temporaries: blocks of host-visible memory, bump-allocated, all freed
-  // (but the largest) when the batch ends.
-  vk_buf arena[32];
-  VkDeviceSize arena_used[32];
-  int arenas;
+  // Temporaries, bump-allocated, freed when the batch ends: the shaders'
+  // own, and those the host writes or reads.
+  vk_arena temps, host_temps;
   vk_buf unused;  // bound to slots a dispatch leaves empty
   // Pipelines, made once per process when a plan first needs them.
   const char *pipeline_name[MAX_PIPELINES];
@@ -290,20 +297,26 @@ static const char *setup(void) {
   vkGetBufferMemoryRequirements(vk.device, probe, &req);
   vkDestroyBuffer(vk.device, probe, NULL);
   const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  // Mapped buffers where device memory is host-visible as a whole (a CPU
-  // driver, an integrated GPU); not where only a window of it is (a discrete
-  // GPU's 256 MiB BAR heap): there buffers are device-local, staged through
-  // host memory outside the device's heap.
+  // Mapped buffers where device memory is host memory (a CPU driver, an
+  // integrated GPU). Not on a discrete GPU, even where all of its memory is
+  // host-visible (a resizable BAR): host reads of it cross the bus uncached;
+  // there buffers and the shaders' temporaries are device-local, and copies
+  // are staged through host memory outside the device's heap.
+  // GK_VULKAN_STAGED=1 stages on any device, =0 maps wherever the device
+  // has host-visible device-local memory (to compare the two).
   int local = find_memory(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  if (local < 0) return fail_setup("Vulkan device '%s' has no device-local memory for buffers", vk.props.deviceName);
+  const char *staged = getenv("GK_VULKAN_STAGED");
+  bool discrete = vk.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
   int uma = find_memory(req.memoryTypeBits, hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
-  if (uma >= 0 && local >= 0 && heap_size(uma) < heap_size(local)) uma = -1;
+  if (uma >= 0 && (staged && *staged ? !strcmp(staged, "1") : discrete || heap_size(uma) < heap_size(local))) uma = -1;
   int host = uma >= 0 ? uma : find_memory(req.memoryTypeBits, hv, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   if (host < 0) host = find_memory(req.memoryTypeBits, hv, 0);
-  if (host < 0 || local < 0) return fail_setup("Vulkan device '%s' has no host-visible coherent memory", vk.props.deviceName);
-  const char *staged = getenv("GK_VULKAN_STAGED");
-  vk.uma = uma >= 0 && !(staged && !strcmp(staged, "1"));
+  if (host < 0) return fail_setup("Vulkan device '%s' has no host-visible coherent memory", vk.props.deviceName);
+  vk.uma = uma >= 0;
   vk.mem_buffers = (uint32_t)(vk.uma ? uma : local);
   vk.mem_host = (uint32_t)host;
+  vk.host_temps.host = true;
   if (make_buf(256, true, &vk.unused) != GK_SUCCESS) return fail_setup("no memory on '%s'", vk.props.deviceName);
   VkPhysicalDeviceSubgroupProperties sub = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sub};
@@ -477,6 +490,19 @@ static gk_status begin_batch(void) {
   return GK_SUCCESS;
 }
 
+// After a batch: the arena's temporaries are free again, kept as one block
+// the size of all its blocks together.
+static void arena_reset(vk_arena *a) {
+  VkDeviceSize total = 0;
+  for (int i = 0; i < a->blocks; i++) total += a->block[i].size;
+  if (a->blocks > 1) {
+    for (int i = 0; i < a->blocks; i++) free_buf(&a->block[i]);
+    a->blocks = 0;
+    if (make_buf(total, a->host, &a->block[0]) == GK_SUCCESS) a->blocks = 1;
+  }
+  if (a->blocks) a->used[0] = 0;
+}
+
 // Submit the batch and wait for it; then copy `bytes` from `temp` (a
 // temporary's host address; NULL: nothing) to `dst`, and the temporaries are
 // free again.
@@ -498,15 +524,8 @@ static gk_status flush_read_locked(const void *temp, void *dst, size_t bytes) {
     if (res != VK_SUCCESS) s = gk_fail(GK_ERR_INTERNAL, "vulkan: the batch failed (VkResult %d)", (int)res);
   }
   if (temp && s == GK_SUCCESS) memcpy(dst, temp, bytes);
-  // Keep one arena block, the size of all used together.
-  VkDeviceSize total = 0;
-  for (int i = 0; i < vk.arenas; i++) total += vk.arena[i].size;
-  if (vk.arenas > 1) {
-    for (int i = 0; i < vk.arenas; i++) free_buf(&vk.arena[i]);
-    vk.arenas = 0;
-    if (make_buf(total, true, &vk.arena[0]) == GK_SUCCESS) vk.arenas = 1;
-  }
-  if (vk.arenas) vk.arena_used[0] = 0;
+  arena_reset(&vk.temps);
+  arena_reset(&vk.host_temps);
   if (s == GK_SUCCESS && vk.messages)
     s = gk_fail(GK_ERR_INTERNAL, "vulkan validation reported %d message(s), the first: %s", vk.messages, vk.first_message);
   return s;
@@ -542,21 +561,22 @@ void vk_run_end(vk_run *r) {
 }
 
 gk_status vk_temp(size_t bytes, vk_binding *out, void **host) {
+  vk_arena *a = host ? &vk.host_temps : &vk.temps;
   VkDeviceSize size = (bytes + vk.align - 1) / vk.align * vk.align;
   if (size == 0) size = vk.align;
-  int i = vk.arenas - 1;
-  if (i < 0 || vk.arena_used[i] + size > vk.arena[i].size) {
-    if (vk.arenas == (int)(sizeof vk.arena / sizeof *vk.arena))
+  int i = a->blocks - 1;
+  if (i < 0 || a->used[i] + size > a->block[i].size) {
+    if (a->blocks == (int)(sizeof a->block / sizeof *a->block))
       return gk_fail(GK_ERR_OUT_OF_MEMORY, "vulkan: too many temporaries in one batch");
-    i = vk.arenas;
-    gk_status s = make_buf(size > ARENA_MIN ? size : ARENA_MIN, true, &vk.arena[i]);
+    i = a->blocks;
+    gk_status s = make_buf(size > ARENA_MIN ? size : ARENA_MIN, a->host, &a->block[i]);
     if (s != GK_SUCCESS) return s;
-    vk.arena_used[i] = 0;
-    vk.arenas++;
+    a->used[i] = 0;
+    a->blocks++;
   }
-  *out = (vk_binding){vk.arena[i].buffer, vk.arena_used[i], size};
-  if (host) *host = (char *)vk.arena[i].mapped + vk.arena_used[i];
-  vk.arena_used[i] += size;
+  *out = (vk_binding){a->block[i].buffer, a->used[i], size};
+  if (host) *host = (char *)a->block[i].mapped + a->used[i];
+  a->used[i] += size;
   return GK_SUCCESS;
 }
 
