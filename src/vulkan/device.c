@@ -29,7 +29,7 @@ struct gk_vk_spirv {
 };
 extern const struct gk_vk_spirv gk_vk_spirv[];
 
-enum { MAX_PIPELINES = 64, BATCH_DISPATCHES = 512, ARENA_MIN = 16 << 20 };
+enum { MAX_PIPELINES = 64, BATCH_DISPATCHES = 512, ARENA_MIN = 16 << 20, STAGE_MIN = 1 << 20 };
 
 // A buffer: the handle the library keeps for each gk_buffer.
 typedef struct vk_buf {
@@ -74,6 +74,7 @@ static struct {
   // Temporaries, bump-allocated, freed when the batch ends: the shaders'
   // own, and those the host writes or reads.
   vk_arena temps, host_temps;
+  vk_buf stage;   // staging for copies to and from device-local buffers
   vk_buf unused;  // bound to slots a dispatch leaves empty
   // Pipelines, made once per process when a plan first needs them.
   const char *pipeline_name[MAX_PIPELINES];
@@ -301,7 +302,8 @@ static const char *setup(void) {
   // integrated GPU). Not on a discrete GPU, even where all of its memory is
   // host-visible (a resizable BAR): host reads of it cross the bus uncached;
   // there buffers and the shaders' temporaries are device-local, and copies
-  // are staged through host memory outside the device's heap.
+  // are staged through host memory outside the device's heap (cached, for
+  // the host's reads, where there is such).
   // GK_VULKAN_STAGED=1 stages on any device, =0 maps wherever the device
   // has host-visible device-local memory (to compare the two).
   int local = find_memory(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
@@ -310,7 +312,10 @@ static const char *setup(void) {
   bool discrete = vk.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
   int uma = find_memory(req.memoryTypeBits, hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
   if (uma >= 0 && (staged && *staged ? !strcmp(staged, "1") : discrete || heap_size(uma) < heap_size(local))) uma = -1;
-  int host = uma >= 0 ? uma : find_memory(req.memoryTypeBits, hv, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  int host = uma >= 0 ? uma
+                     : find_memory(req.memoryTypeBits, hv | VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+                                   VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  if (host < 0) host = find_memory(req.memoryTypeBits, hv, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   if (host < 0) host = find_memory(req.memoryTypeBits, hv, 0);
   if (host < 0) return fail_setup("Vulkan device '%s' has no host-visible coherent memory", vk.props.deviceName);
   vk.uma = uma >= 0;
@@ -417,12 +422,16 @@ void vk_buffer_free(void *handle) {
   free(handle);
 }
 
-// Copy between a device-local buffer and host memory through a staging
-// buffer, with a command buffer of its own, waited for.
+// Copy between a device-local buffer and host memory through the staging
+// buffer (kept, grown to the largest copy yet: allocating device memory per
+// copy cost more than the copy), with a command buffer of its own, waited for.
 static gk_status staged_copy(vk_buf *b, size_t offset, void *host, size_t bytes, bool upload) {
-  vk_buf stage;
-  gk_status s = make_buf(bytes, true, &stage);
-  if (s != GK_SUCCESS) return s;
+  if (vk.stage.size < bytes) {
+    free_buf(&vk.stage);
+    gk_status s = make_buf(bytes > STAGE_MIN ? bytes : STAGE_MIN, true, &vk.stage);
+    if (s != GK_SUCCESS) return s;
+  }
+  vk_buf stage = vk.stage;
   if (upload) memcpy(stage.mapped, host, bytes);
   VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = vk.pool,
                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
@@ -450,7 +459,6 @@ static gk_status staged_copy(vk_buf *b, size_t offset, void *host, size_t bytes,
   vkResetFences(vk.device, 1, &vk.fence);
   vkFreeCommandBuffers(vk.device, vk.pool, 1, &c);
   if (res == VK_SUCCESS && !upload) memcpy(host, stage.mapped, bytes);
-  free_buf(&stage);
   return res == VK_SUCCESS ? GK_SUCCESS : gk_fail(GK_ERR_INTERNAL, "vulkan: copy failed (VkResult %d)", (int)res);
 }
 
@@ -458,7 +466,7 @@ gk_status vk_buffer_upload(void *handle, size_t offset, const void *src, size_t 
   vk_buf *b = handle;
   pthread_mutex_lock(&vk.lock);
   gk_status s = flush_locked();  // runs recorded before it read the old bytes
-  if (s == GK_SUCCESS) {
+  if (s == GK_SUCCESS && bytes) {
     if (b->mapped) memcpy((char *)b->mapped + offset, src, bytes);
     else s = staged_copy(b, offset, (void *)src, bytes, true);
   }
@@ -470,7 +478,7 @@ gk_status vk_buffer_download(void *handle, size_t offset, void *dst, size_t byte
   vk_buf *b = handle;
   pthread_mutex_lock(&vk.lock);
   gk_status s = flush_locked();
-  if (s == GK_SUCCESS) {
+  if (s == GK_SUCCESS && bytes) {
     if (b->mapped) memcpy(dst, (const char *)b->mapped + offset, bytes);
     else s = staged_copy(b, offset, dst, bytes, false);
   }
