@@ -765,8 +765,8 @@ size_t gk_struct_size(const char *name);
 //   on one plan at the same time, each with its own outputs and workspace
 //   (tensors written by one call must not be read or written by another).
 //   gk_plan_destroy must not overlap any other use of that plan.
-// - The CPU kernels share one process-wide pool of worker threads. One run
-//   at a time uses it; a run that starts while the pool is busy (another
+// - The CPU kernels share one process-wide pool of worker threads (or an
+//   OpenMP runtime's team: gk_set_openmp_runtime). One run at a time uses the pool; a run that starts while the pool is busy (another
 //   thread's run, or a call made from inside a kernel) runs its tasks on its
 //   own calling thread. Results are the same bits either way.
 // - gk_set_num_threads changes a process-wide count that each parallel
@@ -784,6 +784,23 @@ size_t gk_struct_size(const char *name);
 /// else the number of online processors. n >= 1.
 gk_status gk_set_num_threads(int n);
 int gk_get_num_threads(void);
+
+/// Run the CPU kernels' parallel sections on the thread team of a GNU
+/// OpenMP runtime already loaded in the process (`library`: its path or
+/// soname, such as "libgomp.so.1"; libgomp and runtimes that export its
+/// GOMP_parallel entry point), instead of gradkern's own pool; NULL goes
+/// back to the pool. For programs that also run OpenMP code between
+/// gradkern's calls (PyTorch's CPU ops): OpenMP's idle threads spin for a
+/// while after each parallel region, and gradkern's own threads would share
+/// the cores with them; on the same team the two take turns. Each section
+/// runs gk_get_num_threads() threads; tasks are handed out as in the pool,
+/// so results are the same bits either way. Unavailable where gradkern has
+/// no threads (WebAssembly: GK_ERR_UNSUPPORTED); a library that is not
+/// loaded, or has no GOMP_parallel, is GK_ERR_INVALID_VALUE naming it.
+gk_status gk_set_openmp_runtime(const char *library);
+/// The library given to gk_set_openmp_runtime, or NULL (the pool); valid
+/// until the next gk_set_openmp_runtime.
+const char *gk_get_openmp_runtime(void);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,10 @@
 // for bit, the same run made alone with one thread. Before that, one calling
 // thread runs each plan with the thread count changed between runs (2, 3,
 // 1, 4). Built also under ThreadSanitizer (test_concurrency_tsan), where any
-// data race in the library fails the test.
+// data race in the library fails the test, and with OpenMP
+// (test_concurrency_openmp, GK_TEST_OPENMP): the same checks with the
+// parallel sections on libgomp's team (gk_set_openmp_runtime), after the
+// runtime's own checks (bad libraries refused by name, sections on the team).
 //
 // The contract tested (include/gradkern.h, "threads"): plans are immutable
 // after creation, so any number of threads may run one plan at once on
@@ -306,7 +309,41 @@ static void test_optimizers(void) {
   }
 }
 
+#ifdef GK_TEST_OPENMP
+#include "core/internal.h"
+
+#include <omp.h>
+
+static void note_team(void *ctx, int64_t t) { ((int *)ctx)[t] = omp_in_parallel() ? omp_get_num_threads() : 0; }
+
+static void test_openmp_runtime(void) {
+  check(gk_get_openmp_runtime() == NULL, "the pool by default");
+  gk_status s = gk_set_openmp_runtime("libgradkern-not-there.so.9");
+  check(s == GK_ERR_INVALID_VALUE && strstr(gk_last_error(), "'libgradkern-not-there.so.9' is not loaded"),
+        "a library not loaded: status %d, '%s'", s, gk_last_error());
+  s = gk_set_openmp_runtime("libm.so.6");
+  check(s == GK_ERR_INVALID_VALUE && strstr(gk_last_error(), "'libm.so.6' has no GOMP_parallel"),
+        "a library without GOMP_parallel: status %d, '%s'", s, gk_last_error());
+  check(gk_get_openmp_runtime() == NULL, "a refused library leaves the pool");
+  s = gk_set_openmp_runtime("libgomp.so.1");
+  check(s == GK_SUCCESS && gk_get_openmp_runtime() && !strcmp(gk_get_openmp_runtime(), "libgomp.so.1"),
+        "libgomp.so.1: status %d, '%s'", s, gk_last_error());
+  gk_set_num_threads(2);
+  int team[6] = {0};
+  gk_parallel_for(6, note_team, team);
+  for (int t = 0; t < 6; t++) check(team[t] == 2, "task %d ran in a team of %d, not on OpenMP's 2 threads", t, team[t]);
+  // Back to the pool, then on the team again.
+  check(gk_set_openmp_runtime(NULL) == GK_SUCCESS && gk_get_openmp_runtime() == NULL, "back to the pool");
+  gk_parallel_for(6, note_team, team);
+  for (int t = 0; t < 6; t++) check(team[t] == 0, "task %d ran on OpenMP after going back to the pool", t);
+  check(gk_set_openmp_runtime("libgomp.so.1") == GK_SUCCESS, "libgomp.so.1 again");
+}
+#endif
+
 int main(void) {
+#ifdef GK_TEST_OPENMP
+  test_openmp_runtime();
+#endif
   gk_op_desc fwd[32];
   int nfwd = make_cases(fwd);
   job jobs[64];
@@ -331,5 +368,9 @@ int main(void) {
     free_outputs(&roles, &jobs[i].d, &jobs[i].want);
     argset_free(&jobs[i].in);
   }
+#ifdef GK_TEST_OPENMP
+  return finish("test_concurrency_openmp");
+#else
   return finish("test_concurrency");
+#endif
 }

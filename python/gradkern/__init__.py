@@ -56,6 +56,14 @@ mixers through gradkern, in place, parameters and state_dict unchanged
 CrossEntropyLoss, LinearCrossEntropyLoss), with torch's and Hugging Face's
 parameter names.
 
+Threads: gradkern.set_num_threads(n) (default: the number of processors).
+Where torch's CPU ops run on OpenMP, the kernels' parallel sections run on
+torch's OpenMP threads (gradkern.threads_runtime() names the library), so
+that the two take turns on the cores instead of competing with OpenMP's
+spinning idle threads; gradkern.share_torch_threads(False), or
+GRADKERN_THREADS=own at import, keeps gradkern's own pool. Results are the
+same bits either way.
+
 gradkern.__version__ and gradkern.version() give the library's version.
 
 Errors from the library raise gradkern.Error (a RuntimeError) with .status,
@@ -75,6 +83,8 @@ from ._core import (
     plan_cache_size,
     set_backend,
     set_num_threads,
+    share_torch_threads,
+    threads_runtime,
     use_backend,
     version,
 )
@@ -139,6 +149,7 @@ def plan_info(op, x, direction="forward", backend=None, dtype=None, **options):
 __all__ = [
     "Error", "Plan", "get_plan", "plan_info", "clear_plan_cache", "plan_cache_size",
     "set_backend", "get_backend", "use_backend", "backends", "set_num_threads", "get_num_threads",
+    "share_torch_threads", "threads_runtime",
     "library_path", "version", "binding",
     "relu", "gelu", "silu", "sigmoid", "softplus", "glu", "reglu", "swiglu", "geglu",
     "rms_norm", "layer_norm",

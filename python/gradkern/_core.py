@@ -245,6 +245,48 @@ def get_num_threads():
     return int(lib.gk_get_num_threads())
 
 
+def _torch_openmp_library():
+    """The OpenMP runtime PyTorch's CPU ops run on, as loaded in this process
+    (a path), or None when torch's parallel backend is not OpenMP."""
+    if "ATen parallel backend: OpenMP" not in torch.__config__.parallel_info():
+        return None
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split(None, 5)[-1].strip() for line in maps if "/libgomp" in line}
+    except OSError:
+        return None
+    paths = sorted(p for p in paths if os.path.basename(p).startswith("libgomp"))
+    return paths[0] if paths else None
+
+
+def share_torch_threads(share=True):
+    """Run the CPU kernels' parallel sections on PyTorch's OpenMP threads
+    (share=True, the default at import unless GRADKERN_THREADS=own) or on
+    gradkern's own pool (share=False). After each of its parallel regions
+    OpenMP keeps its threads spinning for a while; gradkern's own threads
+    would share the cores with them in a loop that mixes torch and gradkern
+    ops, where on one team the two take turns. Results are the same bits
+    either way. Returns the OpenMP library used, or None (the pool; also
+    where torch does not run on OpenMP)."""
+    path = _torch_openmp_library() if share else None
+    check(lib.gk_set_openmp_runtime(path.encode() if path else None), "gk_set_openmp_runtime")
+    return path
+
+
+def threads_runtime():
+    """Where the CPU kernels' parallel sections run: the OpenMP library
+    shared with torch (a path), or None for gradkern's own pool."""
+    r = lib.gk_get_openmp_runtime()
+    return r.decode() if r else None
+
+
+if os.environ.get("GRADKERN_THREADS", "") != "own":
+    try:
+        share_torch_threads()
+    except Error as e:
+        warnings.warn("gradkern: kernels keep gradkern's own threads: %s" % e)
+
+
 # ---------------------------------------------------------------- plans
 
 # The ops after the norms keep their options in one nested struct of

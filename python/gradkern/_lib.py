@@ -244,6 +244,8 @@ def _declare(lib):
         "gk_plan_run": (c_int, [c_void_p, P(gk_arg), c_int, c_void_p, c_size_t]),
         "gk_set_num_threads": (c_int, [c_int]),
         "gk_get_num_threads": (c_int, []),
+        "gk_set_openmp_runtime": (c_int, [c_char_p]),
+        "gk_get_openmp_runtime": (c_char_p, []),
         "gk_struct_size": (c_size_t, [c_char_p]),
         "gk_adamw_config_init": (c_int, [P(gk_adamw_config)]),
         "gk_adamw_step": (c_int, [P(gk_adamw_config), c_int, P(gk_tensor), P(gk_tensor), P(gk_tensor),

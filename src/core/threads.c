@@ -9,12 +9,22 @@
 // reports back through `active`), and the caller returns only when every
 // worker has reported, so no task runs after gk_parallel_for returns.
 //
+// gk_set_openmp_runtime puts the sections on an OpenMP runtime's team
+// instead (below): same tasks, same counter, so the same results.
+//
 // A target without threads (GK_NO_THREADS: WebAssembly under WASI) has no
 // pool: every task runs on the calling thread, in order, and
 // gk_get_num_threads() is 1 whatever gk_set_num_threads was given.
 #include "internal.h"
 
 #ifdef GK_NO_THREADS
+gk_status gk_set_openmp_runtime(const char *library) {
+  return gk_fail(GK_ERR_UNSUPPORTED, "gk_set_openmp_runtime: library = '%s': this build has no threads",
+                 library ? library : "(null)");
+}
+
+const char *gk_get_openmp_runtime(void) { return NULL; }
+
 gk_status gk_set_num_threads(int n) {
   if (n < 1 || n > 1024)
     return gk_fail(GK_ERR_INVALID_VALUE, "gk_set_num_threads: n = %d is outside 1..1024", n);
@@ -29,8 +39,11 @@ void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx) {
 }
 #else
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -156,8 +169,76 @@ static void shutdown_pool(void) {
   pthread_mutex_unlock(&pool_owner);
 }
 
+// ---------------------------------------------------------------- OpenMP
+// gk_set_openmp_runtime: sections run as GOMP_parallel(body, job, threads),
+// libgomp's entry point for `#pragma omp parallel num_threads(threads)`:
+// the calling thread and the team's threads take tasks from the job's
+// counter until none is left; GOMP_parallel returns after all of them.
+typedef void (*gomp_parallel_fn)(void (*body)(void *), void *data, unsigned threads, unsigned flags);
+static pthread_mutex_t openmp_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(gomp_parallel_fn) gomp_parallel;
+static char openmp_library[256];  // guarded by openmp_lock; "" for the pool
+
+typedef struct {
+  gk_job job;
+  atomic_int_fast64_t next;
+} openmp_job;
+
+static void openmp_body(void *arg) {
+  openmp_job *j = arg;
+  bool was_inside = inside_task;
+  inside_task = true;
+  for (;;) {
+    int64_t t = atomic_fetch_add(&j->next, 1);
+    if (t >= j->job.ntasks) break;
+    j->job.fn(j->job.ctx, t);
+  }
+  inside_task = was_inside;
+}
+
+gk_status gk_set_openmp_runtime(const char *library) {
+  gomp_parallel_fn entry = NULL;
+  if (library) {
+    if (strlen(library) >= sizeof openmp_library)
+      return gk_fail(GK_ERR_INVALID_VALUE, "gk_set_openmp_runtime: library = '%.64s...' is longer than %zu bytes",
+                     library, sizeof openmp_library - 1);
+    void *handle = dlopen(library, RTLD_LAZY | RTLD_NOLOAD);
+    if (!handle)
+      return gk_fail(GK_ERR_INVALID_VALUE, "gk_set_openmp_runtime: library = '%s' is not loaded in this process",
+                     library);
+    entry = (gomp_parallel_fn)dlsym(handle, "GOMP_parallel");
+    if (!entry) {
+      dlclose(handle);
+      return gk_fail(GK_ERR_INVALID_VALUE, "gk_set_openmp_runtime: library = '%s' has no GOMP_parallel", library);
+    }
+  }
+  // The handle is kept: the library stays loaded, as sections in flight may
+  // still be in it.
+  pthread_mutex_lock(&openmp_lock);
+  atomic_store(&gomp_parallel, entry);
+  snprintf(openmp_library, sizeof openmp_library, "%s", library ? library : "");
+  pthread_mutex_unlock(&openmp_lock);
+  gk_clear_error();
+  return GK_SUCCESS;
+}
+
+const char *gk_get_openmp_runtime(void) {
+  pthread_mutex_lock(&openmp_lock);
+  const char *r = openmp_library[0] ? openmp_library : NULL;
+  pthread_mutex_unlock(&openmp_lock);
+  return r;
+}
+
+// ---------------------------------------------------------------- sections
+
 void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx) {
   int threads = gk_get_num_threads();
+  gomp_parallel_fn omp = atomic_load(&gomp_parallel);
+  if (omp && ntasks > 1 && threads > 1 && !inside_task) {
+    openmp_job j = {{fn, ctx, ntasks}, 0};
+    omp(openmp_body, &j, (unsigned)(ntasks < threads ? ntasks : threads), 0);
+    return;
+  }
   // Serial when there is one task or thread, inside a task, or while another
   // caller's job holds the pool.
   if (ntasks <= 1 || threads == 1 || inside_task || pthread_mutex_trylock(&pool_owner) != 0) {

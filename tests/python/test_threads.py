@@ -68,3 +68,36 @@ def test_callers_and_thread_count_changes(restore_threads):
         th.join()
     assert not failures, failures
     assert changes > 1
+
+
+def test_kernels_share_torchs_openmp_threads(restore_threads):
+    """Where torch runs on OpenMP, gradkern's parallel sections run on its
+    team from import on (gradkern.threads_runtime() names the library);
+    share_torch_threads(False) goes back to gradkern's own pool; results are
+    the same bits on both, for one thread and for several."""
+    assert "ATen parallel backend: OpenMP" in torch.__config__.parallel_info()
+    runtime = gradkern.threads_runtime()
+    assert runtime and "libgomp" in runtime, runtime
+    t = _inputs(7)
+    gradkern.set_num_threads(1)
+    alone = _step(t)
+    try:
+        for share in (True, False):
+            assert gradkern.share_torch_threads(share) == (runtime if share else None)
+            assert gradkern.threads_runtime() == (runtime if share else None)
+            for n in (2, 3):
+                gradkern.set_num_threads(n)
+                assert all(torch.equal(a, b) for a, b in zip(_step(t), alone)), (share, n)
+    finally:
+        gradkern.share_torch_threads(True)
+
+
+def test_own_pool_when_asked():
+    """GRADKERN_THREADS=own at import keeps gradkern's own pool."""
+    import os
+    import subprocess
+    import sys
+    code = "import gradkern; print(gradkern.threads_runtime())"
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, GRADKERN_THREADS="own"),
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "None", out
