@@ -789,10 +789,12 @@ int gk_get_num_threads(void);
 /// OpenMP runtime already loaded in the process (`library`: its path or
 /// soname, such as "libgomp.so.1"; libgomp and runtimes that export its
 /// GOMP_parallel entry point), instead of gradkern's own pool; NULL goes
-/// back to the pool. For programs that also run OpenMP code between
-/// gradkern's calls (PyTorch's CPU ops): OpenMP's idle threads spin for a
-/// while after each parallel region, and gradkern's own threads would share
-/// the cores with them; on the same team the two take turns. Each section
+/// back to the pool (the default). For programs that also run OpenMP code
+/// between gradkern's calls (PyTorch's CPU ops): OpenMP's idle threads spin
+/// for a while after each parallel region, and gradkern's own threads share
+/// the cores with them; on the same team the two take turns. It costs where
+/// a third pool runs next (OpenBLAS's threads, in torch's matrix products,
+/// then meet OpenMP's spinning after gradkern's sections). Each section
 /// runs gk_get_num_threads() threads; tasks are handed out as in the pool,
 /// so results are the same bits either way. Unavailable where gradkern has
 /// no threads (WebAssembly: GK_ERR_UNSUPPORTED); a library that is not

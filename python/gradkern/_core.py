@@ -261,11 +261,14 @@ def _torch_openmp_library():
 
 def share_torch_threads(share=True):
     """Run the CPU kernels' parallel sections on PyTorch's OpenMP threads
-    (share=True, the default at import unless GRADKERN_THREADS=own) or on
-    gradkern's own pool (share=False). After each of its parallel regions
-    OpenMP keeps its threads spinning for a while; gradkern's own threads
-    would share the cores with them in a loop that mixes torch and gradkern
-    ops, where on one team the two take turns. Results are the same bits
+    (share=True; at import with GRADKERN_THREADS=openmp) or on gradkern's own
+    pool (share=False, the default). After each parallel region OpenMP keeps
+    its threads spinning for a while: in a loop of torch ops (OpenMP) and
+    gradkern ops, gradkern's own threads share the cores with those spinning
+    threads, where on one team the two take turns. But torch's matrix
+    products run on OpenBLAS's own threads, which then meet OpenMP threads
+    spinning after gradkern's sections: a model whose time is in its linear
+    layers trains slower shared (README, Speed). Results are the same bits
     either way. Returns the OpenMP library used, or None (the pool; also
     where torch does not run on OpenMP)."""
     path = _torch_openmp_library() if share else None
@@ -280,11 +283,11 @@ def threads_runtime():
     return r.decode() if r else None
 
 
-if os.environ.get("GRADKERN_THREADS", "") != "own":
+if os.environ.get("GRADKERN_THREADS", "") == "openmp":
     try:
         share_torch_threads()
     except Error as e:
-        warnings.warn("gradkern: kernels keep gradkern's own threads: %s" % e)
+        warnings.warn("gradkern: GRADKERN_THREADS=openmp: kernels keep gradkern's own threads: %s" % e)
 
 
 # ---------------------------------------------------------------- plans

@@ -70,18 +70,19 @@ def test_callers_and_thread_count_changes(restore_threads):
     assert changes > 1
 
 
-def test_kernels_share_torchs_openmp_threads(restore_threads):
-    """Where torch runs on OpenMP, gradkern's parallel sections run on its
-    team from import on (gradkern.threads_runtime() names the library);
-    share_torch_threads(False) goes back to gradkern's own pool; results are
-    the same bits on both, for one thread and for several."""
+def test_kernels_on_torchs_openmp_threads(restore_threads):
+    """share_torch_threads() puts gradkern's parallel sections on torch's
+    OpenMP team (gradkern.threads_runtime() names the library);
+    share_torch_threads(False) goes back to gradkern's own pool, the default;
+    results are the same bits on both, for one thread and for several."""
     assert "ATen parallel backend: OpenMP" in torch.__config__.parallel_info()
-    runtime = gradkern.threads_runtime()
-    assert runtime and "libgomp" in runtime, runtime
+    assert gradkern.threads_runtime() is None
     t = _inputs(7)
     gradkern.set_num_threads(1)
     alone = _step(t)
     try:
+        runtime = gradkern.share_torch_threads()
+        assert runtime and "libgomp" in runtime and gradkern.threads_runtime() == runtime, runtime
         for share in (True, False):
             assert gradkern.share_torch_threads(share) == (runtime if share else None)
             assert gradkern.threads_runtime() == (runtime if share else None)
@@ -89,15 +90,15 @@ def test_kernels_share_torchs_openmp_threads(restore_threads):
                 gradkern.set_num_threads(n)
                 assert all(torch.equal(a, b) for a, b in zip(_step(t), alone)), (share, n)
     finally:
-        gradkern.share_torch_threads(True)
+        gradkern.share_torch_threads(False)
 
 
-def test_own_pool_when_asked():
-    """GRADKERN_THREADS=own at import keeps gradkern's own pool."""
+def test_openmp_at_import_when_asked():
+    """GRADKERN_THREADS=openmp at import shares torch's OpenMP team."""
     import os
     import subprocess
     import sys
     code = "import gradkern; print(gradkern.threads_runtime())"
-    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, GRADKERN_THREADS="own"),
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, GRADKERN_THREADS="openmp"),
                          capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "None", out
+    assert "libgomp" in out.stdout, out
