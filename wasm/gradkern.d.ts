@@ -1,6 +1,6 @@
 // TypeScript declarations of wasm/gradkern.mjs: gradkern (every op forward
-// and backward, and the trainer of `gradkern train`) in WebAssembly, for
-// Node 20 and browsers.
+// and backward, the trainer of `gradkern train` and `gradkern sample`) in
+// WebAssembly, for Node 20 and browsers.
 
 /** Tensor element types, as the C library names them. */
 export type DType = 'f32' | 'f64' | 'f16' | 'bf16' | 'i32' | 'i64';
@@ -114,6 +114,13 @@ export interface GradKern {
    * Files live in memory in the module (see TrainOptions.files / TrainResult.files).
    */
   train(options?: TrainOptions): TrainResult;
+  /**
+   * `gradkern sample` with the same C code, options and output: the text on
+   * `stdout` (exitCode 0), e.g. args ['--checkpoint', 'run.safetensors',
+   * '--prompt', 'The ', '--tokens', '100'] with files { 'run.safetensors': bytes }.
+   * Synchronous, like train(); onStep and onEval are not called.
+   */
+  sample(options?: TrainOptions): TrainResult;
   /** The backends of this module, in the order the library tries them: ref, cpu, and webgpu, which is available
    *  when the module was loaded with a link to a device (LoadOptions.webgpu); else `reason` says why not. */
   backends(): BackendInfo[];

@@ -654,7 +654,16 @@ class GradKern {
   }
 
   // `gradkern train` in this module (see gradkern.d.ts).
-  train(options = {}) {
+  train(options = {}) { return this.command('train', this.exports.gkjs_train, options); }
+
+  // `gradkern sample` in this module (see gradkern.d.ts).
+  sample(options = {}) { return this.command('sample', this.exports.gkjs_sample, options); }
+
+  // One of the program's commands (train, sample): options.files put in the
+  // module's file system, argv built in its memory, entry(argc, argv) run,
+  // the output gathered (and handed to options.onOutput as it comes), and
+  // every file returned.
+  command(name, entry, options) {
     const e = this.exports, w = this.wasi;
     const args = options.args ?? [];
     const out = { stdout: [], stderr: [] };
@@ -668,7 +677,7 @@ class GradKern {
       if (options.onOutput) options.onOutput(text, stream);
     };
     this.trainHooks = options;
-    const strings = ['train', ...args].map((a) => new TextEncoder().encode(String(a) + '\0'));
+    const strings = [name, ...args].map((a) => new TextEncoder().encode(String(a) + '\0'));
     const argv = this.alloc(4 * strings.length);
     const ptrs = strings.map((s) => {
       const p = this.alloc(s.length);
@@ -678,7 +687,7 @@ class GradKern {
     new Uint32Array(this.memory.buffer, argv, strings.length).set(ptrs);
     let exitCode;
     try {
-      exitCode = e.gkjs_train(args.length, argv + 4);
+      exitCode = entry(args.length, argv + 4);
     } catch (err) {
       if (!(err instanceof ProcExit)) throw err;
       exitCode = err.code;
@@ -688,6 +697,7 @@ class GradKern {
       this.trainHooks = null;
       w.output = null;
     }
+    for (const stream of ['stdout', 'stderr']) out[stream].push(decoders[stream].decode());
     const files = {};
     if (inMemory) for (const [path, bytes] of w.files.files) files[path] = bytes;
     return { exitCode, stdout: out.stdout.join(''), stderr: out.stderr.join(''), files };
@@ -810,35 +820,36 @@ export async function load(options = {}) {
 // Whether `gradkern train` options ask for --device webgpu.
 const asksWebgpu = (args) => args.some((a, i) => a === '--device=webgpu' || (a === '--device' && args[i + 1] === 'webgpu'));
 
-// `gradkern train args` on this machine's files (the module's working
-// directory set to `cwd`), with the GK_ variables of `env`, its output to
-// this process's stdout and stderr; webgpu: a worker's link to the device.
-async function trainOnHostFiles({ args, env, cwd, terminal, module, webgpu }) {
+// `gradkern train args` (or `sample`: command) on this machine's files (the
+// module's working directory set to `cwd`), with the GK_ variables of `env`,
+// its output to this process's stdout and stderr; webgpu: a worker's link to
+// the device.
+async function trainOnHostFiles({ command = 'train', args, env, cwd, terminal, module, webgpu }) {
   const gk = await load({ files: 'host', module, webgpu });
   gk.wasi.stdoutIsTerminal = terminal;
   if (gk.withString(cwd, (p) => gk.exports.gkjs_chdir(p)) !== 0) throw new Error(`gradkern.wasm: cannot enter ${cwd}`);
-  return gk.train({ args, env, onOutput: (text, stream) => process[stream].write(text) }).exitCode;
+  return gk[command]({ args, env, onOutput: (text, stream) => process[stream].write(text) }).exitCode;
 }
 
 // The exit status, or null with --device webgpu: the run goes on in a
 // worker (the module's WebGPU calls wait on this thread, which holds the
 // device), and this process exits with the worker's status when it ends.
 async function main(argv) {
-  if (argv[0] !== 'train') {
-    process.stderr.write('usage: node wasm/gradkern.mjs train [options]   (gradkern train in WebAssembly; ' +
-                         'node wasm/gradkern.mjs train --help lists the options; GK_WASM_DIR: the directory ' +
-                         'of gradkern.wasm, default build/wasm; --device webgpu runs on Dawn, the npm package ' +
-                         'webgpu: GK_DAWN_BACKEND picks its backend, opengles by default)\n');
+  if (argv[0] !== 'train' && argv[0] !== 'sample') {
+    process.stderr.write('usage: node wasm/gradkern.mjs train|sample [options]   (gradkern train or sample in ' +
+                         'WebAssembly; node wasm/gradkern.mjs train --help lists the options; GK_WASM_DIR: the ' +
+                         'directory of gradkern.wasm, default build/wasm; train --device webgpu runs on Dawn, the ' +
+                         'npm package webgpu: GK_DAWN_BACKEND picks its backend, opengles by default)\n');
     return 2;
   }
   const { join } = await import('node:path');
   const dir = process.env.GK_WASM_DIR;   // where make wasm put the modules, if not ../build/wasm
   const run = {
-    args: argv.slice(1), cwd: process.cwd(), terminal: !!process.stdout.isTTY,
+    command: argv[0], args: argv.slice(1), cwd: process.cwd(), terminal: !!process.stdout.isTTY,
     env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GK_'))),
     module: dir && join(dir, hasSimd() ? 'gradkern.wasm' : 'gradkern-plain.wasm'),
   };
-  if (!asksWebgpu(run.args)) return trainOnHostFiles(run);
+  if (run.command === 'sample' || !asksWebgpu(run.args)) return trainOnHostFiles(run);
   const { nodeDevice, WebGpuHost } = await import('./webgpu.mjs');
   const { device, reason } = await nodeDevice();
   if (!device) {

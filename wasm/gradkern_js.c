@@ -13,6 +13,7 @@
 //   gkjs_args_new, gkjs_arg_set  a gk_arg array of contiguous tensors
 //   gkjs_backend         a registered backend: name, availability, reason, device
 //   gkjs_train           `gradkern train` with progress calls into JavaScript
+//   gkjs_sample          `gradkern sample`
 //   gkjs_chdir           the working directory WASI paths are relative to
 // Memory is malloc'ed and free'd by the caller (the exported malloc, free).
 #include "gradkern.h"
@@ -186,6 +187,14 @@ static void on_eval(void *ctx, int64_t step, double loss, double accuracy) {
 int GKJS_EXPORT(gkjs_train)(int argc, char **argv) {
   gk_train_hooks hooks = {on_step, on_eval, NULL};
   int rc = gk_train_run(argc, argv, &hooks);
+  fflush(NULL);
+  return rc;
+}
+
+// `gradkern sample argv[0] .. argv[argc-1]`: the exit status; the text on
+// WASI's stdout, flushed before returning.
+int GKJS_EXPORT(gkjs_sample)(int argc, char **argv) {
+  int rc = gk_cmd_sample(argc, argv);
   fflush(NULL);
   return rc;
 }

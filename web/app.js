@@ -1,7 +1,9 @@
 // The training page: runs `gradkern train` (selective copying or a file's
 // bytes; the default Mamba or a LLaMA of its size) in a worker
 // (train-worker.js) and shows its progress, the loss on a live plot, the
-// held-out accuracy, and offers the checkpoint for download.
+// held-out accuracy, and offers the checkpoint for download. "continue from"
+// takes a checkpoint back (the next Train resumes it); the sampler continues
+// a prompt with a text model (the last run's, else the one taken back).
 // The backend: WebGPU when the browser gives an adapter (the device is held
 // here, and the worker's module is linked to it: wasm/webgpu.mjs), else
 // WebAssembly on the CPU; chosen automatically, shown, and the form's
@@ -14,7 +16,9 @@
 // { state: 'loading'|'ready'|'training'|'done'|'error', runs (Train presses),
 //   backend: 'webgpu'|'wasm' (chosen; of the run, once it started),
 //   webgpu: { available, reason, device }, losses: [{step, loss}],
-//   evals: [{step, loss, accuracy}], exitCode, seconds, error, checkpointName }.
+//   evals: [{step, loss, accuracy}], exitCode, seconds, error, checkpointName,
+//   resumed (the file name a run continued, or null),
+//   samples: [{prompt, tokens, exitCode, text, stderr}] }.
 import { WebGpuHost, requestDevice } from '../wasm/webgpu.mjs';
 
 const $ = (id) => document.getElementById(id);
@@ -24,7 +28,7 @@ const CHANCE = { copy: [Math.log(8), 'chance (ln 8)'], text: [Math.log(256), 'un
 
 const page = {
   state: 'loading', runs: 0, backend: null, webgpu: null, losses: [], evals: [], exitCode: null, seconds: 0,
-  error: null, checkpointName: null,
+  error: null, checkpointName: null, resumed: null, samples: [],
 };
 const BACKEND_NAMES = { webgpu: 'WebGPU', wasm: 'WebAssembly' };
 window.gradkernPage = page;
@@ -33,6 +37,7 @@ let task = 'copy'; // of the run shown
 let model = 'mamba'; // of the run shown
 let checkpoint = null; // Uint8Array of the last finished run
 let stopFlag = null; // Int32Array over a SharedArrayBuffer (cross-origin isolated pages only)
+let stateBeforeSampling = 'ready'; // the state a finished sample returns to
 
 function setState(state) {
   page.state = state;
@@ -41,7 +46,18 @@ function setState(state) {
   $('backend').disabled = page.webgpu === null || state === 'training';
   $('stop').disabled = state !== 'training' || stopFlag === null;
   $('download').disabled = checkpoint === null || state === 'training';
+  $('sample').disabled = state === 'training' || state === 'sampling' || samplerSource() === null;
+  $('sampler').hidden = samplerSource() === null;
 }
+
+// The model the sampler continues text with: the last run's checkpoint when
+// it learned text, else the one chosen in "continue from"; null: none.
+function samplerSource() {
+  if (checkpoint !== null && task === 'text') return { name: page.checkpointName, bytes: checkpoint };
+  const file = $('resume').files[0];
+  return file ? { name: file.name, file } : null;
+}
+$('resume').addEventListener('change', () => setState(page.state));
 
 function fail(message) {
   page.error = message;
@@ -243,6 +259,15 @@ worker.onmessage = ({ data }) => {
       }
       setState('done');
       break;
+    case 'sampled': {
+      const last = page.samples.at(-1);
+      Object.assign(last, { exitCode: data.exitCode, text: data.text, stderr: data.stderr });
+      $('sample-output').hidden = false;
+      $('sample-output').textContent = data.exitCode === 0 ? last.prompt + data.text
+        : `gradkern sample exited with status ${data.exitCode}:\n${data.stderr}`;
+      setState(stateBeforeSampling);
+      break;
+    }
     case 'error':
       fail(data.message);
       break;
@@ -268,6 +293,12 @@ $('controls').addEventListener('submit', async (event) => {
     files['data.txt'] = new Uint8Array(await file.arrayBuffer());
     args.push('--task', 'text', '--data', 'data.txt');
   }
+  const resume = $('resume').files[0];
+  page.resumed = resume ? resume.name : null;
+  if (resume) {
+    files['resume.safetensors'] = new Uint8Array(await resume.arrayBuffer());
+    args.push('--resume', 'resume.safetensors', '--allow-changes');
+  }
   task = value('task');
   model = value('model');
   page.losses = [];
@@ -292,6 +323,25 @@ $('controls').addEventListener('submit', async (event) => {
     checkpoint: CHECKPOINT,
     stop: stopFlag ? stopFlag.buffer : null,
   });
+});
+
+$('sampler').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const source = samplerSource();
+  const tokens = $('tokens').value.trim(), temperature = $('temperature').value.trim();
+  if (!source) return;
+  if (!/^\d+$/.test(tokens) || Number(tokens) < 1) return fail(`bytes: '${tokens}' is not a whole number from 1`);
+  const bytes = source.bytes ?? new Uint8Array(await source.file.arrayBuffer());
+  const prompt = $('prompt').value;
+  page.samples.push({ prompt, tokens: Number(tokens), exitCode: null, text: null, stderr: null });
+  $('sample-source').textContent = `with ${source.name}`;
+  stateBeforeSampling = page.state;
+  setState('sampling');
+  const copy = bytes.slice().buffer;
+  worker.postMessage({
+    type: 'sample', checkpoint: copy,
+    args: ['--prompt', prompt, '--tokens', tokens, '--temperature', temperature || '0.8', '--seed', $('seed').value.trim() || '1'],
+  }, [copy]);
 });
 
 $('stop').addEventListener('click', () => {

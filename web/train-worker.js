@@ -1,5 +1,5 @@
 // The training page's worker: loads gradkern's WebAssembly module and runs
-// `gradkern train` in it (a synchronous call, hence off the page's thread),
+// `gradkern train` (and `gradkern sample`) in it (a synchronous call, hence off the page's thread),
 // posting every step, evaluation and line of output to the page. With a
 // WebGPU device on the page, the module is linked to it (wasm/webgpu.mjs:
 // the module's WebGPU calls are posted to the page, which runs them), and
@@ -7,13 +7,16 @@
 //
 // Page -> worker: { type: 'init', webgpu: WebGpuHost.linkData() | null }   (first, once)
 //                 { type: 'train', args: [...options of gradkern train],
-//                   files: { 'NAME': Uint8Array } (the --data file),
+//                   files: { 'NAME': Uint8Array } (the --data and --resume files),
 //                   checkpoint: 'NAME.safetensors', stop: SharedArrayBuffer | null }
+//                 { type: 'sample', args: [...options of gradkern sample but --checkpoint],
+//                   checkpoint: ArrayBuffer (a text model's safetensors file) }
 // Worker -> page: { type: 'ready', simd, threads, webgpu: { available, reason, device } }
 //                 { type: 'step', step, steps, loss, lr, seconds }
 //                 { type: 'eval', step, loss, accuracy }
 //                 { type: 'output', text }
 //                 { type: 'done', exitCode, seconds, checkpoint: ArrayBuffer | null }
+//                 { type: 'sampled', exitCode, text (stdout), stderr }
 //                 { type: 'error', message }
 //                 and the WebGPU link's batches (gkWebgpu: true), for the page's WebGpuHost
 // Setting stop[0] to 1 ends the run after the current step (it then
@@ -52,6 +55,13 @@ function train(gk, { args, files, checkpoint, stop }) {
   post({ type: 'done', exitCode: result.exitCode, seconds: seconds(), checkpoint: buffer }, buffer ? [buffer] : []);
 }
 
+// `gradkern sample` on the checkpoint's bytes (the text on stdout).
+function sample(gk, { args, checkpoint }) {
+  const name = 'sample.safetensors';
+  const result = gk.sample({ args: ['--checkpoint', name, ...args], files: { [name]: new Uint8Array(checkpoint) } });
+  post({ type: 'sampled', exitCode: result.exitCode, text: result.stdout, stderr: result.stderr });
+}
+
 self.onmessage = async ({ data }) => {
   try {
     if (data?.type === 'init' && !gkPromise) {
@@ -59,6 +69,8 @@ self.onmessage = async ({ data }) => {
       await gkPromise;
     } else if (data?.type === 'train') {
       train(await gkPromise, data);
+    } else if (data?.type === 'sample') {
+      sample(await gkPromise, data);
     }
   } catch (err) {
     failed(err);

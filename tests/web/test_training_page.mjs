@@ -14,6 +14,12 @@
 //   - the same page learns a text file's bytes (the text task), and the
 //     native `gradkern sample` continues text with its downloaded checkpoint;
 //     so does a LLaMA chosen with the model control;
+//   - the page's sampler continues a prompt with that LLaMA, writing the
+//     text the module's `gradkern sample` writes from the downloaded
+//     checkpoint (node wasm/gradkern.mjs sample, the same options);
+//   - "continue from" takes the LLaMA's checkpoint back: Train resumes it
+//     (steps 13..16) and ends at the loss of the native `gradkern train
+//     --resume` of the same checkpoint (1e-3 relative);
 //   - the screenshot saved to --out is not blank (luminance variance, number
 //     of colours) and shows the plotted loss line.
 // Anything that keeps it from running (no Chromium, no puppeteer-core, no
@@ -165,6 +171,47 @@ try {
                                   '--seed', '1']);
   check(llamaSample.code === 0 && llamaSample.stdout.length === 40,
         `gradkern sample writes 40 bytes with the downloaded LLaMA: ${JSON.stringify(llamaSample.out.slice(0, 120))}`);
+
+  // ------------------------------------------------------- sampling in the page
+  await page.$eval('#prompt', (el) => { el.value = 'gradkern '; });
+  await page.$eval('#tokens', (el) => { el.value = '40'; });
+  await page.$eval('#temperature', (el) => { el.value = '0.8'; });
+  await page.click('#sample');
+  await page.waitForFunction(() => window.gradkernPage.samples.at(-1)?.exitCode != null, { timeout: 60_000, polling: 250 });
+  const pageSample = await page.evaluate(() => window.gradkernPage.samples.at(-1));
+  let moduleSample = '';
+  try {
+    moduleSample = (await run(process.execPath, [join(opts.root, 'wasm', 'gradkern.mjs'), 'sample', '--checkpoint',
+                                                 llamaCheckpoint, '--prompt', 'gradkern ', '--tokens', '40',
+                                                 '--temperature', '0.8', '--seed', '1'],
+                              { cwd: opts.root, env: { ...process.env, GK_WASM_DIR: join(opts.root, 'build', 'wasm') } })).stdout;
+  } catch (err) {
+    moduleSample = `(failed: ${err.message})`;
+  }
+  check(pageSample.exitCode === 0 && pageSample.text.length > 0 && pageSample.text === moduleSample,
+        `the page's sampler writes what the module's gradkern sample writes from the downloaded LLaMA: ` +
+        `${JSON.stringify(pageSample.text)} vs ${JSON.stringify(moduleSample)}` +
+        (pageSample.exitCode ? `\n${pageSample.stderr}` : ''));
+
+  // ----------------------------------------------------- resuming in the page
+  const [resumeInput] = await page.$$('#resume');
+  await resumeInput.uploadFile(llamaCheckpoint);
+  await page.$eval('#steps', (el) => { el.value = '16'; });
+  const resumedRun = await trainInPage(page);
+  const resumedSteps = resumedRun.losses.map((p) => p.step);
+  check(resumedRun.state === 'done' && resumedRun.resumed !== null &&
+        resumedSteps.join(',') === '13,14,15,16' && resumedRun.losses.every((p) => Number.isFinite(p.loss)),
+        `"continue from" resumes the LLaMA at step 13 and trains to 16: steps ${resumedSteps.join(',')}` +
+        (resumedRun.error ? `: ${resumedRun.error}` : ''));
+  const nativeResumed = await native(['train', '--steps', '16', '--seed', '1', '--eval-every', '0', '--threads', '1',
+                                      '--model', 'llama', '--heads', '4', '--kv-heads', '2', '--task', 'text',
+                                      '--data', textFile, '--allow-changes', '--resume', llamaCheckpoint,
+                                      '--checkpoint', join(opts.out, 'llama-resumed.safetensors')]);
+  const nativeResumedLoss = Number(/final train loss ([0-9.]+)/.exec(nativeResumed.out)?.[1]);
+  const pageResumedLoss = resumedRun.losses.at(-1)?.loss;
+  check(nativeResumed.code === 0 && Math.abs(nativeResumedLoss - pageResumedLoss) <= 1e-3 * nativeResumedLoss + 5e-5,
+        `the resumed run ends at the native resumed run's loss: page ${pageResumedLoss?.toFixed(4)}, native ` +
+        `${nativeResumedLoss}` + (nativeResumed.code ? `\n${nativeResumed.out}` : ''));
 } catch (err) {
   check(false, `the browser test stopped: ${err.stack ?? err}`);
 } finally {
