@@ -66,7 +66,8 @@ static struct {
   bool uma;                        // buffers are host-visible
   uint32_t index;                  // of the device among the instance's
   bool storage16;
-  VkDeviceSize align;              // of descriptor offsets
+  VkDeviceSize align;              // of temporaries and views' descriptor offsets (at least 256)
+  VkDeviceSize bind_align;         // of a tensor bound where it lies: the device's minimum
   pthread_mutex_t lock;
   // The batch being recorded.
   bool recording;
@@ -276,8 +277,9 @@ static const char *create_device(void) {
                                     .pPushConstantRanges = &pr};
   if (vkCreatePipelineLayout(vk.device, &pli, NULL, &vk.layout) != VK_SUCCESS)
     return fail_setup("no pipeline layout on '%s'", vk.props.deviceName);
-  vk.align = vk.props.limits.minStorageBufferOffsetAlignment;
-  if (vk.align < 256) vk.align = 256;
+  vk.bind_align = vk.props.limits.minStorageBufferOffsetAlignment;
+  if (vk.bind_align < 4) vk.bind_align = 4;
+  vk.align = vk.bind_align < 256 ? 256 : vk.bind_align;
   return NULL;
 }
 
@@ -735,7 +737,7 @@ gk_status vk_gather(const gk_tensor *view, vk_binding *out) {
 // A tensor kernels can bind where it lies: contiguous f32 or i32 at an
 // offset a descriptor can take.
 static bool bindable(const gk_tensor *t, size_t offset) {
-  return (t->dtype == GK_F32 || t->dtype == GK_I32) && gk_tensor_is_contiguous(t) && offset % vk.align == 0 &&
+  return (t->dtype == GK_F32 || t->dtype == GK_I32) && gk_tensor_is_contiguous(t) && offset % vk.bind_align == 0 &&
          (uint64_t)gk_tensor_numel(t) * 4 <= vk.props.limits.maxStorageBufferRange;
 }
 
@@ -760,6 +762,18 @@ gk_status vk_bind(const gk_tensor *t, bool output, bool load, vk_binding *out, b
   *temp = true;
   if (!output || load) return vk_gather(t, out);
   return vk_temp((size_t)n * 4, out, NULL);
+}
+
+bool vk_bind_words16(const gk_tensor *t, vk_binding *out) {
+  vk_buf *b = NULL;
+  size_t offset = 0;
+  uint64_t words = ((uint64_t)gk_tensor_numel(t) + 1) / 2;
+  if ((t->dtype != GK_F16 && t->dtype != GK_BF16) || !gk_tensor_is_contiguous(t) || words == 0 ||
+      words * 4 > vk.props.limits.maxStorageBufferRange || resolve(t, &b, &offset) != GK_SUCCESS ||
+      offset % vk.bind_align != 0 || offset + words * 4 > b->size)
+    return false;
+  *out = (vk_binding){b->buffer, offset, words * 4};
+  return true;
 }
 
 static gk_status bind_arg(vk_run *r, gk_arg_kind k, const gk_tensor *t, bool output, bool load) {

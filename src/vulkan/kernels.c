@@ -44,25 +44,25 @@ static int64_t numel_desc(const gk_op_desc *d) { return prod(d->shape, 0, d->ran
 
 // ---------------------------------------------------------------- activations
 
-typedef struct { uint32_t n, act; float beta, threshold; } act_push;
+typedef struct { uint32_t n, act; float beta, threshold; uint32_t half; } act_push;
 
-static act_push act_of(const gk_op_desc *d, int64_t n) {
+static act_push act_of(const vk_run *r, const gk_op_desc *d, int64_t n) {
   gk_act_params ap = gk_act_of(d);
-  return (act_push){(uint32_t)n, (uint32_t)ap.act, (float)ap.beta, (float)ap.threshold};
+  return (act_push){(uint32_t)n, (uint32_t)ap.act, (float)ap.beta, (float)ap.threshold, r->half};
 }
 
 static gk_status activation_fwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
-  act_push p = act_of(d, numel_desc(d));
+  act_push p = act_of(r, d, numel_desc(d));
   return DISPATCH("activation_fwd", p, vk_groups(p.n, 256), 1, 1, ARG(GK_ARG_X), ARG(GK_ARG_Y));
 }
 static gk_status activation_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
-  act_push p = act_of(d, numel_desc(d));
+  act_push p = act_of(r, d, numel_desc(d));
   return DISPATCH("activation_bwd", p, vk_groups(p.n, 256), 1, 1, ARG(GK_ARG_DY), ARG(GK_ARG_X), ARG(GK_ARG_DX));
 }
 
 // ---------------------------------------------------------------- gated
 
-typedef struct { uint32_t n, inner, stride, b_offset, act; float beta, threshold; } gated_push;
+typedef struct { uint32_t n, inner, stride, b_offset, act; float beta, threshold; uint32_t half; } gated_push;
 
 // Split form: x is (outer, 2, inner) around the split dim; two-tensor form:
 // one block of n elements in x and gate alike.
@@ -85,11 +85,13 @@ static gated_push gated_of(const gk_op_desc *d) {
 
 static gk_status gated_fwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
   gated_push p = gated_of(d);
+  p.half = r->half;
   vk_binding b = d->gated.form == GK_GATED_SPLIT ? ARG(GK_ARG_X) : ARG(GK_ARG_GATE);
   return DISPATCH("gated_fwd", p, vk_groups(p.n, 256), 1, 1, ARG(GK_ARG_X), b, ARG(GK_ARG_Y));
 }
 static gk_status gated_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
   gated_push p = gated_of(d);
+  p.half = r->half;
   bool split = d->gated.form == GK_GATED_SPLIT;
   return DISPATCH("gated_bwd", p, vk_groups(p.n, 256), 1, 1, ARG(GK_ARG_DY), ARG(GK_ARG_X),
                   split ? ARG(GK_ARG_X) : ARG(GK_ARG_GATE), ARG(GK_ARG_DX), split ? ARG(GK_ARG_DX) : ARG(GK_ARG_DGATE));
@@ -662,23 +664,35 @@ static bool accumulates(const gk_op_desc *d, int k) {
 typedef struct vk_family {
   vk_record_fn record[2];
   const char *shaders[2][5];  // per direction, NULL-terminated
+  // Whether the shaders also read and write f16/bf16 arguments in place,
+  // two elements a word (vk_run.half); NULL: never.
+  bool (*words16)(const gk_op_desc *d);
 } vk_family;
 
-static const vk_family activation = {{activation_fwd, activation_bwd}, {{"activation_fwd"}, {"activation_bwd"}}};
-static const vk_family gated = {{gated_fwd, gated_bwd}, {{"gated_fwd"}, {"gated_bwd"}}};
-static const vk_family norm = {{norm_fwd, norm_bwd}, {{"norm_fwd"}, {"norm_bwd", "norm_dparam"}}};
-static const vk_family softmax = {{softmax_fwd, softmax_bwd}, {{"softmax_fwd"}, {"softmax_bwd"}}};
-static const vk_family binary = {{binary_fwd, binary_bwd}, {{"binary_fwd"}, {"binary_bwd", "reduce"}}};
-static const vk_family linear = {{linear_fwd, linear_bwd}, {{"gemm"}, {"gemm", "reduce"}}};
-static const vk_family matmul = {{matmul_fwd, matmul_bwd}, {{"gemm"}, {"gemm"}}};
+// Activations: every argument has the description's shape.
+static bool activation_words16(const gk_op_desc *d) { return true; }
+// Gated: two-tensor form; split form where a half-row (inner) is even, so
+// that a word never straddles the two halves.
+static bool gated_words16(const gk_op_desc *d) {
+  return d->gated.form != GK_GATED_SPLIT || gated_of(d).inner % 2 == 0;
+}
+
+static const vk_family activation = {{activation_fwd, activation_bwd}, {{"activation_fwd"}, {"activation_bwd"}},
+                                     activation_words16};
+static const vk_family gated = {{gated_fwd, gated_bwd}, {{"gated_fwd"}, {"gated_bwd"}}, gated_words16};
+static const vk_family norm = {{norm_fwd, norm_bwd}, {{"norm_fwd"}, {"norm_bwd", "norm_dparam"}}, NULL};
+static const vk_family softmax = {{softmax_fwd, softmax_bwd}, {{"softmax_fwd"}, {"softmax_bwd"}}, NULL};
+static const vk_family binary = {{binary_fwd, binary_bwd}, {{"binary_fwd"}, {"binary_bwd", "reduce"}}, NULL};
+static const vk_family linear = {{linear_fwd, linear_bwd}, {{"gemm"}, {"gemm", "reduce"}}, NULL};
+static const vk_family matmul = {{matmul_fwd, matmul_bwd}, {{"gemm"}, {"gemm"}}, NULL};
 static const vk_family cross_entropy_ = {{cross_entropy_fwd, cross_entropy_bwd},
-                                         {{"ce_rows", "ce_sum", "ce_grad"}, {"ce_rows", "ce_sum", "ce_grad"}}};
+                                         {{"ce_rows", "ce_sum", "ce_grad"}, {"ce_rows", "ce_sum", "ce_grad"}}, NULL};
 static const vk_family embedding = {{embedding_fwd, embedding_bwd},
-                                    {{"embedding_fwd"}, {"embedding_sort", "embedding_bwd"}}};
-static const vk_family rope_ = {{rope_fwd, rope_bwd}, {{"rope"}, {"rope"}}};
-static const vk_family attention = {{attention_fwd, attention_bwd}, {{"attention_fwd"}, {"attention_bwd"}}};
-static const vk_family conv1d = {{conv1d_fwd, conv1d_bwd}, {{"conv1d_fwd"}, {"conv1d_bwd"}}};
-static const vk_family scan = {{scan_fwd, scan_bwd}, {{"scan_fwd"}, {"scan_bwd", "reduce"}}};
+                                    {{"embedding_fwd"}, {"embedding_sort", "embedding_bwd"}}, NULL};
+static const vk_family rope_ = {{rope_fwd, rope_bwd}, {{"rope"}, {"rope"}}, NULL};
+static const vk_family attention = {{attention_fwd, attention_bwd}, {{"attention_fwd"}, {"attention_bwd"}}, NULL};
+static const vk_family conv1d = {{conv1d_fwd, conv1d_bwd}, {{"conv1d_fwd"}, {"conv1d_bwd"}}, NULL};
+static const vk_family scan = {{scan_fwd, scan_bwd}, {{"scan_fwd"}, {"scan_bwd", "reduce"}}, NULL};
 
 static const vk_family *const family_of[GK_OP_COUNT_] = {
     [GK_OP_RELU] = &activation, [GK_OP_GELU] = &activation, [GK_OP_SILU] = &activation,
@@ -719,12 +733,29 @@ static void vk_fini(gk_plan *plan) {
   plan->state = NULL;
 }
 
+// The arguments of a run bound in place as words of two f16/bf16 elements
+// (r->half set) when its family's shaders take them so and every argument
+// is contiguous in the same 16-bit dtype, none accumulating; else nothing
+// bound (r->half 0).
+static void bind_words16(vk_run *r, const gk_plan *plan, const gk_kernel_args a) {
+  const vk_family *f = family_of[plan->desc.op];
+  gk_dtype dt = a[GK_ARG_X] ? a[GK_ARG_X]->dtype : GK_F32;
+  if (!f->words16 || (dt != GK_F16 && dt != GK_BF16) || !f->words16(&plan->desc)) return;
+  vk_binding at[GK_ARG_COUNT_];
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (a[k] && (a[k]->dtype != dt || accumulates(&plan->desc, k) || !vk_bind_words16(a[k], &at[k]))) return;
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (a[k]) r->arg[k] = at[k], r->have[k] = true, r->numel[k] = gk_tensor_numel(a[k]);
+  r->half = dt == GK_F16 ? 1 : 2;
+}
+
 static gk_status vk_run_kernel(const gk_plan *plan, const gk_kernel_args a, void *workspace) {
   (void)workspace;
   vk_run r;
   vk_run_begin(&r, plan);
   gk_status s = GK_SUCCESS;
-  for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++) {
+  bind_words16(&r, plan, a);
+  for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS && !r.half; k++) {
     if (!a[k]) continue;
     s = plan->args[k].is_output ? vk_bind_output(&r, (gk_arg_kind)k, a[k], accumulates(&plan->desc, k))
                                 : vk_bind_input(&r, (gk_arg_kind)k, a[k]);

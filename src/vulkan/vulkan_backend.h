@@ -33,6 +33,7 @@ typedef struct vk_run {
   bool have[GK_ARG_COUNT_];
   int64_t numel[GK_ARG_COUNT_];
   const gk_tensor *scatter_to[GK_ARG_COUNT_];  // outputs computed into a temporary: where they go
+  uint32_t half;  // 0: f32 bindings; 1, 2: every argument f16, bf16 in place, two elements a word (half.glsl)
 } vk_run;
 
 // ---------------------------------------------------------------- device.c
@@ -67,6 +68,10 @@ gk_status vk_flush_read(const void *temp, void *dst, size_t bytes);
 // only written (load false). An output in a temporary goes back with
 // vk_scatter after the dispatches that write it.
 gk_status vk_bind(const gk_tensor *t, bool output, bool load, vk_binding *out, bool *temp);
+// A contiguous f16/bf16 tensor bound where it lies, as the 32-bit words that
+// hold its elements (the last one half its when the count is odd); false
+// (nothing bound) when it is not contiguous 16-bit at an aligned offset.
+bool vk_bind_words16(const gk_tensor *t, vk_binding *out);
 gk_status vk_scatter(const gk_tensor *t, vk_binding from);
 // The argument as a contiguous f32/i32 binding (vk_bind), its temporary
 // gathered for inputs and outputs that accumulate; vk_scatter_outputs
