@@ -389,8 +389,7 @@ static gk_status plan_conv1d(const gk_plan *plan, wg_run *r) {
 
 // ---------------------------------------------------------------- selective scan
 static const char *decline_scan(const gk_plan *plan) {
-  return plan->desc.scan.d_state > 64 ? "d_state over 64 (the shader keeps the state in a private array of 64)"
-                                      : NULL;
+  return plan->desc.scan.d_state > 64 ? "d_state over 64 (a lane per state, 64 to a workgroup)" : NULL;
 }
 
 static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
@@ -412,8 +411,12 @@ static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
                            r->t[GK_ARG_FINAL_STATE] != NULL, r->t[GK_ARG_DFINAL_STATE] != NULL,
                            r->t[GK_ARG_DINITIAL_STATE] != NULL, d->accumulate};
   for (int i = 0; i < 19; i++) p[29 + i] = (uint32_t)words[i];
+  // Workgroups of 64 / S channels, S lanes each (scan.wgsl's lanes()).
+  int64_t lanes = 1;
+  while (lanes < N) lanes <<= 1;
+  uint64_t groups = (uint64_t)gk_ceil_div(nb * nd, 64 / lanes);
   if (d->direction == GK_FORWARD) {
-    memcpy(wg_pass(r, 0, groups_for(nb * nd)), p, sizeof p);
+    memcpy(wg_pass(r, 0, groups), p, sizeof p);
     return GK_SUCCESS;
   }
   // Scratch: each channel's chunk states, then the per-(batch, channel) sums.
@@ -423,7 +426,7 @@ static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
   p[26] = wg_scratch(r, (uint64_t)(nb * nd));
   p[27] = wg_scratch(r, (uint64_t)(nb * nd * N * (b_var ? L : 1)));
   p[28] = wg_scratch(r, (uint64_t)(nb * nd * N * (c_var ? L : 1)));
-  memcpy(wg_pass(r, 0, groups_for(nb * nd)), p, sizeof p);
+  memcpy(wg_pass(r, 0, groups), p, sizeof p);
   memcpy(wg_pass(r, 1, groups_for(nd * N)), p, sizeof p);
   for (int bc = 0; bc < 2; bc++) {
     if (!(bc ? c_var : b_var)) continue;
