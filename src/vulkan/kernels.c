@@ -165,7 +165,7 @@ static gk_status expanded(vk_run *r, gk_arg_kind k, const gk_tensor *t, shape_re
   return vk_gather(&v, out);
 }
 
-typedef struct { uint32_t n, mul; float alpha; } binary_push;
+typedef struct { uint32_t n, mul; float alpha; uint32_t half; } binary_push;
 
 static gk_status binary_fwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
   const gk_tensor *y = a[GK_ARG_Y];
@@ -173,7 +173,7 @@ static gk_status binary_fwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args
   vk_binding ea, eb;
   TRY(expanded(r, GK_ARG_A, a[GK_ARG_A], ys, &ea));
   TRY(expanded(r, GK_ARG_B, a[GK_ARG_B], ys, &eb));
-  binary_push p = {(uint32_t)gk_tensor_numel(y), d->op == GK_OP_MUL, (float)d->binary.alpha};
+  binary_push p = {(uint32_t)gk_tensor_numel(y), d->op == GK_OP_MUL, (float)d->binary.alpha, r->half};
   return DISPATCH("binary_fwd", p, vk_groups(p.n, 256), 1, 1, ea, eb, ARG(GK_ARG_Y));
 }
 
@@ -213,7 +213,7 @@ static gk_status binary_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args
   else ga = ARG(GK_ARG_DA);
   if (rb) TRY(vk_temp((size_t)(n ? n : 1) * 4, &gb, NULL));
   else gb = ARG(GK_ARG_DB);
-  binary_push p = {(uint32_t)n, mul, (float)d->binary.alpha};
+  binary_push p = {(uint32_t)n, mul, (float)d->binary.alpha, r->half};
   TRY(DISPATCH("binary_bwd", p, vk_groups(n, 256), 1, 1, ARG(GK_ARG_DY), ea, eb, ga, gb));
   if (ra) TRY(reduce_to(ga, ys, &ta, ARG(GK_ARG_DA), false));
   if (rb) TRY(reduce_to(gb, ys, &tb, ARG(GK_ARG_DB), false));
@@ -677,12 +677,18 @@ static bool gated_words16(const gk_op_desc *d) {
   return d->gated.form != GK_GATED_SPLIT || gated_of(d).inner % 2 == 0;
 }
 
+// add, mul: a and b of one shape (no broadcast).
+static bool binary_words16(const gk_op_desc *d) {
+  return d->binary.b_rank == d->rank && !memcmp(d->binary.b_shape, d->shape, sizeof(int64_t) * (size_t)d->rank);
+}
+
 static const vk_family activation = {{activation_fwd, activation_bwd}, {{"activation_fwd"}, {"activation_bwd"}},
                                      activation_words16};
 static const vk_family gated = {{gated_fwd, gated_bwd}, {{"gated_fwd"}, {"gated_bwd"}}, gated_words16};
 static const vk_family norm = {{norm_fwd, norm_bwd}, {{"norm_fwd"}, {"norm_bwd", "norm_dparam"}}, NULL};
 static const vk_family softmax = {{softmax_fwd, softmax_bwd}, {{"softmax_fwd"}, {"softmax_bwd"}}, NULL};
-static const vk_family binary = {{binary_fwd, binary_bwd}, {{"binary_fwd"}, {"binary_bwd", "reduce"}}, NULL};
+static const vk_family binary = {{binary_fwd, binary_bwd}, {{"binary_fwd"}, {"binary_bwd", "reduce"}},
+                                 binary_words16};
 static const vk_family linear = {{linear_fwd, linear_bwd}, {{"gemm"}, {"gemm", "reduce"}}, NULL};
 static const vk_family matmul = {{matmul_fwd, matmul_bwd}, {{"gemm"}, {"gemm"}}, NULL};
 static const vk_family cross_entropy_ = {{cross_entropy_fwd, cross_entropy_bwd},
@@ -739,7 +745,9 @@ static void vk_fini(gk_plan *plan) {
 // bound (r->half 0).
 static void bind_words16(vk_run *r, const gk_plan *plan, const gk_kernel_args a) {
   const vk_family *f = family_of[plan->desc.op];
-  gk_dtype dt = a[GK_ARG_X] ? a[GK_ARG_X]->dtype : GK_F32;
+  gk_dtype dt = GK_F32;
+  for (int k = GK_ARG_COUNT_ - 1; k >= 0; k--)
+    if (a[k]) dt = a[k]->dtype;
   if (!f->words16 || (dt != GK_F16 && dt != GK_BF16) || !f->words16(&plan->desc)) return;
   vk_binding at[GK_ARG_COUNT_];
   for (int k = 0; k < GK_ARG_COUNT_; k++)
