@@ -462,7 +462,8 @@ static void test_cross_entropy(void) {
 static void test_embedding(void) {
   static const struct { int rank; int64_t shape[4]; int64_t V, D, pad; } cases[] = {
       {2, {3, 5}, 7, 6, -1}, {1, {40}, 5, 9, 2}, {2, {2, 20}, 50, 1030, 0}, {0, {0}, 3, 4, 1},
-      {1, {0}, 3, 4, -1},    {3, {2, 2, 3}, 1, 3, -1}, {1, {6}, 4, 0, -1}};
+      {1, {0}, 3, 4, -1},    {3, {2, 2, 3}, 1, 3, -1}, {1, {6}, 4, 0, -1},
+      {1, {700}, 1000, 3, -1}};  // more rows and positions than a GPU sort's workgroup
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
     for (int it = 0; it < 2; it++) {
       gk_op_desc d = make(GK_OP_EMBEDDING, cases[c].rank, cases[c].shape);
@@ -631,23 +632,18 @@ static void test_binary(void) {
   }
 }
 
-// With the argument "products", only the ops built on the gemm microkernel
-// (linear, matmul, attention): ctest runs them so for the AVX2 kernels too.
-int main(int argc, char **argv) {
-  bool products_only = argc > 1 && !strcmp(argv[1], "products");
+int main(void) {
   register_test_backends();
   gk_set_num_threads(2);
   test_attention();
   test_linear();
   test_matmul();
-  if (!products_only) {
-    test_attention_long(SANITIZED ? 1024 : 8192);
-    test_binary();
-    test_rope();
-    test_embedding();
-    test_softmax();
-    test_cross_entropy();
-  }
+  test_attention_long(SANITIZED ? 1024 : 8192);
+  test_binary();
+  test_rope();
+  test_embedding();
+  test_softmax();
+  test_cross_entropy();
   printf("configurations: %d (x fwd/bwd x backends); finite-difference cases: %d, worst rel err %.3g\n",
          count_configs, fd_cases, worst_fd);
   printf("largest relative error, cpu vs ref (|cpu - ref| / max(|ref|, 1e-2)):\n");
