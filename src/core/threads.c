@@ -42,10 +42,10 @@ void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx) {
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <string.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 typedef struct gk_job {

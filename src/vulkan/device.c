@@ -1,15 +1,17 @@
 // The Vulkan backend's device side: instance and device (GK_VULKAN_DEVICE
-// picks among several; by default a discrete GPU before others), buffers, one command buffer
-// that runs are recorded into and that is submitted in a batch (when the
-// host needs results: download, upload, synchronize; or when it is full),
-// pipelines made once from the SPIR-V embedded at build time, temporaries,
-// and the gather/scatter of tensors that are not contiguous f32.
+// picks among several; by default a discrete GPU before others), buffers,
+// one command buffer that runs are recorded into and that is submitted in a
+// batch (when the host needs results: download, upload, synchronize; or
+// when it is full), pipelines made once from the SPIR-V embedded at build
+// time, temporaries, and the gather/scatter of tensors that are not
+// contiguous f32.
 //
 // Memory: where the device's memory is host memory (integrated GPUs,
 // lavapipe), buffers live there, mapped, and uploads and downloads are
 // memcpy after the batch; otherwise (a discrete GPU, or GK_VULKAN_STAGED=1,
-// which tests that path on any device; =0 maps where the device can) buffers and temporaries are
-// device-local and copies go through a staging buffer in host memory.
+// which tests that path on any device; =0 maps where the device can)
+// buffers and temporaries are device-local and copies go through a staging
+// buffer in host memory.
 //
 // GK_VULKAN_VALIDATION=1 enables the Khronos validation layer with its
 // synchronization validation; every message it reports is kept, and the
