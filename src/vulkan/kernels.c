@@ -125,20 +125,22 @@ static gk_status norm_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a
 
 // ---------------------------------------------------------------- softmax
 
-typedef struct { uint32_t rows, C, inner, log_softmax; } softmax_push;
+typedef struct { uint32_t rows, C, inner, log_softmax, half; } softmax_push;
 static softmax_push softmax_of(const gk_op_desc *d) {
   int dim = d->softmax.dim;
   int64_t C = d->shape[dim], inner = prod(d->shape, dim + 1, d->rank);
   return (softmax_push){(uint32_t)(C ? numel_desc(d) / C : 0), (uint32_t)C, (uint32_t)(inner ? inner : 1),
-                        d->op == GK_OP_LOG_SOFTMAX};
+                        d->op == GK_OP_LOG_SOFTMAX, 0};
 }
 static gk_status softmax_fwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
   softmax_push p = softmax_of(d);
+  p.half = r->half;
   if (!p.rows) return GK_SUCCESS;
   return DISPATCH("softmax_fwd", p, vk_groups(p.rows, 1), 1, 1, ARG(GK_ARG_X), ARG(GK_ARG_Y));
 }
 static gk_status softmax_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
   softmax_push p = softmax_of(d);
+  p.half = r->half;
   if (!p.rows) return GK_SUCCESS;
   return DISPATCH("softmax_bwd", p, vk_groups(p.rows, 1), 1, 1, ARG(GK_ARG_DY), ARG(GK_ARG_Y), ARG(GK_ARG_DX));
 }
@@ -677,6 +679,13 @@ static bool gated_words16(const gk_op_desc *d) {
   return d->gated.form != GK_GATED_SPLIT || gated_of(d).inner % 2 == 0;
 }
 
+// softmax, log_softmax: over the last dim, of an even size (so that rows start
+// at a word).
+static bool softmax_words16(const gk_op_desc *d) {
+  softmax_push p = softmax_of(d);
+  return p.inner == 1 && p.C % 2 == 0;
+}
+
 // add, mul: a and b of one shape (no broadcast).
 static bool binary_words16(const gk_op_desc *d) {
   return d->binary.b_rank == d->rank && !memcmp(d->binary.b_shape, d->shape, sizeof(int64_t) * (size_t)d->rank);
@@ -686,7 +695,8 @@ static const vk_family activation = {{activation_fwd, activation_bwd}, {{"activa
                                      activation_words16};
 static const vk_family gated = {{gated_fwd, gated_bwd}, {{"gated_fwd"}, {"gated_bwd"}}, gated_words16};
 static const vk_family norm = {{norm_fwd, norm_bwd}, {{"norm_fwd"}, {"norm_bwd", "norm_dparam"}}, NULL};
-static const vk_family softmax = {{softmax_fwd, softmax_bwd}, {{"softmax_fwd"}, {"softmax_bwd"}}, NULL};
+static const vk_family softmax = {{softmax_fwd, softmax_bwd}, {{"softmax_fwd"}, {"softmax_bwd"}},
+                                  softmax_words16};
 static const vk_family binary = {{binary_fwd, binary_bwd}, {{"binary_fwd"}, {"binary_bwd", "reduce"}},
                                  binary_words16};
 static const vk_family linear = {{linear_fwd, linear_bwd}, {{"gemm"}, {"gemm", "reduce"}}, NULL};

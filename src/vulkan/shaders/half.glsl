@@ -32,3 +32,5 @@ void half2_store(uint s, uint w, uint n, vec2 v, uint mode) {
   if (2u * w + 1u == n) word = (word & 0xffffu) | (slot[s].v[w] & 0xffff0000u);
   slot[s].v[w] = word;
 }
+// Element e of a tensor of slot s held so (one 16-bit read; writes go by words).
+float half_at(uint s, uint e, uint mode) { return half2_load(slot[s].v[e >> 1], mode)[e & 1u]; }
