@@ -4,7 +4,8 @@ benchmark's fields (a smoke test: no timing is asserted).
     bench_smoke.py GRADKERN          --op rmsnorm on the CPU
     bench_smoke.py GRADKERN vulkan   --device vulkan: --op relu (the device's
         rows, with bytes, FLOPs and the fraction of its copy bandwidth) and
-        --op train_llama (the step on the device and on the CPU); without a
+        --op train_llama (the step on the device and on the CPU), --cpu-shapes
+        (rope at the CPU's shape; refused without a device); without a
         device (GK_VULKAN_DEVICE past the last) it exits non-zero with the
         backend's reason
 """
@@ -55,6 +56,13 @@ def vulkan():
         assert r["gb_s"] > 0 and r["gflop_s"] > 0, r
         assert r["limit_name"] == "copy_gb_s" and r["limit_value"] > 0 and r["fraction_of_limit"] > 0, r
     assert {(r["direction"], r["dtype"]) for r in rows} >= {("forward", "f32"), ("backward", "f32")}, rows
+
+    # --cpu-shapes: the CPU bench's shapes on the device.
+    big, _ = bench("--device", "vulkan", "--cpu-shapes", "--op", "rope", "--repeat", "1")
+    assert {r["shape"] for r in big} == {"4x1024x16x64"} and all(r["gb_s"] > 0 for r in big), big
+    wrong = subprocess.run([sys.argv[1], "bench", "--cpu-shapes", "--op", "relu"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    assert wrong.returncode == 2 and "--cpu-shapes is for --device vulkan" in wrong.stderr, wrong
 
     steps, _ = bench("--device", "vulkan", "--op", "train_llama")
     assert [r["device"] for r in steps] == ["vulkan", "cpu"], steps

@@ -3,7 +3,8 @@
 // triad for memory-bound ops, OpenBLAS's sgemm (loaded at run time, with
 // OPENBLAS_CORETYPE=SkylakeX on a CPU with AVX-512) for matrix products. With --device vulkan the
 // same ops run on the Vulkan device, their tensors in its buffers, at
-// smaller shapes (device_shapes), each run waited for, against the device's
+// smaller shapes (device_shapes; --cpu-shapes keeps the CPU's, for a real
+// GPU), each run waited for, against the device's
 // copy bandwidth (tools/bench_vulkan.c); AdamW and the training steps too,
 // the steps also on the CPU. Benchmarks measure; no test asserts a time.
 #include "bench.h"
@@ -20,12 +21,15 @@
 #include <time.h>
 
 static const char *bench_usage =
-    "usage: gradkern bench [--device cpu|vulkan] [--json] [--op NAME] [--repeat N] [--quick]\n"
+    "usage: gradkern bench [--device cpu|vulkan] [--cpu-shapes] [--json] [--op NAME] [--repeat N] [--quick]\n"
     "  --device D   cpu (default): host tensors at training shapes, against a triad and OpenBLAS;\n"
     "               vulkan: tensors in the Vulkan device's buffers ($GK_VULKAN_DEVICE picks one)\n"
     "               at shapes a CPU driver gets through, each run waited for, against the\n"
     "               device's copy bandwidth; rows with bytes and FLOPs per call; the training\n"
     "               steps also on the CPU\n"
+    "  --cpu-shapes with --device vulkan: the CPU's training shapes (a GPU finishes the smaller\n"
+    "               ones in about what a submit and wait cost); a tensor past the device's\n"
+    "               binding range fails its row\n"
     "  --json       one JSON array of rows instead of the table\n"
     "  --op NAME    only rows whose op is NAME (rmsnorm, linear, adamw, train_mamba, ...)\n"
     "  --repeat N   timed runs per row after one warm-up, 1..1000 (default 10; 3 with --quick);\n"
@@ -47,7 +51,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 typedef struct options {
-  int json, quick, repeat;
+  int json, quick, repeat, cpu_shapes;
   const char *only;
   gk_backend device;          // GK_BACKEND_CPU (host tensors, plans on auto) or a device backend
   const char *device_name;    // as --device gave it
@@ -917,6 +921,7 @@ int gk_cmd_bench(int argc, char **argv) {
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) bn.opt.json = 1;
     else if (!strcmp(argv[i], "--quick")) bn.opt.quick = 1;
+    else if (!strcmp(argv[i], "--cpu-shapes")) bn.opt.cpu_shapes = 1;
     else if (!strcmp(argv[i], "--op") || !strcmp(argv[i], "--repeat") || !strcmp(argv[i], "--device")) {
       if (i + 1 >= argc) {
         fprintf(stderr, "gradkern bench: %s needs a value (see gradkern bench --help)\n", argv[i]);
@@ -949,7 +954,11 @@ int gk_cmd_bench(int argc, char **argv) {
   }
   bn.opt.repeat = repeat ? repeat : bn.opt.quick ? 3 : 10;
   int on_device = bn.opt.device != GK_BACKEND_CPU;
-  bn.sh = on_device ? &device_shapes : &cpu_shapes;
+  if (bn.opt.cpu_shapes && !on_device) {
+    fprintf(stderr, "gradkern bench: --cpu-shapes is for --device vulkan (the CPU bench uses them already)\n");
+    return 2;
+  }
+  bn.sh = on_device && !bn.opt.cpu_shapes ? &device_shapes : &cpu_shapes;
   // Check --op against the benchmarks' names before measuring anything.
   bn.naming = 1;
   bench_all(&bn);
