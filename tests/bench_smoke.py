@@ -76,8 +76,9 @@ def vulkan():
     assert absent.returncode != 0 and not absent.stdout, absent
     assert "gradkern bench: --device vulkan cannot run here: GK_VULKAN_DEVICE = '99' is not a device index" \
         in absent.stderr, absent.stderr
-    print("bench smoke, vulkan: %d relu rows, %d training rows; without a device: %s"
-          % (len(rows), len(steps), absent.stderr.strip()))
+    print("bench smoke, vulkan: %d relu rows, %d training rows, %d rope rows at the CPU's shapes; "
+          "GK_VULKAN_DEVICE=99 refused with exit status %d, naming the index"
+          % (len(rows), len(steps), len(big), absent.returncode))
 
 
 if sys.argv[2:] == ["vulkan"]:

@@ -1,5 +1,5 @@
-// What the web tests share besides the browser: their options and their
-// tally of checks.
+// What the web tests share besides the browser: their options, their
+// tally of checks, and how they read and compare the trainer's final loss.
 import { resolve } from 'node:path';
 
 // The options of process.argv, "--name value" pairs named by `defaults`
@@ -39,3 +39,10 @@ export function tally() {
     },
   };
 }
+
+// The final training loss `gradkern train` prints (NaN when it printed none).
+export const finalLoss = (output) => Number(/final train loss ([0-9.]+)/.exec(output)?.[1]);
+
+// Whether a browser run's loss is the native run's: 1e-3 relative (the
+// kernels round differently), with a floor for losses near 0.
+export const sameLoss = (native, browser) => Math.abs(native - browser) <= 1e-3 * Math.abs(native) + 5e-5;

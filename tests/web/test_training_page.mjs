@@ -33,7 +33,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { checkScreenshot, launchChromium, openTrainingPage, pagePrerequisites, trainInPage } from './browser.mjs';
-import { readOptions, tally } from './cli.mjs';
+import { finalLoss, readOptions, sameLoss, tally } from './cli.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const run = promisify(execFile);
@@ -118,9 +118,9 @@ try {
   };
   const common = ['--steps', String(opts.steps), '--seed', '1', '--eval-every', '0', '--threads', '1'];
   const nativeRun = await native(['train', ...common, '--quiet', '--checkpoint', join(opts.out, 'native.safetensors')]);
-  const nativeLoss = Number(/final train loss ([0-9.]+)/.exec(nativeRun.out)?.[1]);
+  const nativeLoss = finalLoss(nativeRun.out);
   const last = losses.at(-1);
-  check(nativeRun.code === 0 && Math.abs(nativeLoss - last) <= 1e-3 * Math.abs(nativeLoss) + 5e-5,
+  check(nativeRun.code === 0 && sameLoss(nativeLoss, last),
         `the native run with the same options ends at the same loss: native ${nativeLoss}, browser ${last.toFixed(4)}` +
         (nativeRun.code ? `\n${nativeRun.out}` : ''));
 
@@ -130,7 +130,7 @@ try {
         `gradkern train --resume reads the downloaded checkpoint as a finished run:\n${finished.out.trim()}`);
   const more = ['--steps', String(opts.steps + 10), '--seed', '1', '--eval-every', '0', '--threads', '1'];
   const continued = await native(['train', ...more, '--allow-changes', '--resume', file, '--checkpoint', resumed]);
-  const continuedLoss = Number(/final train loss ([0-9.]+)/.exec(continued.out)?.[1]);
+  const continuedLoss = finalLoss(continued.out);
   check(continued.code === 0 && Number.isFinite(continuedLoss) && continuedLoss < opts.maxLoss,
         `gradkern train --resume continues it natively to step ${opts.steps + 10}: final train loss ${continuedLoss}` +
         (continued.code ? `\n${continued.out}` : ''));
@@ -207,9 +207,9 @@ try {
                                       '--model', 'llama', '--heads', '4', '--kv-heads', '2', '--task', 'text',
                                       '--data', textFile, '--allow-changes', '--resume', llamaCheckpoint,
                                       '--checkpoint', join(opts.out, 'llama-resumed.safetensors')]);
-  const nativeResumedLoss = Number(/final train loss ([0-9.]+)/.exec(nativeResumed.out)?.[1]);
+  const nativeResumedLoss = finalLoss(nativeResumed.out);
   const pageResumedLoss = resumedRun.losses.at(-1)?.loss;
-  check(nativeResumed.code === 0 && Math.abs(nativeResumedLoss - pageResumedLoss) <= 1e-3 * nativeResumedLoss + 5e-5,
+  check(nativeResumed.code === 0 && sameLoss(nativeResumedLoss, pageResumedLoss),
         `the resumed run ends at the native resumed run's loss: page ${pageResumedLoss?.toFixed(4)}, native ` +
         `${nativeResumedLoss}` + (nativeResumed.code ? `\n${nativeResumed.out}` : ''));
 } catch (err) {

@@ -19,7 +19,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { checkScreenshot, launchChromium, openTrainingPage, pagePrerequisites, trainInPage } from './browser.mjs';
-import { readOptions, tally } from './cli.mjs';
+import { finalLoss, readOptions, sameLoss, tally } from './cli.mjs';
 
 const opts = readOptions({ root: resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'), steps: 6,
                           gradkern: null, out: null });
@@ -68,9 +68,9 @@ try {
   } catch (err) {
     nativeOut = `${err.stdout ?? ''}${err.stderr ?? ''}${err.message}`;
   }
-  const nativeLoss = Number(/final train loss ([0-9.]+)/.exec(nativeOut)?.[1]);
+  const nativeLoss = finalLoss(nativeOut);
   const last = losses.at(-1);
-  check(Math.abs(nativeLoss - last) <= 1e-3 * Math.abs(nativeLoss) + 5e-5,
+  check(sameLoss(nativeLoss, last),
         `the native run on the CPU with the same options ends at the same loss: native ${nativeLoss}, ` +
         `WebGPU in the browser ${last.toFixed(4)}${Number.isFinite(nativeLoss) ? '' : `\n${nativeOut}`}`);
 } catch (err) {
