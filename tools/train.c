@@ -30,6 +30,7 @@
 
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -104,7 +105,10 @@ static const char *last_good(const trainer *t) { return t->last_checkpoint ? t->
 //   format   "gradkern-checkpoint-1"
 //   config   everything that shapes the weights, the computation or the batches
 //            (config_string);
-//            a checkpoint of another configuration is refused
+//            a checkpoint of another configuration is refused, but for
+//            its seq_len: another --seq-len is a change of the run (with
+//            --allow-changes a run trained on short sequences goes on
+//            with longer ones)
 //   step     steps done;  seed
 //   steps lr min_lr warmup weight_decay clip   the run's options (run_options)
 //   data_bytes data_crc32                      --task text: the data file
@@ -145,6 +149,22 @@ static void config_string(const trainer *t, char *buf, size_t n) {
   // With --tokenizer: which tokenizer (another one makes other batches).
   if (t->tokenizer)
     snprintf(buf + strlen(buf), n - strlen(buf), " tokenizer=%08x", (unsigned)gk_bpe_fingerprint(t->tokenizer));
+}
+
+// A configuration string without its " seq_len=T" (into rest), and T (0
+// if it has none).
+static void split_seq_len(const char *config, char *rest, size_t n, int *seq_len) {
+  const char *at = strstr(config, " seq_len=");
+  *seq_len = 0;
+  if (!at) {
+    snprintf(rest, n, "%s", config);
+    return;
+  }
+  char *end;
+  long v = strtol(at + 9, &end, 10);
+  if (end == at + 9 || v < 1 || v > INT_MAX) end = (char *)at;  // not a length: kept, so the strings differ
+  else *seq_len = (int)v;
+  snprintf(rest, n, "%.*s%s", (int)(at - config), config, end);
 }
 
 // The options that steer the run without changing any shape, recorded by
@@ -396,15 +416,18 @@ static gk_status load_checkpoint(trainer *t, const char *path) {
   }
   const char *format = gk_st_metadata(f, "format"), *config = gk_st_metadata(f, "config"),
              *step = gk_st_metadata(f, "step"), *seed = gk_st_metadata(f, "seed");
-  char want[512];
+  char want[512], want_rest[512], have_rest[512] = "";
+  int want_seq_len, have_seq_len = 0;
   config_string(t, want, sizeof want);
+  split_seq_len(want, want_rest, sizeof want_rest, &want_seq_len);
+  if (config) split_seq_len(config, have_rest, sizeof have_rest, &have_seq_len);
   uint64_t st;
   gk_nn_buf diff = {0};
   int unrecorded = 0, ok = 1;
   if (!format || strcmp(format, "gradkern-checkpoint-1") || !config || !step || !seed) {
     s = gk_nn_fail(GK_NN_ERR_FILE, "checkpoint '%s' is not a gradkern training checkpoint (metadata format, config, "
                 "step and seed missing)", path);
-  } else if (strcmp(config, want)) {
+  } else if (strcmp(have_rest, want_rest)) {
     s = gk_nn_fail(GK_ERR_INVALID_VALUE, "checkpoint '%s' was made with another configuration:\n  checkpoint: %s\n"
                 "  this run:   %s", path, config, want);
   } else if (!parse_u64(step, &st) || st < 1 || st > (uint64_t)1e12) {
@@ -412,6 +435,8 @@ static gk_status load_checkpoint(trainer *t, const char *path) {
                 path, step);
   } else {
     s = compare_run(t, f, path, &diff, &unrecorded);
+    if (have_seq_len != want_seq_len)
+      gk_nn_buf_printf(&diff, "  --seq-len %d (the checkpoint: %d)\n", want_seq_len, have_seq_len);
     t->train_loss = figure(f, "train_loss", &ok);
     t->ev.loss = figure(f, "eval_loss", &ok);
     t->ev.accuracy = figure(f, "eval_accuracy", &ok);

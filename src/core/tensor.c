@@ -71,14 +71,22 @@ gk_tensor gk_tensor_narrow(const gk_tensor *t, int dim, int64_t start, int64_t l
 }
 
 gk_tensor gk_tensor_row(const gk_tensor *t, int inner_rank, int64_t r) {
-  gk_tensor lead = *t, row = *t;
-  lead.rank = t->rank - inner_rank;
+  // Row r's offset over the leading dims, innermost first; the outermost
+  // takes what is left of r without a division (kernels call this per row).
+  int lead = t->rank - inner_rank;
+  int64_t off = 0;
+  for (int d = lead - 1; d > 0; d--) {
+    off += (r % t->shape[d]) * t->strides[d];
+    r /= t->shape[d];
+  }
+  if (lead > 0) off += r * t->strides[0];
+  gk_tensor row = *t;
   row.rank = inner_rank;
   for (int i = 0; i < inner_rank; i++) {
-    row.shape[i] = t->shape[lead.rank + i];
-    row.strides[i] = t->strides[lead.rank + i];
+    row.shape[i] = t->shape[lead + i];
+    row.strides[i] = t->strides[lead + i];
   }
-  row.data = (char *)t->data + gk_tensor_offset(&lead, r) * (int64_t)gk_elem_size(t->dtype);
+  row.data = (char *)t->data + off * (int64_t)gk_elem_size(t->dtype);
   return row;
 }
 

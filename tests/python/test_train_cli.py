@@ -279,17 +279,21 @@ def test_resume_with_changes(tmp_path):
     text, other = tmp_path / "a.txt", tmp_path / "b.txt"
     text.write_bytes(b"the quick brown fox jumps over the lazy dog. " * 200)
     other.write_bytes(b"THE QUICK BROWN FOX JUMPS OVER THE LAZY DOG. " * 200)
-    opts = ["--task", "text", "--seq-len", "32", *TINY]
+    opts = ["--task", "text", *TINY]
     ck = tmp_path / "ck.safetensors"
-    r = train(*opts, "--data", str(text), "--steps", "8", "--checkpoint", str(ck), "--stop-after", "4")
+    r = train(*opts, "--seq-len", "32", "--data", str(text), "--steps", "8", "--checkpoint", str(ck),
+              "--stop-after", "4")
     assert r.returncode == 0, r.stderr
     good = ck.read_bytes()
+    same = ["--seq-len", "32", "--data", str(text), "--steps", "8"]
     cases = [
-        (["--data", str(other), "--steps", "8"], "--data '%s': 9000 bytes, crc32 " % other),
-        (["--data", str(text), "--steps", "8", "--lr", "0.01"], "--lr 0.01 (the checkpoint: 0.006)"),
-        (["--data", str(text), "--steps", "12"], "--steps 12 (the checkpoint: 8)"),
-        (["--data", str(text), "--steps", "8", "--seed", "2"], "--seed 2 (the checkpoint: 1)"),
-        (["--data", str(text), "--steps", "8", "--clip", "0.5"], "--clip 0.5 (the checkpoint: 1)"),
+        (["--seq-len", "32", "--data", str(other), "--steps", "8"], "--data '%s': 9000 bytes, crc32 " % other),
+        (same + ["--lr", "0.01"], "--lr 0.01 (the checkpoint: 0.006)"),
+        (["--seq-len", "32", "--data", str(text), "--steps", "12"], "--steps 12 (the checkpoint: 8)"),
+        (same + ["--seed", "2"], "--seed 2 (the checkpoint: 1)"),
+        (same + ["--clip", "0.5"], "--clip 0.5 (the checkpoint: 1)"),
+        # Longer sequences than the checkpoint's (a run that starts short).
+        (["--seq-len", "48", "--data", str(text), "--steps", "8"], "--seq-len 48 (the checkpoint: 32)"),
     ]
     for args, needle in cases:
         r = train(*opts, *args, "--resume", str(ck), "--checkpoint", str(ck))
@@ -301,14 +305,13 @@ def test_resume_with_changes(tmp_path):
         r = train(*opts, *args, "--resume", str(ck), "--checkpoint", str(out), "--allow-changes")
         assert r.returncode == 0 and "with changes" in r.stderr and needle in r.stderr, (args, r.stderr)
     # --allow-changes with no change: nothing to say.
-    r = train(*opts, "--data", str(text), "--steps", "8", "--resume", str(ck), "--checkpoint", str(ck),
-              "--allow-changes")
+    r = train(*opts, *same, "--resume", str(ck), "--checkpoint", str(ck), "--allow-changes")
     assert r.returncode == 0 and "changes" not in r.stderr, r.stderr
     final = [l for l in r.stdout.splitlines() if l.startswith("final ")][-1]
 
     # A finished run: said so, with the checkpoint's figures; nothing written.
     done = ck.read_bytes()
-    r = train(*opts, "--data", str(text), "--steps", "8", "--resume", str(ck), "--checkpoint", str(ck))
+    r = train(*opts, *same, "--resume", str(ck), "--checkpoint", str(ck))
     assert r.returncode == 0, r.stderr
     assert "is finished: step 8 of --steps 8" in r.stdout and final in r.stdout, r.stdout
     assert "nan" not in r.stdout and ck.read_bytes() == done
