@@ -207,13 +207,15 @@ GK_INLINE void FN(bc_of)(const scan_job *j, const gk_tensor *v, bool var, int64_
 
 // The step loops below take var_b, var_c (per-batch B, C: the row's value
 // at step t on every lane, else the lanes' own) and wide (EXP2_WIDE) as
-// arguments; CHUNK_CASES calls them with constants in the common case
-// (per-batch B and C, no wide decays), so that copy has no test in its loops.
+// arguments; CHUNK_CASES calls them with constants in the common cases
+// (per-batch B and C, or both shared, no wide decays), so that those copies
+// have no test in their loops.
 #define BC(var, row, lanes, t, l) ((var) ? (row)[t] : (lanes)[l])
 #define DECAY(wide, x) ((wide) ? EXP2_WIDE(x) : EXP2(x))
 #define CHUNK_CASES(f, var_b, var_c, wide, ...)                       \
   do {                                                                \
     if ((var_b) && (var_c) && !(wide)) f(true, true, false, __VA_ARGS__); \
+    else if (!(var_b) && !(var_c) && !(wide)) f(false, false, false, __VA_ARGS__); \
     else f(var_b, var_c, wide, __VA_ARGS__);                          \
   } while (0)
 
