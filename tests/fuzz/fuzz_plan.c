@@ -225,7 +225,9 @@ static bool make_tensor(bytes *b, const gk_plan *plan, gk_arg_kind kind, tensor 
   span(t, &lo, &hi);
   // A view the library must refuse, or find empty: memory for one element
   // (all that a correct library could touch), left as it is.
-  bool refused = mode % 8 == 6 && (hi - lo + 1) * (__int128)es > INT64_MAX;
+  // (Compared by division: the span times the element size can pass even
+  // 2^127 when a stride is near INT64_MAX.)
+  bool refused = mode % 8 == 6 && hi - lo + 1 > (__int128)INT64_MAX / (__int128)es;
   if (refused) {
     lo = hi = 0;
   } else if (hi - lo >= MAX_EXTENT) {
