@@ -394,14 +394,14 @@ def main():
     a = ap.parse_args()
     os.makedirs(os.path.join(a.out, "runs"), exist_ok=True)
     only = set(filter(None, a.only.split(",")))
-    todo = [r for r in RUNS if not only or r[0] in only]
+    chosen = [r for r in RUNS if not only or r[0] in only]
     if a.quick:
         def shorten(args, steps):
             quick = {"--steps": steps, "--warmup": "5", "--eval-every": "10", "--eval-sequences": "8",
                      "--eval-lengths": lambda v: ",".join(x for x in v.split(",") if int(x) <= 1024)}
             return [quick[args[i - 1]](v) if callable(quick.get(args[i - 1])) else quick.get(args[i - 1], v)
                     if i else v for i, v in enumerate(args)] if args else args
-        todo = [(n, t, shorten(args, "30"), shorten(start, "10")) for n, t, args, start in todo]
+        chosen = [(n, t, shorten(args, "30"), shorten(start, "10")) for n, t, args, start in chosen]
     records = os.path.join(a.out, "runs", "records.json")
     if a.rewrite:
         saved = json.loads(read(records, "{}") or "{}")
@@ -417,8 +417,8 @@ def main():
             if only and r["name"] not in only]
     order = [n for n, _, _, _ in RUNS]
     recs = []
-    for i, (name, title, args, start) in enumerate(todo):
-        print(f"\n[{i + 1}/{len(todo)}] {title}", flush=True)
+    for i, (name, title, args, start) in enumerate(chosen):
+        print(f"\n[{i + 1}/{len(chosen)}] {title}", flush=True)
         recs.append(run(a.gradkern, name, title, args, start, a.out, a.seed, a.threads, started))
         every = sorted(kept + recs, key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
         with open(records, "w") as f:
@@ -426,7 +426,7 @@ def main():
                       indent=1)
         plot_ok = plot(a.gradkern, a.out, every)
         write_results(a.out, every, started, time.monotonic() - t0, len(every) == len(RUNS), plot_ok, a.threads)
-        print(f"[{i + 1}/{len(todo)}] {title}: exit {recs[-1]['rc']}, {fmt_time(recs[-1]['seconds'])}; "
+        print(f"[{i + 1}/{len(chosen)}] {title}: exit {recs[-1]['rc']}, {fmt_time(recs[-1]['seconds'])}; "
               f"{a.out}/results.md written", flush=True)
     failed = [r["name"] for r in recs if r["rc"] != 0]
     if failed:

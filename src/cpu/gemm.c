@@ -459,6 +459,7 @@ static tiling tiling_of(gemm_kind kind, int64_t batch, int64_t m, int64_t n, int
 }
 
 static size_t workspace_of(gemm_kind kind, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  if (batch <= 0 || m <= 0 || n <= 0) return 0;  // gk_gemm_run does nothing (a dim of an empty product may be huge)
   tiling t = tiling_of(kind, batch, m, n, k);
   int64_t slots = gk_min64(gk_min64(t.tiles, gk_get_num_threads()), 64);
   return slots > 0 ? t.group_bytes + (size_t)slots * t.slot_bytes : 0;
