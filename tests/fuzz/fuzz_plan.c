@@ -212,7 +212,9 @@ static bool make_tensor(bytes *b, const gk_plan *plan, gk_arg_kind kind, tensor 
   uint8_t how = next(b);
   switch (how % 32) {  // 0 .. 27 leave the argument as the plan wants it
   case 28: t->dtype = (gk_dtype)(how / 32 % 7); break;  // 6: not a dtype
-  case 29: if (t->rank) t->shape[how / 32 % t->rank] += 1; break;
+  case 29:  // one more along a dim (a dim at INT64_MAX stays: past int64)
+    if (t->rank && t->shape[how / 32 % t->rank] < INT64_MAX) t->shape[how / 32 % t->rank] += 1;
+    break;
   case 30: t->device = GK_DEVICE_CUDA; break;
   case 31: t->rank = how / 32 % 2 ? t->rank + 1 : 9; break;  // 9: past GK_MAX_RANK
   }
