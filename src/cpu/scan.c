@@ -106,8 +106,8 @@ static scan_job job_of(const gk_plan *plan) {
   if (var) {  // per-batch dB/dC partials cost a copy per channel part: batches first
     j.Pb = min3(max1(s.B), TARGET, slots_max);
     j.Pd = min3(j.Dg, max1(gk_ceil_div(gk_ceil_div(TARGET, j.Pb), j.Gt)), max1(MEMCAP / var_elems));
-  } else {    // channel parts are free
-    j.Pd = gk_min64(j.Dg, max1(TARGET / j.Gt));
+  } else {    // channel parts are free: as many as whole blocks allow, then batches
+    j.Pd = min3(j.Dg, max1(TARGET / j.Gt), gk_ceil_div(j.Dg, W));
     j.Pb = min3(max1(s.B), max1(gk_ceil_div(TARGET, j.Gt * j.Pd)), slots_max);
   }
   j.Pd = gk_min64(j.Pd, gk_ceil_div(j.Dg, W));  // whole blocks where there are enough channels
