@@ -1,6 +1,7 @@
 // The branch-free f32 exponential behind the f32 kernels: relative error
 // against libm's double exp, and the limits (overflow to inf, underflow to 0
-// through the subnormals, NaN).
+// through the subnormals, NaN). The normal CDF and density behind GELU:
+// relative error against libm's double erfc and exp, tails included.
 #include "harness.h"
 #include "../src/core/act_math.h"
 
@@ -27,5 +28,24 @@ int main(void) {
   check(gk_sigmoid_f32(-1e4f) == 0 && gk_sigmoid_f32(1e4f) == 1, "sigmoid limits");
   check(gk_silu_f32(-1e4f) == 0 && gk_dsilu_f32(-1e4f) == 0 && gk_dsilu_f32(1e4f) == 1, "silu limits, no NaN");
   check(gk_gelu_tanh_f32(-1e4f) == 0 && gk_dgelu_tanh_f32(1e4f) == 1, "gelu tanh limits, no NaN");
+  // Phi down to x = -13 (Phi ~ 6e-39, still normal in f32) and up to where
+  // 1 - Phi rounds to 1; the density wherever it is a normal f32.
+  double worst_cdf = 0, worst_pdf = 0, cdf_x = 0, pdf_x = 0;
+  for (int i = 0; i <= 2000000; i++) {
+    float x = (float)(-13.0 + 26.0 * i / 2000000.0), pdf;
+    double cdf_want = 0.5 * erfc(-(double)x / sqrt(2.0)), pdf_want = exp(-0.5 * (double)x * x) * 0.39894228040143267794;
+    double cdf = gk_phi_pdf_f32(x, &pdf);
+    double rel_cdf = fabs(cdf - cdf_want) / cdf_want, rel_pdf = fabs(pdf - pdf_want) / pdf_want;
+    if (rel_cdf > worst_cdf) worst_cdf = rel_cdf, cdf_x = x;
+    if (pdf_want > 1.17549435e-38 && rel_pdf > worst_pdf) worst_pdf = rel_pdf, pdf_x = x;
+  }
+  printf("gk_phi_pdf_f32: max relative error %.3g (Phi, at x = %.7g), %.3g (phi, at x = %.7g)\n", worst_cdf, cdf_x,
+         worst_pdf, pdf_x);
+  // The exponent -x^2/2 carries f32 rounding: relative error grows as x^2 eps.
+  check(worst_cdf < 2e-5 && worst_pdf < 2e-5, "Phi / phi relative error %.3g / %.3g", worst_cdf, worst_pdf);
+  float pdf;
+  check(gk_phi_pdf_f32(-1e4f, &pdf) == 0 && pdf == 0 && gk_phi_pdf_f32(1e4f, &pdf) == 1 && pdf == 0,
+        "Phi and phi limits");
+  check(gk_gelu_f32(-1e4f) == 0 && gk_dgelu_f32(-1e4f) == 0 && gk_dgelu_f32(1e4f) == 1, "gelu limits, no NaN");
   return finish("test_math");
 }
