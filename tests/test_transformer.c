@@ -383,7 +383,9 @@ static void test_in_place(const gk_op_desc *d, int out, int in) {
 static void test_softmax(void) {
   static const struct { int rank; int64_t shape[4]; int dim; } cases[] = {
       {1, {7}, 0}, {2, {5, 17}, -1}, {2, {5, 17}, 0}, {3, {3, 2, 1030}, 2}, {3, {4, 33, 5}, 1},
-      {2, {3, 1}, 1}, {3, {2, 0, 3}, 2}, {3, {2, 3, 0}, 2}};
+      {2, {3, 1}, 1}, {3, {2, 0, 3}, 2}, {3, {2, 3, 0}, 2},
+      // rows past the one-pass buffer: 5000 (f64), 9000 (every dtype)
+      {2, {2, 5000}, 1}, {2, {2, 9000}, -1}};
   for (gk_op op = GK_OP_SOFTMAX; op <= GK_OP_LOG_SOFTMAX; op++) {
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
       gk_op_desc d = make(op, cases[c].rank, cases[c].shape);

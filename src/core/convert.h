@@ -30,6 +30,19 @@ GK_INLINE float gk_cvt_float(uint32_t u) {
 
 GK_INLINE float gk_bf16_to_f32_inline(uint16_t h) { return gk_cvt_float((uint32_t)h << 16); }
 
+// 16 contiguous bf16 elements widened to f32 as one vector operation (the
+// compilers' vector extensions): loops that keep 16 partial sums over bf16
+// then run at the machine's full vector width, where widening each element
+// on its own left gcc to split them into two half-width vectors.
+typedef uint16_t gk_u16x16 __attribute__((vector_size(32), aligned(2)));
+typedef uint32_t gk_u32x16 __attribute__((vector_size(64)));
+GK_INLINE void gk_bf16x16_to_f32(const uint16_t *p, float *v) {
+  gk_u16x16 h;
+  memcpy(&h, p, sizeof h);
+  gk_u32x16 w = __builtin_convertvector(h, gk_u32x16) << 16;
+  memcpy(v, &w, sizeof w);
+}
+
 GK_INLINE uint16_t gk_f32_to_bf16_inline(float x) {
   uint32_t u = gk_cvt_bits(x);
   uint32_t nan = -(uint32_t)((u & 0x7fffffffu) > 0x7f800000u);

@@ -89,6 +89,18 @@ GK_INLINE double gk_chunk_max_f64(const double *p, int64_t n) {
 GK_DEFINE_CHUNK_MAX_16(bf16, gk_bf16_to_f32_inline)
 GK_DEFINE_CHUNK_MAX_16(f16, gk_f16_to_f32_inline)
 
+// v[0 .. LANES) = the LANES elements at p, widened to T by LD (the _bf16
+// form, with LANES = 16, as one vector conversion: convert.h).
+#define GK_DEFINE_LOAD_LANES(T, SFX, E, LD)                                                 \
+  GK_INLINE void gk_load_lanes_##SFX(const E *p, T *v) {                                    \
+    for (int l = 0; l < LANES; l++) v[l] = LD(p[l]);                                        \
+  }
+#define GK_DEFINE_LOAD_LANES_bf16(T, SFX, E, LD)                                            \
+  GK_INLINE void gk_load_lanes_bf16(const uint16_t *p, float *v) {                          \
+    _Static_assert(LANES == 16, "gk_bf16x16_to_f32 widens 16 elements");                   \
+    gk_bf16x16_to_f32(p, v);                                                                \
+  }
+
 // acc[l] += the p[i] with i = l mod LANES, for i in [0, n): LANES partial
 // sums, so the loop vectorises (gk_lane_sum; gk_lane_dot for p[i] q[i]).
 // Sums in T over elements of E widened by LD; SFX names the forms.
@@ -117,7 +129,8 @@ GK_DEFINE_CHUNK_MAX_16(f16, gk_f16_to_f32_inline)
 // also *sumx = sum x. buf holds CHUNK elements. Computed in T (S: f32, f64)
 // over elements of E read through IN and widened by LD; SFX names the forms
 // (S itself for rows taken as T).
-#define GK_DEFINE_ROW_LSE_OF(T, S, SFX, E, LD, IN)                                          \
+#define GK_DEFINE_ROW_LSE_OF(T, S, SFX, E, LD, IN, LOAD_LANES)                              \
+  LOAD_LANES(T, SFX, E, LD)                                                                 \
   GK_DEFINE_LANE_SUM(T, SFX, E, LD)                                                         \
   /* max of row x (n >= 1 elements), read in chunks; the next chunk is */                  \
   /* prefetched while this one is scanned */                                               \
@@ -149,9 +162,11 @@ GK_DEFINE_CHUNK_MAX_16(f16, gk_f16_to_f32_inline)
       for (; i + LANES <= len; i += LANES) {                                                \
         /* the next chunk on its way from memory while this one computes */                 \
         __builtin_prefetch((const char *)(p + i) + CHUNK * sizeof(E));                      \
+        T v[LANES];                                                                         \
+        gk_load_lanes_##SFX(p + i, v);                                                      \
         for (int l = 0; l < LANES; l++) {                                                   \
-          acc[l] += GK_ROW_EXP_##S(LD(p[i + l]) - m);                                       \
-          if (sumx) sx[l] += LD(p[i + l]);                                                  \
+          acc[l] += GK_ROW_EXP_##S(v[l] - m);                                               \
+          if (sumx) sx[l] += v[l];                                                          \
         }                                                                                   \
       }                                                                                     \
       for (; i < len; i++) {                                                                \
@@ -167,10 +182,12 @@ GK_DEFINE_CHUNK_MAX_16(f16, gk_f16_to_f32_inline)
     *m_out = m;                                                                             \
     *s_out = s;                                                                             \
   }
-#define GK_DEFINE_ROW_LSE(T, S) GK_DEFINE_ROW_LSE_OF(T, S, S, T, GK_ROW_SAME, GK_ROW_IN_##S)
+#define GK_DEFINE_ROW_LSE(T, S) GK_DEFINE_ROW_LSE_OF(T, S, S, T, GK_ROW_SAME, GK_ROW_IN_##S, GK_DEFINE_LOAD_LANES)
 // Contiguous bf16 (f16) rows, in f32.
 #define GK_DEFINE_ROW_LSE_16()                                                              \
-  GK_DEFINE_ROW_LSE_OF(float, f32, bf16, uint16_t, gk_bf16_to_f32_inline, GK_ROW_IN_16)    \
-  GK_DEFINE_ROW_LSE_OF(float, f32, f16, uint16_t, gk_f16_to_f32_inline, GK_ROW_IN_16)
+  GK_DEFINE_ROW_LSE_OF(float, f32, bf16, uint16_t, gk_bf16_to_f32_inline, GK_ROW_IN_16,     \
+                       GK_DEFINE_LOAD_LANES_bf16)                                           \
+  GK_DEFINE_ROW_LSE_OF(float, f32, f16, uint16_t, gk_f16_to_f32_inline, GK_ROW_IN_16,      \
+                       GK_DEFINE_LOAD_LANES)
 
 #endif

@@ -2,7 +2,8 @@
 // src/ref/softmax.c). The dim is moved last in a view; tasks are runs of
 // whole rows (cut by size only). A row is walked in chunks of CHUNK elements
 // (loaded as f32, f64 for f64). Forward, y contiguous in the compute dtype
-// (or a row of up to ROW_MAX elements, kept in a buffer and stored once):
+// (or a row that fits a ROW_BYTES buffer of the compute dtype, 8192 f32,
+// kept there and stored once):
 // the row max m, then y = exp(x - m) while s = sum y accumulates, then
 // y *= 1 / s (one exponential per element; the row stays in cache after its
 // first read). Otherwise (log_softmax, other long rows) it
@@ -20,7 +21,7 @@
 
 #include <string.h>
 
-enum { CHUNK = 1024, LANES = 16, TASK_ELEMS = 16384, ROW_MAX = 2048 };
+enum { CHUNK = 1024, LANES = 16, TASK_ELEMS = 16384, ROW_BYTES = 32768 };
 
 typedef struct sm_job {
   gk_tensor x, y, dy, dx;      // views with the dim last
@@ -39,13 +40,13 @@ GK_DEFINE_ROW_LSE_16()
 #define GK_DEFINE_SOFTMAX(T, S, SFX, E, LD, ST, IN, OUT, COMMIT, STORE_ROW)               \
   GK_INLINE void sm_fwd_task_##SFX(const sm_job *j, int64_t task) {                         \
     E buf[CHUNK], obuf[CHUNK];                                                              \
-    T rowbuf[ROW_MAX];                                                                      \
+    T rowbuf[ROW_BYTES / sizeof(T)];                                                        \
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                         \
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                               \
       gk_tensor x = gk_tensor_row(&j->x, 1, r), y = gk_tensor_row(&j->y, 1, r);             \
       bool direct = sizeof(E) == sizeof(T) && y.dtype == (sizeof(T) == 4 ? GK_F32 : GK_F64) && \
                     gk_tensor_is_contiguous(&y);                                            \
-      if (!j->log_form && (direct || j->n <= ROW_MAX)) {                                    \
+      if (!j->log_form && (direct || j->n <= (int64_t)(ROW_BYTES / sizeof(T)))) {           \
         /* one exponential per element: max, e = exp(x - m) into y (or a row */             \
         /* buffer, stored once at the end), e *= 1 / sum e */                              \
         T m = gk_row_max_##SFX(&x, j->n, buf), acc[LANES] = {0}, s = 0;                     \
