@@ -1,9 +1,10 @@
 // Threaded CPU kernels for embedding (math as in src/ref/embedding.c), the
 // loops compiled per ISA level. The indices are checked first (nothing is
 // written if one is bad).
-// Forward: tasks of runs of positions copy weight rows: byte for byte when
-// weight and y are contiguous (they share the dtype), else through f32 (f64
-// for f64) chunks.
+// Forward: tasks of runs of positions copy weight rows: byte for byte by
+// memcpy when weight and y are contiguous (they share the dtype), else
+// through f32 (f64 for f64) chunks. (Non-temporal stores were slower here:
+// 8192 rows of 2048 f32, 4.5 ms against 2.9 by memcpy.)
 // Backward: a counting sort of the positions by index (workspace: V + 1
 // offsets and N positions, positions of each index in increasing order), then
 // tasks of runs of vocabulary rows. Rows that no position reaches (and the
@@ -11,11 +12,13 @@
 // (left alone with accumulate); the others sum their positions' dy rows in
 // order of position in chunks of CHUNK columns (f32, f64 for f64) and store
 // each chunk once, so every thread count gives the same bits.
-// Outputs of 16 MiB or more (y, dweight) are written by non-temporal stores
+// A dweight of 16 MiB or more is written by non-temporal stores
 // (stream_store.h).
 #include "../ops/transformer.h"
 
 #include "stream_store.h"
+
+#include <string.h>
 
 enum { CHUNK = 512, TASK_ELEMS = 32768 };
 
@@ -24,7 +27,7 @@ typedef struct emb_job {
   const gk_tensor *const *a;
   int64_t n, V, D, per_task;
   bool rows_flat;             // forward: weight and y contiguous
-  bool stream;                // the output (y or dweight) goes by non-temporal stores
+  bool stream;                // backward: dweight goes by non-temporal stores
   void *dy_flat, *dw_flat;    // backward: the data when contiguous in the accumulator type, else NULL
   bool dw_contiguous;
   const int64_t *off, *pos;   // backward: rows of index v are pos[off[v-1] .. off[v])
@@ -39,7 +42,7 @@ typedef struct emb_job {
     for (int64_t p = task * j->per_task; p < end; p++) {                                       \
       int64_t v = gk_get_index(j->a[GK_ARG_INDEX], p);                                         \
       if (j->rows_flat) {                                                                      \
-        gk_put_bytes((char *)y->data + p * row_bytes, (const char *)w->data + v * row_bytes, row_bytes, j->stream); \
+        memcpy((char *)y->data + p * row_bytes, (const char *)w->data + v * row_bytes, row_bytes); \
         continue;                                                                              \
       }                                                                                        \
       gk_tensor wr = gk_tensor_row(w, 1, v), yr = gk_tensor_row(y, 1, p);                      \
@@ -51,7 +54,6 @@ typedef struct emb_job {
         gk_chunk_commit_##S(&yr, c, len, o, obuf);                                             \
       }                                                                                        \
     }                                                                                          \
-    gk_stream_fence(j->stream);                                                                   \
   }                                                                                            \
   /* dweight rows [v0, v1), none reached: zeros (with =) */                                    \
   GK_INLINE void emb_zero_rows_##S(const emb_job *j, int64_t v0, int64_t v1) {                 \
@@ -144,7 +146,6 @@ static gk_status cpu_embedding_fwd(const gk_plan *plan, const gk_kernel_args a, 
   (void)ws;
   emb_job j = job_of(plan, a);
   j.rows_flat = gk_tensor_is_contiguous(a[GK_ARG_WEIGHT]) && gk_tensor_is_contiguous(a[GK_ARG_Y]);
-  j.stream = gk_stream_output((size_t)(j.n * j.D) * gk_elem_size(plan->desc.dtype));
   gk_parallel_for(gk_ceil_div(j.n, j.per_task), fwd_task, &j);
   return GK_SUCCESS;
 }

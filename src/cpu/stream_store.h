@@ -1,8 +1,9 @@
 // Non-temporal stores for large outputs. Plain stores read every line before
 // writing it; gk_put_bytes writes whole lines without reading them (zeroing
 // 262 MB here: 2x the speed of plain stores or memset). Worth it only for
-// outputs that will not stay in cache: measured, it helps embedding (67 and
-// 262 MB outputs) and not conv1d or rope at 16-100 MB, which do not use it.
+// outputs that will not stay in cache: measured, it helps zeroing the
+// embedding's dweight (262 MB) and not conv1d, rope or the embedding's row
+// copies (67 MB; memcpy writes whole lines itself), which do not use it.
 // Always inlined, so each ISA copy of a task gets it.
 #ifndef GK_CPU_STREAM_STORE_H
 #define GK_CPU_STREAM_STORE_H
