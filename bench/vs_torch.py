@@ -10,7 +10,8 @@ environment had, which also reaches torch's BLAS); glibc told
 to keep freed memory (MALLOC_MMAP_THRESHOLD_=4294967296,
 MALLOC_TRIM_THRESHOLD_=68719476736), so that an allocation that a previous
 repeat freed costs no page faults. The script re-executes itself with these
-variables when they differ; it runs `gradkern bench --json` under them.
+variables when they differ; it runs `gradkern bench --json` under them, once per
+benchmark just before torch's rows of that benchmark.
 
 Four tables:
 - kernels: each op's kernels alone. gradkern (`gradkern bench`) writes into
@@ -400,79 +401,113 @@ def row_dims(shape):
     return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
 
 
-def kernel_table(a):
-    """The kernels table: (rows, markdown lines)."""
-    cmd = [a.gradkern, "bench", "--json"] + (["--quick"] if a.quick else []) + (["--op", a.op] if a.op else [])
+def gradkern_rows(a, name):
+    """`gradkern bench --json` for one benchmark (all of them when name is
+    None): (rows, the limits line it printed)."""
+    cmd = [a.gradkern, "bench", "--json"] + (["--quick"] if a.quick else []) + (["--op", name] if name else [])
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    limits_line = proc.stderr.strip()
     try:
-        gk_rows = json.loads(proc.stdout)
+        return json.loads(proc.stdout), proc.stderr.strip()
     except json.JSONDecodeError:
         sys.exit("vs_torch: %s printed no JSON (exit %d): %s" % (" ".join(cmd), proc.returncode, proc.stderr))
+
+
+def torch_row(r, table, timers, a, repeat, budget, scan_steps):
+    """Torch's time for gradkern's row r (a dict for the table), or None
+    where torch has no counterpart. timers keeps one op's inputs."""
+    if "error" in r:
+        return None
+    op, direction, dtype = r["op"], r["direction"], r["dtype"]
+    note = ""
+    try:
+        dims = row_dims(r["shape"])
+        if op in table:
+            key = (op, dtype, dims)
+            if key not in timers:
+                timers.clear()  # one op's inputs at a time: the big ones take GiBs
+                timers[key] = table[op].timers(dtype, dims)
+            fn = timers[key][0 if direction == "forward" else 1]
+            how = timers[key][2 if direction == "forward" else 3]
+            ms = median_ms(fn, repeat, budget)
+            note = "torch " + how
+            if op == "attention" and dims[2] >= ATTN_BIG_T:
+                ms *= dims[0] * dims[1] / ATTN_BIG_HEADS
+                note += "; torch timed on %d heads of one sequence, scaled to %d x %d" % (ATTN_BIG_HEADS, dims[0],
+                                                                                       dims[1])
+            if op == "add" and direction == "backward":
+                note = "torch out=: dy copied into da and db, as gradkern writes both"
+            if op == "selective_scan":
+                ms *= 1024 / scan_steps
+                note += "; torch loop timed over L=%d steps, extrapolated linearly to L=1024" % scan_steps
+        elif op == "cross_entropy_fused":
+            fwd, bwd = (timers.get(("cross_entropy", dtype, dims)) or table["cross_entropy"].timers(dtype, dims))[:2]
+            ms = median_ms(fwd, repeat, budget) + median_ms(bwd, repeat, budget)
+            note = "torch allocates: loss forward + backward (two passes, separate dlogits)"
+        elif op == "adamw":
+            n = 50 * 1000 * 1000
+            w = torch.nn.Parameter(torch.zeros(n, dtype=DTYPES[dtype]))
+            w.grad = torch.randn(n).to(DTYPES[dtype]) * 1e-3
+            opt = torch.optim.AdamW([w], lr=1e-3)
+            ms = median_ms(opt.step, repeat, budget)
+            if dtype == "bf16":
+                note = "torch: bf16 parameters updated directly (no f32 master)"
+            del w, opt
+        elif op in ("train_mamba", "train_llama"):
+            ms = median_ms(train_timer(op[6:]), repeat, budget)
+            note = "torch allocates: forward + backward; torch twins of tests/python/test_models.py"
+        else:
+            return None
+    except RuntimeError as e:  # a dtype torch's CPU kernels do not take
+        return dict(op=op, direction=direction, dtype=dtype, shape=r["shape"], gradkern_ms=r["gradkern_ms"],
+                    torch_ms=None, speedup=None, fraction_of_limit=r.get("fraction_of_limit"),
+                    note="torch: %s" % str(e).split("\n")[0])
+    speedup = round(ms / r["gradkern_ms"], 3)
+    if op in MATRIX_OPS and a.blas["reference"]:
+        speedup, note = None, REFUSED + "; " + note
+    progress("%-20s %-8s %-5s torch %10.2f ms" % (op, direction, dtype, ms))
+    return dict(op=op, direction=direction, dtype=dtype, shape=r["shape"], gradkern_ms=r["gradkern_ms"],
+                torch_ms=round(ms, 4), speedup=speedup,
+                fraction_of_limit=r.get("fraction_of_limit"), limit_name=r.get("limit_name"), note=note)
+
+
+def kernel_table(a):
+    """The kernels table: (rows, markdown lines). Each benchmark's gradkern
+    rows are measured just before torch's (one `gradkern bench --op NAME`
+    per benchmark), so that both sides of a row see the same machine: this
+    shared machine's memory bandwidth was seen to change by 2x within a
+    minute, and one gradkern run for every row before all of torch's let the
+    ratios swing with it."""
+    if a.op:
+        names = [a.op]
+    else:
+        proc = subprocess.run([a.gradkern, "bench", "--list"], stdout=subprocess.PIPE, text=True, check=True)
+        names = proc.stdout.split()
     repeat, budget = (3, 0.6) if a.quick else (10, 4.0)
     scan_steps = 8 if a.quick else 32
     table = ops(scan_steps)
     timers = {}
-    out = []
+    out, gk_rows, limits_lines = [], [], []
+    for name in names:
+        rows, limits_line = gradkern_rows(a, name)
+        gk_rows += rows
+        limits_lines.append(limits_line)
+        for r in rows:
+            row = torch_row(r, table, timers, a, repeat, budget, scan_steps)
+            if row:
+                out.append(row)
+    # The limits each gradkern run measured, as ranges over the runs.
+    limits = {}
     for r in gk_rows:
-        if "error" in r:
-            continue
-        op, direction, dtype = r["op"], r["direction"], r["dtype"]
-        note = ""
-        try:
-            dims = row_dims(r["shape"])
-            if op in table:
-                key = (op, dtype, dims)
-                if key not in timers:
-                    timers.clear()  # one op's inputs at a time: the big ones take GiBs
-                    timers[key] = table[op].timers(dtype, dims)
-                fn = timers[key][0 if direction == "forward" else 1]
-                how = timers[key][2 if direction == "forward" else 3]
-                ms = median_ms(fn, repeat, budget)
-                note = "torch " + how
-                if op == "attention" and dims[2] >= ATTN_BIG_T:
-                    ms *= dims[0] * dims[1] / ATTN_BIG_HEADS
-                    note += "; torch timed on %d heads of one sequence, scaled to %d x %d" % (ATTN_BIG_HEADS, dims[0],
-                                                                                           dims[1])
-                if op == "add" and direction == "backward":
-                    note = "torch out=: dy copied into da and db, as gradkern writes both"
-                if op == "selective_scan":
-                    ms *= 1024 / scan_steps
-                    note += "; torch loop timed over L=%d steps, extrapolated linearly to L=1024" % scan_steps
-            elif op == "cross_entropy_fused":
-                fwd, bwd = (timers.get(("cross_entropy", dtype, dims)) or table["cross_entropy"].timers(dtype, dims))[:2]
-                ms = median_ms(fwd, repeat, budget) + median_ms(bwd, repeat, budget)
-                note = "torch allocates: loss forward + backward (two passes, separate dlogits)"
-            elif op == "adamw":
-                n = 50 * 1000 * 1000
-                w = torch.nn.Parameter(torch.zeros(n, dtype=DTYPES[dtype]))
-                w.grad = torch.randn(n).to(DTYPES[dtype]) * 1e-3
-                opt = torch.optim.AdamW([w], lr=1e-3)
-                ms = median_ms(opt.step, repeat, budget)
-                if dtype == "bf16":
-                    note = "torch: bf16 parameters updated directly (no f32 master)"
-                del w, opt
-            elif op in ("train_mamba", "train_llama"):
-                ms = median_ms(train_timer(op[6:]), repeat, budget)
-                note = "torch allocates: forward + backward; torch twins of tests/python/test_models.py"
-            else:
-                continue
-        except RuntimeError as e:  # a dtype torch's CPU kernels do not take
-            out.append(dict(op=op, direction=direction, dtype=dtype, shape=r["shape"], gradkern_ms=r["gradkern_ms"],
-                            torch_ms=None, speedup=None, fraction_of_limit=r.get("fraction_of_limit"),
-                            note="torch: %s" % str(e).split("\n")[0]))
-            continue
-        speedup = round(ms / r["gradkern_ms"], 3)
-        if op in MATRIX_OPS and a.blas["reference"]:
-            speedup, note = None, REFUSED + "; " + note
-        out.append(dict(op=op, direction=direction, dtype=dtype, shape=r["shape"], gradkern_ms=r["gradkern_ms"],
-                        torch_ms=round(ms, 4), speedup=speedup,
-                        fraction_of_limit=r.get("fraction_of_limit"), limit_name=r.get("limit_name"), note=note))
-        progress("%-20s %-8s %-5s torch %10.2f ms" % (op, direction, dtype, ms))
-    lines = [limits_line]
-    limits = {r["limit_name"]: r["limit_value"] for r in gk_rows if r.get("limit_name") and r.get("limit_value")}
+        if r.get("limit_name") and r.get("limit_value"):
+            limits.setdefault(r["limit_name"], set()).add(r["limit_value"])
+    products = [x for x in limits_lines if "OpenBLAS" in x] or limits_lines
+    lines = [limits_lines[0] if len(limits_lines) == 1 else
+             "gradkern bench: one run per benchmark, each measuring its limits just before its rows;"
+             + products[0].split(";", 1)[-1]]
     if limits:
-        lines.append("limits measured in gradkern's run: " + ", ".join("%s %.1f" % kv for kv in sorted(limits.items())))
+        lines.append("limits measured in gradkern's runs: " + ", ".join(
+            "%s %.1f" % (k, min(v)) if len(v) == 1 else "%s %.1f-%.1f" % (k, min(v), max(v))
+            for k, v in sorted(limits.items())))
     lines += ["", "| op | dir | dtype | shape | gradkern ms | torch ms | speedup | of limit | note |",
               "|---|---|---|---|---:|---:|---:|---:|---|"]
     for o in out:

@@ -1,7 +1,8 @@
 """gradkern bench --quick --json exits 0 and prints JSON rows with the
 benchmark's fields (a smoke test: no timing is asserted).
 
-    bench_smoke.py GRADKERN          --op rmsnorm on the CPU
+    bench_smoke.py GRADKERN          --op rmsnorm on the CPU; --list names
+        every benchmark once, each of which --op takes
     bench_smoke.py GRADKERN vulkan   --device vulkan: --op relu (the device's
         rows, with bytes, FLOPs and the fraction of its copy bandwidth) and
         --op train_llama (the step on the device and on the CPU), --cpu-shapes
@@ -39,7 +40,16 @@ def cpu():
         assert r["op"] == "rmsnorm", r
         assert r["gb_s"] > 0, r
     assert {r["direction"] for r in rows} == {"forward", "backward"}, rows
-    print("bench smoke: %d rows" % len(rows))
+    names = subprocess.run([sys.argv[1], "bench", "--list"], stdout=subprocess.PIPE, text=True,
+                           check=True).stdout.split("\n")
+    assert names[-1] == "" and all(re.fullmatch(r"[a-z0-9_]+", n) for n in names[:-1]), names
+    names = names[:-1]
+    assert len(names) == len(set(names)) and {"rmsnorm", "linear", "selective_scan", "train_llama"} <= set(names), names
+    # --op takes each name: refused names exit 2 before measuring (a bogus one shows it).
+    bogus = subprocess.run([sys.argv[1], "bench", "--op", "no_such_op"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    assert bogus.returncode == 2 and "the names are: " + ", ".join(names) in bogus.stderr, bogus.stderr
+    print("bench smoke: %d rows, %d names" % (len(rows), len(names)))
 
 
 def vulkan():

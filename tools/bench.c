@@ -22,6 +22,7 @@
 
 static const char *bench_usage =
     "usage: gradkern bench [--device cpu|vulkan] [--cpu-shapes] [--json] [--op NAME] [--repeat N] [--quick]\n"
+    "       gradkern bench --list\n"
     "  --device D   cpu (default): host tensors at training shapes, against a triad and OpenBLAS;\n"
     "               vulkan: tensors in the Vulkan device's buffers ($GK_VULKAN_DEVICE picks one)\n"
     "               at shapes a CPU driver gets through, each run waited for, against the\n"
@@ -34,7 +35,8 @@ static const char *bench_usage =
     "  --op NAME    only rows whose op is NAME (rmsnorm, linear, adamw, train_mamba, ...)\n"
     "  --repeat N   timed runs per row after one warm-up, 1..1000 (default 10; 3 with --quick);\n"
     "               rows slower than a few seconds run fewer\n"
-    "  --quick      fewer repeats and a smaller time budget per row\n";
+    "  --quick      fewer repeats and a smaller time budget per row\n"
+    "  --list       the benchmarks' names (what --op takes), one per line, in the order they run\n";
 
 // "s" after a count other than 1: "%d thread%s".
 static const char *plural(long long n) { return n == 1 ? "" : "s"; }
@@ -917,9 +919,10 @@ int gk_cmd_bench(int argc, char **argv) {
   memset(&bn, 0, sizeof bn);
   bn.first_row = 1;
   bn.opt.device = GK_BACKEND_CPU;
-  int repeat = 0;
+  int repeat = 0, list = 0;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) bn.opt.json = 1;
+    else if (!strcmp(argv[i], "--list")) list = 1;
     else if (!strcmp(argv[i], "--quick")) bn.opt.quick = 1;
     else if (!strcmp(argv[i], "--cpu-shapes")) bn.opt.cpu_shapes = 1;
     else if (!strcmp(argv[i], "--op") || !strcmp(argv[i], "--repeat") || !strcmp(argv[i], "--device")) {
@@ -963,6 +966,12 @@ int gk_cmd_bench(int argc, char **argv) {
   bn.naming = 1;
   bench_all(&bn);
   bn.naming = 0;
+  if (list) {
+    for (const char *p = bn.names; *p; p++)
+      if (*p != ' ') putchar(*p == ',' ? '\n' : *p);
+    putchar('\n');
+    return 0;
+  }
   if (!bn.matched) {
     fprintf(stderr, "gradkern bench: --op '%s' matches no benchmark; the names are: %s\n", bn.opt.only, bn.names);
     return 2;
