@@ -4,10 +4,15 @@
 //
 // One job at a time owns the pool (pool_owner); a caller that finds it busy
 // runs its tasks on its own thread. A job is published under pool.lock by
-// bumping `generation`; each worker takes part in every generation after the
-// one it was created in exactly once (it copies the job under the lock and
-// reports back through `active`), and the caller returns only when every
-// worker has reported, so no task runs after gk_parallel_for returns.
+// bumping `generation`; each worker looks at every generation after the one
+// it was created in at most once. Under the lock, a worker that wakes while
+// the job is open joins it (copies it, counts itself in `active`, reports
+// back when its tasks are done); one that wakes after the caller closed it
+// (every task was taken) skips it without touching it. The caller closes
+// the job when its own run_tasks returns and then waits only for the
+// workers that joined, so no task runs after gk_parallel_for returns, and a
+// worker that a busy core (another program's spinning threads) keeps from
+// running does not hold the caller up.
 //
 // gk_set_openmp_runtime puts the sections on an OpenMP runtime's team
 // instead (below): same tasks, same counter, so the same results.
@@ -63,7 +68,8 @@ typedef struct gk_pool {
   bool stopping;
   gk_job job;                    // the current job, read by workers under the lock
   atomic_int_fast64_t next;      // the next task index of the current job
-  int active;                    // workers that have not yet reported the current job
+  int active;                    // workers that joined the current job and have not reported
+  bool closed;                   // the caller has finished the current job's tasks: no more joins
 } gk_pool;
 
 static gk_pool pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -121,6 +127,8 @@ static void *worker_main(void *arg) {
     while (!pool.stopping && pool.generation == seen) pthread_cond_wait(&pool.work_ready, &pool.lock);
     if (pool.stopping) break;
     seen = pool.generation;
+    if (pool.closed) continue;  // every task was taken: nothing to join
+    pool.active++;
     gk_job job = pool.job;
     pthread_mutex_unlock(&pool.lock);
     run_tasks(job);
@@ -145,14 +153,15 @@ static void stop_workers(void) {
   pthread_mutex_unlock(&pool.lock);
 }
 
-// Called with pool_owner held and no job in flight. Returns the number of
-// workers running (fewer than wanted if a thread could not be created).
-static int ensure_workers(int wanted) {
-  if (pool.nworkers == wanted) return wanted;
+// Called with pool_owner held and no job in flight: `wanted` workers
+// running, or fewer if a thread could not be created (the caller's own
+// thread still runs every task no worker takes).
+static void ensure_workers(int wanted) {
+  if (pool.nworkers == wanted) return;
   if (pool.nworkers) stop_workers();
-  if (wanted == 0) return 0;
+  if (wanted == 0) return;
   pool.workers = malloc(sizeof(pthread_t) * (size_t)wanted);
-  if (!pool.workers) return 0;
+  if (!pool.workers) return;
   pthread_mutex_lock(&pool.lock);
   void *start = (void *)(uintptr_t)pool.generation;
   pthread_mutex_unlock(&pool.lock);
@@ -160,7 +169,6 @@ static int ensure_workers(int wanted) {
     if (pthread_create(&pool.workers[i], NULL, worker_main, start) != 0) break;
     pool.nworkers++;
   }
-  return pool.nworkers;
 }
 
 static void shutdown_pool(void) {
@@ -250,17 +258,19 @@ void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx) {
     atexit(shutdown_pool);
     exit_hook = true;
   }
-  int workers = ensure_workers(threads - 1);
+  ensure_workers(threads - 1);
   gk_job job = {fn, ctx, ntasks};
   pthread_mutex_lock(&pool.lock);
   pool.job = job;
   atomic_store(&pool.next, 0);
-  pool.active = workers;
+  pool.active = 0;
+  pool.closed = false;
   pool.generation++;
   pthread_cond_broadcast(&pool.work_ready);
   pthread_mutex_unlock(&pool.lock);
   run_tasks(job);
   pthread_mutex_lock(&pool.lock);
+  pool.closed = true;
   while (pool.active > 0) pthread_cond_wait(&pool.work_done, &pool.lock);
   pthread_mutex_unlock(&pool.lock);
   pthread_mutex_unlock(&pool_owner);
