@@ -54,8 +54,8 @@ static inline double rng_uniform(double lo, double hi) {
 
 enum { CANARY = 0xA5, GUARD = 64 };
 
-typedef enum layout { CONTIGUOUS, TRANSPOSED, STRIDED, LAYOUT_COUNT } layout;
-static const char *const layout_name[] __attribute__((unused)) = {"contiguous", "transposed", "strided"};
+typedef enum layout { CONTIGUOUS, TRANSPOSED, STRIDED, SWAPPED, LAYOUT_COUNT } layout;
+static const char *const layout_name[] __attribute__((unused)) = {"contiguous", "transposed", "strided", "swapped"};
 
 typedef struct tbuf {
   gk_tensor t;
@@ -65,7 +65,9 @@ typedef struct tbuf {
 
 // Storage for a tensor of this shape: CONTIGUOUS row-major; TRANSPOSED dims
 // laid out in reverse order (a permuted view); STRIDED every element two
-// apart in the last dim (a sliced view). Everything starts as canary bytes.
+// apart in the last dim (a sliced view); SWAPPED the last two dims' places
+// swapped (the (B, L, D) memory of a (B, D, L) view, as a model's
+// projections give). Everything starts as canary bytes.
 static inline tbuf tbuf_make(gk_dtype dt, int rank, const int64_t *shape, layout lay) {
   tbuf b;
   memset(&b, 0, sizeof b);
@@ -73,6 +75,7 @@ static inline tbuf tbuf_make(gk_dtype dt, int rank, const int64_t *shape, layout
   int64_t es = (int64_t)gk_dtype_size(dt), stride = 1;
   for (int k = 0; k < rank; k++) {
     int i = lay == TRANSPOSED ? k : rank - 1 - k;
+    if (lay == SWAPPED && rank >= 2 && k < 2) i = rank - 2 + k;  // innermost: dim rank - 2, then rank - 1
     int64_t step = (lay == STRIDED && k == 0) ? 2 : 1;
     b.t.strides[i] = stride * step;
     stride *= (shape[i] > 0 ? shape[i] : 1) * step;

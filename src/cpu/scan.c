@@ -256,7 +256,6 @@ static bool is_f64(const scan_job *j) { return j->plan->desc.dtype == GK_F64; }
 DISPATCH(fwd_level1)
 DISPATCH(fwd_level2)
 DISPATCH(fwd_task)
-DISPATCH(fwd_task_shared)
 DISPATCH(bwd_level1)
 DISPATCH(bwd_level2)
 DISPATCH(bwd_task)
@@ -273,7 +272,7 @@ static gk_status cpu_scan_fwd(const gk_plan *plan, const gk_kernel_args a, void 
     gk_parallel_for(grid_tasks(&j), fwd_level1, &j);
     gk_parallel_for(j.s.B * j.Pc, fwd_level2, &j);
   }
-  gk_parallel_for(grid_tasks(&j), !j.s.var_b && !j.s.var_c ? fwd_task_shared : fwd_task, &j);
+  gk_parallel_for(grid_tasks(&j), fwd_task, &j);
   return GK_SUCCESS;
 }
 

@@ -82,9 +82,20 @@ static void FN(lanes_add)(REAL *out, int64_t stride, int64_t nd, const REAL *v) 
 // then out[t][l] = blk[l][t] as plain loops (vectorised into shuffles).
 
 // tile[t][l] = x[b, d0 + l, t0 + t] for t < tn, l < nd, zero for l >= nd
-// (rows up to tn rounded up to W written).
+// (rows up to tn rounded up to W written). Channels one apart in REAL (the
+// (B, L, D) layouts of a model's projections): a step's lanes are copied
+// as they lie. Otherwise each channel's row is taken (gathered when its
+// steps lie apart) and the rows transposed.
 GK_INLINE void FN(load_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t nd, int64_t t0, int64_t tn,
                              LANES *tile) {
+  if (x->dtype == REAL_DT && x->strides[1] == 1) {
+    const REAL *p = (const REAL *)x->data + at3(x, b, d0, t0);
+    int64_t step = x->strides[2], rows_end = gk_ceil_div(tn, W) * W;
+    for (int64_t t = 0; t < tn; t++)
+      FOR_LANES(l) tile[t][l] = l < nd ? p[t * step + l] : 0;
+    for (int64_t t = tn; t < rows_end; t++) FOR_LANES(l) tile[t][l] = 0;
+    return;
+  }
   static const REAL zeros[TMAX];
   REAL bufs[W][TMAX], blk[W][W];
   const REAL *rows[W];
@@ -99,9 +110,17 @@ GK_INLINE void FN(load_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t 
   }
 }
 
-// x[b, d0 + l, t0 + t] = tile[t][l] for t < tn, l < nd.
+// x[b, d0 + l, t0 + t] = tile[t][l] for t < tn, l < nd (channels one apart
+// in REAL: a step's lanes copied as they lie, as in load_tile).
 GK_INLINE void FN(store_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t nd, int64_t t0, int64_t tn,
                               const LANES *tile) {
+  if (x->dtype == REAL_DT && x->strides[1] == 1) {
+    REAL *p = (REAL *)x->data + at3(x, b, d0, t0);
+    int64_t step = x->strides[2];
+    for (int64_t t = 0; t < tn; t++)
+      for (int64_t l = 0; l < nd; l++) p[t * step + l] = tile[t][l];
+    return;
+  }
   REAL bufs[W][TMAX], blk[W][W];
   REAL *rows[W];
   for (int64_t l = 0; l < nd; l++) rows[l] = FN(vout)(x, at3(x, b, d0 + l, t0), x->strides[2], bufs[l]);
@@ -207,22 +226,15 @@ GK_INLINE void FN(bc_of)(const scan_job *j, const gk_tensor *v, bool var, int64_
 
 // The step loops below take var_b, var_c (per-batch B, C: the row's value
 // at step t on every lane, else the lanes' own) and wide (EXP2_WIDE) as
-// arguments; CHUNK_CASES calls them with constants in the common cases
-// (per-batch B and C, or both shared, no wide decays), so that those copies
-// have no test in their loops. The forward's last level is compiled twice
-// (fwd_task, fwd_task_shared), each with one constant copy, CHUNK_CASES_OF
-// picking it: with both copies in one task gcc left the per-batch one's
-// lane loops scalar (4x1536x1024 N=16 forward 17 -> 41 ms).
+// arguments. Each is compiled into functions of its own (step_copies, after
+// chunk_bwd), one per instruction set and case: constants in the common
+// cases (per-batch B and C, or both shared, no wide decays), so that those
+// copies have no test in their loops, and the arguments as given otherwise.
+// Inlined into the tasks instead, the loops' vectorisation depended on
+// everything else in the task: a second constant copy there left gcc's
+// per-batch loops scalar (4x1536x1024 N=16 forward 17 -> 41 ms).
 #define BC(var, row, lanes, t, l) ((var) ? (row)[t] : (lanes)[l])
 #define DECAY(wide, x) ((wide) ? EXP2_WIDE(x) : EXP2(x))
-#define CHUNK_CASES_OF(shared, f, var_b, var_c, wide, ...)                                   \
-  do {                                                                                       \
-    if (!(shared) && (var_b) && (var_c) && !(wide)) f(true, true, false, __VA_ARGS__);       \
-    else if ((shared) && !(var_b) && !(var_c) && !(wide)) f(false, false, false, __VA_ARGS__); \
-    else f(var_b, var_c, wide, __VA_ARGS__);                                                 \
-  } while (0)
-#define CHUNK_CASES(f, var_b, var_c, wide, ...) \
-  CHUNK_CASES_OF(!(var_b) && !(var_c), f, var_b, var_c, wide, __VA_ARGS__)
 
 // State n of a block over steps [0, tn), from h (left as the last state):
 //   a_t = e^(dt_t A) = DECAY(dt_t A2) (A2 = A EXP_SCALE);  h = a_t h + dtu_t B_t
@@ -253,7 +265,6 @@ GK_INLINE void FN(chunk_fwd)(bool var_b, bool var_c, bool wide, REAL *h, const R
     if (prod) prod[l] = pl[l];
   }
 }
-#define CHUNK_FWD(vb, vc, wd, ...) FN(chunk_fwd)(vb, vc, wd, __VA_ARGS__)
 
 // State n of a block backwards over steps [0, tn), from the state gradient
 // carry flowing in from step tn (left as the one flowing out of step 0);
@@ -293,7 +304,74 @@ GK_INLINE void FN(chunk_bwd)(bool var_b, bool var_c, bool wide, REAL *carry, con
     if (!var_c) dCt[0][l] += dCl[l];
   }
 }
-#define CHUNK_BWD(vb, vc, wd, ...) FN(chunk_bwd)(vb, vc, wd, __VA_ARGS__)
+
+// step_copies: chunk_fwd and chunk_bwd as functions per instruction set
+// (ISA: avx512, avx2, scalar; one copy where the target has no levels) and
+// case (var: per-batch B and C; shared: both shared; any: the arguments as
+// given), each called through FN(fwd_steps) / FN(bwd_steps).
+#define FWD_PARAMS                                                                                  \
+  bool var_b, bool var_c, bool wide, REAL *restrict h, const REAL *restrict A2, const REAL *restrict Br, \
+      const REAL *restrict Bl, const REAL *restrict Cr, const REAL *restrict Cl,                         \
+      const LANES *restrict dt, const LANES *restrict dtu, int64_t tn, LANES *restrict y,                \
+      LANES *restrict hs, LANES *restrict as, REAL *restrict prod
+#define FWD_ARGS h, A2, Br, Bl, Cr, Cl, dt, dtu, tn, y, hs, as, prod
+#define BWD_PARAMS                                                                                   \
+  bool var_b, bool var_c, bool wide, REAL *restrict carry, const REAL *restrict A,                      \
+      const REAL *restrict Br, const REAL *restrict Bl, const REAL *restrict Cr,                        \
+      const REAL *restrict Cl, const LANES *restrict dt, const LANES *restrict dtu,                     \
+      const LANES *restrict dyp, int64_t tn, const LANES *restrict hs, const LANES *restrict as,        \
+      REAL *restrict dA, LANES *restrict dBt, LANES *restrict dCt, LANES *restrict S1,                  \
+      LANES *restrict S2
+#define BWD_ARGS carry, A, Br, Bl, Cr, Cl, dt, dtu, dyp, tn, hs, as, dA, dBt, dCt, S1, S2
+#define STEP_COPIES(TARGET, ISA)                                                                              \
+  TARGET __attribute__((noinline)) static void FN(fwd_var_##ISA)(FWD_PARAMS) {                               \
+    (void)var_b, (void)var_c, (void)wide;                                                                     \
+    FN(chunk_fwd)(true, true, false, FWD_ARGS);                                                               \
+  }                                                                                                           \
+  TARGET __attribute__((noinline)) static void FN(fwd_shared_##ISA)(FWD_PARAMS) {                            \
+    (void)var_b, (void)var_c, (void)wide;                                                                     \
+    FN(chunk_fwd)(false, false, false, FWD_ARGS);                                                             \
+  }                                                                                                           \
+  TARGET __attribute__((noinline)) static void FN(fwd_any_##ISA)(FWD_PARAMS) {                               \
+    FN(chunk_fwd)(var_b, var_c, wide, FWD_ARGS);                                                              \
+  }                                                                                                           \
+  TARGET __attribute__((noinline)) static void FN(bwd_var_##ISA)(BWD_PARAMS) {                               \
+    (void)var_b, (void)var_c, (void)wide;                                                                     \
+    FN(chunk_bwd)(true, true, false, BWD_ARGS);                                                               \
+  }                                                                                                           \
+  TARGET __attribute__((noinline)) static void FN(bwd_shared_##ISA)(BWD_PARAMS) {                            \
+    (void)var_b, (void)var_c, (void)wide;                                                                     \
+    FN(chunk_bwd)(false, false, false, BWD_ARGS);                                                             \
+  }                                                                                                           \
+  TARGET __attribute__((noinline)) static void FN(bwd_any_##ISA)(BWD_PARAMS) {                               \
+    FN(chunk_bwd)(var_b, var_c, wide, BWD_ARGS);                                                              \
+  }
+#if GK_X86
+STEP_COPIES(GK_TARGET_AVX512, avx512)
+STEP_COPIES(GK_TARGET_AVX2, avx2)
+#endif
+STEP_COPIES(, scalar)
+
+// The copy for a case on this machine's instruction set.
+#if GK_X86
+#define STEP_PICK(dir, ...)                                                                          \
+  switch (gk_isa_level()) {                                                                          \
+  case GK_ISA_AVX512BF16:                                                                            \
+  case GK_ISA_AVX512: FN(dir##_avx512)(__VA_ARGS__); return;                                         \
+  case GK_ISA_AVX2: FN(dir##_avx2)(__VA_ARGS__); return;                                             \
+  default: FN(dir##_scalar)(__VA_ARGS__); return;                                                    \
+  }
+#else
+#define STEP_PICK(dir, ...) { FN(dir##_scalar)(__VA_ARGS__); }
+#endif
+#define STEP_CASES(fwd_or_bwd, ARGS)                                                                 \
+  do {                                                                                               \
+    if (var_b && var_c && !wide) STEP_PICK(fwd_or_bwd##_var, var_b, var_c, wide, ARGS)               \
+    else if (!var_b && !var_c && !wide) STEP_PICK(fwd_or_bwd##_shared, var_b, var_c, wide, ARGS)     \
+    else STEP_PICK(fwd_or_bwd##_any, var_b, var_c, wide, ARGS)                                       \
+  } while (0)
+static void FN(fwd_steps)(FWD_PARAMS) { STEP_CASES(fwd, FWD_ARGS); }
+static void FN(bwd_steps)(BWD_PARAMS) { STEP_CASES(bwd, BWD_ARGS); }
 
 // ---------------------------------------------------------------- forward
 
@@ -327,7 +405,7 @@ GK_INLINE void BODY(fwd_level1)(void *ctx, int64_t task) {
           FN(bc_of)(j, &j->Bv, s->var_b, s->Gb, b, d0, nd, n, t0, tn, Bbuf, &Br, Bl);
           FN(dn_lanes)(a[GK_ARG_A], d0, nd, n, A2);
           FOR_LANES(l) A2[l] *= EXP_SCALE;
-          CHUNK_CASES(CHUNK_FWD, s->var_b, true, FN(wide)(dtmax, A2), e[n], A2, Br, Bl, Br, Bl, dt, dtu, tn,
+          FN(fwd_steps)(s->var_b, true, FN(wide)(dtmax, A2), e[n], A2, Br, Bl, Br, Bl, dt, dtu, tn,
                       NULL, NULL, NULL, pr[n]);
         }
       }
@@ -356,9 +434,8 @@ static void FN(fwd_level2)(const scan_job *j, int64_t task) {
 }
 
 // Level 3 (the only level when S = 1): each range from its start state,
-// block by block, chunk by chunk, state by state; `shared` (a constant in
-// each copy): B and C both shared.
-GK_INLINE void FN(fwd_run)(void *ctx, int64_t task, bool shared) {
+// block by block, chunk by chunk, state by state.
+GK_INLINE void BODY(fwd_task)(void *ctx, int64_t task) {
   const scan_job *j = ctx;
   task_range tr = range_of(j, task);
   const gk_tensor *const *a = j->a;
@@ -395,7 +472,7 @@ GK_INLINE void FN(fwd_run)(void *ctx, int64_t task, bool shared) {
           FN(bc_of)(j, &j->Cv, s->var_c, s->Gc, b, d0, nd, n, t0, tn, Cbuf, &Cr, Cl);
           FN(dn_lanes)(a[GK_ARG_A], d0, nd, n, A2);
           FOR_LANES(l) A2[l] *= EXP_SCALE;
-          CHUNK_CASES_OF(shared, CHUNK_FWD, s->var_b, s->var_c, FN(wide)(dtmax, A2), st[n], A2, Br, Bl, Cr, Cl, dt, dtu,
+          FN(fwd_steps)(s->var_b, s->var_c, FN(wide)(dtmax, A2), st[n], A2, Br, Bl, Cr, Cl, dt, dtu,
                       tn, y, NULL, NULL, NULL);
         }
         // y = (y' + D u) silu(z)
@@ -417,9 +494,6 @@ GK_INLINE void FN(fwd_run)(void *ctx, int64_t task, bool shared) {
                      FN(states)(j, j->run, b, tr.r, tr.p, k)[n]);
   }
 }
-
-GK_INLINE void BODY(fwd_task)(void *ctx, int64_t task) { FN(fwd_run)(ctx, task, false); }
-GK_INLINE void BODY(fwd_task_shared)(void *ctx, int64_t task) { FN(fwd_run)(ctx, task, true); }
 
 // ---------------------------------------------------------------- backward
 
@@ -562,10 +636,10 @@ GK_INLINE void BODY(bwd_task)(void *ctx, int64_t task) {
           REAL h[W];
           FOR_LANES(l) h[l] = hs[0][l];
           bool wide = FN(wide)(dtmax, A2);
-          CHUNK_CASES(CHUNK_FWD, var_b, var_c, wide, h, A2, Br, Bl, Cr, Cl, dt, dtu, tn, has_z ? yp : NULL, hs,
+          FN(fwd_steps)(var_b, var_c, wide, h, A2, Br, Bl, Cr, Cl, dt, dtu, tn, has_z ? yp : NULL, hs,
                       as, NULL);
           FOR_LANES(l) dBt[0][l] = dCt[0][l] = 0;  // the shared sums
-          CHUNK_CASES(CHUNK_BWD, var_b, var_c, wide, carry[n], A, Br, Bl, Cr, Cl, dt, dtu, dyp, tn, hs, as, dA,
+          FN(bwd_steps)(var_b, var_c, wide, carry[n], A, Br, Bl, Cr, Cl, dt, dtu, dyp, tn, hs, as, dA,
                       dBt, dCt, S1, S2);
           FN(lanes_add)(sl + n, K, nd, dA);
           if (var_b) FN(add_lane_sums)(dBt, tn, parts[0] + ((tr.p * s->B + b) * N + n) * L + t0);
@@ -610,7 +684,6 @@ GK_INLINE void BODY(bwd_task)(void *ctx, int64_t task) {
 
 ISA_VARIANTS(FN(fwd_level1), (void *ctx, int64_t task), (ctx, task))
 ISA_VARIANTS(FN(fwd_task), (void *ctx, int64_t task), (ctx, task))
-ISA_VARIANTS(FN(fwd_task_shared), (void *ctx, int64_t task), (ctx, task))
 ISA_VARIANTS(FN(bwd_level1), (void *ctx, int64_t task), (ctx, task))
 ISA_VARIANTS(FN(bwd_task), (void *ctx, int64_t task), (ctx, task))
 
@@ -618,10 +691,13 @@ ISA_VARIANTS(FN(bwd_task), (void *ctx, int64_t task), (ctx, task))
 #undef FOR_LANES
 #undef BC
 #undef DECAY
-#undef CHUNK_CASES
-#undef CHUNK_CASES_OF
-#undef CHUNK_FWD
-#undef CHUNK_BWD
+#undef FWD_PARAMS
+#undef FWD_ARGS
+#undef BWD_PARAMS
+#undef BWD_ARGS
+#undef STEP_COPIES
+#undef STEP_PICK
+#undef STEP_CASES
 
 // ---------------------------------------------------------------- reductions
 
