@@ -10,13 +10,15 @@
 //   a_t = e^(dt_t A[., n]);  h = a_t h + (dt_t u_t) B_t[n];  y'_t += C_t[n] h
 // (per-batch B and C are the same for the block's lanes: one broadcast value
 // per step). u, delta, z, dy and the outputs are moved between their (B, D,
-// L) rows and [step][lane] tiles once per chunk (16 x 16 transposes).
+// L) rows and [step][lane] tiles once per chunk (16 x 16 transposes; a copy
+// per step when the channels lie one apart, as in (B, L, D) memory).
 // Per-batch dB/dC, sums over the channels, are the one sum across lanes:
 // added up per chunk and state (add_lane_sums). Lanes past the block's last
 // channel run on zeros (A = 0, dt = 0: a = 1, h stays 0) and are never stored.
 // The exponential is 2^(dt_t A log2 e) by a polynomial (see exp2_f32); f64
-// uses libm's exp lane by lane. The hot task functions are compiled per
-// instruction set (GK_ISA_VARIANTS), with FMA contraction on (src/cpu is
+// uses libm's exp lane by lane. The task functions are compiled per
+// instruction set (GK_ISA_VARIANTS), and the step loops they call per
+// instruction set and case (scan_body.h), with FMA contraction on (src/cpu is
 // built with -ffp-contract=fast): each level gives its own bits, the same
 // for every thread count.
 //
