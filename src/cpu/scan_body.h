@@ -309,43 +309,33 @@ GK_INLINE void FN(chunk_bwd)(bool var_b, bool var_c, bool wide, REAL *carry, con
 // (ISA: avx512, avx2, scalar; one copy where the target has no levels) and
 // case (var: per-batch B and C; shared: both shared; any: the arguments as
 // given), each called through FN(fwd_steps) / FN(bwd_steps).
-#define FWD_PARAMS                                                                                  \
+#define STEP_PARAMS_fwd                                                                             \
   bool var_b, bool var_c, bool wide, REAL *restrict h, const REAL *restrict A2, const REAL *restrict Br, \
       const REAL *restrict Bl, const REAL *restrict Cr, const REAL *restrict Cl,                         \
       const LANES *restrict dt, const LANES *restrict dtu, int64_t tn, LANES *restrict y,                \
       LANES *restrict hs, LANES *restrict as, REAL *restrict prod
-#define FWD_ARGS h, A2, Br, Bl, Cr, Cl, dt, dtu, tn, y, hs, as, prod
-#define BWD_PARAMS                                                                                   \
+#define STEP_ARGS_fwd h, A2, Br, Bl, Cr, Cl, dt, dtu, tn, y, hs, as, prod
+#define STEP_PARAMS_bwd                                                                              \
   bool var_b, bool var_c, bool wide, REAL *restrict carry, const REAL *restrict A,                      \
       const REAL *restrict Br, const REAL *restrict Bl, const REAL *restrict Cr,                        \
       const REAL *restrict Cl, const LANES *restrict dt, const LANES *restrict dtu,                     \
       const LANES *restrict dyp, int64_t tn, const LANES *restrict hs, const LANES *restrict as,        \
       REAL *restrict dA, LANES *restrict dBt, LANES *restrict dCt, LANES *restrict S1,                  \
       LANES *restrict S2
-#define BWD_ARGS carry, A, Br, Bl, Cr, Cl, dt, dtu, dyp, tn, hs, as, dA, dBt, dCt, S1, S2
-#define STEP_COPIES(TARGET, ISA)                                                                              \
-  TARGET __attribute__((noinline)) static void FN(fwd_var_##ISA)(FWD_PARAMS) {                               \
-    (void)var_b, (void)var_c, (void)wide;                                                                     \
-    FN(chunk_fwd)(true, true, false, FWD_ARGS);                                                               \
-  }                                                                                                           \
-  TARGET __attribute__((noinline)) static void FN(fwd_shared_##ISA)(FWD_PARAMS) {                            \
-    (void)var_b, (void)var_c, (void)wide;                                                                     \
-    FN(chunk_fwd)(false, false, false, FWD_ARGS);                                                             \
-  }                                                                                                           \
-  TARGET __attribute__((noinline)) static void FN(fwd_any_##ISA)(FWD_PARAMS) {                               \
-    FN(chunk_fwd)(var_b, var_c, wide, FWD_ARGS);                                                              \
-  }                                                                                                           \
-  TARGET __attribute__((noinline)) static void FN(bwd_var_##ISA)(BWD_PARAMS) {                               \
-    (void)var_b, (void)var_c, (void)wide;                                                                     \
-    FN(chunk_bwd)(true, true, false, BWD_ARGS);                                                               \
-  }                                                                                                           \
-  TARGET __attribute__((noinline)) static void FN(bwd_shared_##ISA)(BWD_PARAMS) {                            \
-    (void)var_b, (void)var_c, (void)wide;                                                                     \
-    FN(chunk_bwd)(false, false, false, BWD_ARGS);                                                             \
-  }                                                                                                           \
-  TARGET __attribute__((noinline)) static void FN(bwd_any_##ISA)(BWD_PARAMS) {                               \
-    FN(chunk_bwd)(var_b, var_c, wide, BWD_ARGS);                                                              \
+#define STEP_ARGS_bwd carry, A, Br, Bl, Cr, Cl, dt, dtu, dyp, tn, hs, as, dA, dBt, dCt, S1, S2
+// FN(DIR_CASE_ISA): chunk_DIR with var_b, var_c, wide = VB, VC, WD.
+#define STEP_COPY(TARGET, DIR, CASE, ISA, VB, VC, WD)                                      \
+  TARGET __attribute__((noinline)) static void FN(DIR##_##CASE##_##ISA)(STEP_PARAMS_##DIR) { \
+    (void)var_b, (void)var_c, (void)wide;                                                  \
+    FN(chunk_##DIR)(VB, VC, WD, STEP_ARGS_##DIR);                                          \
   }
+#define STEP_COPIES(TARGET, ISA)                                                                      \
+  STEP_COPY(TARGET, fwd, var, ISA, true, true, false)                                                 \
+  STEP_COPY(TARGET, fwd, shared, ISA, false, false, false)                                            \
+  STEP_COPY(TARGET, fwd, any, ISA, var_b, var_c, wide)                                                \
+  STEP_COPY(TARGET, bwd, var, ISA, true, true, false)                                                 \
+  STEP_COPY(TARGET, bwd, shared, ISA, false, false, false)                                            \
+  STEP_COPY(TARGET, bwd, any, ISA, var_b, var_c, wide)
 #if GK_X86
 STEP_COPIES(GK_TARGET_AVX512, avx512)
 STEP_COPIES(GK_TARGET_AVX2, avx2)
@@ -370,8 +360,8 @@ STEP_COPIES(, scalar)
     else if (!var_b && !var_c && !wide) STEP_PICK(fwd_or_bwd##_shared, var_b, var_c, wide, ARGS)     \
     else STEP_PICK(fwd_or_bwd##_any, var_b, var_c, wide, ARGS)                                       \
   } while (0)
-static void FN(fwd_steps)(FWD_PARAMS) { STEP_CASES(fwd, FWD_ARGS); }
-static void FN(bwd_steps)(BWD_PARAMS) { STEP_CASES(bwd, BWD_ARGS); }
+static void FN(fwd_steps)(STEP_PARAMS_fwd) { STEP_CASES(fwd, STEP_ARGS_fwd); }
+static void FN(bwd_steps)(STEP_PARAMS_bwd) { STEP_CASES(bwd, STEP_ARGS_bwd); }
 
 // ---------------------------------------------------------------- forward
 
@@ -691,10 +681,11 @@ ISA_VARIANTS(FN(bwd_task), (void *ctx, int64_t task), (ctx, task))
 #undef FOR_LANES
 #undef BC
 #undef DECAY
-#undef FWD_PARAMS
-#undef FWD_ARGS
-#undef BWD_PARAMS
-#undef BWD_ARGS
+#undef STEP_PARAMS_fwd
+#undef STEP_ARGS_fwd
+#undef STEP_PARAMS_bwd
+#undef STEP_ARGS_bwd
+#undef STEP_COPY
 #undef STEP_COPIES
 #undef STEP_PICK
 #undef STEP_CASES
