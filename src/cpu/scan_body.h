@@ -152,18 +152,28 @@ GK_INLINE void FN(add_lane_sums)(const LANES *v, int64_t tn, REAL *out) {
   }
 }
 
-// Prefetches what load_tile / store_tile (write) will touch (x may be NULL).
+// Prefetches the lines load_tile / store_tile (write) will touch (x may be
+// NULL): a lane's steps one apart line by line; steps apart one per step
+// (one lane for all when the channels lie one apart: a step's lanes share
+// its one or two lines).
 static void FN(prefetch_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t nd, int64_t t0, int64_t tn,
                               bool write) {
   if (!x) return;
-  int64_t es = (int64_t)gk_dtype_size(x->dtype), span = (tn - 1) * x->strides[2] * es;
-  for (int64_t l = 0; l < nd; l++) {
-    const char *p = (const char *)x->data + at3(x, b, d0 + l, t0) * es;
-    for (int64_t o = 0; o <= span; o += 64) {
-      if (write) __builtin_prefetch(p + o, 1, 3);
-      else __builtin_prefetch(p + o, 0, 3);
-    }
+#define PREFETCH(q) (write ? __builtin_prefetch(q, 1, 3) : __builtin_prefetch(q, 0, 3))
+  int64_t es = (int64_t)gk_dtype_size(x->dtype), step = x->strides[2] * es, lane = x->strides[1] * es;
+  const char *base = (const char *)x->data + at3(x, b, d0, t0) * es;
+  bool adjacent = lane == es;
+  for (int64_t l = 0; l < (adjacent ? 1 : nd); l++) {
+    const char *p = base + l * lane;
+    if (step == es)
+      for (int64_t o = 0; o < tn * es; o += 64) PREFETCH(p + o);
+    else
+      for (int64_t t = 0; t < tn; t++) {
+        PREFETCH(p + t * step);
+        if (adjacent) PREFETCH(p + t * step + (nd - 1) * es);
+      }
   }
+#undef PREFETCH
 }
 
 // The state buffer (run or prod) of block k of part p, batch b, range r: [N][W].
