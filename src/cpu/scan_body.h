@@ -159,7 +159,11 @@ GK_INLINE void FN(add_lane_sums)(const LANES *v, int64_t tn, REAL *out) {
 static void FN(prefetch_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t nd, int64_t t0, int64_t tn,
                               bool write) {
   if (!x) return;
-#define PREFETCH(q) (write ? __builtin_prefetch(q, 1, 3) : __builtin_prefetch(q, 0, 3))
+#define PREFETCH(q)                   \
+  do {                                \
+    if (write) __builtin_prefetch(q, 1, 3); \
+    else __builtin_prefetch(q, 0, 3);  \
+  } while (0)
   int64_t es = (int64_t)gk_dtype_size(x->dtype), step = x->strides[2] * es, lane = x->strides[1] * es;
   const char *base = (const char *)x->data + at3(x, b, d0, t0) * es;
   bool adjacent = lane == es;
