@@ -141,11 +141,11 @@ GK_INLINE float gk_phi_f32(float x) {
   float pdf;
   return gk_phi_pdf_f32(x, &pdf);
 }
+GK_INLINE double gk_phi_f64(double x) { return 0.5 * (1 + erf(x * 0.70710678118654752440)); }
 GK_INLINE double gk_phi_pdf_f64(double x, double *pdf) {
   *pdf = exp(-0.5 * x * x) * 0.39894228040143267794;
-  return 0.5 * (1 + erf(x * 0.70710678118654752440));
+  return gk_phi_f64(x);
 }
-GK_INLINE double gk_phi_f64(double x) { return 0.5 * (1 + erf(x * 0.70710678118654752440)); }
 
 // log(1 + y) for y in [0, 1], f32 without calls: 2 atanh(s), s = y / (2 + y)
 // in [0, 1/3], by its odd series to s^15 (the rest is below 1e-9

@@ -34,7 +34,7 @@ GK_INLINE float gk_bf16_to_f32_inline(uint16_t h) { return gk_cvt_float((uint32_
 // compilers' vector extensions): loops that keep 16 partial sums over bf16
 // then run at the machine's full vector width, where widening each element
 // on its own left gcc to split them into two half-width vectors.
-typedef uint16_t gk_u16x16 __attribute__((vector_size(32), aligned(2)));
+typedef uint16_t gk_u16x16 __attribute__((vector_size(32)));
 typedef uint32_t gk_u32x16 __attribute__((vector_size(64)));
 GK_INLINE void gk_bf16x16_to_f32(const uint16_t *p, float *v) {
   gk_u16x16 h;
