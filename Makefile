@@ -32,13 +32,17 @@ build: deps
 # library and the training code as static archives (libgradkern.a,
 # libgradkern_nn.a, libgradkern_nn_args.a) and the modules, in $(BUILD)/wasm,
 # with WebAssembly SIMD; then gradkern-plain.wasm, the same without SIMD,
-# built in $(BUILD)/wasm-plain.
+# built in $(BUILD)/wasm-plain, and gradkern-threads.wasm, the SIMD build with
+# shared memory and a thread pool, in $(BUILD)/wasm-threads.
 wasm: wasm-deps
 	@cmake -S . -B $(BUILD)/wasm -DCMAKE_TOOLCHAIN_FILE=cmake/wasm32-wasi.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD)/wasm -j $(JOBS)
 	@cmake -S . -B $(BUILD)/wasm-plain -DCMAKE_TOOLCHAIN_FILE=cmake/wasm32-wasi.cmake -DCMAKE_BUILD_TYPE=Release \
 	  -DGK_WASM_SIMD=OFF -DGK_WASM_OUT=$(abspath $(BUILD)/wasm) >/dev/null
 	@cmake --build $(BUILD)/wasm-plain -j $(JOBS) --target gradkern_wasm
+	@cmake -S . -B $(BUILD)/wasm-threads -DCMAKE_TOOLCHAIN_FILE=cmake/wasm32-wasi.cmake -DCMAKE_BUILD_TYPE=Release \
+	  -DGK_WASM_THREADS=ON -DGK_WASM_OUT=$(abspath $(BUILD)/wasm) >/dev/null
+	@cmake --build $(BUILD)/wasm-threads -j $(JOBS) --target gradkern_wasm
 
 # The main job: a small Mamba trained on the selective-copying task
 # (gradkern train --help for the options; TRAIN_ARGS adds some).

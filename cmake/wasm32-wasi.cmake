@@ -5,6 +5,7 @@
 #
 # GK_WASM_SIMD (ON by default): compile everything with -msimd128, the CPU
 # backend's "simd128" level; OFF gives the plain build for hosts without SIMD.
+# GK_WASM_THREADS (OFF by default): ON gives the build with threads.
 set(CMAKE_SYSTEM_NAME Generic)
 set(CMAKE_SYSTEM_PROCESSOR wasm32)
 set(GK_WASM ON)
@@ -23,4 +24,12 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 # -DGK_WASM_SIMD=OFF: the plain build, for hosts without WebAssembly SIMD.
 if(NOT DEFINED GK_WASM_SIMD OR GK_WASM_SIMD)
   set(CMAKE_C_FLAGS_INIT -msimd128)
+endif()
+# -DGK_WASM_THREADS=ON: the build with shared memory and a thread pool
+# (gradkern-threads.wasm): atomics and bulk memory in every object, and
+# thread-local storage per instance (clang 14 supports only local-exec), and
+# wasi-libc's errno as that library defines it (wasm/compat/threads/errno.h).
+if(GK_WASM_THREADS)
+  string(APPEND CMAKE_C_FLAGS_INIT " -matomics -mbulk-memory -mmutable-globals -ftls-model=local-exec"
+         " -isystem ${CMAKE_CURRENT_LIST_DIR}/../wasm/compat/threads")
 endif()

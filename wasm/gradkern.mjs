@@ -54,10 +54,32 @@ export function hasSimd() {
                                               10, 8, 1, 6, 0, 0x41, 0, 0xfd, 0x0f, 0x0b]));
 }
 
-async function compileModule(source, simd) {
+// Why this host cannot run gradkern-threads.wasm's pool, or null if it can:
+// it needs shared memory (browsers give it only to cross-origin isolated
+// pages), a thread that may block (memory.atomic.wait traps on a browser
+// page's own thread) and a way to start threads.
+export function threadsUnavailable() {
+  if (typeof SharedArrayBuffer === 'undefined' || globalThis.crossOriginIsolated === false)
+    return 'no shared memory (a browser page must be served cross-origin isolated: COOP/COEP headers)';
+  if (isNode) return null;
+  if (typeof WorkerGlobalScope === 'undefined' || !(globalThis instanceof WorkerGlobalScope))
+    return "a browser page's own thread cannot wait for other threads (run gradkern in a Worker)";
+  if (typeof Worker === 'undefined') return 'this worker cannot start workers';
+  return null;
+}
+
+// The number of processors this host reports.
+async function hostProcessors() {
+  if (isNode) return (await import('node:os')).availableParallelism();
+  return globalThis.navigator?.hardwareConcurrency ?? 1;
+}
+
+const MODULE_FILES = { simd: 'gradkern.wasm', plain: 'gradkern-plain.wasm', threads: 'gradkern-threads.wasm' };
+
+async function compileModule(source, build) {  // source: options.module
   if (source instanceof WebAssembly.Module) return source;
   if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) return WebAssembly.compile(source);
-  let url = new URL(simd ? '../build/wasm/gradkern.wasm' : '../build/wasm/gradkern-plain.wasm', import.meta.url);
+  let url = new URL(`../build/wasm/${MODULE_FILES[build]}`, import.meta.url);
   if (source instanceof URL) url = source;
   else if (source && isNode && !/^[a-z][a-z0-9+.-]*:/i.test(source)) url = (await import('node:url')).pathToFileURL(source);
   else if (source) url = new URL(String(source), globalThis.location?.href);
@@ -301,7 +323,7 @@ class Wasi {
   resolve(dirFd, ptr, len) {
     const dir = this.handle(dirFd).handle;
     if (!dir.dir) throw new WasiError(ERRNO.NOTDIR);
-    return normalizePath(dir.path + '/' + new TextDecoder().decode(this.bytes(ptr, len)));
+    return normalizePath(dir.path + '/' + new TextDecoder().decode(this.bytes(ptr, len).slice()));
   }
 
   writeFilestat(ptr, { type, size, dev = 0, ino = 0 }) {
@@ -462,9 +484,11 @@ class Wasi {
 
 // gradkern.wasm, instantiated: see gradkern.d.ts.
 class GradKern {
-  constructor(instance, simd, wasi) {
+  constructor(instance, memory, build, wasi) {
     this.exports = instance.exports;
-    this.simd = simd;
+    this.memory = memory;
+    this.build = build;
+    this.simd = build !== 'plain';
     this.wasi = wasi;
     this.trainHooks = null;
     const e = this.exports;
@@ -487,11 +511,9 @@ class GradKern {
     }
   }
 
-  get memory() { return this.exports.memory; }
-
-  cString(ptr) {
+  cString(ptr) {  // copied first: TextDecoder refuses views of shared memory
     const bytes = new Uint8Array(this.memory.buffer, ptr);
-    return new TextDecoder().decode(bytes.subarray(0, bytes.indexOf(0)));
+    return new TextDecoder().decode(bytes.slice(0, bytes.indexOf(0)));
   }
 
   // The library's last error as a GradKernError with `status`.
@@ -797,21 +819,92 @@ class Plan {
   }
 }
 
-// Load gradkern.wasm (see gradkern.d.ts for the options).
+// gradkern-threads.wasm's memory: shared, of the sizes the module declares
+// (wasm/CMakeLists.txt: 16 MiB at first, at most 2 GiB; in 64 KiB pages).
+const THREADS_MEMORY = { initial: 256, maximum: 32768, shared: true };
+// Each pool thread's stack: the main thread's size (wasm/CMakeLists.txt).
+const THREAD_STACK_BYTES = 8 << 20;
+
+// The module load() picks when none is given: the build with threads where
+// the host can run them (threadsUnavailable) and has more than one
+// processor, unless one thread is asked for; else the SIMD build, or the
+// plain one on hosts without WebAssembly SIMD.
+async function defaultBuild(simd, threads) {
+  if (!simd) return 'plain';
+  if (threads === 1 || threadsUnavailable()) return 'simd';
+  return threads > 1 || (await hostProcessors()) > 1 ? 'threads' : 'simd';
+}
+
+// Start the pool's threads (wasm/thread.mjs) for a threads-build instance:
+// each gets an 8 MiB stack and a thread-local storage block from the
+// module's malloc, and counts itself in the module's pool once it runs.
+// Resolves when all have started; Node's threads do not keep the process
+// alive.
+async function startThreads(module, memory, exports, count) {
+  const tlsSize = exports.__tls_size.value, tlsAlign = Math.max(exports.__tls_align.value, 16);
+  const url = new URL('./thread.mjs', import.meta.url);
+  const starts = [];
+  for (let i = 0; i < count; i++) {
+    const stack = exports.malloc(THREAD_STACK_BYTES), tls = exports.malloc(tlsSize + tlsAlign);
+    if (!stack || !tls) throw new GradKernError('gradkern.wasm: out of memory starting the thread pool', 14, 'out of memory');
+    const data = { module, memory, stackTop: (stack + THREAD_STACK_BYTES) & ~15, tls: Math.ceil(tls / tlsAlign) * tlsAlign };
+    let worker;
+    if (isNode) {
+      const { Worker } = await import('node:worker_threads');
+      worker = new Worker(url, { workerData: data });
+    } else {
+      worker = new Worker(url, { type: 'module' });
+      worker.postMessage(data);
+    }
+    starts.push(new Promise((resolve, reject) => {
+      const onMessage = (m) => {
+        const msg = isNode ? m : m.data;
+        if (msg?.gkThreadReady) {
+          if (isNode) worker.unref();  // a running pool does not keep Node's process alive
+          resolve();
+        }
+        else if (msg?.gkThreadError) reject(new Error(`gradkern: a pool thread failed to start: ${msg.gkThreadError}`));
+      };
+      const onError = (e) => reject(new Error(`gradkern: a pool thread failed to start: ${e?.message ?? e}`));
+      if (isNode) worker.on('message', onMessage).on('error', onError);
+      else Object.assign(worker, { onmessage: onMessage, onerror: onError });
+    }));
+  }
+  await Promise.all(starts);
+  while (exports.gk_get_num_threads() < count + 1) await new Promise((r) => setTimeout(r, 1));
+}
+
+// Load gradkern.wasm, gradkern-plain.wasm or gradkern-threads.wasm (see
+// gradkern.d.ts for the options).
 export async function load(options = {}) {
+  const asked = options.threads;
+  if (asked !== undefined && (!Number.isInteger(asked) || asked < 1 || asked > 1024))
+    throw new RangeError(`gradkern: threads = ${asked} is not an integer in 1..1024`);
   const simd = options.simd ?? hasSimd();
-  const module = await compileModule(options.module, simd);
+  const module = await compileModule(options.module, await defaultBuild(simd, asked));
+  const isThreads = WebAssembly.Module.imports(module).some((i) => i.kind === 'memory');
+  const build = isThreads ? 'threads' : simd ? 'simd' : 'plain';
+  const why = isThreads ? threadsUnavailable() : 'the module is not gradkern-threads.wasm';
+  if (asked > 1 && why) throw new Error(`gradkern: threads = ${asked}: ${!simd ? 'no WebAssembly SIMD here' : why}`);
+  const threads = isThreads && !why ? asked ?? Math.min(await hostProcessors(), 1024) : 1;
   const self = { gk: null };
   if (options.files === 'host' && !isNode) throw new Error("gradkern: files: 'host' needs Node");
   const wasi = new Wasi(options.files === 'host' ? new HostFiles(await import('node:fs')) : new MemoryFiles());
-  let instance;
+  const memory = isThreads ? new WebAssembly.Memory(THREADS_MEMORY) : null;
   const imports = { wasi_snapshot_preview1: wasi.imports(), gradkern: GradKern.trainImports(self),
-                    gk_webgpu: webgpuImports(() => instance.exports.memory, options.webgpu ?? null,
-                                             'no WebGPU device was linked (load({ webgpu }) in a worker, see wasm/webgpu.mjs)') };
-  instance = await WebAssembly.instantiate(module, imports);
-  wasi.memory = instance.exports.memory;
-  instance.exports._initialize();
-  self.gk = new GradKern(instance, simd, wasi);
+                    gk_webgpu: webgpuImports(() => wasi.memory, options.webgpu ?? null,
+                                             'no WebGPU device was linked (load({ webgpu }) in a worker, see wasm/webgpu.mjs)'),
+                    ...(isThreads ? { env: { memory } } : {}) };
+  const instance = await WebAssembly.instantiate(module, imports);
+  const e = instance.exports;
+  wasi.memory = memory ?? e.memory;
+  if (isThreads) {  // this thread's thread-local storage, before any C code runs
+    const align = Math.max(e.__tls_align.value, 16), tls = e.malloc(e.__tls_size.value + align);
+    e.__wasm_init_tls(Math.ceil(tls / align) * align);
+  }
+  e._initialize();
+  if (threads > 1) await startThreads(module, memory, e, threads - 1);
+  self.gk = new GradKern(instance, wasi.memory, build, wasi);
   return self.gk;
 }
 
@@ -847,7 +940,7 @@ async function main(argv) {
   const run = {
     command: argv[0], args: argv.slice(1), cwd: process.cwd(), terminal: !!process.stdout.isTTY,
     env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GK_'))),
-    module: dir && join(dir, hasSimd() ? 'gradkern.wasm' : 'gradkern-plain.wasm'),
+    module: dir && join(dir, MODULE_FILES[await defaultBuild(hasSimd())]),
   };
   if (run.command === 'sample' || !asksWebgpu(run.args)) return trainOnHostFiles(run);
   const { nodeDevice, WebGpuHost } = await import('./webgpu.mjs');

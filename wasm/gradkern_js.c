@@ -15,6 +15,8 @@
 //   gkjs_train           `gradkern train` with progress calls into JavaScript
 //   gkjs_sample          `gradkern sample`
 //   gkjs_chdir           the working directory WASI paths are relative to
+//   gkjs_thread_main     a pool thread's loop (gradkern-threads.wasm only;
+//                        wasm/thread.mjs calls it)
 // Memory is malloc'ed and free'd by the caller (the exported malloc, free).
 #include "gradkern.h"
 #include "core/internal.h"  // the plan's argument specs (dtype, output or not)
@@ -200,3 +202,7 @@ int GKJS_EXPORT(gkjs_sample)(int argc, char **argv) {
 }
 
 int GKJS_EXPORT(gkjs_chdir)(const char *path) { return chdir(path); }
+
+#ifdef GK_WASM_THREADS
+void GKJS_EXPORT(gkjs_thread_main)(void) { gk_wasm_thread_main(); }
+#endif

@@ -260,6 +260,11 @@ void gk_set(const gk_tensor *t, int64_t i, double v);
 // task must not change a result: kernels split work by problem size only.
 typedef void (*gk_task_fn)(void *ctx, int64_t task);
 void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx);
+#ifdef GK_WASM_THREADS
+// A thread of the WebAssembly pool: called by each thread the host starts,
+// after it set the instance's stack and thread-local storage; never returns.
+void gk_wasm_thread_main(void);
+#endif
 
 static inline int64_t gk_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline int64_t gk_min64(int64_t a, int64_t b) { return a < b ? a : b; }

@@ -20,16 +20,23 @@
 // A target without threads (GK_NO_THREADS: WebAssembly under WASI) has no
 // pool: every task runs on the calling thread, in order, and
 // gk_get_num_threads() is 1 whatever gk_set_num_threads was given.
+//
+// WebAssembly with shared memory (GK_WASM_THREADS: gradkern-threads.wasm)
+// has a pool whose threads the host starts (Web Workers, Node's
+// worker_threads: wasm/thread.mjs), each an instance of the module on the
+// same memory that calls gk_wasm_thread_main; see that section below.
 #include "internal.h"
 
-#ifdef GK_NO_THREADS
+#if defined(GK_NO_THREADS) || defined(GK_WASM_THREADS)
 gk_status gk_set_openmp_runtime(const char *library) {
-  return gk_fail(GK_ERR_UNSUPPORTED, "gk_set_openmp_runtime: library = '%s': this build has no threads",
+  return gk_fail(GK_ERR_UNSUPPORTED, "gk_set_openmp_runtime: library = '%s': this build has no OpenMP runtime",
                  library ? library : "(null)");
 }
 
 const char *gk_get_openmp_runtime(void) { return NULL; }
+#endif
 
+#ifdef GK_NO_THREADS
 gk_status gk_set_num_threads(int n) {
   if (n < 1 || n > 1024)
     return gk_fail(GK_ERR_INVALID_VALUE, "gk_set_num_threads: n = %d is outside 1..1024", n);
@@ -41,6 +48,117 @@ int gk_get_num_threads(void) { return 1; }
 
 void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx) {
   for (int64_t t = 0; t < ntasks; t++) fn(ctx, t);
+}
+#elif defined(GK_WASM_THREADS)
+// The pool in shared WebAssembly memory. Threads enter gk_wasm_thread_main
+// (never to return) and count themselves in `threads_ready`; a section uses
+// at most gk_get_num_threads() - 1 of them beside the caller. There is no
+// lock: `state` is the job's generation times two, plus one while the job
+// is open. The caller writes the job, opens the next generation and wakes
+// the threads (memory.atomic.notify); after its own share of the tasks it
+// closes the job and waits (memory.atomic.wait32) until `active`, the
+// threads that joined, is back to zero. A thread that sees a new open
+// generation counts itself in `active` and then reads `state` again: only
+// if the job is still the same and still open does it join, so every thread
+// that joins is counted before the caller's close, and a late thread backs
+// out. The job's tasks come from one counter, as natively, so results do
+// not depend on which thread ran which task. Threads never allocate: the
+// kernels' tasks do not call malloc (wasi-libc's is not thread-safe).
+#include <stdatomic.h>
+#include <stdlib.h>
+
+typedef struct gk_job {
+  gk_task_fn fn;
+  void *ctx;
+  int64_t ntasks;
+  int helpers;                     // threads that may join beside the caller
+} gk_job;
+
+static gk_job job;                 // written by the caller before it opens the job
+static atomic_uint state;          // generation * 2 + 1 while the job is open
+static atomic_int active;          // threads in the current job
+static atomic_int_fast64_t next;   // the job's next task index
+static atomic_int threads_ready;   // threads in gk_wasm_thread_main
+static atomic_int requested;       // gk_set_num_threads, $GK_NUM_THREADS; 0: not yet read
+static atomic_flag pool_owner = ATOMIC_FLAG_INIT; // one job at a time
+static _Thread_local bool inside_task;
+
+static int default_threads(void) {
+  const char *env = getenv("GK_NUM_THREADS");
+  if (env && *env) {
+    char *end;
+    long n = strtol(env, &end, 10);
+    if (*end == '\0' && n >= 1 && n <= 1024) return (int)n;
+  }
+  return 1024;  // all the host started
+}
+
+gk_status gk_set_num_threads(int n) {
+  if (n < 1 || n > 1024)
+    return gk_fail(GK_ERR_INVALID_VALUE, "gk_set_num_threads: n = %d is outside 1..1024", n);
+  atomic_store(&requested, n);
+  gk_clear_error();
+  return GK_SUCCESS;
+}
+
+int gk_get_num_threads(void) {
+  int n = atomic_load(&requested);
+  if (n == 0) {
+    int expected = 0;
+    atomic_compare_exchange_strong(&requested, &expected, default_threads());
+    n = atomic_load(&requested);
+  }
+  int have = atomic_load(&threads_ready) + 1;
+  return n < have ? n : have;
+}
+
+static void run_tasks(const gk_job *j) {
+  inside_task = true;
+  for (;;) {
+    int64_t t = atomic_fetch_add(&next, 1);
+    if (t >= j->ntasks) break;
+    j->fn(j->ctx, t);
+  }
+  inside_task = false;
+}
+
+static void wait_while_equal(void *address, int value) {
+  __builtin_wasm_memory_atomic_wait32((int *)address, value, -1);
+}
+
+void gk_wasm_thread_main(void) {
+  atomic_fetch_add(&threads_ready, 1);
+  unsigned seen = atomic_load(&state) >> 1;
+  for (;;) {
+    unsigned s = atomic_load(&state);
+    if (s >> 1 == seen) {
+      wait_while_equal(&state, (int)s);
+      continue;
+    }
+    seen = s >> 1;
+    if (!(s & 1)) continue;  // closed: every task was taken
+    int place = atomic_fetch_add(&active, 1);
+    if (atomic_load(&state) == s && place < job.helpers) run_tasks(&job);
+    if (atomic_fetch_sub(&active, 1) == 1) __builtin_wasm_memory_atomic_notify((int *)&active, 1);
+  }
+}
+
+void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx) {
+  int threads = gk_get_num_threads();
+  if (ntasks <= 1 || threads == 1 || inside_task || atomic_flag_test_and_set(&pool_owner)) {
+    for (int64_t t = 0; t < ntasks; t++) fn(ctx, t);
+    return;
+  }
+  int helpers = (int)(ntasks - 1 < threads - 1 ? ntasks - 1 : threads - 1);
+  job = (gk_job){fn, ctx, ntasks, helpers};
+  atomic_store(&next, 0);
+  unsigned closed = atomic_load(&state);
+  atomic_store(&state, closed + 3);  // the next generation, open
+  __builtin_wasm_memory_atomic_notify((int *)&state, (unsigned)helpers);
+  run_tasks(&job);
+  atomic_store(&state, closed + 2);  // that generation, closed
+  for (int a; (a = atomic_load(&active)) != 0;) wait_while_equal(&active, a);
+  atomic_flag_clear(&pool_owner);
 }
 #else
 
