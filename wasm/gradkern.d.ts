@@ -100,7 +100,8 @@ export interface BackendInfo { name: string; available: boolean; reason: string;
 
 export interface GradKern {
   readonly version: string;                // gk_version()
-  readonly simd: boolean;                  // the SIMD module (gradkern.wasm) or the plain one (gradkern-plain.wasm)
+  readonly simd: boolean;                  // a SIMD module (gradkern.wasm, gradkern-threads.wasm) or the plain one
+  readonly build: 'simd' | 'plain' | 'threads';  // which module: gradkern.wasm, gradkern-plain.wasm, gradkern-threads.wasm
   readonly ops: string[];                  // op names, by gk_op value
   readonly exports: WebAssembly.Exports;   // the module's own exports (the C API, malloc, free)
   readonly memory: WebAssembly.Memory;
@@ -124,7 +125,9 @@ export interface GradKern {
   /** The backends of this module, in the order the library tries them: ref, cpu, and webgpu, which is available
    *  when the module was loaded with a link to a device (LoadOptions.webgpu); else `reason` says why not. */
   backends(): BackendInfo[];
-  /** gk_set_num_threads / gk_get_num_threads (this build has no threads: always 1). */
+  /** gk_set_num_threads / gk_get_num_threads: the threads a kernel may use, the caller's included. In
+   *  gradkern-threads.wasm at most 1 + the pool threads load() started (LoadOptions.threads); the other
+   *  modules have no threads (always 1). Results are the same bits for any number. */
   setNumThreads(n: number): void;
   getNumThreads(): number;
   /** f32 values to f16/bf16 bits and back, rounded to nearest even as the library stores them. */
@@ -133,11 +136,20 @@ export interface GradKern {
 }
 
 export interface LoadOptions {
-  /** The module: a URL or path, its bytes, or a compiled module. Default: build/wasm/gradkern.wasm beside this
-   *  file's directory (gradkern-plain.wasm where the host has no SIMD). */
+  /** The module: a URL or path, its bytes, or a compiled module. Default, from build/wasm beside this file's
+   *  directory: gradkern-threads.wasm where threads can run (threadsUnavailable() is null) and more than one is
+   *  wanted, else gradkern.wasm, or gradkern-plain.wasm where the host has no SIMD. */
   module?: string | URL | BufferSource | WebAssembly.Module;
-  /** Use the SIMD module (default: hasSimd()). */
+  /** Use a SIMD module (default: hasSimd()). */
   simd?: boolean;
+  /** Threads, the caller's included (1..1024): load() starts threads - 1 workers (wasm/thread.mjs) on the
+   *  module's shared memory, each with an 8 MiB stack, and resolves once they run. Default: the processors
+   *  the host reports (navigator.hardwareConcurrency, os.availableParallelism()) where threads can run,
+   *  else 1. Asking for more than 1 where they cannot throws, with the reason. The calling thread waits for
+   *  the pool inside each kernel: in a browser, load and run gradkern in a Worker (a page's own thread may
+   *  not wait), on a page served cross-origin isolated (shared memory). Node's pool threads do not keep the
+   *  process alive. */
+  threads?: number;
   /** The module's files: 'memory' (default: a file system in memory, the same in Node and browsers; see
    *  TrainOptions.files / TrainResult.files) or, in Node only, 'host': this machine's files (as
    *  `node gradkern.mjs train` uses; paths are absolute, or relative to "/" until gkjs_chdir). */
@@ -148,7 +160,10 @@ export interface LoadOptions {
   webgpu?: object;
 }
 
-/** Instantiate gradkern.wasm. */
+/** Instantiate gradkern.wasm, gradkern-plain.wasm or gradkern-threads.wasm (LoadOptions.module). */
 export function load(options?: LoadOptions): Promise<GradKern>;
 /** Whether this host runs WebAssembly SIMD. */
 export function hasSimd(): boolean;
+/** Why this thread cannot run gradkern-threads.wasm's pool (no shared memory: a page not cross-origin
+ *  isolated; a page's own thread, which may not wait; no Worker), or null if it can. */
+export function threadsUnavailable(): string | null;

@@ -917,8 +917,8 @@ const asksWebgpu = (args) => args.some((a, i) => a === '--device=webgpu' || (a =
 // module's working directory set to `cwd`), with the GK_ variables of `env`,
 // its output to this process's stdout and stderr; webgpu: a worker's link to
 // the device.
-async function trainOnHostFiles({ command = 'train', args, env, cwd, terminal, module, webgpu }) {
-  const gk = await load({ files: 'host', module, webgpu });
+async function trainOnHostFiles({ command = 'train', args, env, cwd, terminal, module, webgpu, threads }) {
+  const gk = await load({ files: 'host', module, webgpu, threads });
   gk.wasi.stdoutIsTerminal = terminal;
   if (gk.withString(cwd, (p) => gk.exports.gkjs_chdir(p)) !== 0) throw new Error(`gradkern.wasm: cannot enter ${cwd}`);
   return gk[command]({ args, env, onOutput: (text, stream) => process[stream].write(text) }).exitCode;
@@ -937,10 +937,16 @@ async function main(argv) {
   }
   const { join } = await import('node:path');
   const dir = process.env.GK_WASM_DIR;   // where make wasm put the modules, if not ../build/wasm
+  // The pool's size: --threads N, else $GK_NUM_THREADS (as the C code reads
+  // them: 0 or anything else means every processor).
+  const option = argv.findIndex((a) => a === '--threads' || a.startsWith('--threads='));
+  const asked = Number(option < 0 ? process.env.GK_NUM_THREADS
+    : argv[option].startsWith('--threads=') ? argv[option].slice(10) : argv[option + 1]);
+  const threads = Number.isInteger(asked) && asked >= 1 && asked <= 1024 ? asked : undefined;
   const run = {
     command: argv[0], args: argv.slice(1), cwd: process.cwd(), terminal: !!process.stdout.isTTY,
     env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GK_'))),
-    module: dir && join(dir, MODULE_FILES[await defaultBuild(hasSimd())]),
+    module: dir && join(dir, MODULE_FILES[await defaultBuild(hasSimd(), threads)]), threads,
   };
   if (run.command === 'sample' || !asksWebgpu(run.args)) return trainOnHostFiles(run);
   const { nodeDevice, WebGpuHost } = await import('./webgpu.mjs');

@@ -1,8 +1,11 @@
 // gradkern.wasm against the native library: every op, direction and dtype
 // that tests/wasm_reference.c wrote (inputs and native outputs, at test time)
-// runs through wasm/gradkern.mjs on the same inputs, in the SIMD module and
-// in the plain one; each output must agree within the case's tolerance
-// (those of the C op tests): |wasm - native| <= atol + rtol |native|.
+// runs through wasm/gradkern.mjs on the same inputs, in the SIMD module, the
+// plain one and the one with threads (on two); each output must agree within
+// the case's tolerance (those of the C op tests):
+// |wasm - native| <= atol + rtol |native|. Then every op and direction at
+// sizes that split into many tasks gives the same bits in the module with
+// threads, on one thread and on two, as in the SIMD module.
 // Run by ctest (wasm_ops), which sets GK_WASM_DIR (the modules) and
 // GK_WASM_REFERENCE (the reference files).
 import { test } from 'node:test';
@@ -50,7 +53,7 @@ function worstError(got, want, rtol, atol) {
 test('the reference files and modules are there', () => {
   assert.ok(wasmDir && refDir, 'GK_WASM_DIR and GK_WASM_REFERENCE must be set (ctest sets them)');
   for (const f of [join(refDir, 'manifest.json'), join(refDir, 'data.bin'), join(wasmDir, 'gradkern.wasm'),
-                   join(wasmDir, 'gradkern-plain.wasm')])
+                   join(wasmDir, 'gradkern-plain.wasm'), join(wasmDir, 'gradkern-threads.wasm')])
     assert.ok(existsSync(f), `${f} is missing (make wasm builds the modules; wasm_reference writes the rest)`);
 });
 
@@ -64,10 +67,12 @@ function tensorOf(t) {
   return new Type(bytes.buffer);
 }
 
-for (const [file, simd, isa] of [['gradkern.wasm', true, 'simd128'], ['gradkern-plain.wasm', false, 'scalar']]) {
+for (const [file, simd, isa, threads] of [['gradkern.wasm', true, 'simd128', 1], ['gradkern-plain.wasm', false, 'scalar', 1],
+                                          ['gradkern-threads.wasm', true, 'simd128', 2]]) {
   test(`${file}: every op and direction against native`, async (t) => {
     assert.ok(cases.length > 0, 'no reference cases were written');
-    const gk = await load({ module: join(wasmDir, file), simd });
+    const gk = await load({ module: join(wasmDir, file), simd, threads });
+    assert.equal(gk.getNumThreads(), threads);
     for (const c of cases) {
       await t.test(c.name, () => {
         const plan = gk.plan(c.desc);
@@ -89,6 +94,83 @@ for (const [file, simd, isa] of [['gradkern.wasm', true, 'simd128'], ['gradkern-
     }
   });
 }
+
+// Every op and direction at sizes that the CPU kernels split into many tasks
+// (a few in bf16): descriptions in the reference cases' form.
+const LARGE = [
+  ...['relu', 'gelu', 'silu', 'sigmoid', 'softplus'].map((op) => ({ op, shape: [64, 4099] })),
+  ...['glu', 'reglu', 'swiglu', 'geglu'].map((op) => ({ op, shape: [64, 4100] })),
+  { op: 'rmsnorm', shape: [300, 1000] }, { op: 'layernorm', shape: [300, 1000] },
+  { op: 'linear', shape: [2, 150, 96], 'linear.out_features': 200 },
+  { op: 'matmul', shape: [4, 100, 70], 'matmul.n': 90, 'matmul.trans_b': 1 },
+  { op: 'softmax', shape: [300, 1000] }, { op: 'log_softmax', shape: [300, 1000] },
+  { op: 'cross_entropy', shape: [300, 1000], 'ce.label_smoothing': 0.1 },
+  { op: 'embedding', shape: [40, 50], 'embedding.num_embeddings': 1000, 'embedding.dim': 64 },
+  { op: 'rope', shape: [2, 100, 8, 64] },
+  { op: 'attention', shape: [2, 8, 200, 32], 'attn.kv_heads': 4 },
+  { op: 'add', shape: [64, 32, 100], 'binary.b_shape': [32, 1] },
+  { op: 'mul', shape: [64, 32, 100], 'binary.b_shape': [32, 1] },
+  { op: 'conv1d', shape: [4, 256, 300], 'conv.silu': 1, 'conv.has_initial_state': 1, 'conv.has_final_state': 1 },
+  { op: 'selective_scan', shape: [2, 64, 300], 'scan.d_state': 16, 'scan.chunk_size': 64, 'scan.has_D': 1,
+    'scan.has_z': 1, 'scan.has_delta_bias': 1, 'scan.delta_softplus': 1, 'scan.has_final_state': 1 },
+].flatMap((d) => ['f32', ...(['gelu', 'rmsnorm', 'linear', 'softmax'].includes(d.op) ? ['bf16'] : [])].flatMap(
+  (dtype) => ['forward', 'backward'].map((direction) => ({ ...d, dtype, direction }))));
+
+// Inputs for a plan, the same for every module: uniform values in [-1, 1)
+// from a fixed sequence (16-bit ones rounded by the module), index and
+// class arguments in range.
+function largeInputs(gk, plan, desc) {
+  let state = 12345;
+  const uniform = () => ((state = (Math.imul(state, 1103515245) + 12345) >>> 0) / 2 ** 31) - 1;
+  const inputs = {};
+  for (const a of plan.args.filter((x) => !x.output)) {
+    const limit = desc.op === 'embedding' ? desc['embedding.num_embeddings'] : desc.shape[desc.shape.length - 1];
+    if (a.dtype === 'i64') inputs[a.name] = BigInt64Array.from({ length: a.numel }, (_, i) => BigInt((i * 7919) % limit));
+    else if (a.dtype === 'i32') inputs[a.name] = Int32Array.from({ length: a.numel }, (_, i) => (i * 7919) % limit);
+    else {
+      const values = Float32Array.from({ length: a.numel }, uniform);
+      inputs[a.name] = a.dtype === 'f32' ? values : gk.toHalf(values, a.dtype);
+    }
+  }
+  return inputs;
+}
+
+const bytesOf = (arr) => Buffer.from(arr.buffer, arr.byteOffset, arr.byteLength);
+
+test('gradkern-threads.wasm on 1 and 2 threads: the same bits as gradkern.wasm', async (t) => {
+  const simd = await load({ module: join(wasmDir, 'gradkern.wasm'), simd: true });
+  const threaded = await load({ module: join(wasmDir, 'gradkern-threads.wasm'), threads: 2 });
+  assert.equal(threaded.build, 'threads');
+  assert.equal(simd.getNumThreads(), 1);
+  for (const desc of LARGE) {
+    await t.test(`${desc.op} ${desc.direction} ${desc.dtype} [${desc.shape}]`, () => {
+      const plan = simd.plan(desc);
+      const inputs = largeInputs(simd, plan, desc);
+      const want = plan.run(inputs);
+      plan.destroy();
+      for (const n of [1, 2]) {
+        threaded.setNumThreads(n);
+        assert.equal(threaded.getNumThreads(), n);
+        const got = threaded.run(desc, inputs);
+        for (const [name, arr] of Object.entries(want))
+          assert.ok(bytesOf(got[name]).equals(bytesOf(arr)), `${name} on ${n} thread(s) differs from gradkern.wasm`);
+      }
+    });
+  }
+  threaded.setNumThreads(2);
+  assert.throws(() => threaded.setNumThreads(0), /n = 0 is outside 1\.\.1024/);
+});
+
+test('threads: load() refuses what it cannot give, naming the reason', async () => {
+  await assert.rejects(load({ module: join(wasmDir, 'gradkern.wasm'), threads: 2 }),
+                       /threads = 2: the module is not gradkern-threads\.wasm/);
+  await assert.rejects(load({ threads: 0 }), /threads = 0 is not an integer in 1\.\.1024/);
+  await assert.rejects(load({ threads: 1.5 }), /threads = 1\.5 is not an integer/);
+  const one = await load({ module: join(wasmDir, 'gradkern-threads.wasm'), threads: 1 });
+  assert.equal(one.getNumThreads(), 1);
+  one.setNumThreads(4);
+  assert.equal(one.getNumThreads(), 1, 'no more threads than the pool has');
+});
 
 test('bad input: exceptions carry the library\'s message and status; nothing is run', async () => {
   const gk = await load({ module: join(wasmDir, 'gradkern.wasm') });

@@ -6,7 +6,9 @@
 // compares two runs, not a trained model). The first 50 losses must agree
 // within 1e-3 relative and the final held-out accuracy within 2 points. Then `node wasm/gradkern.mjs train`
 // must print what `gradkern train` prints (numbers aside), and its
-// checkpoint must load in the native command. `node wasm/gradkern.mjs
+// checkpoint must load in the native command; on 2 threads (the module with
+// threads) it must print the same losses and write the same checkpoint, byte
+// for byte, as on 1. `node wasm/gradkern.mjs
 // train --device webgpu` (Dawn, the npm package webgpu, on this machine's
 // adapter: Mesa's llvmpipe through OpenGL ES here) trains a tiny model 20
 // steps on WebGPU and must end at the native CPU command's final loss within
@@ -77,6 +79,28 @@ test('node wasm/gradkern.mjs train prints what gradkern train prints; its checkp
     const nativeBad = spawnSync(gradkern, ['train', '--steps', '0'], { cwd: dir, env, encoding: 'utf8' });
     assert.equal(bad.status, nativeBad.status);
     assert.equal(bad.stderr, nativeBad.stderr);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('node wasm/gradkern.mjs train on 2 threads (gradkern-threads.wasm): the same losses and checkpoint as on 1', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gk-wasm-threads-'));
+  try {
+    const env = { ...process.env, GK_WASM_DIR: wasmDir };
+    delete env.GK_NUM_THREADS;
+    const runs = [1, 2].map((n) => {
+      const r = spawnSync(process.execPath, [program, 'train', '--steps', '20', '--eval-every', '10', '--threads', String(n),
+                                             '--checkpoint', `t${n}.safetensors`], { cwd: dir, env, encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, new RegExp(`\\b${n} threads?\\b`), `the run says it used ${n} thread(s)`);
+      return r.stdout;
+    });
+    const losses = (text) => text.split('\n').filter((l) => /loss/.test(l)).map((l) => l.replace(/ +[0-9.]+k? tok(ens)?\/s.*$/, ''));
+    assert.equal(losses(runs[0]).length, 4);  // 2 evaluations, the last step, the final line
+    assert.deepEqual(losses(runs[1]), losses(runs[0]));
+    assert.ok(readFileSync(join(dir, 't2.safetensors')).equals(readFileSync(join(dir, 't1.safetensors'))),
+              'the checkpoints of the two runs differ');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
