@@ -1,6 +1,7 @@
 // make bench-wasm: every op forward and backward in Node, gradkern's
-// WebAssembly module (build/wasm/gradkern.wasm, SIMD128, one thread) side by
-// side with the native library on one thread (`gradkern bench --json`, run
+// WebAssembly modules (build/wasm/gradkern.wasm, SIMD128, one thread; and
+// gradkern-threads.wasm on every processor) side by side with the native
+// library on one thread (`gradkern bench --json`, run
 // from here in the same session, GK_NUM_THREADS=1) and with TensorFlow.js's
 // WebAssembly backend (XNNPACK, SIMD, one thread) on the ops it has, at the
 // shapes of `gradkern bench` (f32; rows of 4096 x 2048, attention at T = 1024),
@@ -134,11 +135,14 @@ for (const name of opts.only ?? []) {
 // The module's C API, as gradkern.mjs's Plan.run uses it, but with the
 // tensors allocated once in the module's memory.
 const DTYPE_CODES = ['f32', 'f64', 'f16', 'bf16', 'i32', 'i64']; // gk_dtype's values
-const { load } = await import(pathToFileURL(resolve(repoRoot, 'wasm/gradkern.mjs')).href);
-const gk = await load();
-const e = gk.exports;
+const { load, threadsUnavailable } = await import(pathToFileURL(resolve(repoRoot, 'wasm/gradkern.mjs')).href);
+const gk = await load({ threads: 1 });
+// gradkern-threads.wasm on every processor (Node always has threads; the
+// column is empty on a one-processor machine).
+const gkAll = !threadsUnavailable() && cpus().length > 1 ? await load({ threads: cpus().length }) : null;
 
-function timeWasm(r, direction) {
+function timeWasm(gk, r, direction) {
+  const e = gk.exports;
   const plan = gk.plan({ ...r.desc, direction, dtype: 'f32' });
   const ALIGN = 64, ptrs = [];
   const indexRange = r.desc.op === 'cross_entropy' ? r.desc.shape.at(-1) : r.desc.embedding?.num_embeddings ?? 1;
@@ -184,11 +188,11 @@ function timeWasm(r, direction) {
 // A training step of the default Mamba at gradkern bench's train_mamba
 // shape (B=16 T=256): the median time between steps 2..N of a short
 // `gradkern train` run in the module (so it includes AdamW and the data).
-function timeWasmTrainStep() {
+function timeWasmTrainStep(gk) {
   const stamps = [];
   const steps = opts.quick ? 8 : 20;
   const result = gk.train({
-    args: ['--steps', String(steps), '--batch', '16', '--seq-len', '256', '--eval-every', '0', '--quiet', '--threads', '1'],
+    args: ['--steps', String(steps), '--batch', '16', '--seq-len', '256', '--eval-every', '0', '--quiet'],
     onStep: () => { stamps.push(performance.now()); return 0; },
   });
   if (result.exitCode !== 0) throw new Error(`gk.train exited with ${result.exitCode}: ${result.stderr}`);
@@ -267,16 +271,20 @@ for (const op of ops) {
     for (const [d, direction] of r.dirs.entries()) {
       log(`${op} ${direction}: wasm`);
       const n = native.find((x) => x.direction === direction && x.dtype === 'f32' && x.shape === r.shapeText);
-      let wasm = null, error = null;
+      let wasm = null, wasmAll = null, error = null;
       try {
-        wasm = timeWasm(r, direction);
+        wasm = timeWasm(gk, r, direction);
+        if (gkAll) {
+          log(`${op} ${direction}: wasm, ${gkAll.getNumThreads()} threads`);
+          wasmAll = timeWasm(gkAll, r, direction);
+        }
       } catch (err) {
         error = err.message;
       }
       const res = {
         op, direction, dtype: 'f32', shape: r.shapeText,
         native_ms: n && !n.error ? n.gradkern_ms : null,
-        wasm_ms: wasm?.ms ?? null, wasm_kernel: wasm?.kernel ?? null,
+        wasm_ms: wasm?.ms ?? null, wasm_all_ms: wasmAll?.ms ?? null, wasm_kernel: wasm?.kernel ?? null,
         tfjs_ms: tfTimes ? tfTimes[direction] : null, tfjs_note: r.tf?.note ?? null,
         gflop_s: wasm && r.flops ? r.flops[d] / (wasm.ms * 1e6) : null,
         native_gflop_s: n?.gflop_s ?? null, error,
@@ -290,14 +298,16 @@ if (!opts.only || opts.only.has('train_mamba')) {
   log('train_mamba: native');
   const native = (await nativeRows('train_mamba')).find((x) => x.dtype === 'f32') ?? null;
   log('train_mamba: wasm');
-  let wasmMs = null, error = null;
+  let wasmMs = null, wasmAllMs = null, error = null;
   try {
-    wasmMs = timeWasmTrainStep();
+    wasmMs = timeWasmTrainStep(gk);
+    if (gkAll) wasmAllMs = timeWasmTrainStep(gkAll);
   } catch (err) {
     error = err.message;
   }
   results.push({ op: 'train_mamba', direction: 'step', dtype: 'f32', shape: native?.shape ?? 'default Mamba',
-                 native_ms: native?.gradkern_ms ?? null, wasm_ms: wasmMs, wasm_kernel: null, tfjs_ms: null,
+                 native_ms: native?.gradkern_ms ?? null, wasm_ms: wasmMs, wasm_all_ms: wasmAllMs, wasm_kernel: null,
+                 tfjs_ms: null,
                  tfjs_note: null, note: 'wasm: a gradkern train step (with AdamW and the data); native: gk_run_step',
                  gflop_s: null, native_gflop_s: null, error });
   log(JSON.stringify(results.at(-1)));
@@ -305,7 +315,8 @@ if (!opts.only || opts.only.has('train_mamba')) {
 
 // --------------------------------------------------------------- output
 const conditions = `Node ${process.version}, ${cpus()[0]?.model ?? 'unknown CPU'} (${cpus().length} cores, load average ` +
-  `${loadavg()[0].toFixed(1)} at the end); gradkern ${gk.version} wasm ${gk.simd ? 'SIMD128' : 'without SIMD'}, 1 thread; ` +
+  `${loadavg()[0].toFixed(1)} at the end); gradkern ${gk.version} wasm ${gk.simd ? 'SIMD128' : 'without SIMD'}, 1 thread ` +
+  `(gradkern.wasm) and ${gkAll ? `${gkAll.getNumThreads()} threads (gradkern-threads.wasm)` : 'no threads (one processor)'}; ` +
   `native gradkern bench with GK_NUM_THREADS=1 in the same run; ${tfInfo}; f32; ` +
   `median of up to ${repeat} runs after a warm-up`;
 if (opts.json) {
@@ -315,12 +326,15 @@ if (opts.json) {
   const pct = (a, b) => (a && b ? `${((100 * a) / b).toFixed(0)}%` : '');
   const ratio = (a, b) => (a !== null && b ? `${(a / b).toFixed(2)}x` : '');
   console.log(conditions + '\n');
-  console.log('| op | dir | shape | native 1T ms | wasm ms | wasm speed of native | wasm GFLOP/s | tfjs-wasm ms | gradkern wasm speedup vs tfjs | note |');
-  console.log('|---|---|---|---:|---:|---:|---:|---:|---:|---|');
+  const nt = gkAll ? `${gkAll.getNumThreads()}T` : 'NT';
+  console.log(`| op | dir | shape | native 1T ms | wasm 1T ms | wasm 1T speed of native 1T | wasm ${nt} ms | wasm ${nt} speedup over 1T | ` +
+              'wasm 1T GFLOP/s | tfjs-wasm 1T ms | gradkern wasm 1T speedup vs tfjs | note |');
+  console.log('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const r of results) {
     const note = [r.note ?? '', r.tfjs_note ? `tfjs: ${r.tfjs_note}` : '', r.error ? `failed: ${r.error}` : '']
       .filter(Boolean).join('; ');
     console.log(`| ${r.op} | ${r.direction} | ${r.shape} | ${f(r.native_ms)} | ${f(r.wasm_ms)} | ` +
-                `${pct(r.native_ms, r.wasm_ms)} | ${f(r.gflop_s, 1)} | ${f(r.tfjs_ms)} | ${ratio(r.tfjs_ms, r.wasm_ms)} | ${note} |`);
+                `${pct(r.native_ms, r.wasm_ms)} | ${f(r.wasm_all_ms)} | ${ratio(r.wasm_ms, r.wasm_all_ms)} | ` +
+                `${f(r.gflop_s, 1)} | ${f(r.tfjs_ms)} | ${ratio(r.tfjs_ms, r.wasm_ms)} | ${note} |`);
   }
 }

@@ -69,6 +69,10 @@ try {
     throw new Error('the page did not load');
   check(env.isolated, 'the page is cross-origin isolated (COOP/COEP headers)');
   check(env.text.includes('SIMD: yes'), 'the page runs the SIMD module');
+  const threads = Number(/threads: (\d+)/.exec(env.text)?.[1]);
+  const processors = await page.evaluate(() => navigator.hardwareConcurrency);
+  check(threads === processors,
+        `the page's worker runs the module with threads (gradkern-threads.wasm): ${threads} of ${processors} processors`);
   check(env.backend === 'wasm' && /on the CPU in WebAssembly/.test(env.note),
         `the page trains in WebAssembly, as ?backend=wasm asks: ${env.note}`);
 
