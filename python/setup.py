@@ -14,8 +14,9 @@ looks first. GRADKERN_BUNDLE chooses the library:
                        (PREFIX=$VIRTUAL_ENV) or on the loader's path
 
 It also compiles the binding's optional module gradkern._gkrun
-(gradkern/_gkrun.c, plain CPython C API) when a C compiler and this
-Python's headers are there; where they are not, the package is installed
+(gradkern/_gkrun.cpp: the CPython C API and torch's C++ headers) with
+torch's extension builder when a C++ compiler, this Python's headers and
+torch's C++ headers are there; where they are not, the package is installed
 without it and calls the library through ctypes.
 """
 import os
@@ -66,19 +67,29 @@ class BuildWithLibrary(build_py):
             os.remove(bundled)  # an earlier build's, not to be packaged
 
 
-class OptionalBuildExt(build_ext):
+try:  # torch's extension builder: its include and library paths, C++17, its C++ ABI
+    from torch.utils.cpp_extension import BuildExtension as TorchBuildExt, CppExtension
+except ImportError:
+    TorchBuildExt = CppExtension = None
+
+
+class OptionalBuildExt(TorchBuildExt or build_ext):
     """gradkern._gkrun is optional: a failed compile leaves it out."""
 
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
-        except Exception as e:  # no compiler, no Python.h: the ctypes path serves
+        except Exception as e:  # no compiler, no Python.h or torch headers: the ctypes path serves
             print("setup.py: gradkern._gkrun not built (%s); the binding will use ctypes" % e)
 
 
 # The wheel is for this platform (the module, the bundled library), so the
 # extension is declared even where it cannot be built.
-GKRUN = Extension("gradkern._gkrun", ["gradkern/_gkrun.c"], include_dirs=[os.path.join(REPO, "include")])
+if CppExtension is not None:
+    GKRUN = CppExtension("gradkern._gkrun", ["gradkern/_gkrun.cpp"], include_dirs=[os.path.join(REPO, "include")],
+                         extra_compile_args=["-std=c++17"])
+else:
+    GKRUN = Extension("gradkern._gkrun", ["gradkern/_gkrun.cpp"], include_dirs=[os.path.join(REPO, "include")])
 
 setup(version=version(), cmdclass={"build_py": BuildWithLibrary, "build_ext": OptionalBuildExt},
       ext_modules=[GKRUN])

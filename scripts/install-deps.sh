@@ -57,12 +57,15 @@ if [ "${1:-build}" = test ]; then
     "$py" -c 'import pip' 2>/dev/null || need+=(python3-pip)
     "$py" -c 'import setuptools' 2>/dev/null || need+=(python3-setuptools)
     "$py" -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
-    # The headers that build the binding's compiled module (gradkern._gkrun).
+    # The headers that build the binding's compiled module (gradkern._gkrun):
+    # Python's, and torch's C++ ones with the pybind11 they include.
     "$py" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' ||
       need+=(python3-dev)
   else
     need+=(python3-torch python3-numpy python3-pytest python3-pip python3-setuptools python3-venv python3-dev)
   fi
+  [ -e /usr/include/torch/csrc/autograd/python_variable.h ] || need+=(libtorch-dev)
+  [ -e /usr/include/pybind11/pybind11.h ] || need+=(pybind11-dev)
   command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
   # Data-parallel training (gradkern train under mpirun) and its test.
   command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
@@ -83,6 +86,8 @@ if [ "${1:-build}" = bench ]; then
   # The compiled module's headers: bench-torch times both bindings.
   /usr/bin/python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' 2>/dev/null ||
     need+=(python3-dev)
+  [ -e /usr/include/torch/csrc/autograd/python_variable.h ] || need+=(libtorch-dev)
+  [ -e /usr/include/pybind11/pybind11.h ] || need+=(pybind11-dev)
 fi
 # torch calls Debian's libblas.so.3, an alternative: the reference BLAS
 # (netlib) unless OpenBLAS's is chosen. Benchmarks against torch need

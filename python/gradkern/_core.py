@@ -174,7 +174,8 @@ def _load_extension():
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         module.init(ctypes.cast(lib.gk_plan_run, ctypes.c_void_p).value, ctypes.sizeof(_lib.gk_arg), torch.Tensor,
-                    dict(TORCH_TO_GK))
+                    dict(TORCH_TO_GK), ctypes.cast(lib.gk_last_error, ctypes.c_void_p).value,
+                    tuple(_lib.ARGS[k] for k in ("x", "y", "dy", "dx")))
     except ImportError as e:       # built for another Python or another gradkern.h
         if choice == "extension":
             raise

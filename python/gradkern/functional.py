@@ -17,7 +17,7 @@ backend chosen at forward time is used for the backward too.
 """
 import torch
 
-from ._core import new_like, new_output, once_differentiable, param_dtype, plan_for, resolve_backend, stat_dtype
+from ._core import _gkrun, new_like, new_output, once_differentiable, param_dtype, plan_for, resolve_backend, stat_dtype
 
 __all__ = [
     "relu", "gelu", "silu", "sigmoid", "softplus",
@@ -71,6 +71,16 @@ def _unary_forward(x, op, opts, backend):
 
 
 def _unary(x, op, opts, backend):
+    if _gkrun is not None and op not in _GATED:   # the whole call in the compiled module
+        forward = plan_for(op, "forward", x.dtype, x.shape, backend, opts)
+        backward = (plan_for(op, "backward", x.dtype, x.shape, backend, opts)
+                    if x.requires_grad and torch.is_grad_enabled() else None)
+        y = _gkrun.unary(x, forward, forward._handle_value, backward,
+                         backward._handle_value if backward is not None else None, op)
+        if isinstance(y, int):
+            forward._raise(y)
+        if y is not None:
+            return y
     if x.requires_grad and torch.is_grad_enabled():
         return UnaryFunction.apply(x, op, opts, backend)
     return _unary_forward(x, op, opts, backend)

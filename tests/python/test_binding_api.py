@@ -130,3 +130,74 @@ def test_a_destroyed_plan_raises():
     plan.destroy()
     with pytest.raises(ValueError, match="this plan was destroyed"):
         plan.run({"x": torch.zeros(2, 3), "y": torch.zeros(2, 3)})
+
+
+# ---------------------------------------------------------------- activations in the compiled module
+# With the compiled module an activation's whole call (output, forward run,
+# autograd node) is in C++; through ctypes it is a torch.autograd.Function.
+# Both must behave the same.
+
+ACTIVATIONS = ["relu", "gelu", "silu", "sigmoid", "softplus"]
+
+
+@pytest.mark.parametrize("op", ACTIVATIONS)
+def test_activation_node_is_the_bindings(op):
+    x = _t(3, 5)
+    node = getattr(gradkern, op)(x).grad_fn
+    if gradkern.binding() == "extension":
+        assert node.name() == "gradkern::%s_backward" % op
+    else:
+        assert type(node).__name__ == "UnaryFunctionBackward"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("op", ACTIVATIONS)
+def test_activation_gradient_of_views_and_broadcast_dy(op, dtype):
+    """A transposed, offset x and a stride-0 dy (y.sum().backward()), in
+    every dtype: the same values as a contiguous copy through the same op."""
+    base = torch.randn(6, 9, dtype=torch.float32).to(dtype)
+    x = base[1:5, 2:8].t().detach().requires_grad_(True)       # offset, strides (1, 9)
+    xc = x.detach().contiguous().requires_grad_(True)
+    fn = getattr(gradkern, op)
+    y, yc = fn(x), fn(xc)
+    assert y.is_contiguous() and y.shape == x.shape and y.dtype == dtype
+    assert torch.equal(y, yc)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    (gc,) = torch.autograd.grad(yc, xc, torch.ones_like(yc))
+    assert g.dtype == dtype and torch.equal(g, gc)
+
+
+def test_activation_backward_keeps_its_plan():
+    """The node holds its backward plan: dropping every cached plan between
+    forward and backward changes nothing."""
+    x = _t(4, 6)
+    y = gradkern.gelu(x)
+    gradkern.clear_plan_cache()
+    (g,) = torch.autograd.grad(y.sum(), x)
+    (want,) = torch.autograd.grad(torch.nn.functional.gelu(x).sum(), x)
+    torch.testing.assert_close(g, want)
+
+
+def test_activation_input_modified_in_place_is_caught():
+    x = _t(4, 6)
+    h = x * 1
+    y = gradkern.silu(h)
+    h.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_activation_without_grad_records_nothing():
+    x = _t(4, 6)
+    with torch.no_grad():
+        y = gradkern.sigmoid(x)
+    assert y.grad_fn is None and not y.requires_grad
+    assert gradkern.sigmoid(x.detach()).grad_fn is None
+
+
+def test_activation_bad_input_names_it():
+    with pytest.raises(TypeError, match="x has dtype torch.int32"):
+        gradkern.relu(torch.zeros(2, 3, dtype=torch.int32))
+    with pytest.raises(gradkern.Error, match="device") as e:    # not a CPU tensor: the library names it
+        gradkern.relu(torch.zeros(2, 3, device="meta"))
+    assert e.value.status_name == "GK_ERR_BAD_DEVICE"
