@@ -110,7 +110,7 @@ uninstall:
 # thread against the native library on one thread and TensorFlow.js's
 # WebAssembly backend, in the same run (BENCH_ARGS: --quick, --op NAME, --json).
 bench-wasm: bench-deps build wasm bench/wasm/node_modules/.package-lock.json
-	node bench/wasm/bench_wasm.mjs --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
+	node --no-liftoff bench/wasm/bench_wasm.mjs --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
 
 bench/wasm/node_modules/.package-lock.json: bench/wasm/package.json bench/wasm/package-lock.json
 	cd bench/wasm && npm ci --no-audit --no-fund

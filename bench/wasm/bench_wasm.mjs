@@ -7,7 +7,13 @@
 // shapes of `gradkern bench` (f32; rows of 4096 x 2048, attention at T = 1024),
 // and a training step of the default Mamba.
 //
-//   node bench/wasm/bench_wasm.mjs --gradkern build/gradkern [--json] [--quick] [--op NAME[,NAME...]]
+//   node --no-liftoff bench/wasm/bench_wasm.mjs --gradkern build/gradkern [--json] [--quick] [--op NAME[,NAME...]]
+//
+// --no-liftoff (make bench-wasm passes it): V8 compiles each WebAssembly
+// function with its optimizing compiler on first call. By default a
+// function first runs baseline code and is recompiled once hot, so the first
+// several runs of an op measured right after its module was loaded are up
+// to 2x slower than the steady state a training loop runs in.
 //
 // Each figure is the median of up to 10 runs (3 with --quick) after a
 // warm-up, as gradkern bench takes them. The wasm runs call gk_plan_run on
@@ -314,7 +320,9 @@ if (!opts.only || opts.only.has('train_mamba')) {
 }
 
 // --------------------------------------------------------------- output
-const conditions = `Node ${process.version}, ${cpus()[0]?.model ?? 'unknown CPU'} (${cpus().length} cores, load average ` +
+const tiering = process.execArgv.includes('--no-liftoff') ? 'V8 --no-liftoff (optimized code from the first call)'
+  : 'V8 tiered compilation (early runs of an op may run baseline code: pass --no-liftoff)';
+const conditions = `Node ${process.version}, ${tiering}, ${cpus()[0]?.model ?? 'unknown CPU'} (${cpus().length} cores, load average ` +
   `${loadavg()[0].toFixed(1)} at the end); gradkern ${gk.version} wasm ${gk.simd ? 'SIMD128' : 'without SIMD'}, 1 thread ` +
   `(gradkern.wasm) and ${gkAll ? `${gkAll.getNumThreads()} threads (gradkern-threads.wasm)` : 'no threads (one processor)'}; ` +
   `native gradkern bench with GK_NUM_THREADS=1 in the same run; ${tfInfo}; f32; ` +
