@@ -233,7 +233,7 @@ typedef struct {
 
 static gk_status gemm(gemm_push p, uint32_t batch, vk_binding A, vk_binding B, vk_binding C, vk_binding bias) {
   if (p.M == 0 || p.N == 0 || batch == 0) return GK_SUCCESS;
-  return DISPATCH("gemm", p, (uint32_t)gk_ceil_div(p.N, 16), (uint32_t)gk_ceil_div(p.M, 16), batch, A, B, C, bias);
+  return DISPATCH("gemm", p, (uint32_t)gk_ceil_div(p.N, 64), (uint32_t)gk_ceil_div(p.M, 64), batch, A, B, C, bias);
 }
 
 // y (R, N) = x (R, K) W^T + b;  dx = dy W,  dW (+)= dy^T x,  db (+)= sum_rows dy.
