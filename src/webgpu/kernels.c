@@ -181,7 +181,7 @@ typedef struct gemm {
 
 static void product(wg_run *r, gemm g) {
   if (g.M == 0 || g.N == 0 || g.batches == 0) return;
-  uint32_t *p = wg_pass(r, 0, (uint64_t)(gk_ceil_div(g.M, 16) * gk_ceil_div(g.N, 16) * g.batches));
+  uint32_t *p = wg_pass(r, 0, (uint64_t)(gk_ceil_div(g.M, 32) * gk_ceil_div(g.N, 32) * g.batches));
   const int64_t words[] = {g.a, g.b, g.c, g.bias, g.M, g.N, g.K, g.batches, g.kb, g.has_bias, g.accumulate, 0,
                            g.a_bs, g.a_kbs, g.a_rs, g.a_cs, g.b_bs, g.b_kbs, g.b_rs, g.b_cs, g.c_bs, g.c_rs, g.c_cs};
   for (size_t i = 0; i < sizeof words / sizeof *words; i++) p[i] = (uint32_t)words[i];

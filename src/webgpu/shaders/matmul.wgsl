@@ -4,9 +4,12 @@
 // row rs, column cs), so transposed operands, the backward's products
 // (dx = dy W, dW = dy^T x, dA = dY op(B)^T, dB = op(A)^T dY) and a B shared
 // by the batch (its gradient summed over the batch as a reduction batch)
-// need no copies. One workgroup of 8 x 8 invocations per 16 x 16 tile of c,
-// each invocation 2 x 2 outputs; 16-deep slices of a and b staged through
-// workgroup memory. Every output sums kb, then k, in order.
+// need no copies. One workgroup of 8 x 8 invocations per 32 x 32 tile of c,
+// each invocation 4 x 4 outputs (rows 4ty.., columns 4tx..) kept in
+// registers as four vec4 rows; 16-deep slices of a and b staged through
+// workgroup memory as vec4s (a along k, b along j), so four k steps read
+// four vec4s of each for 64 multiply-adds. Every output sums kb, then k, in
+// order.
 //   column_sum: dbias[j] (+)= sum_i dy[i, j], one workgroup per column.
 struct Params {
   a: u32, b: u32, c: u32, bias: u32, M: u32, N: u32, K: u32, batches: u32,
@@ -17,60 +20,74 @@ struct Params {
 }
 @group(0) @binding(0) var<uniform> p: Params;
 
-var<workgroup> tile_a: array<array<f32, 16>, 16>;   // [i][k]
-var<workgroup> tile_b: array<array<f32, 16>, 16>;   // [k][j]
+const TILE = 32u;
+var<workgroup> tile_a: array<array<vec4f, 4>, 32>;   // [i][k / 4]: a[i][k..k+3]
+var<workgroup> tile_b: array<array<vec4f, 8>, 16>;   // [k][j / 4]: b[k][j..j+3]
+
+// a[i][k] of this slice, 0 outside the matrix.
+fn load_a(base: u32, i: u32, k: u32) -> f32 {
+  return select(0.0, m[base + i * p.a_rs + k * p.a_cs], i < p.M && k < p.K);
+}
+fn load_b(base: u32, k: u32, j: u32) -> f32 {
+  return select(0.0, m[base + k * p.b_rs + j * p.b_cs], k < p.K && j < p.N);
+}
 
 @compute @workgroup_size(64)
 fn product(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
            @builtin(local_invocation_index) lid: u32) {
-  let tiles_m = (p.M + 15u) / 16u;
-  let tiles_n = (p.N + 15u) / 16u;
+  let tiles_m = (p.M + TILE - 1u) / TILE;
+  let tiles_n = (p.N + TILE - 1u) / TILE;
   let g = group_id(wid, nwg);
   if (g >= tiles_m * tiles_n * p.batches) { return; }
   let bt = g / (tiles_m * tiles_n);
-  let i0 = (g / tiles_n) % tiles_m * 16u;
-  let j0 = g % tiles_n * 16u;
+  let i0 = (g / tiles_n) % tiles_m * TILE;
+  let j0 = g % tiles_n * TILE;
   let ty = lid / 8u;
   let tx = lid % 8u;
-  var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+  var acc = array<vec4f, 4>(vec4f(0.0), vec4f(0.0), vec4f(0.0), vec4f(0.0));
   for (var kb = 0u; kb < p.kb; kb++) {
     let a_base = p.a + bt * p.a_bs + kb * p.a_kbs;
     let b_base = p.b + bt * p.b_bs + kb * p.b_kbs;
     for (var k0 = 0u; k0 < p.K; k0 += 16u) {
-      for (var q = 0u; q < 4u; q++) {
+      for (var q = 0u; q < 2u; q++) {  // 128 vec4s of a and of b, 2 per invocation
         let e = lid + q * 64u;
-        let r = e / 16u;
-        let s = e % 16u;
-        let ia = i0 + r;
-        let ka = k0 + s;
-        tile_a[r][s] = select(0.0, m[a_base + ia * p.a_rs + ka * p.a_cs], ia < p.M && ka < p.K);
-        let kb_ = k0 + r;
-        let jb = j0 + s;
-        tile_b[r][s] = select(0.0, m[b_base + kb_ * p.b_rs + jb * p.b_cs], kb_ < p.K && jb < p.N);
+        let ia = i0 + e / 4u;
+        let ka = k0 + e % 4u * 4u;
+        tile_a[e / 4u][e % 4u] = vec4f(load_a(a_base, ia, ka), load_a(a_base, ia, ka + 1u),
+                                       load_a(a_base, ia, ka + 2u), load_a(a_base, ia, ka + 3u));
+        let kb_ = k0 + e / 8u;
+        let jb = j0 + e % 8u * 4u;
+        tile_b[e / 8u][e % 8u] = vec4f(load_b(b_base, kb_, jb), load_b(b_base, kb_, jb + 1u),
+                                       load_b(b_base, kb_, jb + 2u), load_b(b_base, kb_, jb + 3u));
       }
       workgroupBarrier();
-      for (var k = 0u; k < 16u; k++) {
-        let a0 = tile_a[ty * 2u][k];
-        let a1 = tile_a[ty * 2u + 1u][k];
-        let b0 = tile_b[k][tx * 2u];
-        let b1 = tile_b[k][tx * 2u + 1u];
-        acc[0] += a0 * b0;
-        acc[1] += a0 * b1;
-        acc[2] += a1 * b0;
-        acc[3] += a1 * b1;
+      for (var k4 = 0u; k4 < 4u; k4++) {
+        let b0 = tile_b[k4 * 4u][tx];
+        let b1 = tile_b[k4 * 4u + 1u][tx];
+        let b2 = tile_b[k4 * 4u + 2u][tx];
+        let b3 = tile_b[k4 * 4u + 3u][tx];
+        for (var u = 0u; u < 4u; u++) {
+          let a = tile_a[ty * 4u + u][k4];
+          acc[u] += a.x * b0;
+          acc[u] += a.y * b1;
+          acc[u] += a.z * b2;
+          acc[u] += a.w * b3;
+        }
       }
       workgroupBarrier();
     }
   }
   for (var u = 0u; u < 4u; u++) {
-    let i = i0 + ty * 2u + u / 2u;
-    let j = j0 + tx * 2u + u % 2u;
-    if (i < p.M && j < p.N) {
-      let at = p.c + bt * p.c_bs + i * p.c_rs + j * p.c_cs;
-      var v = acc[u];
-      if (p.has_bias == 1u) { v += m[p.bias + j]; }
-      if (p.accumulate == 1u) { v += m[at]; }
-      m[at] = v;
+    for (var v = 0u; v < 4u; v++) {
+      let i = i0 + ty * 4u + u;
+      let j = j0 + tx * 4u + v;
+      if (i < p.M && j < p.N) {
+        let at = p.c + bt * p.c_bs + i * p.c_rs + j * p.c_cs;
+        var r = acc[u][v];
+        if (p.has_bias == 1u) { r += m[p.bias + j]; }
+        if (p.accumulate == 1u) { r += m[at]; }
+        m[at] = r;
+      }
     }
   }
 }
