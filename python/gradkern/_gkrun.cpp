@@ -56,48 +56,10 @@ static gk_arg_kind kind_x, kind_y, kind_dy, kind_dx;
 static PyObject *dtype_codes;   /* {torch.float32: GK_DTYPE_F32, ...}, read into scalar_codes by init */
 static int scalar_codes[(int)c10::ScalarType::NumOptions];  /* gk_dtype + 1 by at::ScalarType; 0: none */
 
-/* Fill *g as a view of torch tensor t (no copy, t's own strides). */
-static int to_gk_tensor(PyObject *t, gk_tensor *g) {
-  try {
-    if (!THPVariable_Check(t)) {
-      PyErr_Format(PyExc_TypeError, "gradkern: expected a torch.Tensor, got %s", Py_TYPE(t)->tp_name);
-      return -1;
-    }
-    const at::Tensor &tensor = THPVariable_Unpack(t);
-    int64_t rank = tensor.dim();
-    if (rank > GK_MAX_RANK) {
-      PyErr_Format(PyExc_ValueError, "gradkern: tensor has rank %lld, more than GK_MAX_RANK = %d", (long long)rank,
-                   GK_MAX_RANK);
-      return -1;
-    }
-    g->rank = (int)rank;
-    auto sizes = tensor.sizes(), strides = tensor.strides();
-    for (int64_t i = 0; i < rank; i++) {
-      g->shape[i] = sizes[i];
-      g->strides[i] = strides[i];
-    }
-    g->data = tensor.data_ptr();
-    int code = scalar_codes[(int)tensor.scalar_type()];
-    g->dtype = (gk_dtype)(code - 1); /* -1: the library names it */
-    if (tensor.is_cpu()) {
-      g->device = GK_DEVICE_CPU;
-      g->device_id = 0;
-    } else { /* CUDA with its index, as _core.to_gk_tensor reports it; else a device the library rejects */
-      g->device = tensor.is_cuda() ? GK_DEVICE_CUDA : (gk_device_type)99;
-      g->device_id = tensor.device().has_index() ? tensor.device().index() : 0;
-    }
-    return 0;
-  } catch (const std::exception &e) { /* torch's own errors (a tensor without storage, ...) */
-    PyErr_Format(PyExc_RuntimeError, "gradkern: reading a tensor: %s", e.what());
-    return -1;
-  }
-}
-
-/* A gk_tensor of a tensor known to be a CPU tensor of rank <= GK_MAX_RANK. */
-static gk_arg cpu_arg(gk_arg_kind kind, const at::Tensor &t) {
-  gk_arg a;
-  a.kind = kind;
-  gk_tensor *g = &a.tensor;
+/* *g as a view of tensor t (no copy, t's own strides), t of rank <= GK_MAX_RANK:
+ * CPU, or CUDA with its index (as _core.to_gk_tensor reports it), else a
+ * device the library rejects. */
+static void fill_gk_tensor(const at::Tensor &t, gk_tensor *g) {
   g->rank = (int)t.dim();
   auto sizes = t.sizes(), strides = t.strides();
   for (int i = 0; i < g->rank; i++) {
@@ -105,10 +67,56 @@ static gk_arg cpu_arg(gk_arg_kind kind, const at::Tensor &t) {
     g->strides[i] = strides[i];
   }
   g->data = t.data_ptr();
-  g->dtype = (gk_dtype)(scalar_codes[(int)t.scalar_type()] - 1);
-  g->device = GK_DEVICE_CPU;
-  g->device_id = 0;
+  g->dtype = (gk_dtype)(scalar_codes[(int)t.scalar_type()] - 1); /* -1: the library names it */
+  if (t.is_cpu()) {
+    g->device = GK_DEVICE_CPU;
+    g->device_id = 0;
+  } else {
+    g->device = t.is_cuda() ? GK_DEVICE_CUDA : (gk_device_type)99;
+    g->device_id = t.device().has_index() ? t.device().index() : 0;
+  }
+}
+
+/* Fill *g as a view of the torch tensor t; -1 with a Python error set if t
+ * is not a tensor or has too many dimensions. */
+static int to_gk_tensor(PyObject *t, gk_tensor *g) {
+  try {
+    if (!THPVariable_Check(t)) {
+      PyErr_Format(PyExc_TypeError, "gradkern: expected a torch.Tensor, got %s", Py_TYPE(t)->tp_name);
+      return -1;
+    }
+    const at::Tensor &tensor = THPVariable_Unpack(t);
+    if (tensor.dim() > GK_MAX_RANK) {
+      PyErr_Format(PyExc_ValueError, "gradkern: tensor has rank %lld, more than GK_MAX_RANK = %d",
+                   (long long)tensor.dim(), GK_MAX_RANK);
+      return -1;
+    }
+    fill_gk_tensor(tensor, g);
+    return 0;
+  } catch (const std::exception &e) { /* torch's own errors (a tensor without storage, ...) */
+    PyErr_Format(PyExc_RuntimeError, "gradkern: reading a tensor: %s", e.what());
+    return -1;
+  }
+}
+
+static gk_arg arg_of(gk_arg_kind kind, const at::Tensor &t) {
+  gk_arg a;
+  a.kind = kind;
+  fill_gk_tensor(t, &a.tensor);
   return a;
+}
+
+/* Whether fn may run: nargs is `want` and init has run (else a Python error). */
+static bool callable(const char *fn, Py_ssize_t nargs, Py_ssize_t want) {
+  if (nargs != want) {
+    PyErr_Format(PyExc_TypeError, "gradkern._gkrun.%s takes %zd arguments (%zd given)", fn, want, nargs);
+    return false;
+  }
+  if (!plan_run) {
+    PyErr_Format(PyExc_RuntimeError, "gradkern._gkrun.%s called before init", fn);
+    return false;
+  }
+  return true;
 }
 
 /* The backward of unary(): dx = op'(x) dy through the backward plan, which
@@ -132,8 +140,7 @@ struct UnaryBackward : public torch::autograd::Node {
     if (!dy.defined() || !should_compute_output(0)) return {at::Tensor()};
     at::Tensor xs = x.unpack(shared_from_this());
     at::Tensor dx = at::empty_like(xs, at::MemoryFormat::Contiguous);
-    gk_arg list[3] = {cpu_arg(kind_dy, dy), cpu_arg(kind_x, xs), cpu_arg(kind_dx, dx)};
-    if (!dy.is_cpu()) list[0].tensor.device = (gk_device_type)99; /* refused by the library, with its message */
+    gk_arg list[3] = {arg_of(kind_dy, dy), arg_of(kind_x, xs), arg_of(kind_dx, dx)};
     gk_status status = plan_run(handle, list, 3, NULL, 0);
     if (status != GK_SUCCESS) throw std::runtime_error("gradkern." + op + " backward: " + last_error());
     return {dx};
@@ -152,14 +159,7 @@ struct UnaryBackward : public torch::autograd::Node {
 
 static PyObject *gkrun_unary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
-  if (nargs != 6) {
-    PyErr_Format(PyExc_TypeError, "gradkern._gkrun.unary takes 6 arguments (%zd given)", nargs);
-    return NULL;
-  }
-  if (!plan_run) {
-    PyErr_SetString(PyExc_RuntimeError, "gradkern._gkrun.unary called before init");
-    return NULL;
-  }
+  if (!callable("unary", nargs, 6)) return NULL;
   try {
     if (!THPVariable_Check(args[0])) Py_RETURN_NONE;
     const at::Tensor &x = THPVariable_Unpack(args[0]);
@@ -176,7 +176,7 @@ static PyObject *gkrun_unary(PyObject *self, PyObject *const *args, Py_ssize_t n
     const char *op = PyUnicode_AsUTF8AndSize(args[5], &op_len);
     if (!op) return NULL;
     at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
-    gk_arg list[2] = {cpu_arg(kind_x, x), cpu_arg(kind_y, y)};
+    gk_arg list[2] = {arg_of(kind_x, x), arg_of(kind_y, y)};
     gk_status status;
     Py_BEGIN_ALLOW_THREADS
     status = plan_run(forward, list, 2, NULL, 0);
@@ -252,14 +252,7 @@ static PyObject *gkrun_init(PyObject *self, PyObject *args) {
 
 static PyObject *gkrun_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
-  if (nargs != 4) {
-    PyErr_Format(PyExc_TypeError, "gradkern._gkrun.run takes 4 arguments (%zd given)", nargs);
-    return NULL;
-  }
-  if (!plan_run) {
-    PyErr_SetString(PyExc_RuntimeError, "gradkern._gkrun.run called before init");
-    return NULL;
-  }
+  if (!callable("run", nargs, 4)) return NULL;
   void *plan = args[0] == Py_None ? NULL : PyLong_AsVoidPtr(args[0]);  /* None: destroyed, refused */
   if (!plan && PyErr_Occurred()) return NULL;
   PyObject *kinds = args[1], *tensors = args[2];

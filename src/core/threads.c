@@ -36,6 +36,45 @@ gk_status gk_set_openmp_runtime(const char *library) {
 const char *gk_get_openmp_runtime(void) { return NULL; }
 #endif
 
+#ifndef GK_NO_THREADS
+#include <stdatomic.h>
+#include <stdlib.h>
+
+// The thread count before any gk_set_num_threads: each pool's below.
+static int default_threads(void);
+
+// $GK_NUM_THREADS if it is a count in 1..1024, else 0.
+static int threads_from_env(void) {
+  const char *env = getenv("GK_NUM_THREADS");
+  if (env && *env) {
+    char *end;
+    long n = strtol(env, &end, 10);
+    if (*end == '\0' && n >= 1 && n <= 1024) return (int)n;
+  }
+  return 0;
+}
+
+static atomic_int requested_threads;  // gk_set_num_threads, else default_threads(); 0: not yet read
+
+gk_status gk_set_num_threads(int n) {
+  if (n < 1 || n > 1024)
+    return gk_fail(GK_ERR_INVALID_VALUE, "gk_set_num_threads: n = %d is outside 1..1024", n);
+  atomic_store(&requested_threads, n);
+  gk_clear_error();
+  return GK_SUCCESS;
+}
+
+static int requested(void) {
+  int n = atomic_load(&requested_threads);
+  if (n == 0) {
+    int expected = 0;
+    atomic_compare_exchange_strong(&requested_threads, &expected, default_threads());
+    n = atomic_load(&requested_threads);
+  }
+  return n;
+}
+#endif
+
 #ifdef GK_NO_THREADS
 gk_status gk_set_num_threads(int n) {
   if (n < 1 || n > 1024)
@@ -64,9 +103,6 @@ void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx) {
 // out. The job's tasks come from one counter, as natively, so results do
 // not depend on which thread ran which task. Threads never allocate: the
 // kernels' tasks do not call malloc (wasi-libc's is not thread-safe).
-#include <stdatomic.h>
-#include <stdlib.h>
-
 typedef struct gk_job {
   gk_task_fn fn;
   void *ctx;
@@ -79,36 +115,16 @@ static atomic_uint state;          // generation * 2 + 1 while the job is open
 static atomic_int active;          // threads in the current job
 static atomic_int_fast64_t next;   // the job's next task index
 static atomic_int threads_ready;   // threads in gk_wasm_thread_main
-static atomic_int requested;       // gk_set_num_threads, $GK_NUM_THREADS; 0: not yet read
 static atomic_flag pool_owner = ATOMIC_FLAG_INIT; // one job at a time
 static _Thread_local bool inside_task;
 
 static int default_threads(void) {
-  const char *env = getenv("GK_NUM_THREADS");
-  if (env && *env) {
-    char *end;
-    long n = strtol(env, &end, 10);
-    if (*end == '\0' && n >= 1 && n <= 1024) return (int)n;
-  }
-  return 1024;  // all the host started
-}
-
-gk_status gk_set_num_threads(int n) {
-  if (n < 1 || n > 1024)
-    return gk_fail(GK_ERR_INVALID_VALUE, "gk_set_num_threads: n = %d is outside 1..1024", n);
-  atomic_store(&requested, n);
-  gk_clear_error();
-  return GK_SUCCESS;
+  int n = threads_from_env();
+  return n ? n : 1024;  // all the host started
 }
 
 int gk_get_num_threads(void) {
-  int n = atomic_load(&requested);
-  if (n == 0) {
-    int expected = 0;
-    atomic_compare_exchange_strong(&requested, &expected, default_threads());
-    n = atomic_load(&requested);
-  }
-  int have = atomic_load(&threads_ready) + 1;
+  int n = requested(), have = atomic_load(&threads_ready) + 1;
   return n < have ? n : have;
 }
 
@@ -164,10 +180,8 @@ void gk_parallel_for(int64_t ntasks, gk_task_fn fn, void *ctx) {
 
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -194,37 +208,16 @@ static gk_pool pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
                        .work_ready = PTHREAD_COND_INITIALIZER,
                        .work_done = PTHREAD_COND_INITIALIZER};
 static pthread_mutex_t pool_owner = PTHREAD_MUTEX_INITIALIZER; // one job at a time
-static atomic_int num_threads;                                 // 0: not yet read
 static _Thread_local bool inside_task;
 
 static int default_threads(void) {
-  const char *env = getenv("GK_NUM_THREADS");
-  if (env && *env) {
-    char *end;
-    long n = strtol(env, &end, 10);
-    if (*end == '\0' && n >= 1 && n <= 1024) return (int)n;
-  }
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n >= 1 ? (int)(n > 1024 ? 1024 : n) : 1;
+  int n = threads_from_env();
+  if (n) return n;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus >= 1 ? (int)(cpus > 1024 ? 1024 : cpus) : 1;
 }
 
-gk_status gk_set_num_threads(int n) {
-  if (n < 1 || n > 1024)
-    return gk_fail(GK_ERR_INVALID_VALUE, "gk_set_num_threads: n = %d is outside 1..1024", n);
-  atomic_store(&num_threads, n);
-  gk_clear_error();
-  return GK_SUCCESS;
-}
-
-int gk_get_num_threads(void) {
-  int n = atomic_load(&num_threads);
-  if (n == 0) {
-    int expected = 0;
-    atomic_compare_exchange_strong(&num_threads, &expected, default_threads());
-    n = atomic_load(&num_threads);
-  }
-  return n;
-}
+int gk_get_num_threads(void) { return requested(); }
 
 static void run_tasks(gk_job job) {
   inside_task = true;
