@@ -1,6 +1,7 @@
 """gradkern for PyTorch: libgradkern.so called through the compiled module
 gradkern._gkrun where it is built (CMake builds it beside the library when the
-Python headers are found; pip install builds it into the package), else
+Python headers and torch's C++ headers are found; pip install builds it into
+the package), else
 through ctypes (gradkern.binding() says which; GRADKERN_BINDING=ctypes
 forces ctypes).
 
