@@ -22,14 +22,28 @@ file(GLOB GK_VULKAN_SHADERS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/vulkan/s
 file(GLOB GK_VULKAN_SHADER_INCLUDES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/vulkan/shaders/*.glsl)
 set(spv_dir ${PROJECT_BINARY_DIR}/vulkan_spirv)
 set(spv_files)
+# A shader that reduces over its workgroup (workgroup_sum/max of
+# common.glsl) is also compiled with -DGK_SUBGROUPS, as <name>_subgroups,
+# which src/vulkan/device.c uses where the device has subgroup shuffles.
 foreach(src ${GK_VULKAN_SHADERS})
   get_filename_component(name ${src} NAME_WE)
-  set(spv ${spv_dir}/${name}.spv)
-  add_custom_command(OUTPUT ${spv}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${spv_dir}
-    COMMAND ${GK_GLSLC} --target-env=vulkan1.1 -O -Werror -I ${PROJECT_SOURCE_DIR}/src/vulkan/shaders ${src} -o ${spv}
-    DEPENDS ${src} ${GK_VULKAN_SHADER_INCLUDES} VERBATIM)
-  list(APPEND spv_files ${spv})
+  file(READ ${src} text)
+  set(variants ${name})
+  if(text MATCHES "workgroup_(sum|max)")
+    list(APPEND variants ${name}_subgroups)
+  endif()
+  foreach(variant ${variants})
+    set(spv ${spv_dir}/${variant}.spv)
+    set(defines)
+    if(variant MATCHES "_subgroups$")
+      set(defines -DGK_SUBGROUPS)
+    endif()
+    add_custom_command(OUTPUT ${spv}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${spv_dir}
+      COMMAND ${GK_GLSLC} --target-env=vulkan1.1 -O -Werror ${defines} -I ${PROJECT_SOURCE_DIR}/src/vulkan/shaders ${src} -o ${spv}
+      DEPENDS ${src} ${GK_VULKAN_SHADER_INCLUDES} VERBATIM)
+    list(APPEND spv_files ${spv})
+  endforeach()
 endforeach()
 set(GK_VULKAN_GENERATED ${spv_dir}/vk_spirv.c)
 add_custom_command(OUTPUT ${GK_VULKAN_GENERATED}

@@ -68,6 +68,7 @@ static struct {
   bool uma;                        // buffers are host-visible
   uint32_t index;                  // of the device among the instance's
   bool storage16;
+  bool subgroups;                  // reductions through the shaders' _subgroups builds
   VkDeviceSize align;              // of temporaries and views' descriptor offsets (at least 256)
   VkDeviceSize bind_align;         // of a tensor bound where it lies: the device's minimum
   pthread_mutex_t lock;
@@ -87,7 +88,7 @@ static struct {
   int messages;
   char first_message[512];
   char reason[512];  // why the backend is unavailable
-  char description[512];
+  char description[768];
 } vk = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 #define VK_TRY(call, what)                                                                        \
@@ -330,13 +331,25 @@ static const char *setup(void) {
   VkPhysicalDeviceSubgroupProperties sub = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sub};
   vkGetPhysicalDeviceProperties2(vk.physical, &p2);
+  // Workgroup reductions by subgroup shuffles: where compute shaders have
+  // them, subgroups of 4..128 (a power of two), and GK_VULKAN_SUBGROUPS is
+  // not 0 (which keeps the workgroup-memory trees).
+  const VkSubgroupFeatureFlags ops = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+  const char *use = getenv("GK_VULKAN_SUBGROUPS");
+  bool off = use && !strcmp(use, "0"), able = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+      (sub.supportedOperations & ops) == ops && sub.subgroupSize >= 4 && sub.subgroupSize <= 128 &&
+      !(sub.subgroupSize & (sub.subgroupSize - 1));
+  vk.subgroups = able && !off;
   static const char *const types[] = {"other", "integrated GPU", "discrete GPU", "virtual GPU", "CPU"};
   uint32_t v = vk.props.apiVersion;
   snprintf(vk.description, sizeof vk.description,
-           "%s (%s, Vulkan %u.%u.%u): subgroups of %u, 16-bit storage %s, %u KiB workgroup memory, "
+           "%s (%s, Vulkan %u.%u.%u): subgroups of %u (reductions %s), 16-bit storage %s, %u KiB workgroup memory, "
            "bindings up to %u MiB, %s, cooperative matrix %s",
            vk.props.deviceName, types[vk.props.deviceType <= 4 ? vk.props.deviceType : 0], VK_API_VERSION_MAJOR(v),
-           VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v), sub.subgroupSize, vk.storage16 ? "yes" : "no",
+           VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v), sub.subgroupSize,
+           vk.subgroups ? "by subgroup shuffles" : off ? "in workgroup memory: GK_VULKAN_SUBGROUPS=0"
+                                                   : "in workgroup memory: no subgroup shuffles in compute",
+           vk.storage16 ? "yes" : "no",
            vk.props.limits.maxComputeSharedMemorySize / 1024, vk.props.limits.maxStorageBufferRange >> 20,
            vk.uma ? "buffers host-visible (mapped)" : "buffers device-local (staged copies)",
            has_extension(vk.physical, "VK_KHR_cooperative_matrix") ? "available (unused)" : "no");
@@ -614,18 +627,26 @@ gk_status vk_pipelines(const char *const *names) {
   gk_status s = GK_SUCCESS;
   for (; *names && s == GK_SUCCESS; names++) {
     if (pipeline_index(*names) >= 0) continue;
-    const struct gk_vk_spirv *m = gk_vk_spirv;
+    const struct gk_vk_spirv *m = gk_vk_spirv, *code;
     while (m->name && strcmp(m->name, *names)) m++;
     if (!m->name) {
       s = gk_fail(GK_ERR_INTERNAL, "vulkan: no shader '%s' built in", *names);
       break;
     }
+    code = m;  // or its _subgroups build, where the device takes it
+    if (vk.subgroups) {
+      char variant[96];
+      snprintf(variant, sizeof variant, "%s_subgroups", m->name);
+      const struct gk_vk_spirv *sg = gk_vk_spirv;
+      while (sg->name && strcmp(sg->name, variant)) sg++;
+      if (sg->name) code = sg;
+    }
     if (vk.pipelines == MAX_PIPELINES) {
       s = gk_fail(GK_ERR_INTERNAL, "vulkan: more than %d pipelines", MAX_PIPELINES);
       break;
     }
-    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = m->bytes,
-                                   .pCode = m->code};
+    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = code->bytes,
+                                   .pCode = code->code};
     VkShaderModule module;
     VkResult res = vkCreateShaderModule(vk.device, &mi, NULL, &module);
     VkComputePipelineCreateInfo ci = {

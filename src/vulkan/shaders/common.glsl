@@ -14,9 +14,37 @@ layout(set = 0, binding = 0) buffer Slot { uint v[]; } slot[VK_SLOTS];
 // Rows spread over workgroups: each workgroup takes rows wg, wg + groups, ...
 #define FOR_EACH_ROW(r, rows) for (uint r = gl_WorkGroupID.x; r < (rows); r += gl_NumWorkGroups.x)
 
-// Sum over the workgroup (256 invocations) in a fixed tree order: every
+// Sum (max) over the workgroup (256 invocations), in a fixed order: every
 // run adds the same values in the same order. Call in uniform control flow.
+// The build with GK_SUBGROUPS (each such shader's `_subgroups` SPIR-V, used
+// where the device has subgroup shuffles in compute shaders): a butterfly
+// within each subgroup (lane i adds lane i ^ s for s = 1, 2, 4, ...; a + b
+// and b + a round alike, so every lane ends with the same sum), then every
+// invocation adds the subgroups' sums in subgroup order: two barriers. Else
+// a tree over workgroup memory (eight barriers).
 shared float red_[256];
+#ifdef GK_SUBGROUPS
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+float workgroup_sum(float v) {
+  for (uint s = 1; s < gl_SubgroupSize; s <<= 1) v += subgroupShuffleXor(v, s);
+  if (gl_SubgroupInvocationID == 0) red_[gl_SubgroupID] = v;
+  barrier();
+  float r = red_[0];
+  for (uint i = 1; i < gl_NumSubgroups; i++) r += red_[i];
+  barrier();
+  return r;
+}
+float workgroup_max(float v) {
+  for (uint s = 1; s < gl_SubgroupSize; s <<= 1) v = max(v, subgroupShuffleXor(v, s));
+  if (gl_SubgroupInvocationID == 0) red_[gl_SubgroupID] = v;
+  barrier();
+  float r = red_[0];
+  for (uint i = 1; i < gl_NumSubgroups; i++) r = max(r, red_[i]);
+  barrier();
+  return r;
+}
+#else
 float workgroup_sum(float v) {
   uint t = gl_LocalInvocationID.x;
   red_[t] = v;
@@ -41,5 +69,6 @@ float workgroup_max(float v) {
   barrier();
   return r;
 }
+#endif
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define QNAN uintBitsToFloat(0x7fc00000u)
