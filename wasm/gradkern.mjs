@@ -847,7 +847,8 @@ async function startThreads(module, memory, exports, count) {
   for (let i = 0; i < count; i++) {
     const stack = exports.malloc(THREAD_STACK_BYTES), tls = exports.malloc(tlsSize + tlsAlign);
     if (!stack || !tls) throw new GradKernError('gradkern.wasm: out of memory starting the thread pool', 14, 'out of memory');
-    const data = { module, memory, stackTop: (stack + THREAD_STACK_BYTES) & ~15, tls: Math.ceil(tls / tlsAlign) * tlsAlign };
+    const data = { module, memory, stackTop: Math.floor((stack + THREAD_STACK_BYTES) / 16) * 16,
+                   tls: Math.ceil(tls / tlsAlign) * tlsAlign };
     let worker;
     if (isNode) {
       const { Worker } = await import('node:worker_threads');
