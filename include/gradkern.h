@@ -781,7 +781,9 @@ size_t gk_struct_size(const char *name);
 //   disjoint tensors may run at once.
 
 /// Threads used by CPU kernels. Default: GK_NUM_THREADS from the environment,
-/// else the number of online processors. n >= 1.
+/// else the number of online processors. n >= 1. In WebAssembly: 1 without
+/// threads; in the build with threads (gradkern-threads.wasm) at most 1 +
+/// the pool threads the host started (wasm/thread.mjs), all by default.
 gk_status gk_set_num_threads(int n);
 int gk_get_num_threads(void);
 
@@ -796,8 +798,8 @@ int gk_get_num_threads(void);
 /// a third pool runs next (OpenBLAS's threads, in torch's matrix products,
 /// then meet OpenMP's spinning after gradkern's sections). Each section
 /// runs gk_get_num_threads() threads; tasks are handed out as in the pool,
-/// so results are the same bits either way. Unavailable where gradkern has
-/// no threads (WebAssembly: GK_ERR_UNSUPPORTED); a library that is not
+/// so results are the same bits either way. Unavailable in WebAssembly
+/// (GK_ERR_UNSUPPORTED: no OpenMP runtime there); a library that is not
 /// loaded, or has no GOMP_parallel, is GK_ERR_INVALID_VALUE naming it.
 gk_status gk_set_openmp_runtime(const char *library);
 /// The library given to gk_set_openmp_runtime, or NULL (the pool); valid
