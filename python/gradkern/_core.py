@@ -173,7 +173,7 @@ def _load_extension():
         spec = importlib.util.spec_from_file_location("gradkern._gkrun", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        module.init(ctypes.cast(lib.gk_plan_run, ctypes.c_void_p).value, ctypes.sizeof(_lib.gk_arg), torch.Tensor,
+        module.init(ctypes.cast(lib.gk_plan_run, ctypes.c_void_p).value, ctypes.sizeof(_lib.gk_arg),
                     dict(TORCH_TO_GK), ctypes.cast(lib.gk_last_error, ctypes.c_void_p).value,
                     tuple(_lib.ARGS[k] for k in ("x", "y", "dy", "dx")))
     except ImportError as e:       # built for another Python or another gradkern.h

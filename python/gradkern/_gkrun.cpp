@@ -7,8 +7,8 @@
  * through ctypes (gradkern/_core.py), which does the same work in Python and
  * costs several microseconds more per call.
  *
- *   init(gk_plan_run address, sizeof(gk_arg) in the library, torch.Tensor,
- *        {torch dtype: gk_dtype}, gk_last_error address, (x, y, dy, dx kinds))
+ *   init(gk_plan_run address, sizeof(gk_arg) in the library, {torch dtype: gk_dtype},
+ *        gk_last_error address, (x, y, dy, dx kinds))
  *   run(plan address, (gk_arg_kind, ...), [tensor, ...], workspace bytes) -> gk_status
  *   unary(x, forward plan, forward plan address, backward plan or None,
  *         backward plan address, op name) -> y, or a gk_status on failure, or
@@ -53,7 +53,6 @@ typedef const char *(*last_error_fn)(void);
 static plan_run_fn plan_run;
 static last_error_fn last_error;
 static gk_arg_kind kind_x, kind_y, kind_dy, kind_dx;
-static PyObject *dtype_codes;   /* {torch.float32: GK_DTYPE_F32, ...}, read into scalar_codes by init */
 static int scalar_codes[(int)c10::ScalarType::NumOptions];  /* gk_dtype + 1 by at::ScalarType; 0: none */
 
 /* *g as a view of tensor t (no copy, t's own strides), t of rank <= GK_MAX_RANK:
@@ -201,10 +200,10 @@ static PyObject *gkrun_unary(PyObject *self, PyObject *const *args, Py_ssize_t n
 
 static PyObject *gkrun_init(PyObject *self, PyObject *args) {
   (void)self;
-  PyObject *address, *tensor, *codes, *error_address;
+  PyObject *address, *codes, *error_address;
   Py_ssize_t arg_size;
   int kx, ky, kdy, kdx;
-  if (!PyArg_ParseTuple(args, "OnOO!O(iiii):init", &address, &arg_size, &tensor, &PyDict_Type, &codes, &error_address,
+  if (!PyArg_ParseTuple(args, "OnO!O(iiii):init", &address, &arg_size, &PyDict_Type, &codes, &error_address,
                         &kx, &ky, &kdy, &kdx))
     return NULL;
   last_error_fn error_fn = (last_error_fn)PyLong_AsVoidPtr(error_address);
@@ -224,7 +223,7 @@ static PyObject *gkrun_init(PyObject *self, PyObject *args) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "gradkern._gkrun.init: gk_plan_run is NULL");
     return NULL;
   }
-  /* torch dtypes by at::ScalarType, from their names in torch (torch.float32 -> "Float") */
+  /* gk_dtype + 1 by the at::ScalarType of each torch dtype in the table */
   int table[(int)c10::ScalarType::NumOptions] = {0};
   PyObject *key, *value;
   Py_ssize_t pos = 0;
@@ -237,7 +236,6 @@ static PyObject *gkrun_init(PyObject *self, PyObject *args) {
     if (code == -1 && PyErr_Occurred()) return NULL;
     table[(int)((THPDtype *)key)->scalar_type] = (int)code + 1;
   }
-  (void)tensor;
   last_error = error_fn;
   kind_x = (gk_arg_kind)kx;
   kind_y = (gk_arg_kind)ky;
@@ -245,8 +243,6 @@ static PyObject *gkrun_init(PyObject *self, PyObject *args) {
   kind_dx = (gk_arg_kind)kdx;
   plan_run = (plan_run_fn)fn;
   for (int i = 0; i < (int)c10::ScalarType::NumOptions; i++) scalar_codes[i] = table[i];
-  Py_INCREF(codes);
-  Py_XSETREF(dtype_codes, codes);
   Py_RETURN_NONE;
 }
 
@@ -291,7 +287,7 @@ static PyObject *gkrun_run(PyObject *self, PyObject *const *args, Py_ssize_t nar
 
 static PyMethodDef methods[] = {
     {"init", gkrun_init, METH_VARARGS,
-     "init(gk_plan_run address, sizeof(gk_arg), torch.Tensor, {torch dtype: gk_dtype}, gk_last_error address, "
+     "init(gk_plan_run address, sizeof(gk_arg), {torch dtype: gk_dtype}, gk_last_error address, "
      "(x, y, dy, dx kinds))"},
     {"run", (PyCFunction)(void (*)(void))gkrun_run, METH_FASTCALL,
      "run(plan address, kinds tuple, tensors list, workspace bytes) -> gk_status"},
