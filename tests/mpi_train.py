@@ -205,8 +205,8 @@ def run_tests(p):
         check(open(p("r22.st"), "rb").read() == open(p("mamba_2_1.st"), "rb").read(),
               "2 ranks --zero 1 in two pieces: bit-identical to the straight run")
     r = train(0, *MAMBA, "--steps", "20", "--batch", "4", "--resume", p("r3.st"), "--checkpoint", p("x.st"))
-    check(r.returncode != 0 and "another configuration" in r.stderr and "batch=6" in r.stderr,
-          "a checkpoint of global batch 6 refuses a run of batch 4")
+    check(r.returncode != 0 and "--batch 4 (the checkpoint: 6 sequences a step)" in r.stderr
+          and "add --allow-changes" in r.stderr, "a checkpoint of global batch 6 refuses a run of batch 4 (a change)")
 
     # Failures before the first step stop every rank, with one message.
     r = train(2, *MAMBA, "--steps", "4", "--batch", "3", "--resume", p("missing.st"), "--checkpoint", p("m.st"),

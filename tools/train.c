@@ -106,9 +106,10 @@ static const char *last_good(const trainer *t) { return t->last_checkpoint ? t->
 //   config   everything that shapes the weights, the computation or the batches
 //            (config_string);
 //            a checkpoint of another configuration is refused, but for
-//            its seq_len: another --seq-len is a change of the run (with
+//            its seq_len and batch (global: --batch times the ranks):
+//            another --seq-len or batch is a change of the run (with
 //            --allow-changes a run trained on short sequences goes on
-//            with longer ones)
+//            with longer ones, in smaller batches)
 //   step     steps done;  seed
 //   steps lr min_lr warmup weight_decay clip   the run's options (run_options)
 //   data_bytes data_crc32                      --task text: the data file
@@ -151,20 +152,29 @@ static void config_string(const trainer *t, char *buf, size_t n) {
     snprintf(buf + strlen(buf), n - strlen(buf), " tokenizer=%08x", (unsigned)gk_bpe_fingerprint(t->tokenizer));
 }
 
-// A configuration string without its " seq_len=T" (into rest), and T (0
-// if it has none).
-static void split_seq_len(const char *config, char *rest, size_t n, int *seq_len) {
-  const char *at = strstr(config, " seq_len=");
-  *seq_len = 0;
+// A configuration string without its integer field `key` (" seq_len=",
+// " batch=") into rest, and the field's value (0 if it has none).
+static void split_field(const char *config, const char *key, char *rest, size_t n, int *value) {
+  const char *at = strstr(config, key);
+  size_t len = strlen(key);
+  *value = 0;
   if (!at) {
     snprintf(rest, n, "%s", config);
     return;
   }
   char *end;
-  long v = strtol(at + 9, &end, 10);
-  if (end == at + 9 || v < 1 || v > INT_MAX) end = (char *)at;  // not a length: kept, so the strings differ
-  else *seq_len = (int)v;
+  long v = strtol(at + len, &end, 10);
+  if (end == at + len || v < 1 || v > INT_MAX) end = (char *)at;  // not a number: kept, so the strings differ
+  else *value = (int)v;
   snprintf(rest, n, "%.*s%s", (int)(at - config), config, end);
+}
+
+// A configuration string without the fields a resumed run may change, its
+// sequence length and its (global) batch, into rest, and their values.
+static void split_changeable(const char *config, char *rest, size_t n, int *seq_len, int *batch) {
+  char tmp[512];
+  split_field(config, " seq_len=", tmp, sizeof tmp, seq_len);
+  split_field(tmp, " batch=", rest, n, batch);
 }
 
 // The options that steer the run without changing any shape, recorded by
@@ -417,10 +427,10 @@ static gk_status load_checkpoint(trainer *t, const char *path) {
   const char *format = gk_st_metadata(f, "format"), *config = gk_st_metadata(f, "config"),
              *step = gk_st_metadata(f, "step"), *seed = gk_st_metadata(f, "seed");
   char want[512], want_rest[512], have_rest[512] = "";
-  int want_seq_len, have_seq_len = 0;
+  int want_seq_len, have_seq_len = 0, want_batch, have_batch = 0;
   config_string(t, want, sizeof want);
-  split_seq_len(want, want_rest, sizeof want_rest, &want_seq_len);
-  if (config) split_seq_len(config, have_rest, sizeof have_rest, &have_seq_len);
+  split_changeable(want, want_rest, sizeof want_rest, &want_seq_len, &want_batch);
+  if (config) split_changeable(config, have_rest, sizeof have_rest, &have_seq_len, &have_batch);
   uint64_t st;
   gk_nn_buf diff = {0};
   int unrecorded = 0, ok = 1;
@@ -437,6 +447,11 @@ static gk_status load_checkpoint(trainer *t, const char *path) {
     s = compare_run(t, f, path, &diff, &unrecorded);
     if (have_seq_len != want_seq_len)
       gk_nn_buf_printf(&diff, "  --seq-len %d (the checkpoint: %d)\n", want_seq_len, have_seq_len);
+    if (have_batch != want_batch && t->world == 1)
+      gk_nn_buf_printf(&diff, "  --batch %d (the checkpoint: %d sequences a step)\n", want_batch, have_batch);
+    else if (have_batch != want_batch)
+      gk_nn_buf_printf(&diff, "  --batch %d on %d ranks: %d sequences a step (the checkpoint: %d)\n", t->a.batch,
+                       t->world, want_batch, have_batch);
     t->train_loss = figure(f, "train_loss", &ok);
     t->ev.loss = figure(f, "eval_loss", &ok);
     t->ev.accuracy = figure(f, "eval_accuracy", &ok);

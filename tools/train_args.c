@@ -171,7 +171,7 @@ static const option train_opts[] = {
     {NULL, "--resume", "FILE", K_STRING, T(resume), 0, 0, 0, NULL, 0, 0,
      "continue the run saved in FILE (needs --checkpoint, which may be FILE itself)"},
     {NULL, "--allow-changes", NULL, K_FLAG, T(allow_changes), 0, 0, 0, NULL, 1, 0,
-     "with --resume: continue although --data, --steps, --lr, --seq-len, ... differ from the checkpoint's"},
+     "with --resume: continue although --data, --steps, --lr, --seq-len, --batch, ... differ from the checkpoint's"},
     {NULL, "--stop-after", "N", K_INT64, T(stop_after), 0, 1e12, 0, NULL, 0, 0,
      "stop after N steps of this invocation (0: at --steps; needs --checkpoint); with --resume, runs in pieces"},
     {NULL, "--plot", "FILE.svg", K_STRING, T(plot), 0, 0, 0, NULL, 0, 0, "draw the training and evaluation loss"},

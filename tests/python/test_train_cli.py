@@ -295,14 +295,17 @@ def test_resume_with_changes(tmp_path):
         # Longer sequences than the checkpoint's (a run that starts short).
         (["--seq-len", "48", "--data", str(text), "--steps", "8"], "--seq-len 48 (the checkpoint: 32)"),
     ]
+    cases = [(opts + args, needle) for args, needle in cases]
+    # Smaller batches than the checkpoint's (a run that goes on at a longer --seq-len in smaller ones).
+    cases.append((["--task", "text", *tiny(**{"--batch": "2"}), *same], "--batch 2 (the checkpoint: 4 sequences a step)"))
     for args, needle in cases:
-        r = train(*opts, *args, "--resume", str(ck), "--checkpoint", str(ck))
+        r = train(*args, "--resume", str(ck), "--checkpoint", str(ck))
         assert r.returncode == 1 and needle in r.stderr and "add --allow-changes" in r.stderr, (args, r.stderr)
         assert r.stderr.count("--allow-changes") == 1, r.stderr
         assert ck.read_bytes() == good
     for args, needle in cases:
         out = tmp_path / "changed.safetensors"
-        r = train(*opts, *args, "--resume", str(ck), "--checkpoint", str(out), "--allow-changes")
+        r = train(*args, "--resume", str(ck), "--checkpoint", str(out), "--allow-changes")
         assert r.returncode == 0 and "with changes" in r.stderr and needle in r.stderr, (args, r.stderr)
     # --allow-changes with no change: nothing to say.
     r = train(*opts, *same, "--resume", str(ck), "--checkpoint", str(ck), "--allow-changes")
