@@ -7,7 +7,9 @@ Runs, in this order (the most telling first, so a cut-short run still has it):
      2^6 to 2^20 tokens (--eval-lengths: in pieces, the conv and scan states
      carried, so a million tokens run in the memory of one piece);
   2. selective copying, Mamba (S6) and 3. its time-invariant ablation
-     (--no-selection: delta, B and C parameters, not functions of the input);
+     (--no-selection: delta, B and C parameters, not functions of the input),
+     trained on sequences of 128, then 512, then the paper's 4096, tested at
+     4096;
   4. induction heads, --no-selection; 5. induction heads, LLaMA (attention
      with RoPE; started on short sequences, then resumed at the trained
      length), tested as far as --eval-memory allows.
@@ -49,37 +51,55 @@ PAPER_COPY = [
 # The runs' settings. Induction heads as the paper's appendix E.1 sets it
 # (trained at 256, vocabulary 16, 2 layers, Mamba D = 64, attention D = 128
 # with 8 heads, batch 8, Adam at a constant lr 1e-3 for Mamba); what two cores
-# cannot afford is the paper's number of steps. Attention: from scratch on
-# 256-token sequences LLaMA stayed at chance (7000 steps of batch 8; 750 of
-# batch 64), while on 32-token ones it learns the task in about 150 steps of
-# batch 64; so it starts there (`start`: run first, its checkpoint resumed
-# with --seq-len 256) and its trained length is still 256. Selective copying
-# keeps the paper's vocabulary and 16 data tokens in shorter sequences, and
-# is also tested at the paper's length, 4096, where it was not trained.
+# cannot afford is the paper's number of steps. A run is a list of stages:
+# each stage after the first resumes the checkpoint of the one before with
+# other options (--allow-changes), and the last one is tested. Attention:
+# from scratch on 256-token sequences LLaMA stayed at chance (7000 steps of
+# batch 8; 750 of batch 64), while on 32-token ones it learns the task in
+# about 150 steps of batch 64; so it starts there and goes on at its trained
+# length, 256. Selective copying is trained and tested at the paper's length,
+# 4096, after two shorter stages: a Mamba trained on shorter sequences does
+# not carry the task to longer ones (trained at 128: chance at 512; then at
+# 512: 53% at 1024 and chance at 4096), but from there it learns 4096 in a
+# few hundred steps. Each copying stage after the first decays its own
+# learning rate (--warmup at the step it starts from: a cosine from the peak
+# over the stage). The time-invariant ablations get Mamba's stages and steps.
 INDUCTION = ["--task", "induction", "--seq-len", "256", "--weight-decay", "0"]
 INDUCTION_MAMBA = INDUCTION + ["--batch", "8", "--steps", "40000", "--lr", "1e-3", "--min-lr", "1e-3", "--warmup", "200",
                                "--eval-every", "4000"]
-# The time-invariant ablation: Mamba's settings and budget, without selection.
-INDUCTION_ABLATION = INDUCTION_MAMBA + ["--no-selection"]
 LLAMA = ["--model", "llama", "--width", "128", "--heads", "8", "--kv-heads", "8", "--task", "induction",
          "--weight-decay", "0", "--batch", "64", "--lr", "1e-3", "--min-lr", "1e-3", "--warmup", "100"]
-LLAMA_START = LLAMA + ["--seq-len", "32", "--steps", "300", "--eval-every", "0"]
-INDUCTION_LLAMA = LLAMA + ["--seq-len", "256", "--steps", "1000", "--eval-every", "100"]
+LLAMA_STAGES = [LLAMA + ["--seq-len", "32", "--steps", "300", "--eval-every", "0"],
+                LLAMA + ["--seq-len", "256", "--steps", "1000", "--eval-every", "100"]]
 COPY_PAPER_LENGTH = 4096
-COPY = ["--task", "copy", "--copy-data", "16", "--copy-values", "14", "--seq-len", "128", "--batch", "32",
-        "--steps", "8000", "--eval-every", "500"]
-EVAL = ["--eval-lengths", ",".join(map(str, LENGTHS)), "--eval-sequences", "64", "--eval-tokens", str(2 ** 21)]
+COPY = ["--task", "copy", "--copy-data", "16", "--copy-values", "14"]
+COPY_STAGES = [
+    COPY + ["--seq-len", "128", "--batch", "32", "--steps", "8000", "--eval-every", "500"],
+    COPY + ["--seq-len", "512", "--batch", "32", "--steps", "9000", "--lr", "1e-3", "--min-lr", "1e-5",
+            "--warmup", "8000", "--eval-every", "250"],
+    COPY + ["--seq-len", str(COPY_PAPER_LENGTH), "--batch", "8", "--steps", "10500", "--lr", "1e-3", "--min-lr", "1e-5",
+            "--warmup", "9000", "--eval-every", "100", "--eval-batches", "4"],
+]
+EVAL_SEQUENCES, EVAL_TOKENS = 64, 2 ** 22
+EVAL = ["--eval-lengths", ",".join(map(str, LENGTHS)), "--eval-sequences", str(EVAL_SEQUENCES),
+        "--eval-tokens", str(EVAL_TOKENS)]
+COPY_EVAL = ["--eval-lengths", str(COPY_PAPER_LENGTH), "--eval-sequences", "512"]
 
-# (name, title, arguments, arguments of a first run whose checkpoint it resumes or None)
-COPY_EVAL = ["--eval-lengths", f"128,{COPY_PAPER_LENGTH}", "--eval-sequences", "512"]
+
+def tested(stages, extra):
+    """A run's stages with `extra` options added to the last (tested) one."""
+    return stages[:-1] + [stages[-1] + extra]
+
+
+# (name, title, stages: argument lists, each resuming the checkpoint of the one before; the last is tested)
 RUNS = [
-    ("induction_mamba", "induction heads, Mamba", INDUCTION_MAMBA + EVAL, None),
-    ("copy_mamba", "selective copying, Mamba (S6)", COPY + COPY_EVAL, None),
+    ("induction_mamba", "induction heads, Mamba", [INDUCTION_MAMBA + EVAL]),
+    ("copy_mamba", "selective copying, Mamba (S6)", tested(COPY_STAGES, COPY_EVAL)),
     ("copy_no_selection", "selective copying, Mamba --no-selection (time-invariant)",
-     COPY + ["--no-selection"] + COPY_EVAL, None),
-    ("induction_no_selection", "induction heads, Mamba --no-selection", INDUCTION_ABLATION + EVAL, None),
-    ("induction_llama", "induction heads, LLaMA (attention, RoPE)", INDUCTION_LLAMA + EVAL + ["--eval-memory", "1024"],
-     LLAMA_START),
+     tested([st + ["--no-selection"] for st in COPY_STAGES], COPY_EVAL)),
+    ("induction_no_selection", "induction heads, Mamba --no-selection", [INDUCTION_MAMBA + ["--no-selection"] + EVAL]),
+    ("induction_llama", "induction heads, LLaMA (attention, RoPE)",
+     tested(LLAMA_STAGES, EVAL + ["--eval-memory", "1024"])),
 ]
 
 
@@ -93,23 +113,39 @@ def trained_length(args):
     return int(opt(args, "--seq-len", "64"))
 
 
-def describe(args, start=None):
-    """A run's training settings in words, from its arguments (and its first run's)."""
-    lr, min_lr = opt(args, "--lr", "6e-3"), opt(args, "--min-lr")
-    sched = (f"constant lr {lr} after {opt(args, '--warmup', '100')} warmup steps" if min_lr == lr
-             else f"lr {lr} cosine to {min_lr or 'a twentieth of it'}")
+def schedule(args, before):
+    """A stage's learning rate in words; `before`: the step it starts from."""
+    lr, min_lr, warmup = opt(args, "--lr", "6e-3"), opt(args, "--min-lr"), opt(args, "--warmup")
+    if min_lr == lr:
+        return f"constant lr {lr}" + (f" after {int(warmup) - before} warmup steps" if warmup and
+                                      int(warmup) > before else "")
+    return f"lr {lr} cosine to {min_lr or 'a twentieth of it'}"
+
+
+def describe(stages):
+    """A run's training settings in words, from its stages' arguments."""
+    args = stages[-1]
     wd = opt(args, "--weight-decay")
     model = opt(args, "--model", "mamba")
     width = opt(args, "--width", "64")
     what = (f"LLaMA D = {width}, {opt(args, '--heads')} heads, RoPE, SwiGLU MLP" if model == "llama"
             else f"Mamba D = {width}" + (", --no-selection" if "--no-selection" in args else ""))
-    steps = int(opt(args, "--steps"))
-    seqs = f"sequences of {opt(args, '--seq-len')}, batch {opt(args, '--batch')}, {steps:,} steps"
-    if start:
-        first = int(opt(start, "--steps"))
-        seqs = (f"batch {opt(args, '--batch')}, {steps:,} steps: the first {first:,} on sequences of "
-                f"{opt(start, '--seq-len')}, the other {steps - first:,} on sequences of {opt(args, '--seq-len')}")
-    return f"{what}; {seqs}; AdamW" + (" without weight decay" if wd == "0" else "") + f", {sched}"
+    adam = "AdamW" + (" without weight decay" if wd == "0" else "")
+    if len(stages) == 1:
+        return (f"{what}; sequences of {opt(args, '--seq-len')}, batch {opt(args, '--batch')}, "
+                f"{int(opt(args, '--steps')):,} steps; {adam}, {schedule(args, 0)}")
+    parts, before = [], 0
+    for st in stages:
+        steps = int(opt(st, "--steps"))
+        parts.append(f"{steps - before:,} steps on sequences of {opt(st, '--seq-len')}, batch {opt(st, '--batch')} "
+                     f"({schedule(st, before)})")
+        before = steps
+    return f"{what}; {before:,} steps: " + ", then ".join(parts) + f"; {adam}"
+
+
+def commands(rec):
+    """The commands of a run's stages, in order (records written before stages kept one start command)."""
+    return rec.get("commands") or [c for c in (rec.get("start_command"), rec["command"]) if c]
 
 
 def read(path, default=""):
@@ -153,19 +189,22 @@ class LoadSampler:
         return f"{min(s):.1f} to {max(s):.1f} (mean {sum(s) / len(s):.1f})"
 
 
-def run(gradkern, name, title, args, start_args, out, seed, threads, started):
-    """One `gradkern train` run (after its first run, if it has one, whose
-    checkpoint it resumes): output shown and logged; its record."""
+def run(gradkern, name, title, stages, out, seed, threads, started):
+    """One run: its stages' `gradkern train` commands in turn, each after the
+    first resuming the checkpoint of the one before; output shown and logged;
+    its record."""
     runs = os.path.join(out, "runs")
     common = ["--seed", str(seed)] + (["--threads", str(threads)] if threads else [])
     cmds = []
     with tempfile.TemporaryDirectory() as tmp:
-        if start_args:
-            ck = os.path.join(tmp, name + ".safetensors")
-            cmds.append([gradkern, "train"] + start_args + common + ["--checkpoint", ck])
-            args = args + ["--resume", ck, "--allow-changes", "--checkpoint", ck]
-        cmds.append([gradkern, "train"] + args + common + ["--plot", os.path.join(runs, name + "-loss.svg"),
-                                                           "--eval-out", os.path.join(runs, name + ".json")])
+        ck = os.path.join(tmp, name + ".safetensors")
+        for i, st in enumerate(stages):
+            cmd = [gradkern, "train"] + st + common
+            if len(stages) > 1:
+                cmd += (["--resume", ck, "--allow-changes"] if i else []) + ["--checkpoint", ck]
+            if i == len(stages) - 1:
+                cmd += ["--plot", os.path.join(runs, name + "-loss.svg"), "--eval-out", os.path.join(runs, name + ".json")]
+            cmds.append(cmd)
         shown = [" ".join(["gradkern"] + c[1:]).replace(tmp, "$TMP") for c in cmds]
         began = time.monotonic()
         rc = 0
@@ -187,8 +226,7 @@ def run(gradkern, name, title, args, start_args, out, seed, threads, started):
     for line in read(os.path.join(runs, name + ".log")).splitlines():
         if line.startswith("final "):
             final = line
-    return {"name": name, "title": title, "started": started, "command": shown[-1],
-            "start_command": shown[0] if start_args else "",
+    return {"name": name, "title": title, "started": started, "command": shown[-1], "commands": shown,
             "rc": rc, "seconds": seconds, "load": load.summary(), "result": result, "final": final}
 
 
@@ -234,34 +272,36 @@ def write_results(out, recs, started, total, done, plot_ok, threads):
           "- test lengths: 2^6 .. 2^20", "", "Here (2 layers each; vocabulary 16: induction heads 15 content tokens and "
           "the trigger, selective copying 14 values, noise and marker, 16 data tokens):", ""]
     for r in recs:
-        L.append(f"- {r['title']}: {describe(r['command'].split(), r.get('start_command', '').split())}")
-    L += [f"- test lengths: 2^6 .. 2^20; up to 64 held-out sequences per length, at most 2^21 tokens (so 2 sequences "
-          "at 2^20)", "",
-          "Two CPU cores cannot afford the paper's budgets (400K steps of 64 x 4096 tokens is 10^11 tokens), so",
-          "selective copying keeps the paper's vocabulary and 16 data tokens in shorter sequences, and every run",
-          "takes far fewer steps than the paper's. The tables below compare the outcome cell by cell; the notes at",
-          "the end say where it differs. The copying models are also tested at the paper's length, "
-          f"{COPY_PAPER_LENGTH}, where",
-          "they were not trained (see the notes). Training there was tried once, by hand: 2.9 s a step of 32",
-          "sequences of 4096 (45k tokens/s), and 100 such steps from the Mamba trained at 128 left it at chance.", ""]
+        L.append(f"- {r['title']}: {describe([c.split() for c in commands(r)])}")
+    L += [f"- test lengths: 2^6 .. 2^20; up to {EVAL_SEQUENCES} held-out sequences per length, at most "
+          f"2^{EVAL_TOKENS.bit_length() - 1} tokens (so {EVAL_TOKENS >> 20} sequences at 2^20)", "",
+          "Two CPU cores cannot afford the paper's budgets (400K steps of 64 x 4096 tokens is 10^11 tokens for",
+          "selective copying), so every run takes far fewer steps than the paper's. Selective copying reaches the",
+          "paper's length, 4096, through two shorter stages: trained at one length, a Mamba did not carry the task",
+          "to longer sequences here (trained at 128, it was at chance at 512; then at 512, 53% at 1024 and at",
+          "chance at 4096). The tables below compare the outcome cell by cell; the notes at the end say where",
+          "it differs.", ""]
     # Table 1
     L += ["## Selective copying (the paper's Table 1)", "",
           "| model | architecture | inner layer | paper accuracy % | gradkern accuracy % |", "|---|---|---|---:|---:|"]
     ours = {("Mamba", "S6"): "copy_mamba", ("Mamba", "S4"): "copy_no_selection"}
     for model, arch, layer, a in PAPER_COPY:
         name = ours.get((arch, layer))
-        cell = acc(by[name], 128) if name in by else ("-" if name is None else "not run yet")
+        cell = acc(by[name], COPY_PAPER_LENGTH) if name in by else ("-" if name is None else "not run yet")
         L.append(f"| {model} | {arch} | {layer} | {a:.1f} | {cell} |")
     L += ["", "gradkern's Mamba block with selection is the paper's Mamba/S6; with `--no-selection` (delta, B and C",
           "trained parameters, the same for every step: a time-invariant diagonal SSM, S4D-like) it is the",
-          "paper's Mamba/S4 row. Accuracy: the share of the 16 copied tokens right, over 512 held-out sequences.", ""]
+          f"paper's Mamba/S4 row. Accuracy: the share of the 16 copied tokens right, over 512 held-out sequences of",
+          f"{COPY_PAPER_LENGTH} tokens.", ""]
     # Table 2 / 11
     head = "| model | " + " | ".join(f"2^{k}" for k in range(6, 21)) + " |"
     L += ["## Induction heads: accuracy % against test length (the paper's Table 2 / Table 11)", "",
           "Trained at 2^8 = 256 (the paper's and gradkern's runs). OOM: the paper's out of memory;",
           "not run: over this run's `--eval-memory` (the whole-sequence attention run would not fit; see below).",
-          "Chance is 1 in 15 (6.7%: the answer is one of 15 content tokens). Where gradkern tested fewer than 64",
-          "sequences (at 2^16 and beyond, to stay within 2^21 tokens per length), the answers right are given:",
+          "Chance is 1 in 15 (6.7%: the answer is one of 15 content tokens). Where gradkern tested fewer than "
+          f"{EVAL_SEQUENCES}",
+          f"sequences (past 2^{(EVAL_TOKENS // EVAL_SEQUENCES).bit_length() - 1}, to stay within "
+          f"2^{EVAL_TOKENS.bit_length() - 1} tokens per length), the answers right are given:",
           "those figures are coarse.", "",
           head, "|---|" + "---:|" * 15]
     rows = [("paper: Mamba", None, "Mamba"), ("gradkern: Mamba", "induction_mamba", None),
@@ -302,11 +342,11 @@ def write_results(out, recs, started, total, done, plot_ok, threads):
     for r in recs:
         L.append(f"| {r['title']} | {r.get('started', '?')} | {fmt_time(r['seconds'])} | {r['load']} | {r['rc']} | "
                  f"{r['final'] or '-'} |")
-    for name, title, _, _ in RUNS:
+    for name, title, _ in RUNS:
         if name not in by:
             L.append(f"| {title} | | not run | | | |")
     L += ["", "Commands (logs, loss curves and JSON in paper/runs/):", ""]
-    L += [f"    {c}" for r in recs for c in (r.get("start_command"), r["command"]) if c]
+    L += [f"    {c}" for r in recs for c in commands(r)]
     L += ["", "## Notes", ""] + notes(by)
     with open(os.path.join(out, "results.md.tmp"), "w") as f:
         f.write("\n".join(L) + "\n")
@@ -346,13 +386,7 @@ def notes(by):
             skipped = [x for x in lengths.values() if x["status"] != "ok"]
             if skipped:
                 N.append(f"- {what} stops at {last} tokens: {skipped[0]['reason']}.")
-    at_paper = [(what, acc(by[name], COPY_PAPER_LENGTH)) for name, what in
-                (("copy_mamba", "Mamba (S6)"), ("copy_no_selection", "Mamba --no-selection"))
-                if name in by and acc(by[name], COPY_PAPER_LENGTH) != "-"]
-    if at_paper:
-        N.append(f"- Selective copying at the paper's length {COPY_PAPER_LENGTH}, tested but trained at 128 (chance is "
-                 "1 in 14 values, 7.1%): " + ", ".join(f"{what} {a}%" for what, a in at_paper) + ".")
-    for name, title, _, _ in RUNS:
+    for name, title, _ in RUNS:
         if name not in by:
             N.append(f"- {title}: not run in this invocation of `make paper` (the time ran out, or `--only`).")
     return N or ["- none"]
@@ -397,18 +431,20 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a check of the script: 30 steps, lengths up to 2^10")
     ap.add_argument("--only", default="", help="comma-separated run names, the other runs' results kept from the "
                     "last invocation (default: all): "
-                    + ", ".join(n for n, _, _, _ in RUNS))
+                    + ", ".join(n for n, _, _ in RUNS))
     a = ap.parse_args()
     os.makedirs(os.path.join(a.out, "runs"), exist_ok=True)
     only = set(filter(None, a.only.split(",")))
     chosen = [r for r in RUNS if not only or r[0] in only]
     if a.quick:
-        def shorten(args, steps):
-            quick = {"--steps": steps, "--warmup": "5", "--eval-every": "10", "--eval-sequences": "8",
-                     "--eval-lengths": lambda v: ",".join(x for x in v.split(",") if int(x) <= 1024)}
+        def shorten(args, steps, before):
+            quick = {"--steps": str(steps), "--warmup": str(before + 5), "--eval-every": "10", "--eval-sequences": "8",
+                     "--eval-lengths": lambda v: ",".join(x for x in v.split(",") if int(x) <= 4096)}
             return [quick[args[i - 1]](v) if callable(quick.get(args[i - 1])) else quick.get(args[i - 1], v)
-                    if i else v for i, v in enumerate(args)] if args else args
-        chosen = [(n, t, shorten(args, "30"), shorten(start, "10")) for n, t, args, start in chosen]
+                    if i else v for i, v in enumerate(args)]
+        chosen = [(n, t, [shorten(st, 10 * i + (20 if i == len(stages) - 1 else 10), 10 * i)
+                          for i, st in enumerate(stages)])
+                  for n, t, stages in chosen]
     records = os.path.join(a.out, "runs", "records.json")
     if a.rewrite:
         saved = json.loads(read(records, "{}") or "{}")
@@ -422,11 +458,11 @@ def main():
     saved = json.loads(read(records, "{}") or "{}")
     kept = [dict(r, started=r.get("started", saved.get("started", "?"))) for r in saved.get("runs", [])
             if only and r["name"] not in only]
-    order = [n for n, _, _, _ in RUNS]
+    order = [n for n, _, _ in RUNS]
     recs = []
-    for i, (name, title, args, start) in enumerate(chosen):
+    for i, (name, title, stages) in enumerate(chosen):
         print(f"\n[{i + 1}/{len(chosen)}] {title}", flush=True)
-        recs.append(run(a.gradkern, name, title, args, start, a.out, a.seed, a.threads, started))
+        recs.append(run(a.gradkern, name, title, stages, a.out, a.seed, a.threads, started))
         every = sorted(kept + recs, key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
         with open(records, "w") as f:
             json.dump({"started": started, "total": time.monotonic() - t0, "threads": a.threads, "runs": every}, f,
