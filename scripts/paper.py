@@ -74,11 +74,11 @@ LLAMA_STAGES = [LLAMA + ["--seq-len", "32", "--steps", "300", "--eval-every", "0
 COPY_PAPER_LENGTH = 4096
 COPY = ["--task", "copy", "--copy-data", "16", "--copy-values", "14"]
 COPY_STAGES = [
-    COPY + ["--seq-len", "128", "--batch", "32", "--steps", "8000", "--eval-every", "500"],
-    COPY + ["--seq-len", "512", "--batch", "32", "--steps", "9000", "--lr", "1e-3", "--min-lr", "1e-5",
-            "--warmup", "8000", "--eval-every", "250"],
-    COPY + ["--seq-len", str(COPY_PAPER_LENGTH), "--batch", "8", "--steps", "10500", "--lr", "1e-3", "--min-lr", "1e-5",
-            "--warmup", "9000", "--eval-every", "100", "--eval-batches", "4"],
+    COPY + ["--seq-len", "128", "--batch", "32", "--steps", "4000", "--eval-every", "500"],
+    COPY + ["--seq-len", "512", "--batch", "32", "--steps", "5000", "--lr", "1e-3", "--min-lr", "1e-5",
+            "--warmup", "4000", "--eval-every", "250"],
+    COPY + ["--seq-len", str(COPY_PAPER_LENGTH), "--batch", "8", "--steps", "6500", "--lr", "1e-3", "--min-lr", "1e-5",
+            "--warmup", "5000", "--eval-every", "100", "--eval-batches", "4"],
 ]
 EVAL_SEQUENCES, EVAL_TOKENS = 64, 2 ** 22
 EVAL = ["--eval-lengths", ",".join(map(str, LENGTHS)), "--eval-sequences", str(EVAL_SEQUENCES),
