@@ -174,7 +174,12 @@ export class WebGpuHost {
           this.modules.set(c[2], entry);
         }
         entry[1]++;
-        const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module: entry[0], entryPoint: c[3] } });
+        const constants = Object.fromEntries(c[4].split(',').filter(Boolean).map((kv) => {
+          const [name, value] = kv.split('=');
+          return [name, Number(value)];
+        }));
+        const pipeline = device.createComputePipeline({
+          layout: 'auto', compute: { module: entry[0], entryPoint: c[3], constants } });
         this.pipelines.set(c[1], { pipeline, layout: pipeline.getBindGroupLayout(0), source: c[2] });
         break;
       }
@@ -295,11 +300,14 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
       if (!status) bytes().set(new Uint8Array(shared, 0, size), dst);
       return status;
     },
-    pipeline_create(id, wgsl, len, entry) {
+    pipeline_create(id, wgsl, len, entry, overrides) {
       const m = bytes();
-      let end = entry;
-      while (m[end]) end++;
-      batch.push(['pipeline', id, decoder.decode(m.slice(wgsl, wgsl + len)), decoder.decode(m.slice(entry, end))]);
+      const text = (at) => {
+        let end = at;
+        while (m[end]) end++;
+        return decoder.decode(m.slice(at, end));
+      };
+      batch.push(['pipeline', id, decoder.decode(m.slice(wgsl, wgsl + len)), text(entry), text(overrides)]);
     },
     pipeline_destroy(id) { batch.push(['unpipeline', id]); },
     dispatch(pipeline, buffers, nbuffers, params, paramBytes, x, y) {

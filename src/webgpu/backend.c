@@ -137,9 +137,9 @@ static gk_status wg_synchronize(void) {
 
 // ---------------------------------------------------------------- pipelines
 
-uint32_t wg_pipeline_create(const char *wgsl, const char *entry) {
+uint32_t wg_pipeline_create(const char *wgsl, const char *entry, const char *overrides) {
   uint32_t id = next_id++;
-  gkwg_pipeline_create(id, wgsl, (uint32_t)strlen(wgsl), entry);
+  gkwg_pipeline_create(id, wgsl, (uint32_t)strlen(wgsl), entry, overrides);
   return id;
 }
 
@@ -220,8 +220,8 @@ gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
     return GK_SUCCESS;
   }
   if (!gather_pipeline) {
-    gather_pipeline = wg_pipeline_create(gk_wgsl_stage, "gather");
-    scatter_pipeline = wg_pipeline_create(gk_wgsl_stage, "scatter");
+    gather_pipeline = wg_pipeline_create(gk_wgsl_stage, "gather", "");
+    scatter_pipeline = wg_pipeline_create(gk_wgsl_stage, "scatter", "");
   }
   uint32_t p[WG_PARAM_WORDS] = {(uint32_t)(offset / 4), (uint32_t)n, (uint32_t)ew, (uint32_t)t->rank, slot};
   for (int d = 0; d < t->rank; d++) {
@@ -271,8 +271,10 @@ static gk_status wg_init(gk_plan *plan) {
   wg_state *st = calloc(1, sizeof *st);
   if (!st) return gk_fail(GK_ERR_OUT_OF_MEMORY, "webgpu: no memory for the plan's state");
   const char *const *entries = plan->desc.direction == GK_FORWARD ? f->forward : f->backward;
+  char overrides[128] = "";
+  if (f->overrides) f->overrides(plan, overrides, sizeof overrides);
   for (; st->npipelines < WG_MAX_ENTRIES && entries[st->npipelines]; st->npipelines++)
-    st->pipeline[st->npipelines] = wg_pipeline_create(f->source, entries[st->npipelines]);
+    st->pipeline[st->npipelines] = wg_pipeline_create(f->source, entries[st->npipelines], overrides);
   if (f->constants) {
     float *data = NULL;
     uint32_t words = f->constants(plan, &data);

@@ -6,6 +6,7 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,18 +38,24 @@ static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   p[2] = r->slot[GK_ARG_DY];
   p[3] = r->slot[GK_ARG_DX];
   p[4] = (uint32_t)n;
-  p[5] = (uint32_t)d->op;
-  p[6] = d->act.approximate == GK_GELU_TANH;
-  p[7] = wg_f32(d->act.beta);
-  p[8] = wg_f32(d->act.threshold);
+  p[5] = wg_f32(d->act.beta);
+  p[6] = wg_f32(d->act.threshold);
   return GK_SUCCESS;
+}
+
+// ACT and APPROX of activation.wgsl and gated.wgsl: the op, or the gated
+// op's activation (GLU sigmoid, ReGLU relu, SwiGLU silu, GeGLU gelu).
+static void act_overrides(const gk_plan *plan, char *text, size_t cap) {
+  const gk_op_desc *d = &plan->desc;
+  static const gk_op act_of[GK_OP_COUNT_] = {[GK_OP_GLU] = GK_OP_SIGMOID, [GK_OP_REGLU] = GK_OP_RELU,
+                                             [GK_OP_SWIGLU] = GK_OP_SILU, [GK_OP_GEGLU] = GK_OP_GELU};
+  gk_op act = d->op >= GK_OP_GLU && d->op <= GK_OP_GEGLU ? act_of[d->op] : d->op;
+  snprintf(text, cap, "ACT=%d,APPROX=%d", (int)act, d->act.approximate == GK_GELU_TANH);
 }
 
 // ---------------------------------------------------------------- gated
 static gk_status plan_gated(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  static const uint32_t act_of[] = {[GK_OP_GLU] = GK_OP_SIGMOID, [GK_OP_REGLU] = GK_OP_RELU,
-                                    [GK_OP_SWIGLU] = GK_OP_SILU, [GK_OP_GEGLU] = GK_OP_GELU};
   int64_t n = numel_of(plan, GK_ARG_X), half = 0;
   if (d->gated.form == GK_GATED_SPLIT) {
     int dim = norm_dim(d->gated.dim, d->rank);
@@ -60,8 +67,6 @@ static gk_status plan_gated(const gk_plan *plan, wg_run *r) {
   for (int i = 0; i < 6; i++) p[i] = r->slot[kinds[i]];
   p[6] = (uint32_t)n;
   p[7] = (uint32_t)half;
-  p[8] = act_of[d->op];
-  p[9] = d->act.approximate == GK_GELU_TANH;
   return GK_SUCCESS;
 }
 
@@ -441,26 +446,30 @@ static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
 
 // ---------------------------------------------------------------- the table
 static const wg_family activation = {"activation", gk_wgsl_activation, {"forward"}, {"backward"}, NULL,
-                                     plan_activation, NULL};
-static const wg_family gated = {"gated", gk_wgsl_gated, {"forward"}, {"backward"}, NULL, plan_gated, NULL};
-static const wg_family binary = {"binary", gk_wgsl_binary, {"forward"}, {"reduce_grad"}, NULL, plan_binary, NULL};
+                                     plan_activation, NULL, act_overrides};
+static const wg_family gated = {"gated", gk_wgsl_gated, {"forward"}, {"backward"}, NULL, plan_gated, NULL,
+                                act_overrides};
+static const wg_family binary = {"binary", gk_wgsl_binary, {"forward"}, {"reduce_grad"}, NULL, plan_binary, NULL,
+                                 NULL};
 static const wg_family norm = {"norm", gk_wgsl_norm, {"forward"}, {"backward_dx", "backward_params"}, NULL,
-                               plan_norm, NULL};
+                               plan_norm, NULL, NULL};
 static const wg_family linear = {"linear", gk_wgsl_matmul, {"product"}, {"product", "column_sum"}, NULL,
-                                 plan_linear, NULL};
-static const wg_family matmul = {"matmul", gk_wgsl_matmul, {"product"}, {"product"}, NULL, plan_matmul, NULL};
+                                 plan_linear, NULL, NULL};
+static const wg_family matmul = {"matmul", gk_wgsl_matmul, {"product"}, {"product"}, NULL, plan_matmul, NULL, NULL};
 static const wg_family cross_entropy = {"cross_entropy", gk_wgsl_cross_entropy, {"per_row", "total", "grad"},
-                                        {"per_row", "total", "grad"}, decline_cross_entropy, plan_cross_entropy, NULL};
+                                        {"per_row", "total", "grad"}, decline_cross_entropy, plan_cross_entropy, NULL,
+                                        NULL};
 static const wg_family embedding = {"embedding", gk_wgsl_embedding, {"forward"}, {"backward"}, NULL, plan_embedding,
-                                    NULL};
-static const wg_family rope = {"rope", gk_wgsl_rope, {"rotate"}, {"rotate"}, NULL, plan_rope, rope_constants};
+                                    NULL, NULL};
+static const wg_family rope = {"rope", gk_wgsl_rope, {"rotate"}, {"rotate"}, NULL, plan_rope, rope_constants, NULL};
 static const wg_family attention = {"attention", gk_wgsl_attention, {"forward"}, {"delta", "dq", "dkv"},
-                                    decline_attention, plan_attention, NULL};
+                                    decline_attention, plan_attention, NULL, NULL};
 static const wg_family conv1d = {"conv1d", gk_wgsl_conv1d, {"forward", "final_state"}, {"grad_pre", "dx", "dparams"},
-                                 NULL, plan_conv1d, NULL};
+                                 NULL, plan_conv1d, NULL, NULL};
 static const wg_family scan = {"scan", gk_wgsl_scan, {"forward"}, {"backward", "reduce_params", "reduce_bc"},
-                               decline_scan, plan_scan, NULL};
-static const wg_family softmax = {"softmax", gk_wgsl_softmax, {"forward"}, {"backward"}, NULL, plan_softmax, NULL};
+                               decline_scan, plan_scan, NULL, NULL};
+static const wg_family softmax = {"softmax", gk_wgsl_softmax, {"forward"}, {"backward"}, NULL, plan_softmax, NULL,
+                                  NULL};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
   switch (plan->desc.op) {

@@ -51,6 +51,11 @@ typedef struct wg_family {
   // Plan constants (RoPE's angles): NULL, or fills *data (malloc) and
   // returns its words; uploaded at plan creation, copied to r->constants.
   uint32_t (*constants)(const gk_plan *plan, float **data);
+  // Values of the shader's override constants, baked into the plan's
+  // pipelines ("NAME=value,...", at most `cap` bytes), or NULL for none: a
+  // choice made per plan (which activation) is then a constant the shader
+  // compiler folds, not a branch on a parameter every invocation takes.
+  void (*overrides)(const gk_plan *plan, char *text, size_t cap);
 } wg_family;
 
 const wg_family *wg_family_of(const gk_plan *plan);
@@ -66,8 +71,9 @@ gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena);
 gk_status wg_arena_dispatch(uint32_t pipeline, const uint32_t *params, uint64_t groups);
 void wg_arena_write(uint32_t slot, const void *src, uint32_t words);
 gk_status wg_arena_read(uint32_t slot, void *dst, uint32_t words);
-// A compute pipeline of entry point `entry` of the WGSL text `wgsl`: its id.
-uint32_t wg_pipeline_create(const char *wgsl, const char *entry);
+// A compute pipeline of entry point `entry` of the WGSL text `wgsl`, with
+// the override constants `overrides` ("NAME=value,...", or ""): its id.
+uint32_t wg_pipeline_create(const char *wgsl, const char *entry, const char *overrides);
 
 // The optimizers' hooks of the backend table (optim.c; see gk_backend_table).
 gk_status wg_adamw_step(const gk_adamw_config *c, const gk_adamw_scalars *k, int n, const gk_tensor *params,

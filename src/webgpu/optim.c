@@ -34,7 +34,7 @@ static const char *const entry_names[ENTRY_COUNT] = {"decay", "update", "partial
 static uint32_t pipelines[ENTRY_COUNT];
 
 static uint32_t pipeline(int entry) {
-  if (!pipelines[entry]) pipelines[entry] = wg_pipeline_create(gk_wgsl_optim, entry_names[entry]);
+  if (!pipelines[entry]) pipelines[entry] = wg_pipeline_create(gk_wgsl_optim, entry_names[entry], "");
   return pipelines[entry];
 }
 

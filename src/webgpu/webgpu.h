@@ -36,9 +36,11 @@ int32_t gkwg_buffer_read(uint32_t id, uint32_t offset, void *dst, uint32_t bytes
 // Queue a copy between buffers (offsets and bytes multiples of 4).
 GK_WEBGPU_IMPORT(buffer_copy)
 void gkwg_buffer_copy(uint32_t src, uint32_t src_offset, uint32_t dst, uint32_t dst_offset, uint32_t bytes);
-// A compute pipeline from WGSL text (`len` bytes) and a NUL-terminated entry point.
+// A compute pipeline from WGSL text (`len` bytes), a NUL-terminated entry
+// point and NUL-terminated values of the shader's override constants
+// ("NAME=value,NAME=value", or "" for none).
 GK_WEBGPU_IMPORT(pipeline_create)
-void gkwg_pipeline_create(uint32_t id, const char *wgsl, uint32_t len, const char *entry);
+void gkwg_pipeline_create(uint32_t id, const char *wgsl, uint32_t len, const char *entry, const char *overrides);
 GK_WEBGPU_IMPORT(pipeline_destroy) void gkwg_pipeline_destroy(uint32_t id);
 // Queue a dispatch of groups_x x groups_y workgroups: binding 0 the
 // `params_bytes` bytes of params as a uniform buffer, bindings 1.. the

@@ -2,19 +2,24 @@
 // common.wgsl):
 //   forward   y  = act(x)
 //   backward  dx = dy act'(x)
-struct Params { x: u32, y: u32, dy: u32, dx: u32, n: u32, op: u32, approx: u32, beta: f32, threshold: f32 }
+// The activation (gk_op: 0 relu .. 4 softplus) and GELU's form (1: tanh)
+// are override constants of the plan's pipelines, so the compiler keeps
+// only the one activation's code.
+override ACT: u32;
+override APPROX: u32;
+struct Params { x: u32, y: u32, dy: u32, dx: u32, n: u32, beta: f32, threshold: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 
 @compute @workgroup_size(64)
 fn forward(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let i = flat_id(gid, nwg);
   if (i >= p.n) { return; }
-  m[p.y + i] = act(p.op, m[p.x + i], p.approx, p.beta, p.threshold);
+  m[p.y + i] = act(ACT, m[p.x + i], APPROX, p.beta, p.threshold);
 }
 
 @compute @workgroup_size(64)
 fn backward(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let i = flat_id(gid, nwg);
   if (i >= p.n) { return; }
-  m[p.dx + i] = m[p.dy + i] * act_grad(p.op, m[p.x + i], p.approx, p.beta, p.threshold);
+  m[p.dx + i] = m[p.dy + i] * act_grad(ACT, m[p.x + i], APPROX, p.beta, p.threshold);
 }

@@ -5,7 +5,10 @@
 //     the two-tensor form: a = x[i], b = gate[i])
 //   forward   y = a act(b)
 //   backward  da = dy act(b),  db = dy a act'(b)  (into dx's halves, or dx and dgate)
-struct Params { x: u32, gate: u32, y: u32, dy: u32, dx: u32, dgate: u32, n: u32, half: u32, op: u32, approx: u32 }
+// The activation (gk_op code) and GELU's form: override constants, as in activation.wgsl.
+override ACT: u32;
+override APPROX: u32;
+struct Params { x: u32, gate: u32, y: u32, dy: u32, dx: u32, dgate: u32, n: u32, half: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 
 // The element offsets of a and b for y's element i.
@@ -21,7 +24,7 @@ fn forward(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) n
   if (i >= p.n) { return; }
   let h = halves(i);
   let b_base = select(p.x, p.gate, p.half == 0u);
-  m[p.y + i] = m[p.x + h.x] * act(p.op, m[b_base + h.y], p.approx, 1.0, 20.0);
+  m[p.y + i] = m[p.x + h.x] * act(ACT, m[b_base + h.y], APPROX, 1.0, 20.0);
 }
 
 @compute @workgroup_size(64)
@@ -34,6 +37,6 @@ fn backward(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) 
   let b = m[b_base + h.y];
   let dy = m[p.dy + i];
   let db_base = select(p.dx, p.dgate, p.half == 0u);
-  m[p.dx + h.x] = dy * act(p.op, b, p.approx, 1.0, 20.0);
-  m[db_base + h.y] = dy * a * act_grad(p.op, b, p.approx, 1.0, 20.0);
+  m[p.dx + h.x] = dy * act(ACT, b, APPROX, 1.0, 20.0);
+  m[db_base + h.y] = dy * a * act_grad(ACT, b, APPROX, 1.0, 20.0);
 }
