@@ -513,6 +513,110 @@ static void test_bad_input(void) {
   configs++;
 }
 
+// ---------------------------------------------------------------- tensors bound where they lie
+
+// A tensor of a run placed in one shared buffer at word `at`.
+typedef struct placed {
+  gk_arg_kind kind;
+  int64_t at;
+} placed;
+
+// The families that bind each tensor by itself read and write contiguous
+// tensors in their own buffers, and stage through the arena what WebGPU
+// would not let them bind (overlapping ranges: in-place runs, neighbours
+// within 256 bytes). Run d with its tensors at the words `pl` of one
+// buffer (two kinds at the same word: in place) and require the bits of
+// the same run on tensors in buffers of their own, inputs not in place
+// unchanged, and every other word of the buffer untouched.
+static void check_placed(const char *what, const gk_op_desc *desc, const placed *pl, int np) {
+  gk_op_desc d = *desc;
+  d.backend = GK_BACKEND_WEBGPU;
+  gk_plan *plan = NULL;
+  check(gk_plan_create(&d, &plan) == GK_SUCCESS, "%s: plan: %s", what, gk_last_error());
+  if (!plan) return;
+  const float canary = -7.0f;
+  gk_arg own[8], packed[8];
+  gk_buffer *own_buf[8] = {0};
+  float *data[8] = {0}, *expect[8] = {0};
+  int64_t n[8] = {0}, words = 0;
+  for (int i = 0; i < np; i++) {
+    int rank;
+    int64_t shape[GK_MAX_RANK];
+    gk_plan_arg_shape(plan, pl[i].kind, &rank, shape);
+    gk_tensor t;
+    gk_tensor_init(&t, NULL, GK_F32, rank, shape);
+    n[i] = gk_tensor_numel(&t);
+    data[i] = malloc((size_t)n[i] * 4);
+    expect[i] = malloc((size_t)n[i] * 4);
+    bool output = is_output(&d, pl[i].kind);
+    for (int64_t e = 0; e < n[i]; e++) data[i][e] = output ? canary : (float)rng_uniform(-3, 3);
+    // An output in place takes its input's values.
+    for (int j = 0; j < np; j++)
+      if (output && j != i && pl[j].at == pl[i].at && !is_output(&d, pl[j].kind) && data[j])
+        memcpy(data[i], data[j], (size_t)n[i] * 4);
+    own_buf[i] = filled_buffer(n[i], 0.0f);
+    gk_buffer_upload(own_buf[i], 0, data[i], (size_t)n[i] * 4);
+    own[i] = (gk_arg){pl[i].kind, device_tensor(own_buf[i], GK_F32, rank, shape)};
+    packed[i] = own[i];
+    if (pl[i].at + n[i] > words) words = pl[i].at + n[i];
+  }
+  words += 70;
+  check(gk_plan_run(plan, own, np, NULL, 0) == GK_SUCCESS, "%s: run on own buffers: %s", what, gk_last_error());
+  for (int i = 0; i < np; i++) gk_buffer_download(own_buf[i], 0, expect[i], (size_t)n[i] * 4);
+  gk_buffer *shared = filled_buffer(words, canary);
+  for (int i = 0; i < np; i++) {
+    packed[i].tensor.data = (char *)gk_buffer_address(shared) + pl[i].at * 4;
+    if (!is_output(&d, pl[i].kind)) gk_buffer_upload(shared, (size_t)pl[i].at * 4, data[i], (size_t)n[i] * 4);
+  }
+  check(gk_plan_run(plan, packed, np, NULL, 0) == GK_SUCCESS, "%s: run in one buffer: %s", what, gk_last_error());
+  float *got = malloc((size_t)words * 4);
+  gk_buffer_download(shared, 0, got, (size_t)words * 4);
+  bool *covered = calloc((size_t)words, 1);
+  for (int i = 0; i < np; i++) {
+    bool written = is_output(&d, pl[i].kind), overwritten = false;
+    for (int j = 0; j < np; j++) overwritten |= j != i && pl[j].at == pl[i].at && is_output(&d, pl[j].kind);
+    if (overwritten && !written) continue;  // an input in place: its output is checked
+    const float *want = written ? expect[i] : data[i];
+    check(!memcmp(got + pl[i].at, want, (size_t)n[i] * 4), "%s: %s differs from the run on buffers of its own",
+          what, gk_arg_name(pl[i].kind));
+    memset(covered + pl[i].at, 1, (size_t)n[i]);
+  }
+  for (int64_t w = 0; w < words; w++)
+    if (!covered[w] && got[w] != canary) {
+      check(false, "%s: word %lld, outside every tensor, was written", what, (long long)w);
+      break;
+    }
+  free(covered);
+  free(got);
+  gk_buffer_free(shared);
+  for (int i = 0; i < np; i++) {
+    gk_buffer_free(own_buf[i]);
+    free(data[i]);
+    free(expect[i]);
+  }
+  gk_plan_destroy(plan);
+  configs++;
+}
+
+static void test_placement(void) {
+  int64_t n = 300, rows[2] = {7, 50};
+  gk_op_desc relu = make(GK_OP_RELU, 1, &n), gelu_bwd = make(GK_OP_GELU, 1, &n);
+  gelu_bwd.direction = GK_BACKWARD;
+  gk_op_desc softmax = make(GK_OP_SOFTMAX, 2, rows), softmax_bwd = softmax;
+  softmax_bwd.direction = GK_BACKWARD;
+  // Both at 256-byte boundaries, far apart: each bound where it lies.
+  check_placed("relu, both bound", &relu, (placed[]){{GK_ARG_X, 64}, {GK_ARG_Y, 1024}}, 2);
+  // Unaligned starts whose 256-byte ranges overlap: y staged.
+  check_placed("relu, neighbours", &relu, (placed[]){{GK_ARG_X, 3}, {GK_ARG_Y, 303}}, 2);
+  check_placed("relu, in place", &relu, (placed[]){{GK_ARG_X, 5}, {GK_ARG_Y, 5}}, 2);
+  check_placed("gelu backward, neighbours", &gelu_bwd,
+               (placed[]){{GK_ARG_X, 1}, {GK_ARG_DY, 301}, {GK_ARG_DX, 640}}, 3);
+  check_placed("gelu backward, dx in dy", &gelu_bwd, (placed[]){{GK_ARG_X, 0}, {GK_ARG_DY, 512}, {GK_ARG_DX, 512}}, 3);
+  check_placed("softmax, in place", &softmax, (placed[]){{GK_ARG_X, 9}, {GK_ARG_Y, 9}}, 2);
+  check_placed("softmax backward, dx in y", &softmax_bwd,
+               (placed[]){{GK_ARG_DY, 0}, {GK_ARG_Y, 700}, {GK_ARG_DX, 700}}, 3);
+}
+
 static const struct {
   const char *name;
   void (*run)(void);
@@ -520,7 +624,8 @@ static const struct {
                 {"linear", test_linear_matmul}, {"softmax", test_softmax}, {"cross_entropy", test_cross_entropy},
                 {"embedding", test_embedding}, {"rope", test_rope}, {"attention", test_attention},
                 {"binary", test_binary}, {"conv1d", test_conv1d}, {"scan", test_scan},
-                {"dispatch", test_past_one_dispatch}, {"bad_input", test_bad_input}};
+                {"dispatch", test_past_one_dispatch}, {"placement", test_placement},
+                {"bad_input", test_bad_input}};
 
 int main(int argc, char **argv) {
   gk_backend_info bi = {0};

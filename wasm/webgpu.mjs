@@ -193,7 +193,10 @@ export class WebGpuHost {
       case 'dispatch': {
         const p = this.pipelines.get(c[1]);
         const entries = [{ binding: 0, resource: { buffer: this.uniform, offset: nextParams(), size: PARAM_SLOT } }];
-        c[2].forEach((id, i) => entries.push({ binding: i + 1, resource: { buffer: this.buffers.get(id) } }));
+        for (let i = 0; i < c[2].length; i += 4) {
+          const [binding, id, offset, size] = c[2].slice(i, i + 4);
+          entries.push({ binding, resource: { buffer: this.buffers.get(id), offset, size: size || undefined } });
+        }
         const bindGroup = device.createBindGroup({ layout: p.layout, entries });
         const pass = this.commands().beginComputePass();
         pass.setPipeline(p.pipeline);
@@ -310,9 +313,10 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
       batch.push(['pipeline', id, decoder.decode(m.slice(wgsl, wgsl + len)), text(entry), text(overrides)]);
     },
     pipeline_destroy(id) { batch.push(['unpipeline', id]); },
-    dispatch(pipeline, buffers, nbuffers, params, paramBytes, x, y) {
-      const ids = Array.from(new Uint32Array(memory().buffer, buffers, nbuffers));
-      batch.push(['dispatch', pipeline, ids, bytes().slice(params, params + paramBytes), x, y]);
+    dispatch(pipeline, bindings, nbindings, params, paramBytes, x, y) {
+      // (binding, buffer id, offset, size) per binding, as wg_binding in src/webgpu/webgpu.h
+      const records = Array.from(new Uint32Array(memory().buffer, bindings, nbindings * 4));
+      batch.push(['dispatch', pipeline, records, bytes().slice(params, params + paramBytes), x, y]);
     },
     submit() {
       if (batch.length) post(null);

@@ -2,15 +2,18 @@
 // in, the staging that gathers a run's tensors into the arena and scatters
 // its outputs back, and the kernel table.
 //
-// Every kernel binds two things: its parameters (a uniform struct of u32 and
-// f32 words) and the arena (one storage buffer). A run copies its inputs
-// into arena slots (a buffer-to-buffer copy when the tensor is contiguous,
-// the gather shader when strided or broadcast), dispatches its passes on
-// the slots, and copies its outputs back (the scatter shader for strided
-// outputs). Shaders therefore see contiguous row-major tensors only, need
-// no storage-buffer offset alignment and no more bindings than any adapter
-// has, and in-place runs are safe by construction. The cost, one extra read
-// and write of each tensor, is the first thing to remove on real hardware.
+// Most kernels bind two things: their parameters (a uniform struct of u32
+// and f32 words) and the arena (one storage buffer). Such a run copies its
+// inputs into arena slots (a buffer-to-buffer copy when the tensor is
+// contiguous, the gather shader when strided or broadcast), dispatches its
+// passes on the slots, and copies its outputs back (the scatter shader for
+// strided outputs). Shaders therefore see contiguous row-major tensors
+// only, need no more bindings than any adapter has, and in-place runs are
+// safe by construction, at the cost of one extra read and write of each
+// tensor. The bound families (activations, softmax: wg_family.bound) bind
+// each tensor by itself instead, so a contiguous tensor is read and written
+// where it lies (place_bound below); only what cannot be bound so goes
+// through the arena.
 #include "webgpu.h"
 #include "kernels.h"
 
@@ -170,7 +173,7 @@ gk_status wg_arena_reserve(uint64_t words) {
 
 // Dispatch `groups` workgroups (split over x and y when over the
 // per-dimension limit; shaders take the group index as y * nwg.x + x).
-static gk_status dispatch(uint32_t pipeline, const uint32_t *buffers, uint32_t nbuffers, const uint32_t *params,
+static gk_status dispatch(uint32_t pipeline, const wg_binding *bindings, uint32_t nbindings, const uint32_t *params,
                           uint64_t groups) {
   if (groups == 0) return GK_SUCCESS;
   uint64_t per_dim = limits[WG_LIMIT_GROUPS_PER_DIM];
@@ -178,12 +181,13 @@ static gk_status dispatch(uint32_t pipeline, const uint32_t *buffers, uint32_t n
   if (y > per_dim)
     return gk_fail(GK_ERR_UNSUPPORTED, "webgpu: %llu workgroups are over the device's %llu x %llu",
                    (unsigned long long)groups, (unsigned long long)per_dim, (unsigned long long)per_dim);
-  gkwg_dispatch(pipeline, buffers, nbuffers, params, WG_PARAM_WORDS * 4, (uint32_t)x, (uint32_t)y);
+  gkwg_dispatch(pipeline, bindings, nbindings, params, WG_PARAM_WORDS * 4, (uint32_t)x, (uint32_t)y);
   return GK_SUCCESS;
 }
 
 gk_status wg_arena_dispatch(uint32_t pipeline, const uint32_t *params, uint64_t groups) {
-  return dispatch(pipeline, &arena->id, 1, params, groups);
+  const wg_binding whole = {1, arena->id, 0, 0};
+  return dispatch(pipeline, &whole, 1, params, groups);
 }
 
 void wg_arena_write(uint32_t slot, const void *src, uint32_t words) {
@@ -228,8 +232,8 @@ gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
     p[8 + d] = (uint32_t)t->shape[d];
     p[16 + d] = (uint32_t)(int32_t)(t->strides[d] * ew);
   }
-  uint32_t buffers[2] = {id, arena->id};
-  return dispatch(into_arena ? gather_pipeline : scatter_pipeline, buffers, 2, p, (uint64_t)gk_ceil_div(n, 64));
+  const wg_binding bindings[2] = {{1, id, 0, 0}, {2, arena->id, 0, 0}};
+  return dispatch(into_arena ? gather_pipeline : scatter_pipeline, bindings, 2, p, (uint64_t)gk_ceil_div(n, 64));
 }
 
 // ---------------------------------------------------------------- runs
@@ -238,6 +242,49 @@ uint32_t wg_scratch(wg_run *r, uint64_t words) {
   uint32_t at = (uint32_t)r->words;
   r->words += (words + 3) / 4 * 4;
   return at;
+}
+
+// `words` arena words starting at a multiple of 64 (256 bytes, so that
+// they can be bound by themselves): their slot.
+static uint32_t bindable_scratch(wg_run *r, uint64_t words) {
+  r->words = (r->words + 63) / 64 * 64;
+  return wg_scratch(r, words ? words : 1);
+}
+
+// Where a bound family's run reads and writes each tensor. A contiguous
+// tensor is bound where it lies: its buffer from the 256-byte boundary at
+// or below its first byte (every adapter's minStorageBufferOffsetAlignment
+// is at most 256) to its end, the tensor at word slot[k] of that range.
+// WebGPU rejects a dispatch whose writable bindings overlap (all bindings
+// are read_write here), so a tensor whose range overlaps one placed before
+// it (an in-place run; a neighbour within 256 bytes), a strided one, or one
+// whose range is over maxStorageBufferBindingSize gets a range of the arena
+// of its own instead and is staged as in arena runs.
+static void place_bound(wg_run *r) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    const gk_tensor *t = r->t[k];
+    if (!t) continue;
+    uint64_t bytes = (uint64_t)gk_tensor_numel(t) * elem_words(t->dtype) * 4;
+    wg_binding *b = &r->bind[k];
+    void *handle;
+    size_t offset;
+    bool direct = bytes > 0 && gk_tensor_is_contiguous(t) && gk_buffer_resolve(&gk_webgpu_backend, t, &handle, &offset) &&
+                  offset % 4 == 0;
+    if (direct) {
+      uint64_t base = offset / 256 * 256, size = offset + bytes - base;
+      *b = (wg_binding){0, wg_buffer_id(handle), (uint32_t)base, (uint32_t)size};
+      direct = size <= limits[WG_LIMIT_STORAGE_BINDING];
+      for (int j = 0; j < k && direct; j++)
+        if (r->bind[j].id == b->id && r->bind[j].offset < base + size && base < (uint64_t)r->bind[j].offset + r->bind[j].size)
+          direct = false;
+      r->slot[k] = (uint32_t)((offset - base) / 4);
+    }
+    if (direct) continue;
+    r->staged[k] = true;
+    r->stage_at[k] = bindable_scratch(r, bytes / 4);
+    r->bind[k] = (wg_binding){0, 0, r->stage_at[k] * 4, bytes ? (uint32_t)bytes : 4};
+    r->slot[k] = 0;
+  }
 }
 
 uint32_t *wg_pass(wg_run *r, int entry, uint64_t groups) {
@@ -250,6 +297,14 @@ uint32_t *wg_pass(wg_run *r, int entry, uint64_t groups) {
   ps->entry = entry;
   ps->groups = groups;
   return ps->p;
+}
+
+uint32_t *wg_pass_bound(wg_run *r, int entry, uint64_t groups, int nbind, const gk_arg_kind *bind) {
+  uint32_t *p = wg_pass(r, entry, groups);
+  wg_pass_t *ps = &r->pass[r->npass - 1];
+  memcpy(ps->bind, bind, (size_t)nbind * sizeof *bind);
+  ps->nbind = nbind;
+  return p;
 }
 
 uint32_t wg_f32(double v) {
@@ -317,22 +372,38 @@ static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, v
   memset(&r, 0, sizeof r);
   r.plan = plan;
   r.t = args;
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    if (args[k]) r.slot[k] = wg_scratch(&r, (uint64_t)gk_tensor_numel(args[k]) * elem_words(args[k]->dtype));
-  }
+  if (f->bound) place_bound(&r);
+  else
+    for (int k = 0; k < GK_ARG_COUNT_; k++)
+      if (args[k]) {
+        r.staged[k] = true;
+        r.slot[k] = r.stage_at[k] = wg_scratch(&r, (uint64_t)gk_tensor_numel(args[k]) * elem_words(args[k]->dtype));
+      }
   if (st->constants) r.constants = wg_scratch(&r, st->constant_words);
   gk_status s = f->plan(plan, &r);
   if (s == GK_SUCCESS && r.overflow) s = gk_fail(GK_ERR_INTERNAL, "webgpu: %s: more than %d passes", f->name, WG_MAX_PASSES);
   if (s == GK_SUCCESS) s = wg_arena_reserve(r.words);
   if (s != GK_SUCCESS) return s;
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (args[k] && (!plan->args[k].is_output || plan->desc.accumulate)) s = wg_stage(args[k], r.slot[k], true);
+    if (r.staged[k] && (!plan->args[k].is_output || plan->desc.accumulate)) s = wg_stage(args[k], r.stage_at[k], true);
   if (st->constants && s == GK_SUCCESS)
     gkwg_buffer_copy(st->constants->id, 0, arena->id, r.constants * 4, st->constant_words * 4);
-  for (int i = 0; i < r.npass && s == GK_SUCCESS; i++)
-    s = wg_arena_dispatch(st->pipeline[r.pass[i].entry], r.pass[i].p, r.pass[i].groups);
+  for (int i = 0; i < r.npass && s == GK_SUCCESS; i++) {
+    const wg_pass_t *ps = &r.pass[i];
+    if (!ps->nbind) {
+      s = wg_arena_dispatch(st->pipeline[ps->entry], ps->p, ps->groups);
+      continue;
+    }
+    wg_binding b[WG_MAX_BINDINGS];
+    for (int j = 0; j < ps->nbind; j++) {
+      b[j] = r.bind[ps->bind[j]];
+      b[j].binding = 2 + (uint32_t)j;
+      if (!b[j].id) b[j].id = arena->id;
+    }
+    s = dispatch(st->pipeline[ps->entry], b, (uint32_t)ps->nbind, ps->p, ps->groups);
+  }
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (args[k] && plan->args[k].is_output) s = wg_stage(args[k], r.slot[k], false);
+    if (r.staged[k] && plan->args[k].is_output) s = wg_stage(args[k], r.stage_at[k], false);
   gkwg_submit();
   return s;
 }

@@ -32,7 +32,9 @@ static int norm_dim(int dim, int rank) { return dim < 0 ? dim + rank : dim; }
 static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int64_t n = numel_of(plan, GK_ARG_X);
-  uint32_t *p = wg_pass(r, 0, groups_for(n));
+  static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {GK_ARG_X, GK_ARG_DY, GK_ARG_DX};
+  uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, groups_for(n), 2, forward)
+                                           : wg_pass_bound(r, 0, groups_for(n), 3, backward);
   p[0] = r->slot[GK_ARG_X];
   p[1] = r->slot[GK_ARG_Y];
   p[2] = r->slot[GK_ARG_DY];
@@ -163,7 +165,9 @@ static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
   int dim = norm_dim(d->softmax.dim, d->rank);
   int64_t inner = prod(d->shape, dim + 1, d->rank), rows = prod(d->shape, 0, dim) * inner;
   if (rows == 0 || d->shape[dim] == 0) return GK_SUCCESS;
-  uint32_t *p = wg_pass(r, 0, (uint64_t)rows);
+  static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {GK_ARG_DY, GK_ARG_Y, GK_ARG_DX};
+  uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, (uint64_t)rows, 2, forward)
+                                           : wg_pass_bound(r, 0, (uint64_t)rows, 3, backward);
   p[0] = r->slot[GK_ARG_X];
   p[1] = r->slot[GK_ARG_Y];
   p[2] = r->slot[GK_ARG_DY];
@@ -171,8 +175,10 @@ static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
   p[4] = (uint32_t)rows;
   p[5] = (uint32_t)d->shape[dim];
   p[6] = (uint32_t)inner;
-  p[7] = d->op == GK_OP_LOG_SOFTMAX;
   return GK_SUCCESS;
+}
+static void softmax_overrides(const gk_plan *plan, char *text, size_t cap) {
+  snprintf(text, cap, "IS_LOG=%d", plan->desc.op == GK_OP_LOG_SOFTMAX);
 }
 
 // ---------------------------------------------------------------- linear, matmul
@@ -445,31 +451,38 @@ static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
 }
 
 // ---------------------------------------------------------------- the table
-static const wg_family activation = {"activation", gk_wgsl_activation, {"forward"}, {"backward"}, NULL,
-                                     plan_activation, NULL, act_overrides};
-static const wg_family gated = {"gated", gk_wgsl_gated, {"forward"}, {"backward"}, NULL, plan_gated, NULL,
-                                act_overrides};
-static const wg_family binary = {"binary", gk_wgsl_binary, {"forward"}, {"reduce_grad"}, NULL, plan_binary, NULL,
-                                 NULL};
-static const wg_family norm = {"norm", gk_wgsl_norm, {"forward"}, {"backward_dx", "backward_params"}, NULL,
-                               plan_norm, NULL, NULL};
-static const wg_family linear = {"linear", gk_wgsl_matmul, {"product"}, {"product", "column_sum"}, NULL,
-                                 plan_linear, NULL, NULL};
-static const wg_family matmul = {"matmul", gk_wgsl_matmul, {"product"}, {"product"}, NULL, plan_matmul, NULL, NULL};
-static const wg_family cross_entropy = {"cross_entropy", gk_wgsl_cross_entropy, {"per_row", "total", "grad"},
-                                        {"per_row", "total", "grad"}, decline_cross_entropy, plan_cross_entropy, NULL,
-                                        NULL};
-static const wg_family embedding = {"embedding", gk_wgsl_embedding, {"forward"}, {"backward"}, NULL, plan_embedding,
-                                    NULL, NULL};
-static const wg_family rope = {"rope", gk_wgsl_rope, {"rotate"}, {"rotate"}, NULL, plan_rope, rope_constants, NULL};
-static const wg_family attention = {"attention", gk_wgsl_attention, {"forward"}, {"delta", "dq", "dkv"},
-                                    decline_attention, plan_attention, NULL, NULL};
-static const wg_family conv1d = {"conv1d", gk_wgsl_conv1d, {"forward", "final_state"}, {"grad_pre", "dx", "dparams"},
-                                 NULL, plan_conv1d, NULL, NULL};
-static const wg_family scan = {"scan", gk_wgsl_scan, {"forward"}, {"backward", "reduce_params", "reduce_bc"},
-                               decline_scan, plan_scan, NULL, NULL};
-static const wg_family softmax = {"softmax", gk_wgsl_softmax, {"forward"}, {"backward"}, NULL, plan_softmax, NULL,
-                                  NULL};
+static const wg_family activation = {.name = "activation", .source = gk_wgsl_activation, .forward = {"forward"},
+                                     .backward = {"backward"}, .plan = plan_activation,
+                                     .overrides = act_overrides, .bound = true};
+static const wg_family gated = {.name = "gated", .source = gk_wgsl_gated, .forward = {"forward"},
+                                .backward = {"backward"}, .plan = plan_gated, .overrides = act_overrides};
+static const wg_family binary = {.name = "binary", .source = gk_wgsl_binary, .forward = {"forward"},
+                                 .backward = {"reduce_grad"}, .plan = plan_binary};
+static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .forward = {"forward"},
+                               .backward = {"backward_dx", "backward_params"}, .plan = plan_norm};
+static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .forward = {"product"},
+                                 .backward = {"product", "column_sum"}, .plan = plan_linear};
+static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .forward = {"product"},
+                                 .backward = {"product"}, .plan = plan_matmul};
+static const wg_family cross_entropy = {.name = "cross_entropy", .source = gk_wgsl_cross_entropy,
+                                        .forward = {"per_row", "total", "grad"},
+                                        .backward = {"per_row", "total", "grad"},
+                                        .decline = decline_cross_entropy, .plan = plan_cross_entropy};
+static const wg_family embedding = {.name = "embedding", .source = gk_wgsl_embedding, .forward = {"forward"},
+                                    .backward = {"backward"}, .plan = plan_embedding};
+static const wg_family rope = {.name = "rope", .source = gk_wgsl_rope, .forward = {"rotate"}, .backward = {"rotate"},
+                               .plan = plan_rope, .constants = rope_constants};
+static const wg_family attention = {.name = "attention", .source = gk_wgsl_attention, .forward = {"forward"},
+                                    .backward = {"delta", "dq", "dkv"}, .decline = decline_attention,
+                                    .plan = plan_attention};
+static const wg_family conv1d = {.name = "conv1d", .source = gk_wgsl_conv1d, .forward = {"forward", "final_state"},
+                                 .backward = {"grad_pre", "dx", "dparams"}, .plan = plan_conv1d};
+static const wg_family scan = {.name = "scan", .source = gk_wgsl_scan, .forward = {"forward"},
+                               .backward = {"backward", "reduce_params", "reduce_bc"}, .decline = decline_scan,
+                               .plan = plan_scan};
+static const wg_family softmax = {.name = "softmax", .source = gk_wgsl_softmax, .forward = {"forward"},
+                                  .backward = {"backward"}, .plan = plan_softmax, .overrides = softmax_overrides,
+                                  .bound = true};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
   switch (plan->desc.op) {

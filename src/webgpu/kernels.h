@@ -4,25 +4,36 @@
 #define GK_WEBGPU_KERNELS_H
 
 #include "../core/internal.h"
+#include "webgpu.h"
 
 #include <stdint.h>
 
-enum { WG_PARAM_WORDS = 64, WG_MAX_PASSES = 8, WG_MAX_ENTRIES = 6 };
+enum { WG_PARAM_WORDS = 64, WG_MAX_PASSES = 8, WG_MAX_ENTRIES = 6, WG_MAX_BINDINGS = 6 };
 
 // One dispatch: the family's entry point, its workgroups, its parameters
-// (the words of the shader's Params struct).
+// (the words of the shader's Params struct), and for a family that binds
+// tensors by themselves (wg_family.bound) the tensors it binds, in the
+// order of the shader's bindings 2, 3, ...
 typedef struct wg_pass_t {
   int entry;
   uint64_t groups;
   uint32_t p[WG_PARAM_WORDS];
+  gk_arg_kind bind[WG_MAX_BINDINGS];
+  int nbind;
 } wg_pass_t;
 
-// One run: where each tensor sits in the arena (in 4-byte words), the
-// scratch words after them, the passes.
+// One run: where each tensor is read and written, the arena words it
+// takes, the passes. slot[k] is tensor k's first word in what the shader
+// reads it through: the arena (binding 1), or, in a bound family, its own
+// binding (bind[k]). Tensors with staged[k] live in the arena at stage_at[k]
+// for the run, copied in before it and (outputs) out after it.
 typedef struct wg_run {
   const gk_plan *plan;
   const gk_tensor *const *t;   // the run's tensors by kind (NULL: absent)
   uint32_t slot[GK_ARG_COUNT_];
+  wg_binding bind[GK_ARG_COUNT_];  // bound families: each tensor's binding (id 0: its arena range)
+  bool staged[GK_ARG_COUNT_];
+  uint32_t stage_at[GK_ARG_COUNT_];
   uint32_t constants;          // the slot of the family's constants
   uint64_t words;
   wg_pass_t pass[WG_MAX_PASSES];
@@ -35,6 +46,8 @@ uint32_t wg_scratch(wg_run *r, uint64_t words);
 // Append a pass of entry `entry` (an index into the family's entry list)
 // over `groups` workgroups; fill the returned parameter words.
 uint32_t *wg_pass(wg_run *r, int entry, uint64_t groups);
+// The same for a bound family: the pass binds the `nbind` tensors `bind`.
+uint32_t *wg_pass_bound(wg_run *r, int entry, uint64_t groups, int nbind, const gk_arg_kind *bind);
 // The bits of v as an f32 parameter word.
 uint32_t wg_f32(double v);
 
@@ -56,6 +69,10 @@ typedef struct wg_family {
   // choice made per plan (which activation) is then a constant the shader
   // compiler folds, not a branch on a parameter every invocation takes.
   void (*overrides)(const gk_plan *plan, char *text, size_t cap);
+  // true: the shader binds each tensor by itself (bindings 2, ...; passes
+  // made with wg_pass_bound), so contiguous tensors are read and written
+  // where they lie instead of being copied through the arena.
+  bool bound;
 } wg_family;
 
 const wg_family *wg_family_of(const gk_plan *plan);

@@ -42,11 +42,17 @@ void gkwg_buffer_copy(uint32_t src, uint32_t src_offset, uint32_t dst, uint32_t 
 GK_WEBGPU_IMPORT(pipeline_create)
 void gkwg_pipeline_create(uint32_t id, const char *wgsl, uint32_t len, const char *entry, const char *overrides);
 GK_WEBGPU_IMPORT(pipeline_destroy) void gkwg_pipeline_destroy(uint32_t id);
+// One storage binding of a dispatch: buffer `id` from byte `offset` (a
+// multiple of 256), `size` bytes (0: to the buffer's end).
+typedef struct wg_binding {
+  uint32_t binding, id, offset, size;
+} wg_binding;
+
 // Queue a dispatch of groups_x x groups_y workgroups: binding 0 the
-// `params_bytes` bytes of params as a uniform buffer, bindings 1.. the
-// buffers (whole).
+// `params_bytes` bytes of params as a uniform buffer, then the `nbindings`
+// storage bindings.
 GK_WEBGPU_IMPORT(dispatch)
-void gkwg_dispatch(uint32_t pipeline, const uint32_t *buffers, uint32_t nbuffers, const void *params,
+void gkwg_dispatch(uint32_t pipeline, const wg_binding *bindings, uint32_t nbindings, const void *params,
                    uint32_t params_bytes, uint32_t groups_x, uint32_t groups_y);
 // Hand what was queued to the host (it runs it without this side waiting).
 GK_WEBGPU_IMPORT(submit) void gkwg_submit(void);

@@ -3,8 +3,16 @@
 // apart by `inner`; max and sums are fixed-order tree reductions.
 //   forward   softmax y = exp(x - max) / s,  log-softmax y = x - max - log(s),  s = sum exp(x - max)
 //   backward  softmax dx = y (dy - sum(dy y)),  log-softmax dx = dy - exp(y) sum(dy)
-struct Params { x: u32, y: u32, dy: u32, dx: u32, rows: u32, len: u32, inner: u32, is_log: u32 }
+// Bindings: forward x, y; backward dy, y, dx (each tensor bound by itself,
+// starting at its word p.<name> there). IS_LOG (1: log-softmax) is an
+// override constant of the plan's pipelines.
+override IS_LOG: u32;
+struct Params { x: u32, y: u32, dy: u32, dx: u32, rows: u32, len: u32, inner: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read_write> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dy: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dx: array<f32>;
 
 fn row_base(r: u32) -> u32 { return (r / p.inner) * p.len * p.inner + r % p.inner; }
 
@@ -15,16 +23,16 @@ fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
   if (r >= p.rows) { return; }
   let base = row_base(r);
   var mx = -3.4028234e38;
-  for (var j = lid; j < p.len; j += WG) { mx = max(mx, m[p.x + base + j * p.inner]); }
+  for (var j = lid; j < p.len; j += WG) { mx = max(mx, x[p.x + base + j * p.inner]); }
   mx = wg_max(mx, lid);
   var s = 0.0;
-  for (var j = lid; j < p.len; j += WG) { s += exp(m[p.x + base + j * p.inner] - mx); }
+  for (var j = lid; j < p.len; j += WG) { s += exp(x[p.x + base + j * p.inner] - mx); }
   s = wg_sum(s, lid);
   let log_s = log(s);
   for (var j = lid; j < p.len; j += WG) {
     let at = base + j * p.inner;
-    let v = m[p.x + at] - mx;
-    m[p.y + at] = select(exp(v) / s, v - log_s, p.is_log == 1u);
+    let v = x[p.x + at] - mx;
+    y[p.y + at] = select(exp(v) / s, v - log_s, IS_LOG == 1u);
   }
 }
 
@@ -37,13 +45,13 @@ fn backward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
   var s = 0.0;
   for (var j = lid; j < p.len; j += WG) {
     let at = base + j * p.inner;
-    s += select(m[p.dy + at] * m[p.y + at], m[p.dy + at], p.is_log == 1u);
+    s += select(dy[p.dy + at] * y[p.y + at], dy[p.dy + at], IS_LOG == 1u);
   }
   s = wg_sum(s, lid);
   for (var j = lid; j < p.len; j += WG) {
     let at = base + j * p.inner;
-    let dy = m[p.dy + at];
-    let y = m[p.y + at];
-    m[p.dx + at] = select(y * (dy - s), dy - exp(y) * s, p.is_log == 1u);
+    let dy = dy[p.dy + at];
+    let y = y[p.y + at];
+    dx[p.dx + at] = select(y * (dy - s), dy - exp(y) * s, IS_LOG == 1u);
   }
 }
