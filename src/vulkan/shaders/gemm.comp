@@ -14,8 +14,8 @@
 // The GK_SUBGROUPS build (gemm_subgroups, used where the device has quad
 // operations in compute shaders; src/vulkan/device.c) shares A within quads.
 // The four invocations of a quad (subgroup lanes 4g..4g+3, whatever the
-// subgroup size) take the same rows and neighbouring columns (lx = 4g'..4g'+3),
-// so they need the same 4x16 values of A per slice. Lane q of the quad reads
+// subgroup size) take the same rows and four neighbouring values of lx, so
+// they need the same 4x16 values of A per slice. Lane q of the quad reads
 // only k = 4q..4q+3 of its 4 rows, as 4 vec4 (A is staged k-contiguous,
 // As4[row][k / 4]), and each k step takes its 4 values of A from lane k / 4
 // by subgroupQuadBroadcast (constant lanes). B is read as in the plain build.
