@@ -23,13 +23,14 @@ file(GLOB GK_VULKAN_SHADER_INCLUDES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/
 set(spv_dir ${PROJECT_BINARY_DIR}/vulkan_spirv)
 set(spv_files)
 # A shader that reduces over its workgroup (workgroup_sum/max of
-# common.glsl) is also compiled with -DGK_SUBGROUPS, as <name>_subgroups,
-# which src/vulkan/device.c uses where the device has subgroup shuffles.
+# common.glsl) or names GK_SUBGROUPS itself (gemm.comp) is also compiled
+# with -DGK_SUBGROUPS, as <name>_subgroups, which src/vulkan/device.c uses
+# where the device has every subgroup operation that build declares.
 foreach(src ${GK_VULKAN_SHADERS})
   get_filename_component(name ${src} NAME_WE)
   file(READ ${src} text)
   set(variants ${name})
-  if(text MATCHES "workgroup_(sum|max)")
+  if(text MATCHES "workgroup_(sum|max)|GK_SUBGROUPS")
     list(APPEND variants ${name}_subgroups)
   endif()
   foreach(variant ${variants})

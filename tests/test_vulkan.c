@@ -4,15 +4,23 @@
 // fails with the reason), bad input gets a status and a message and writes
 // nothing, runs recorded into one batch see each other's results, results
 // are bit-identical run to run, and a count past one dispatch's 65535
-// workgroups is covered by the shaders' grid-stride loops. The optimizers
+// workgroups is covered by the shaders' grid-stride loops, the products
+// (linear, matmul) give the same bits with and without subgroup operations,
+// at every subgroup size the driver can be made to use. The optimizers
 // on Vulkan tensors: AdamW and gradient clipping against the same calls on
 // host copies of the data, and their bad input (device_optim.h), with one
 // tensor past 65535 workgroups of 256.
+#define _POSIX_C_SOURCE 200809L  // posix_spawn, pipe, setenv (the --products runs)
 #include "device_optim.h"
 #include "harness.h"
 
 #include <float.h>
+#include <spawn.h>
 #include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
 
 static gk_tensor vk_tensor(gk_buffer *buf, size_t offset, gk_dtype dt, int rank, const int64_t *shape) {
   gk_tensor t;
@@ -183,6 +191,158 @@ static void test_deterministic(void) {
   gk_plan_destroy(p);
 }
 
+// ---------------------------------------------------------------- products, plain and with subgroups
+
+// Run d on the Vulkan device with every argument (outputs too, for an
+// accumulating gradient) filled from one fixed sequence; append every
+// argument's bits after the run to out.
+static void product_bits(const gk_op_desc *desc, FILE *out) {
+  gk_op_desc d = *desc;
+  d.backend = GK_BACKEND_VULKAN;
+  gk_plan *p;
+  if (gk_plan_create(&d, &p) != GK_SUCCESS) {
+    check(false, "%s plan: %s", gk_op_name(d.op), gk_last_error());
+    return;
+  }
+  gk_arg args[GK_ARG_COUNT_];
+  gk_buffer *bufs[GK_ARG_COUNT_];
+  size_t bytes[GK_ARG_COUNT_];
+  int n = 0;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    int rank;
+    int64_t shape[GK_MAX_RANK], numel = 1;
+    gk_plan_arg_shape(p, (gk_arg_kind)k, &rank, shape);
+    if (rank < 0) continue;
+    for (int i = 0; i < rank; i++) numel *= shape[i];
+    bytes[n] = (size_t)(numel ? numel : 1) * 4;
+    float *host = malloc(bytes[n]);
+    for (int64_t i = 0; i < numel; i++) host[i] = (float)rng_uniform(-1, 1);
+    check(gk_buffer_alloc(GK_BACKEND_VULKAN, bytes[n], &bufs[n]) == GK_SUCCESS, "alloc: %s", gk_last_error());
+    gk_buffer_upload(bufs[n], 0, host, bytes[n]);
+    free(host);
+    args[n] = (gk_arg){(gk_arg_kind)k, vk_tensor(bufs[n], 0, GK_F32, rank, shape)};
+    n++;
+  }
+  check(gk_plan_run(p, args, n, NULL, 0) == GK_SUCCESS, "%s %s: %s", gk_op_name(d.op),
+        d.direction == GK_FORWARD ? "forward" : "backward", gk_last_error());
+  for (int i = 0; i < n; i++) {
+    void *host = malloc(bytes[i]);
+    check(gk_buffer_download(bufs[i], 0, host, bytes[i]) == GK_SUCCESS, "download: %s", gk_last_error());
+    fwrite(host, 1, bytes[i], out);
+    free(host);
+    gk_buffer_free(bufs[i]);
+  }
+  gk_plan_destroy(p);
+}
+
+// What `test_vulkan --products` writes to stdout: the device's line, then
+// the bits of the products of linear and matmul, forward and backward, at
+// sizes that are not multiples of the 64x64 tile or of the 16-deep slice,
+// with bias (forward), accumulation, transposed operands, batches and a
+// shared B.
+static int products_child(void) {
+  printf("%s\n", gk_backend_device_description(GK_BACKEND_VULKAN));
+  rng_state = 1;
+  int64_t x2[2] = {67, 300}, x3[3] = {2, 70, 130};
+  for (int dir = 0; dir < 2; dir++) {
+    gk_op_desc d;
+    gk_op_desc_init(&d, GK_OP_LINEAR, dir ? GK_BACKWARD : GK_FORWARD, GK_F32, 2, x2);
+    d.linear.out_features = 45;
+    d.linear.has_bias = !dir;  // dbias is a reduction (the reduce shader), not a product
+    d.accumulate = dir;
+    product_bits(&d, stdout);
+    gk_op_desc_init(&d, GK_OP_LINEAR, dir ? GK_BACKWARD : GK_FORWARD, GK_F32, 3, x3);
+    d.linear.out_features = 150;
+    d.linear.has_bias = 0;
+    product_bits(&d, stdout);
+  }
+  static const struct { int rank; int64_t shape[4]; int64_t n; int ta, tb, shared; } mm[] = {
+      {3, {3, 70, 37}, 90, 0, 0, 0}, {3, {3, 37, 70}, 90, 1, 0, 0}, {3, {3, 70, 37}, 90, 0, 1, 0},
+      {3, {3, 70, 37}, 90, 0, 0, 1}, {3, {2, 37, 129}, 65, 1, 1, 1}, {4, {2, 2, 65, 17}, 66, 0, 0, 0}};
+  for (size_t c = 0; c < sizeof mm / sizeof *mm; c++)
+    for (int dir = 0; dir < 2; dir++) {
+      gk_op_desc d;
+      gk_op_desc_init(&d, GK_OP_MATMUL, dir ? GK_BACKWARD : GK_FORWARD, GK_F32, mm[c].rank, mm[c].shape);
+      d.matmul.n = mm[c].n;
+      d.matmul.trans_a = mm[c].ta;
+      d.matmul.trans_b = mm[c].tb;
+      d.matmul.shared_b = mm[c].shared;
+      product_bits(&d, stdout);
+    }
+  fflush(stdout);
+  return t_failed ? 1 : 0;
+}
+
+// `self --products` run with GK_VULKAN_SUBGROUPS and LP_NATIVE_VECTOR_WIDTH
+// (lavapipe's vector width: its subgroup size is width / 32; NULL: unset)
+// as given; its output (malloc'd) in *out, its size returned; 0 on failure.
+static size_t products_run(const char *self, const char *subgroups, const char *width, char **out) {
+  const char *names[2] = {"GK_VULKAN_SUBGROUPS", "LP_NATIVE_VECTOR_WIDTH"}, *values[2] = {subgroups, width};
+  char *saved[2];
+  for (int i = 0; i < 2; i++) {
+    const char *v = getenv(names[i]);
+    saved[i] = v ? strdup(v) : NULL;
+    if (values[i]) setenv(names[i], values[i], 1);
+    else unsetenv(names[i]);
+  }
+  int fd[2];
+  pid_t pid = -1;
+  size_t n = 0, cap = 1 << 20;
+  *out = malloc(cap);
+  if (pipe(fd) == 0) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fd[0]);
+    char *argv[3] = {(char *)self, "--products", NULL};
+    if (posix_spawn(&pid, self, &fa, NULL, argv, environ) != 0) pid = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[1]);
+    ssize_t got;
+    while ((got = read(fd[0], *out + n, cap - n)) > 0)
+      if ((n += (size_t)got) == cap) *out = realloc(*out, cap *= 2);
+    close(fd[0]);
+  }
+  for (int i = 0; i < 2; i++) {
+    if (saved[i]) setenv(names[i], saved[i], 1);
+    else unsetenv(names[i]);
+    free(saved[i]);
+  }
+  int status = 0;
+  bool ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  check(ok, "test_vulkan --products with GK_VULKAN_SUBGROUPS=%s LP_NATIVE_VECTOR_WIDTH=%s failed", subgroups,
+        width ? width : "(unset)");
+  return ok ? n : 0;
+}
+
+// The products with the plain gemm and with its subgroup build, at the
+// driver's subgroup size and (lavapipe) at 4 and 16: the same bits, and the
+// same as the ref backend's within the tolerance (test_transformer does
+// that, both ways).
+static void test_products_subgroups(const char *self) {
+  char *plain, *sg;
+  size_t n = products_run(self, "0", NULL, &plain);
+  static const char *const widths[] = {NULL, "128", "512"};
+  for (int w = 0; w < 3 && n; w++) {
+    size_t m = products_run(self, "1", widths[w], &sg);
+    char *line = memchr(sg, '\n', m), *plain_line = memchr(plain, '\n', n);
+    if (m && line && plain_line) {
+      *line = 0;
+      bool quads = strstr(sg, "products by quad broadcasts") != NULL;
+      size_t head = (size_t)(line + 1 - sg), plain_head = (size_t)(plain_line + 1 - plain);
+      bool same = m - head == n - plain_head && !memcmp(line + 1, plain_line + 1, m - head);
+      const char *size = strstr(sg, "subgroups of");
+      int len = size ? (int)strcspn(size, "(") : 0;
+      while (len && size[len - 1] == ' ') len--;
+      printf("products, plain vs %.*s: %s\n", len, size ? size : "", !quads ? "not compared (no subgroup products)"
+                                                             : same ? "bit-identical" : "DIFFERENT");
+      if (quads) check(same, "products with subgroups (%s) differ from the plain ones", sg);
+    }
+    free(sg);
+  }
+  free(plain);
+}
+
 // More elements than 65535 workgroups of 256 invocations: every one is
 // computed (the grid-stride loop), none past the end written.
 static void test_past_one_dispatch(void) {
@@ -206,8 +366,10 @@ static void test_past_one_dispatch(void) {
   free(host);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--products")) return products_child();
   if (test_registered()) {
+    test_products_subgroups(argv[0]);
     test_bad_input();
     test_batched_runs();
     test_deterministic();

@@ -68,7 +68,7 @@ static struct {
   bool uma;                        // buffers are host-visible
   uint32_t index;                  // of the device among the instance's
   bool storage16;
-  bool subgroups;                  // reductions through the shaders' _subgroups builds
+  VkSubgroupFeatureFlags subgroup_ops;  // the device's, where the _subgroups builds may run (else 0)
   VkDeviceSize align;              // of temporaries and views' descriptor offsets (at least 256)
   VkDeviceSize bind_align;         // of a tensor bound where it lies: the device's minimum
   pthread_mutex_t lock;
@@ -117,6 +117,45 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
 static bool validation_wanted(void) {
   const char *v = getenv("GK_VULKAN_VALIDATION");
   return v && strcmp(v, "0") != 0;
+}
+
+// ---------------------------------------------------------------- shaders
+
+// The embedded SPIR-V module of that name, or NULL.
+static const struct gk_vk_spirv *spirv_named(const char *name) {
+  for (const struct gk_vk_spirv *m = gk_vk_spirv; m->name; m++)
+    if (!strcmp(m->name, name)) return m;
+  return NULL;
+}
+
+// The subgroup operations a module declares: its GroupNonUniform*
+// capabilities (61 basic .. 68 quad, in the order of the bits of
+// VkSubgroupFeatureFlagBits: capability 61 + b is bit b), from the
+// OpCapability instructions that open every module after its 5-word header.
+static VkSubgroupFeatureFlags spirv_subgroup_ops(const struct gk_vk_spirv *m) {
+  enum { OP_CAPABILITY = 17, GROUP_NON_UNIFORM = 61, GROUP_NON_UNIFORM_QUAD = 68 };
+  VkSubgroupFeatureFlags ops = 0;
+  size_t words = m->bytes / 4;
+  for (size_t i = 5; i + 1 < words && (m->code[i] & 0xffff) == OP_CAPABILITY && m->code[i] >> 16; i += m->code[i] >> 16)
+    if (m->code[i + 1] >= GROUP_NON_UNIFORM && m->code[i + 1] <= GROUP_NON_UNIFORM_QUAD)
+      ops |= 1u << (m->code[i + 1] - GROUP_NON_UNIFORM);
+  return ops;
+}
+
+// The build of a shader the device runs: its _subgroups build where there
+// is one and the device takes every subgroup operation it declares, else
+// the plain one.
+static const struct gk_vk_spirv *device_build(const struct gk_vk_spirv *plain) {
+  char variant[96];
+  snprintf(variant, sizeof variant, "%s_subgroups", plain->name);
+  const struct gk_vk_spirv *sg = vk.subgroup_ops ? spirv_named(variant) : NULL;
+  return sg && !(spirv_subgroup_ops(sg) & ~vk.subgroup_ops) ? sg : plain;
+}
+
+// Whether the device runs shader `name`'s _subgroups build.
+static bool takes_subgroups(const char *name) {
+  const struct gk_vk_spirv *m = spirv_named(name);
+  return m && device_build(m) != m;
 }
 
 // ---------------------------------------------------------------- setup
@@ -331,25 +370,30 @@ static const char *setup(void) {
   VkPhysicalDeviceSubgroupProperties sub = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sub};
   vkGetPhysicalDeviceProperties2(vk.physical, &p2);
-  // Workgroup reductions by subgroup shuffles: where compute shaders have
-  // them, subgroups of 4..128 (a power of two), and GK_VULKAN_SUBGROUPS is
-  // not 0 (which keeps the workgroup-memory trees).
-  const VkSubgroupFeatureFlags ops = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+  // The shaders' _subgroups builds (workgroup reductions by subgroup
+  // shuffles, products sharing A within quads): where compute shaders have
+  // subgroup operations, subgroups of 4..128 (a power of two), and
+  // GK_VULKAN_SUBGROUPS is not 0 (which keeps the plain builds); each build
+  // where the device has every operation its SPIR-V declares (device_build).
   const char *use = getenv("GK_VULKAN_SUBGROUPS");
   bool off = use && !strcmp(use, "0"), able = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-      (sub.supportedOperations & ops) == ops && sub.subgroupSize >= 4 && sub.subgroupSize <= 128 &&
-      !(sub.subgroupSize & (sub.subgroupSize - 1));
-  vk.subgroups = able && !off;
+      sub.subgroupSize >= 4 && sub.subgroupSize <= 128 && !(sub.subgroupSize & (sub.subgroupSize - 1));
+  vk.subgroup_ops = able && !off ? sub.supportedOperations : 0;
+  char uses[160];
+  if (!vk.subgroup_ops)
+    snprintf(uses, sizeof uses, "reductions and products in workgroup memory: %s",
+             off ? "GK_VULKAN_SUBGROUPS=0" : "no subgroups of 4 to 128 in compute");
+  else
+    snprintf(uses, sizeof uses, "reductions %s, products %s",
+             takes_subgroups("reduce") ? "by subgroup shuffles" : "in workgroup memory: no subgroup shuffles in compute",
+             takes_subgroups("gemm") ? "by quad broadcasts" : "in workgroup memory: no quad operations in compute");
   static const char *const types[] = {"other", "integrated GPU", "discrete GPU", "virtual GPU", "CPU"};
   uint32_t v = vk.props.apiVersion;
   snprintf(vk.description, sizeof vk.description,
-           "%s (%s, Vulkan %u.%u.%u): subgroups of %u (reductions %s), 16-bit storage %s, %u KiB workgroup memory, "
+           "%s (%s, Vulkan %u.%u.%u): subgroups of %u (%s), 16-bit storage %s, %u KiB workgroup memory, "
            "bindings up to %u MiB, %s, cooperative matrix %s",
            vk.props.deviceName, types[vk.props.deviceType <= 4 ? vk.props.deviceType : 0], VK_API_VERSION_MAJOR(v),
-           VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v), sub.subgroupSize,
-           vk.subgroups ? "by subgroup shuffles" : off ? "in workgroup memory: GK_VULKAN_SUBGROUPS=0"
-                                                   : "in workgroup memory: no subgroup shuffles in compute",
-           vk.storage16 ? "yes" : "no",
+           VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v), sub.subgroupSize, uses, vk.storage16 ? "yes" : "no",
            vk.props.limits.maxComputeSharedMemorySize / 1024, vk.props.limits.maxStorageBufferRange >> 20,
            vk.uma ? "buffers host-visible (mapped)" : "buffers device-local (staged copies)",
            has_extension(vk.physical, "VK_KHR_cooperative_matrix") ? "available (unused)" : "no");
@@ -627,20 +671,12 @@ gk_status vk_pipelines(const char *const *names) {
   gk_status s = GK_SUCCESS;
   for (; *names && s == GK_SUCCESS; names++) {
     if (pipeline_index(*names) >= 0) continue;
-    const struct gk_vk_spirv *m = gk_vk_spirv, *code;
-    while (m->name && strcmp(m->name, *names)) m++;
-    if (!m->name) {
+    const struct gk_vk_spirv *m = spirv_named(*names), *code;
+    if (!m) {
       s = gk_fail(GK_ERR_INTERNAL, "vulkan: no shader '%s' built in", *names);
       break;
     }
-    code = m;  // or its _subgroups build, where the device takes it
-    if (vk.subgroups) {
-      char variant[96];
-      snprintf(variant, sizeof variant, "%s_subgroups", m->name);
-      const struct gk_vk_spirv *sg = gk_vk_spirv;
-      while (sg->name && strcmp(sg->name, variant)) sg++;
-      if (sg->name) code = sg;
-    }
+    code = device_build(m);
     if (vk.pipelines == MAX_PIPELINES) {
       s = gk_fail(GK_ERR_INTERNAL, "vulkan: more than %d pipelines", MAX_PIPELINES);
       break;
