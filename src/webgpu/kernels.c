@@ -28,9 +28,10 @@ static int64_t prod(const int64_t *shape, int from, int to) {
 static int norm_dim(int dim, int rank) { return dim < 0 ? dim + rank : dim; }
 
 // ---------------------------------------------------------------- activations
+// The backward reads x, or y with act.from_output (its slot in p.y).
 static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t n = numel_of(plan, GK_ARG_X);
+  int64_t n = numel_of(plan, gk_activation_saved(d));
   uint32_t *p = wg_pass(r, 0, groups_for(n));
   p[0] = r->slot[GK_ARG_X];
   p[1] = r->slot[GK_ARG_Y];
@@ -41,6 +42,7 @@ static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   p[6] = d->act.approximate == GK_GELU_TANH;
   p[7] = wg_f32(d->act.beta);
   p[8] = wg_f32(d->act.threshold);
+  p[9] = (uint32_t)d->act.from_output;
   return GK_SUCCESS;
 }
 
