@@ -434,6 +434,8 @@ def torch_row(r, table, timers, a, repeat, budget, scan_steps):
                 ms *= dims[0] * dims[1] / ATTN_BIG_HEADS
                 note += "; torch timed on %d heads of one sequence, scaled to %d x %d" % (ATTN_BIG_HEADS, dims[0],
                                                                                        dims[1])
+            if op in ("relu", "sigmoid") and direction == "backward":
+                note += "; both from the output y (torch's autograd saves y; gradkern's act.from_output)"
             if op == "add" and direction == "backward":
                 note = "torch out=: dy copied into da and db, as gradkern writes both"
             if op == "selective_scan":

@@ -178,6 +178,12 @@ typedef enum gk_op {
   // Elementwise activations: x -> y (same shape).
   // Backward: (dy, x) -> dx. In place allowed: y may be x, dx may be dy or x
   // (the very same view; any other overlap is rejected).
+  // With act.from_output = 1 (relu and sigmoid, backward only) the backward
+  // takes the forward's output instead of its input, as PyTorch's autograd
+  // saves it: (dy, y) -> dx, with GK_ARG_Y in place of GK_ARG_X (dx may be
+  // dy or y): sigmoid dx = dy * y * (1 - y), relu dx = dy * (y > 0), the
+  // same gradient as from x (y > 0 exactly where x > 0), without recomputing
+  // the activation, so no x need be kept.
   GK_OP_RELU = 0,      ///< y = max(x, 0); dx = dy * (x > 0)
   GK_OP_GELU = 1,      ///< y = x * Phi(x) (act.approximate: erf, or tanh form)
   GK_OP_SILU = 2,      ///< y = x * sigmoid(x)
@@ -541,6 +547,8 @@ typedef struct gk_op_desc {
   int accumulate;            ///< 0: dweight/dbias = ...; 1: dweight/dbias += ... (default 0)
   struct {
     gk_gelu_approx approximate; ///< GELU and GeGLU (default GK_GELU_ERF)
+    int from_output;            ///< 0 or 1: relu and sigmoid backward take (DY, Y) -> DX instead of
+                                ///< (DY, X) -> DX (default 0; see GK_OP_RELU)
     double beta;                ///< softplus, > 0 (default 1)
     double threshold;           ///< softplus (default 20)
   } act;

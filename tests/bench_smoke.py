@@ -57,10 +57,13 @@ def vulkan():
     assert re.match(r"gradkern bench: vulkan: .+; copy \(vkCmdCopyBuffer .*\) [0-9.]+ GB/s\n", err), err
     for r in rows:
         assert r["op"] == "relu" and r["device"] == "vulkan", r
-        assert re.fullmatch(r"[0-9]+x[0-9]+", r["shape"]), r
-        elements = int(r["shape"].split("x")[0]) * int(r["shape"].split("x")[1])
+        # the backward takes the forward's output y (act.from_output), as torch's
+        suffix = " (dy, y) -> dx" if r["direction"] == "backward" else ""
+        assert re.fullmatch(r"[0-9]+x[0-9]+" + re.escape(suffix), r["shape"]), r
+        dims = r["shape"].split()[0].split("x")
+        elements = int(dims[0]) * int(dims[1])
         size = {"f32": 4, "bf16": 2}[r["dtype"]]
-        # forward reads x, writes y; backward reads dy and x, writes dx
+        # forward reads x, writes y; backward reads dy and y, writes dx
         assert r["bytes"] == elements * size * (2 if r["direction"] == "forward" else 3), r
         assert r["flops"] == elements, r
         assert r["gb_s"] > 0 and r["gflop_s"] > 0, r

@@ -11,16 +11,17 @@ static gk_op_desc desc(gk_op op, gk_direction dir, gk_dtype dt, int rank, const 
 
 static bool is_stat(int k) { return k == GK_ARG_RSTD || k == GK_ARG_MEAN; }
 
-// Inputs (the saved statistics too, in backward) in [0.5, 1].
+// Inputs (the saved statistics and y too, in backward) in [0.5, 1].
 static void fill(const gk_op_desc *d, const gk_tensor *t, int k) {
-  bool saved_stat_in = is_stat(k) && d->direction == GK_BACKWARD;
-  if (k == GK_ARG_X || k == GK_ARG_DY || k == GK_ARG_WEIGHT || k == GK_ARG_GATE || saved_stat_in) tfill(t, 0.5, 1.0);
+  bool saved_in = (is_stat(k) || k == GK_ARG_Y) && d->direction == GK_BACKWARD;
+  if (k == GK_ARG_X || k == GK_ARG_DY || k == GK_ARG_WEIGHT || k == GK_ARG_GATE || saved_in) tfill(t, 0.5, 1.0);
 }
 
-// The statistics are outputs when y is passed (forward).
+// The statistics are outputs when y is passed (forward); y is an input of a
+// backward from the output (act.from_output).
 static bool is_output(fixture *f, int k) {
-  return k == GK_ARG_Y || k == GK_ARG_DX || k == GK_ARG_DGATE || k == GK_ARG_DWEIGHT || k == GK_ARG_DBIAS ||
-         (is_stat(k) && arg_of(f, GK_ARG_Y));
+  return (k == GK_ARG_Y && f->dir == GK_FORWARD) || k == GK_ARG_DX || k == GK_ARG_DGATE || k == GK_ARG_DWEIGHT ||
+         k == GK_ARG_DBIAS || (is_stat(k) && arg_of(f, GK_ARG_Y) && f->dir == GK_FORWARD);
 }
 
 static const fixture_roles fixture_roles_of_file = {.dtype_of = expected_arg_dtype, .fill = fill,
@@ -66,6 +67,27 @@ int main(void) {
   d.act.beta = 1;
   d.act.threshold = NAN;
   expect(create(&d), GK_ERR_INVALID_VALUE, "desc.act.threshold", "softplus threshold NaN");
+  // The backward from the output: relu and sigmoid only, backward only, 0 or 1.
+  static const struct {
+    gk_op op;
+    gk_direction dir;
+    int value;
+    const char *needle;
+  } bad_from_output[] = {
+      {GK_OP_GELU, GK_BACKWARD, 1, "gelu: desc.act.from_output = 1"},
+      {GK_OP_SILU, GK_BACKWARD, 1, "silu: desc.act.from_output = 1"},
+      {GK_OP_SOFTPLUS, GK_BACKWARD, 1, "softplus: desc.act.from_output = 1"},
+      {GK_OP_GLU, GK_BACKWARD, 1, "glu: desc.act.from_output = 1"},
+      {GK_OP_SWIGLU, GK_BACKWARD, 1, "swiglu: desc.act.from_output = 1"},
+      {GK_OP_SIGMOID, GK_FORWARD, 1, "sigmoid forward: desc.act.from_output = 1"},
+      {GK_OP_RELU, GK_BACKWARD, 2, "relu: desc.act.from_output = 2"},
+      {GK_OP_SIGMOID, GK_BACKWARD, -1, "sigmoid: desc.act.from_output = -1"},
+  };
+  for (size_t i = 0; i < sizeof bad_from_output / sizeof *bad_from_output; i++) {
+    d = desc(bad_from_output[i].op, bad_from_output[i].dir, GK_BF16, 2, s2);
+    d.act.from_output = bad_from_output[i].value;
+    expect(create(&d), GK_ERR_INVALID_VALUE, bad_from_output[i].needle, "act.from_output refused");
+  }
   d = desc(GK_OP_GLU, GK_FORWARD, GK_F32, 2, odd);
   expect(create(&d), GK_ERR_BAD_SHAPE, "desc.shape[1] = 5", "odd split size");
   d = desc(GK_OP_SWIGLU, GK_BACKWARD, GK_F32, 2, s2);
@@ -164,6 +186,19 @@ int main(void) {
              "'dx' overlaps input 'x'", "gated dx in place of x");
   EXPECT_RUN(&swiglu_bwd, arg_of(&f, GK_ARG_DY)->tensor.shape[1] = 6, GK_ERR_BAD_SHAPE, "'dy' has shape [4, 6]",
              "gated dy of full size");
+  // The backward from the output takes y, not x (and the backward from x not y).
+  gk_op_desc sigmoid_bwd_y = desc(GK_OP_SIGMOID, GK_BACKWARD, GK_F32, 2, s2);
+  gk_op_desc relu_bwd = desc(GK_OP_RELU, GK_BACKWARD, GK_F32, 2, s2);
+  sigmoid_bwd_y.act.from_output = 1;
+  EXPECT_RUN(&sigmoid_bwd_y, arg_of(&f, GK_ARG_Y)->kind = GK_ARG_X, GK_ERR_UNEXPECTED_ARGUMENT,
+             "sigmoid backward: argument 'x' (args[0]) is not taken by this plan", "x for a backward from y");
+  EXPECT_RUN(&sigmoid_bwd_y, (arg_of(&f, GK_ARG_Y)->kind = GK_ARG_DX, f.nargs = 2), GK_ERR_MISSING_ARGUMENT,
+             "sigmoid backward: argument 'y' is missing", "y missing in a backward from y");
+  EXPECT_RUN(&relu_bwd, arg_of(&f, GK_ARG_X)->kind = GK_ARG_Y, GK_ERR_UNEXPECTED_ARGUMENT,
+             "relu backward: argument 'y' (args[0]) is not taken by this plan", "y for a backward from x");
+  EXPECT_RUN(&sigmoid_bwd_y, arg_of(&f, GK_ARG_DX)->tensor.data = (float *)arg_of(&f, GK_ARG_Y)->tensor.data + 1,
+             GK_ERR_ALIASING, "output 'dx' overlaps input 'y' (only the very same view is allowed)",
+             "dx shifted over y");
   EXPECT_RUN(&ln_bwd, arg_of(&f, GK_ARG_DBIAS)->tensor.data = arg_of(&f, GK_ARG_DWEIGHT)->tensor.data,
              GK_ERR_ALIASING, "output 'dweight'", "two outputs in one buffer");
   EXPECT_RUN(&ln_bwd, f.ws_bytes = 8, GK_ERR_WORKSPACE_TOO_SMALL, "workspace_bytes = 8", "workspace too small");

@@ -1,8 +1,9 @@
 // Every op x dtype x direction x layout: the threaded CPU kernel against the
 // f64 reference kernel, the reference against central finite differences in
 // f64, bit-identity across thread counts 1, 2, 3, accumulation of parameter
-// gradients, in-place use, norms with f32 parameters on f16/bf16 x, and no
-// byte written outside an output's elements.
+// gradients, in-place use, norms with f32 parameters on f16/bf16 x, relu and
+// sigmoid backward from the output y (act.from_output) against the backward
+// from x, and no byte written outside an output's elements.
 #include "arg_dtypes.h"
 #include "plan_harness.h"
 
@@ -12,8 +13,22 @@ static bool is_stat(int k) { return k == GK_ARG_RSTD || k == GK_ARG_MEAN; }
 
 static bool is_input(gk_direction dir, int k) {
   if (dir == GK_FORWARD) return k == GK_ARG_X || k == GK_ARG_GATE || k == GK_ARG_WEIGHT || k == GK_ARG_BIAS;
-  return k == GK_ARG_DY || k == GK_ARG_X || k == GK_ARG_GATE || k == GK_ARG_WEIGHT || k == GK_ARG_RSTD ||
-         k == GK_ARG_MEAN;
+  return k == GK_ARG_DY || k == GK_ARG_X || k == GK_ARG_Y || k == GK_ARG_GATE || k == GK_ARG_WEIGHT ||
+         k == GK_ARG_RSTD || k == GK_ARG_MEAN;
+}
+
+// Backward inputs that are forward outputs (copied from the forward's
+// reference run): the norms' saved statistics, and y for relu and sigmoid
+// from the output (act.from_output).
+static bool is_saved_output(int k) { return k == GK_ARG_RSTD || k == GK_ARG_MEAN || k == GK_ARG_Y; }
+
+// The forward and backward of a configuration: act.from_output, an option
+// of the backward only, is cleared in the forward.
+static void directions(const gk_op_desc *d, gk_op_desc *fwd, gk_op_desc *bwd) {
+  *fwd = *bwd = *d;
+  fwd->direction = GK_FORWARD;
+  fwd->act.from_output = 0;
+  bwd->direction = GK_BACKWARD;
 }
 
 static bool is_output(const gk_op_desc *d, int k) { return !is_input(d->direction, k); }
@@ -38,8 +53,8 @@ static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n
   char shape[128] = "[";
   for (int i = 0; i < d->rank; i++)
     snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ",%lld" : "%lld", (long long)d->shape[i]);
-  snprintf(buf, n, "%s %s %s (params %s) %s%s form=%d dim=%d nr=%d w=%d b=%d %s", gk_op_name(d->op),
-           d->direction == GK_FORWARD ? "fwd" : "bwd", gk_dtype_name(d->dtype),
+  snprintf(buf, n, "%s %s%s %s (params %s) %s%s form=%d dim=%d nr=%d w=%d b=%d %s", gk_op_name(d->op),
+           d->direction == GK_FORWARD ? "fwd" : "bwd", d->act.from_output ? " from y" : "", gk_dtype_name(d->dtype),
            gk_dtype_name(expected_arg_dtype(d, GK_ARG_WEIGHT)), shape, "]", d->gated.form,
            d->gated.dim, d->norm.normalized_rank, d->norm.has_weight, d->norm.has_bias, layout_name[lay]);
   return buf;
@@ -97,24 +112,48 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
   }
 }
 
+// The reference backward from y (bwd, act.from_output; its run in bref on
+// the inputs of bin) against the reference backward from x (the forward's
+// input, in fin) on the same dy: within the dtype's tolerance (y was rounded
+// to the dtype), and for relu the same bits.
+static void check_from_output(const gk_op_desc *bwd, layout lay, const argset *fin, const argset *bin,
+                              const argset *bref) {
+  char name[320];
+  describe(bwd, lay, name, sizeof name);
+  gk_op_desc from_x = *bwd;
+  from_x.act.from_output = 0;
+  argset s, out;
+  plan_build(&roles, &from_x, lay, bin, &s);  // dy from bin
+  tcopy_values(&s.b[GK_ARG_X].t, &fin->b[GK_ARG_X].t);
+  clone_outputs(&roles, &from_x, &s, lay, &out);
+  check(run_desc(&from_x, GK_BACKEND_REF, &out) == GK_SUCCESS, "%s: ref from x: %s", name, gk_last_error());
+  const gk_tensor *got = &bref->b[GK_ARG_DX].t, *want = &out.b[GK_ARG_DX].t;
+  double e = tcompare(got, want, tol_of(bwd->dtype), false);
+  check(e <= 1.0, "%s: ref dx from y differs from ref dx from x by %.3g tolerances", name, e);
+  if (bwd->op == GK_OP_RELU) check(tbits_equal(got, want), "%s: relu dx from y differs from dx from x", name);
+  free_outputs(&roles, &from_x, &out);
+  argset_free(&s);
+}
+
 // Forward and backward of one configuration in one dtype and layout.
-static void test_config(const gk_op_desc *fwd, layout lay, double xscale) {
-  gk_op_desc bwd = *fwd;
-  bwd.direction = GK_BACKWARD;
+static void test_config(const gk_op_desc *cfg, layout lay, double xscale) {
+  gk_op_desc fwd, bwd;
+  directions(cfg, &fwd, &bwd);
   argset fin, fref, bin, bref;
-  build(fwd, lay, xscale, NULL, &fin);
-  compare_backends(&roles, fwd, lay, &fin, &fref);
-  // Backward reuses the forward's inputs and the reference's saved stats.
+  build(&fwd, lay, xscale, NULL, &fin);
+  compare_backends(&roles, &fwd, lay, &fin, &fref);
+  // Backward reuses the forward's inputs and the reference's outputs it saves.
   build(&bwd, lay, xscale, NULL, &bin);
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
     if (!bin.have[k] || !is_input(GK_BACKWARD, k) || k == GK_ARG_DY) continue;
-    const argset *src = (k == GK_ARG_RSTD || k == GK_ARG_MEAN) ? &fref : &fin;
+    const argset *src = is_saved_output(k) ? &fref : &fin;
     tcopy_values(&bin.b[k].t, &src->b[k].t);
   }
   compare_backends(&roles, &bwd, lay, &bin, &bref);
+  if (bwd.act.from_output) check_from_output(&bwd, lay, &fin, &bin, &bref);
   check_accumulate(&bwd, lay, &bin, &bref);
   free_outputs(&roles, &bwd, &bref);
-  free_outputs(&roles, fwd, &fref);
+  free_outputs(&roles, &fwd, &fref);
   argset_free(&bin);
   argset_free(&fin);
 }
@@ -123,20 +162,20 @@ static void test_config(const gk_op_desc *fwd, layout lay, double xscale) {
 
 // L = sum(y * r). For each differentiable input element, the central
 // difference of L against the backward's gradient (f64, given backend).
-static double fd_check(const gk_op_desc *fwd, gk_backend be) {
-  gk_op_desc bwd = *fwd;
-  bwd.direction = GK_BACKWARD;
+static double fd_check(const gk_op_desc *cfg, gk_backend be) {
+  gk_op_desc fwd, bwd;
+  directions(cfg, &fwd, &bwd);
   argset f, b;
-  build(fwd, CONTIGUOUS, 2.0, NULL, &f);
+  build(&fwd, CONTIGUOUS, 2.0, NULL, &f);
   build(&bwd, CONTIGUOUS, 2.0, &f, &b);
-  run_desc(fwd, be, &f);
-  for (int k = GK_ARG_RSTD; k >= GK_ARG_MEAN; k--)
-    if (b.have[k]) tcopy_values(&b.b[k].t, &f.b[k].t);
+  run_desc(&fwd, be, &f);
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (b.have[k] && is_saved_output(k)) tcopy_values(&b.b[k].t, &f.b[k].t);
   if (run_desc(&bwd, be, &b) != GK_SUCCESS) return INFINITY;
   static const int pairs[][2] = {{GK_ARG_X, GK_ARG_DX}, {GK_ARG_GATE, GK_ARG_DGATE},
                                  {GK_ARG_WEIGHT, GK_ARG_DWEIGHT}, {GK_ARG_BIAS, GK_ARG_DBIAS}};
   static const int outs[][2] = {{GK_ARG_Y, GK_ARG_DY}};
-  double worst = fd_max_rel_err(fwd, be, &f, &b, pairs, sizeof pairs / sizeof *pairs, outs, 1);
+  double worst = fd_max_rel_err(&fwd, be, &f, &b, pairs, sizeof pairs / sizeof *pairs, outs, 1);
   argset_free(&b);
   argset_free(&f);
   return worst;
@@ -145,21 +184,19 @@ static double fd_check(const gk_op_desc *fwd, gk_backend be) {
 // ---------------------------------------------------------------- threads
 
 // The CPU kernel gives the same bits with 1, 2 and 3 threads.
-static void test_threads(const gk_op_desc *fwd) {
-  gk_op_desc bwd = *fwd;
-  bwd.direction = GK_BACKWARD;
-  const gk_op_desc *ds[2] = {fwd, &bwd};
+static void test_threads(const gk_op_desc *cfg) {
+  gk_op_desc fwd, bwd;
+  directions(cfg, &fwd, &bwd);
+  const gk_op_desc *ds[2] = {&fwd, &bwd};
   argset f;
-  build(fwd, CONTIGUOUS, 3.0, NULL, &f);
+  build(&fwd, CONTIGUOUS, 3.0, NULL, &f);
   for (int dir = 0; dir < 2; dir++) {
     const gk_op_desc *d = ds[dir];
     argset in;
     if (dir == 0) in = f;
     else {
-      run_desc(fwd, GK_BACKEND_CPU, &f);
-      build(d, CONTIGUOUS, 3.0, &f, &in);
-      for (int k = GK_ARG_MEAN; k <= GK_ARG_RSTD; k++)
-        if (in.have[k]) tcopy_values(&in.b[k].t, &f.b[k].t);
+      run_desc(&fwd, GK_BACKEND_CPU, &f);
+      build(d, CONTIGUOUS, 3.0, &f, &in);  // the forward's outputs it saves (rstd, mean, y) too
     }
     check_thread_identity(&roles, d, &in);
     if (dir == 1) argset_free(&in);
@@ -170,9 +207,10 @@ static void test_threads(const gk_op_desc *fwd) {
 
 // ---------------------------------------------------------------- in place
 
-// y = act(x) into x itself, and dx = dy * act'(x) into dy itself, give the
-// same bits as the out-of-place run.
-static void test_in_place(gk_op op, gk_dtype dt) {
+// y = act(x) into x itself, and dx = dy * act'(x) into dy itself and into
+// the saved x (or y, from_output) itself, give the same bits as the
+// out-of-place run.
+static void test_in_place(gk_op op, gk_dtype dt, int from_output) {
   int64_t shape[2] = {37, 1100};
   gk_op_desc d;
   gk_op_desc_init(&d, op, GK_FORWARD, dt, 2, shape);
@@ -191,14 +229,20 @@ static void test_in_place(gk_op op, gk_dtype dt) {
 
     gk_op_desc b = d;
     b.direction = GK_BACKWARD;
-    build(&b, CONTIGUOUS, 3.0, NULL, &s);
-    run_desc(&b, be, &s);
-    inplace = s;
-    inplace.b[GK_ARG_DX] = inplace.b[GK_ARG_DY];
-    check(run_desc(&b, be, &inplace) == GK_SUCCESS, "%s backward in place: %s", gk_op_name(op), gk_last_error());
-    check(tbits_equal(&s.b[GK_ARG_DY].t, &s.b[GK_ARG_DX].t), "%s %s %s backward in place differs",
-          gk_op_name(op), gk_dtype_name(dt), gk_backend_name(be));
-    argset_free(&s);
+    b.act.from_output = from_output;
+    gk_arg_kind saved = from_output ? GK_ARG_Y : GK_ARG_X, into[2] = {GK_ARG_DY, saved};
+    for (int w = 0; w < 2; w++) {
+      build(&b, CONTIGUOUS, 3.0, NULL, &s);
+      run_desc(&b, be, &s);
+      inplace = s;
+      inplace.b[GK_ARG_DX] = inplace.b[into[w]];
+      check(run_desc(&b, be, &inplace) == GK_SUCCESS, "%s backward%s in place of %s: %s", gk_op_name(op),
+            from_output ? " from y" : "", gk_arg_name(into[w]), gk_last_error());
+      check(tbits_equal(&s.b[into[w]].t, &s.b[GK_ARG_DX].t), "%s %s %s backward%s in place of %s differs",
+            gk_op_name(op), gk_dtype_name(dt), gk_backend_name(be), from_output ? " from y" : "",
+            gk_arg_name(into[w]));
+      argset_free(&s);
+    }
   }
 }
 
@@ -260,10 +304,12 @@ static void test_norm_broadcast_rows(void) {
 // kernels takes: the CPU kernels read it as the reference does.
 static void test_broadcast_scalar_dy(gk_dtype dt) {
   static const shape_case sc = {2, {70, 1030}};
-  static const gk_op ops[] = {GK_OP_SILU, GK_OP_GELU, GK_OP_SWIGLU, GK_OP_SWIGLU, GK_OP_RMSNORM, GK_OP_LAYERNORM};
+  static const gk_op ops[] = {GK_OP_SILU, GK_OP_GELU,      GK_OP_SWIGLU,  GK_OP_SWIGLU,
+                              GK_OP_RMSNORM, GK_OP_LAYERNORM, GK_OP_SIGMOID, GK_OP_RELU};
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
     gk_op_desc d = make(ops[i], dt, &sc);
     d.direction = GK_BACKWARD;
+    d.act.from_output = ops[i] == GK_OP_SIGMOID || ops[i] == GK_OP_RELU;  // as the binding runs them
     d.gated.dim = 1;
     if (i == 3) d.gated.form = GK_GATED_TWO_TENSOR;
     d.norm.has_weight = 1;
@@ -295,13 +341,16 @@ int main(void) {
   double worst_fd = 0;
   for (size_t t = 0; t < 4; t++) {
     gk_dtype dt = dtypes[t];
-    // Elementwise activations, also at large |x| where a naive exp overflows.
+    // Elementwise activations, also at large |x| where a naive exp overflows;
+    // variant 1: gelu's tanh form, softplus's beta and threshold, relu's and
+    // sigmoid's backward from y.
     for (gk_op op = GK_OP_RELU; op <= GK_OP_SOFTPLUS; op++)
       for (int variant = 0; variant < 2; variant++) {
-        if (variant && op != GK_OP_GELU && op != GK_OP_SOFTPLUS) continue;
+        if (variant && op == GK_OP_SILU) continue;
         for (size_t s = 0; s < sizeof act_shapes / sizeof *act_shapes; s++) {
           gk_op_desc d = make(op, dt, &act_shapes[s]);
           d.act.approximate = variant ? GK_GELU_TANH : GK_GELU_ERF;
+          d.act.from_output = variant && (op == GK_OP_RELU || op == GK_OP_SIGMOID);
           if (variant && op == GK_OP_SOFTPLUS) {
             d.act.beta = 2;
             d.act.threshold = 3;
@@ -335,10 +384,12 @@ int main(void) {
             d.norm.has_bias = op == GK_OP_LAYERNORM && (wb & 2);
             run_all_layouts(d, 3.0);
           }
-    if (dt != GK_F64) test_in_place(GK_OP_SILU, dt);
+    if (dt != GK_F64) test_in_place(GK_OP_SILU, dt, 0);
+    test_in_place(GK_OP_SIGMOID, dt, 1);
+    test_in_place(GK_OP_RELU, dt, 1);
     test_broadcast_scalar_dy(dt);
   }
-  test_in_place(GK_OP_GELU, GK_F64);
+  test_in_place(GK_OP_GELU, GK_F64, 0);
   test_norm_broadcast_rows();
   test_param_dtype_default();
   // Norms with an f32 weight and bias on f16/bf16 x (autocast), rows taken
@@ -364,9 +415,10 @@ int main(void) {
       for (int variant = 0; variant < 4; variant++) {
         const shape_case *sc = op <= GK_OP_SOFTPLUS ? &fd_act : op <= GK_OP_GEGLU ? &fd_gated : &fd_norm;
         gk_op_desc d = make(op, GK_F64, sc);
-        bool gelu_like = op == GK_OP_GELU || op == GK_OP_GEGLU;
-        if (variant == 1 && !gelu_like && op != GK_OP_SOFTPLUS && op < GK_OP_GLU) continue;
+        bool gelu_like = op == GK_OP_GELU || op == GK_OP_GEGLU, from_y = op == GK_OP_RELU || op == GK_OP_SIGMOID;
+        if (variant == 1 && !gelu_like && op != GK_OP_SOFTPLUS && !from_y && op < GK_OP_GLU) continue;
         if (variant == 1 && gelu_like) d.act.approximate = GK_GELU_TANH;
+        if (variant == 1 && from_y) d.act.from_output = 1;
         if (variant == 1 && op == GK_OP_SOFTPLUS) {
           d.act.beta = 0.5;
           d.act.threshold = 0.7;
@@ -377,7 +429,9 @@ int main(void) {
         if (variant == 2 && op >= GK_OP_RMSNORM) d.norm.normalized_rank = 2;
         if (variant == 3 && op < GK_OP_RMSNORM) continue;
         if (variant == 3) d.norm.has_weight = 0;
-        if (!backend_takes(&d, be)) continue;
+        gk_op_desc fwd, bwd;
+        directions(&d, &fwd, &bwd);
+        if (!backend_takes(&bwd, be)) continue;
         double e = fd_check(&d, be);
         fd_cases++;
         if (e > worst_fd) worst_fd = e;
@@ -393,6 +447,8 @@ int main(void) {
       const shape_case *sc = op <= GK_OP_SOFTPLUS ? &big_act : op <= GK_OP_GEGLU ? &big_gated : &big_norm;
       gk_op_desc d = make(op, dtypes[t], sc);
       test_threads(&d);
+      d.act.from_output = 1;
+      if (op == GK_OP_RELU || op == GK_OP_SIGMOID) test_threads(&d);
     }
   }
 

@@ -159,10 +159,14 @@ static void check_repeatable(const gk_op_desc *d, const argset *in) {
 static int configs, ops_seen[GK_OP_COUNT_];
 
 // Forward then backward of one configuration in one layout: each against
-// ref (and cpu), backward on the forward's inputs and ref's saved outputs.
-static void test_config(const gk_op_desc *fwd, layout lay) {
-  gk_op_desc bwd = *fwd;
+// ref (and cpu), backward on the forward's inputs and ref's saved outputs
+// (y too, for relu and sigmoid from the output: act.from_output, an option
+// of the backward only, cleared in the forward).
+static void test_config(const gk_op_desc *cfg, layout lay) {
+  gk_op_desc fwd_desc = *cfg, bwd = *cfg;
+  fwd_desc.act.from_output = 0;
   bwd.direction = GK_BACKWARD;
+  const gk_op_desc *fwd = &fwd_desc;
   argset fin, fref, bin, bref;
   if (!plan_build(&roles, fwd, lay, NULL, &fin)) {
     char name[320];
@@ -212,15 +216,17 @@ static void test_activations(void) {
   static const shape_case shapes[] = {{1, {7}}, {3, {3, 5, 17}}, {2, {300, 33}}, {1, {0}}};
   for (gk_op op = GK_OP_RELU; op <= GK_OP_SOFTPLUS; op++)
     for (int variant = 0; variant < 2; variant++) {
-      if (variant && op != GK_OP_GELU && op != GK_OP_SOFTPLUS) continue;
+      if (variant && op == GK_OP_SILU) continue;
+      bool from_y = variant && (op == GK_OP_RELU || op == GK_OP_SIGMOID);
       for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         gk_op_desc d = make(op, shapes[s].rank, shapes[s].shape);
         d.act.approximate = variant ? GK_GELU_TANH : GK_GELU_ERF;
+        d.act.from_output = from_y;  // the backward from y
         if (variant && op == GK_OP_SOFTPLUS) {
           d.act.beta = 2;
           d.act.threshold = 3;
         }
-        run_layouts(&d, variant ? "variant" : "");
+        run_layouts(&d, from_y ? "from y" : variant ? "variant" : "");
       }
     }
 }
@@ -612,6 +618,11 @@ static void test_placement(void) {
   check_placed("gelu backward, neighbours", &gelu_bwd,
                (placed[]){{GK_ARG_X, 1}, {GK_ARG_DY, 301}, {GK_ARG_DX, 640}}, 3);
   check_placed("gelu backward, dx in dy", &gelu_bwd, (placed[]){{GK_ARG_X, 0}, {GK_ARG_DY, 512}, {GK_ARG_DX, 512}}, 3);
+  gk_op_desc sigmoid_y = make(GK_OP_SIGMOID, 1, &n);
+  sigmoid_y.direction = GK_BACKWARD;
+  sigmoid_y.act.from_output = 1;
+  check_placed("sigmoid backward from y, dx in y", &sigmoid_y,
+               (placed[]){{GK_ARG_Y, 7}, {GK_ARG_DY, 1024}, {GK_ARG_DX, 7}}, 3);
   check_placed("softmax, in place", &softmax, (placed[]){{GK_ARG_X, 9}, {GK_ARG_Y, 9}}, 2);
   check_placed("softmax backward, dx in y", &softmax_bwd,
                (placed[]){{GK_ARG_DY, 0}, {GK_ARG_Y, 700}, {GK_ARG_DX, 700}}, 3);

@@ -185,12 +185,15 @@ static void emit(const case_desc *c, gk_direction dir, const tensor_set *s) {
   cases++;
 }
 
-// Forward on random inputs; then backward, its saved inputs from forward.
-static void forward_and_backward(case_desc c) {
+// Forward on random inputs; then backward, its saved inputs from forward
+// (with from_output, relu and sigmoid backward from y: the option, the
+// backward's only, set after the forward).
+static void forward_then_backward(case_desc c, bool from_output) {
   tensor_set fwd, bwd;
   build(&c.d, NULL, &fwd);
   run(&c.d, &fwd);
   emit(&c, GK_FORWARD, &fwd);
+  if (from_output) SET(&c, act.from_output, 1);
   // Forward's inputs and outputs, by argument kind, feed backward's inputs.
   gk_op_desc b = c.d;
   b.direction = GK_BACKWARD;
@@ -203,12 +206,16 @@ static void forward_and_backward(case_desc c) {
   tensor_set_free(&bwd);
 }
 
+static void forward_and_backward(case_desc c) { forward_then_backward(c, false); }
+
 // ---------------------------------------------------------------- the cases
 
 static void op_cases(gk_dtype dt) {
   int64_t ew[2] = {3, 37};
   const gk_op acts[] = {GK_OP_RELU, GK_OP_GELU, GK_OP_SILU, GK_OP_SIGMOID, GK_OP_SOFTPLUS};
   for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) forward_and_backward(begin(acts[i], dt, 2, ew));
+  forward_then_backward(begin(GK_OP_RELU, dt, 2, ew), true);
+  forward_then_backward(begin(GK_OP_SIGMOID, dt, 2, ew), true);
   case_desc c = begin(GK_OP_GELU, dt, 2, ew);
   SET(&c, act.approximate, GK_GELU_TANH);
   forward_and_backward(c);

@@ -559,23 +559,27 @@ typedef enum bound { B_MEMORY, B_GEMM, B_NONE } bound;
 // One row per direction and dtype (f32, bf16) the op supports, on the
 // bench's device. flops[dir]: the floating-point operations of a run per
 // element of the op's shape (the rate of B_GEMM, also given with --device).
+// d->act.from_output (relu, sigmoid) is the backward's only: the forward row
+// runs without it, and the backward row's shape says that it takes y.
 static void bench_desc(bench *bn, const char *name, gk_op_desc *d, bound b, const double flops[2], const char *extra,
                        int fused_inplace) {
   if (!wanted(bn, name)) return;
   static const gk_dtype dts[] = {GK_F32, GK_BF16};
   const options *o = &bn->opt;
+  const int from_output = d->act.from_output;
   if (o->device != GK_BACKEND_CPU) d->backend = o->device;
   for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
     for (int dir = GK_FORWARD; dir <= GK_BACKWARD; dir++) {
       if (fused_inplace && dir == GK_BACKWARD) continue;
       d->dtype = dts[t];
       d->direction = (gk_direction)dir;
+      d->act.from_output = dir == GK_BACKWARD ? from_output : 0;
       gk_plan *probe;
       if (gk_plan_create(d, &probe) != GK_SUCCESS) continue; // this op has no such dtype
       gk_plan_destroy(probe);
       row r = row_start(bn, o->device, name, dir ? "backward" : "forward", gk_dtype_name(dts[t]),
                         b == B_GEMM ? M_FLOPS : M_BYTES);
-      shape_text(r.shape, sizeof r.shape, d, extra);
+      shape_text(r.shape, sizeof r.shape, d, d->act.from_output ? " (dy, y) -> dx" : extra);
       r.flops = flops[dir];
       for (int i = 0; i < d->rank; i++) r.flops *= (double)d->shape[i];
       plan_run pr;
@@ -627,10 +631,12 @@ typedef struct op_flops {
 
 // Every op at the bench's shapes (cpu_shapes: norms, activations and softmax
 // on 4096 x 2048 and 4096 x 8192, attention at T = 1024 and 4096, and the
-// rest; device_shapes).
+// rest; device_shapes). relu's and sigmoid's backward take the forward's
+// output y (act.from_output), as PyTorch's autograd and the Python binding
+// run them: sigmoid's dx = dy y (1 - y) is 3 operations.
 static void bench_ops(bench *bn) {
   static const op_flops act[] = {{GK_OP_RELU, {1, 1}},    {GK_OP_GELU, {5, 11}},    {GK_OP_SILU, {4, 8}},
-                                 {GK_OP_SIGMOID, {3, 6}}, {GK_OP_SOFTPLUS, {5, 5}}};
+                                 {GK_OP_SIGMOID, {3, 3}}, {GK_OP_SOFTPLUS, {5, 5}}};
   static const op_flops gated[] = {
       {GK_OP_GLU, {4, 8}}, {GK_OP_REGLU, {2, 4}}, {GK_OP_SWIGLU, {5, 11}}, {GK_OP_GEGLU, {6, 14}}};
   static const double rmsnorm[2] = {4, 9}, layernorm[2] = {8, 13}, softmax[2] = {5, 4}, add[2] = {1, 0},
@@ -643,6 +649,7 @@ static void bench_ops(bench *bn) {
     const int64_t *shape = sh->rows[s];
     for (size_t i = 0; i < sizeof act / sizeof *act; i++) {
       gk_op_desc_init(&d, act[i].op, GK_FORWARD, GK_F32, 2, shape);
+      d.act.from_output = act[i].op == GK_OP_RELU || act[i].op == GK_OP_SIGMOID;
       bench_desc(bn, gk_op_name(act[i].op), &d, B_MEMORY, act[i].flops, NULL, 0);
     }
     for (size_t i = 0; i < sizeof gated / sizeof *gated; i++) {

@@ -24,7 +24,9 @@ export type Tensor = Float32Array | Float64Array | Uint16Array | Int32Array | Bi
  * gated.form ('split' | 'two_tensor'), ce.reduction ('mean' | 'sum'),
  * rope.layout ('bthd' | 'bhtd'), rope.pairing ('half' | 'interleaved'),
  * scan.b_layout / c_layout ('shared' | 'batch' | 'grouped'), backend
- * ('auto' | 'ref' | 'cpu'). Booleans are 0/1.
+ * ('auto' | 'ref' | 'cpu'). Booleans are 0/1. `act: { from_output: 1 }` on
+ * a relu or sigmoid backward takes the forward's output y in place of x
+ * (inputs dy, y; dx = dy y (1 - y) for sigmoid, dy (y > 0) for relu).
  */
 export interface OpDesc {
   op: string;

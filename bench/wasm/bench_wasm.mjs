@@ -97,10 +97,13 @@ const layerNorm = (tf, x, gamma, beta) => {
   const { mean, variance } = tf.moments(x, -1, true);
   return tf.add(tf.mul(tf.mul(tf.sub(x, mean), tf.rsqrt(tf.add(variance, 1e-5))), gamma), beta);
 };
+// relu's and sigmoid's backward take the forward's output y (act.from_output),
+// as gradkern bench's rows do.
 for (const op of ['relu', 'gelu', 'silu', 'sigmoid', 'softplus'])
   row(op, { shape: R }, '', {
     tf: { relu: tfUnary((tf, x) => tf.relu(x)), sigmoid: tfUnary((tf, x) => tf.sigmoid(x)),
           gelu: { ...tfUnary(gelu), note: 'composed from erf' } }[op],
+    fromOutput: op === 'relu' || op === 'sigmoid',
   });
 for (const op of ['glu', 'reglu', 'swiglu', 'geglu']) row(op, { shape: R, gated: { form: 'two_tensor' } }, ' (x, gate)');
 row('rmsnorm', { shape: R });
@@ -147,9 +150,13 @@ const gk = await load({ threads: 1 });
 // column is empty on a one-processor machine).
 const gkAll = !threadsUnavailable() && cpus().length > 1 ? await load({ threads: cpus().length }) : null;
 
+// A row's backward from y: its desc option and its shape text (gradkern bench's).
+const fromY = (r, direction) => r.fromOutput && direction === 'backward';
+const shapeTextOf = (r, direction) => r.shapeText + (fromY(r, direction) ? ' (dy, y) -> dx' : '');
+
 function timeWasm(gk, r, direction) {
   const e = gk.exports;
-  const plan = gk.plan({ ...r.desc, direction, dtype: 'f32' });
+  const plan = gk.plan({ ...r.desc, direction, dtype: 'f32', ...(fromY(r, direction) ? { act: { from_output: 1 } } : {}) });
   const ALIGN = 64, ptrs = [];
   const indexRange = r.desc.op === 'cross_entropy' ? r.desc.shape.at(-1) : r.desc.embedding?.num_embeddings ?? 1;
   const args = e.gkjs_args_new(plan.args.length);
@@ -276,7 +283,7 @@ for (const op of ops) {
     }
     for (const [d, direction] of r.dirs.entries()) {
       log(`${op} ${direction}: wasm`);
-      const n = native.find((x) => x.direction === direction && x.dtype === 'f32' && x.shape === r.shapeText);
+      const n = native.find((x) => x.direction === direction && x.dtype === 'f32' && x.shape === shapeTextOf(r, direction));
       let wasm = null, wasmAll = null, error = null;
       try {
         wasm = timeWasm(gk, r, direction);
@@ -288,7 +295,7 @@ for (const op of ops) {
         error = err.message;
       }
       const res = {
-        op, direction, dtype: 'f32', shape: r.shapeText,
+        op, direction, dtype: 'f32', shape: shapeTextOf(r, direction),
         native_ms: n && !n.error ? n.gradkern_ms : null,
         wasm_ms: wasm?.ms ?? null, wasm_all_ms: wasmAll?.ms ?? null, wasm_kernel: wasm?.kernel ?? null,
         tfjs_ms: tfTimes ? tfTimes[direction] : null, tfjs_note: r.tf?.note ?? null,

@@ -80,10 +80,14 @@ int main(void) {
     int64_t rows[2] = {1024, 1024}, flat = 1 << 20;
     snprintf(name, sizeof name, "softmax_1024x1024%s", suffix);
     bad |= time_case(name, desc(GK_OP_SOFTMAX, (gk_direction)dir, 2, rows), 10);
+    // Backward from the output y (act.from_output), as torch's autograd
+    // runs it; tfjs's sigmoid side takes the output too (dv * sv * (1 - sv)).
     const gk_op acts[] = {GK_OP_RELU, GK_OP_SIGMOID};
     for (int a = 0; a < 2; a++) {
       snprintf(name, sizeof name, "%s_1M%s", gk_op_name(acts[a]), suffix);
-      bad |= time_case(name, desc(acts[a], (gk_direction)dir, 1, &flat), 10);
+      gk_op_desc act = desc(acts[a], (gk_direction)dir, 1, &flat);
+      act.act.from_output = dir;
+      bad |= time_case(name, act, 10);
     }
     gk_op_desc ln = desc(GK_OP_LAYERNORM, (gk_direction)dir, 2, rows);
     snprintf(name, sizeof name, "layernorm_1024x1024%s", suffix);

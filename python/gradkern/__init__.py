@@ -37,7 +37,9 @@ float16 and bfloat16, any strides):
     causal_conv1d(x, weight, bias=None, activation=None|'silu')            (causal-conv1d's signature),
     selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None,
                    delta_softplus=False, return_last_state=False)      (mamba-ssm's signature).
-Every op takes backend=None|'auto'|'ref'|'cpu' (keyword only).
+Every op takes backend=None|'auto'|'ref'|'cpu' (keyword only). relu and
+sigmoid keep their output y for the backward (dx from y, as torch's own
+autograd does), the other ops their inputs.
 
 Training: gradkern.optim.AdamW and gradkern.optim.SGD (torch.optim.Optimizer
 subclasses, f32 state and f32 master weights for f16/bf16 parameters) and
@@ -139,7 +141,7 @@ def plan_info(op, x, direction="forward", backend=None, dtype=None, **options):
     ...) on a tensor like x (its dtype and shape; x is the op's main input:
     logits, q, u, the index tensor of embedding with dtype= the weight's):
     a dict with kernel, backend, isa, math, accumulator and deterministic.
-    Options as for gradkern.Plan (approximate, beta, threshold, form, dim,
+    Options as for gradkern.Plan (approximate, beta, threshold, from_output, form, dim,
     normalized_rank, eps, has_weight, has_bias, accumulate; the op's desc
     fields for the transformer and Mamba ops)."""
     if op not in _OP_OF:

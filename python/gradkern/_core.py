@@ -359,7 +359,8 @@ class Plan:
     """One gk_plan: an op, direction, dtype, shape and options, with its kernel.
 
     Options (keyword arguments), for the activations, gated ops and norms:
-    approximate ('none'|'tanh'), beta, threshold, form ('split'|'two_tensor'),
+    approximate ('none'|'tanh'), beta, threshold, from_output (0|1: a relu
+    or sigmoid backward that takes y instead of x), form ('split'|'two_tensor'),
     dim, normalized_rank, eps, has_weight, has_bias, accumulate, param_dtype
     (a torch dtype or gk_dtype value, any op: the norm weight and bias,
     linear's bias, the scan's A, D and delta_bias may be float32 with 16-bit
@@ -398,6 +399,8 @@ class Plan:
                 desc.act.approximate = _lib.GELU_APPROX[value]
             elif key in ("beta", "threshold"):
                 setattr(desc.act, key, float(value))
+            elif key == "from_output":
+                desc.act.from_output = int(value)
             elif key == "form":
                 desc.gated.form = _lib.GATED_FORMS[value]
             elif key == "dim":

@@ -11,13 +11,16 @@
  *        gk_last_error address, (x, y, dy, dx kinds))
  *   run(plan address, (gk_arg_kind, ...), [tensor, ...], workspace bytes) -> gk_status
  *   unary(x, forward plan, forward plan address, backward plan or None,
- *         backward plan address, op name) -> y, or a gk_status on failure, or
- *         None where x is not a CPU tensor (the caller's Python path serves it)
+ *         backward plan address, op name, from_output) -> y, or a gk_status on
+ *         failure, or None where x is not a CPU tensor (the caller's Python
+ *         path serves it)
  *
  * unary() is the activations' whole call in C++ (y = op(x) into a fresh
  * tensor; with a backward plan, the autograd node that computes dx from dy
- * and the saved x), so that a call costs about what torch's own does: in
- * Python, torch.autograd.Function alone costs more than torch's whole op.
+ * and the saved x, or with from_output (relu, sigmoid: a backward plan with
+ * act.from_output) the saved output y, as torch's own node for these ops
+ * saves it), so that a call costs about what torch's own does: in Python,
+ * torch.autograd.Function alone costs more than torch's whole op.
  *
  * The module is not linked against libgradkern: init() hands it the address
  * of gk_plan_run in the library the binding loaded (so both use one copy of
@@ -120,11 +123,14 @@ static bool callable(const char *fn, Py_ssize_t nargs, Py_ssize_t want) {
 
 /* The backward of unary(): dx = op'(x) dy through the backward plan, which
  * the node keeps alive (a reference to the Python Plan, given back with the
- * GIL when the node goes). Once-differentiable, as the Python functions:
- * under create_graph=True it raises instead of returning a gradient
- * without a graph. */
+ * GIL when the node goes), from the saved x, or with from_output from the
+ * saved y (the node's own output: saved as one, so its version counter
+ * catches an in-place change of y as torch's nodes do). Once-differentiable,
+ * as the Python functions: under create_graph=True it raises instead of
+ * returning a gradient without a graph. */
 struct UnaryBackward : public torch::autograd::Node {
-  torch::autograd::SavedVariable x;
+  torch::autograd::SavedVariable saved; /* x, or y with from_output */
+  bool from_output = false;
   PyObject *plan = nullptr; /* strong reference */
   const gk_plan *handle = nullptr;
   std::string op;
@@ -137,15 +143,15 @@ struct UnaryBackward : public torch::autograd::Node {
                                "derivative (create_graph=True) is not supported");
     const at::Tensor &dy = grads[0];
     if (!dy.defined() || !should_compute_output(0)) return {at::Tensor()};
-    at::Tensor xs = x.unpack(shared_from_this());
-    at::Tensor dx = at::empty_like(xs, at::MemoryFormat::Contiguous);
-    gk_arg list[3] = {arg_of(kind_dy, dy), arg_of(kind_x, xs), arg_of(kind_dx, dx)};
+    at::Tensor v = saved.unpack(shared_from_this());
+    at::Tensor dx = at::empty_like(v, at::MemoryFormat::Contiguous);
+    gk_arg list[3] = {arg_of(kind_dy, dy), arg_of(from_output ? kind_y : kind_x, v), arg_of(kind_dx, dx)};
     gk_status status = plan_run(handle, list, 3, NULL, 0);
     if (status != GK_SUCCESS) throw std::runtime_error("gradkern." + op + " backward: " + last_error());
     return {dx};
   }
 
-  void release_variables() override { x.reset_data(); }
+  void release_variables() override { saved.reset_data(); }
 
   ~UnaryBackward() override {
     if (plan && Py_IsInitialized()) {
@@ -158,7 +164,7 @@ struct UnaryBackward : public torch::autograd::Node {
 
 static PyObject *gkrun_unary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
-  if (!callable("unary", nargs, 6)) return NULL;
+  if (!callable("unary", nargs, 7)) return NULL;
   try {
     if (!THPVariable_Check(args[0])) Py_RETURN_NONE;
     const at::Tensor &x = THPVariable_Unpack(args[0]);
@@ -174,6 +180,8 @@ static PyObject *gkrun_unary(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_ssize_t op_len;
     const char *op = PyUnicode_AsUTF8AndSize(args[5], &op_len);
     if (!op) return NULL;
+    int from_output = PyObject_IsTrue(args[6]);
+    if (from_output < 0) return NULL;
     at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
     gk_arg list[2] = {arg_of(kind_x, x), arg_of(kind_y, y)};
     gk_status status;
@@ -184,12 +192,15 @@ static PyObject *gkrun_unary(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (backward_handle && x.requires_grad() && at::GradMode::is_enabled()) {
       auto node = std::shared_ptr<UnaryBackward>(new UnaryBackward(), torch::autograd::deleteNode);
       node->set_next_edges(torch::autograd::collect_next_edges(x));
-      node->x = torch::autograd::SavedVariable(x, false);
       Py_INCREF(backward);
       node->plan = backward;
       node->handle = backward_handle;
       node->op.assign(op, (size_t)op_len);
+      node->from_output = from_output;
       torch::autograd::set_history(y, node);
+      /* y is saved as the node's output once it has its history (as torch's
+       * generated code saves a result) */
+      node->saved = from_output ? torch::autograd::SavedVariable(y, true) : torch::autograd::SavedVariable(x, false);
     }
     return THPVariable_Wrap(y);
   } catch (const std::exception &e) {
@@ -292,7 +303,8 @@ static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))gkrun_run, METH_FASTCALL,
      "run(plan address, kinds tuple, tensors list, workspace bytes) -> gk_status"},
     {"unary", (PyCFunction)(void (*)(void))gkrun_unary, METH_FASTCALL,
-     "unary(x, forward plan, its address, backward plan or None, its address, op name) -> y, a gk_status or None"},
+     "unary(x, forward plan, its address, backward plan or None, its address, op name, from_output) -> y, "
+     "a gk_status or None"},
     {NULL, NULL, 0, NULL},
 };
 

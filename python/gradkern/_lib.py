@@ -73,6 +73,7 @@ class gk_arg(ctypes.Structure):
 class _act_options(ctypes.Structure):
     _fields_ = [
         ("approximate", ctypes.c_int),
+        ("from_output", ctypes.c_int),
         ("beta", ctypes.c_double),
         ("threshold", ctypes.c_double),
     ]

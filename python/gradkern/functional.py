@@ -27,7 +27,17 @@ __all__ = [
 
 
 _GATED = ("glu", "reglu", "swiglu", "geglu")
-_X_Y, _DY_X_DX = ("x", "y"), ("dy", "x", "dx")
+# Activations whose backward takes the output y (the plan option
+# from_output), as torch's autograd saves it: dx = dy y (1 - y) for sigmoid,
+# dy (y > 0) for relu. x is not kept.
+_FROM_OUTPUT = ("relu", "sigmoid")
+_X_Y, _DY_X_DX, _DY_Y_DX = ("x", "y"), ("dy", "x", "dx"), ("dy", "y", "dx")
+
+
+def _backward_options(op, opts):
+    """The backward plan's options: the forward's, with from_output=1 for
+    relu and sigmoid (their options are otherwise empty)."""
+    return (("from_output", 1),) + opts if op in _FROM_OUTPUT else opts
 
 
 def _plan(op, direction, x, backend, opts):
@@ -37,14 +47,15 @@ def _plan(op, direction, x, backend, opts):
 # ---------------------------------------------------------------- activations
 
 class UnaryFunction(torch.autograd.Function):
-    """One input x -> y; backward (dy, saved x) -> dx. Serves the activations
-    (y = act(x)) and the split form of the gated ones (x = a | b along dim,
+    """One input x -> y; backward (dy, saved x) -> dx, or (dy, saved y) -> dx
+    for relu and sigmoid (_FROM_OUTPUT). Serves the activations (y = act(x))
+    and the split form of the gated ones (x = a | b along dim,
     y = a * act(b), dx = da | db): the plan knows which."""
 
     @staticmethod
     def forward(ctx, x, op, opts, backend):
         y = _unary_forward(x, op, opts, backend)
-        ctx.save_for_backward(x)
+        ctx.save_for_backward(y if op in _FROM_OUTPUT else x)
         ctx.gk = (op, opts, backend)
         ctx.gk_name = op
         return y
@@ -52,13 +63,13 @@ class UnaryFunction(torch.autograd.Function):
     @staticmethod
     @once_differentiable()
     def backward(ctx, dy):
-        (x,) = ctx.saved_tensors
+        (saved,) = ctx.saved_tensors   # x, or y (same shape and dtype)
         op, opts, backend = ctx.gk
         dx = None
         if ctx.needs_input_grad[0]:
-            plan = _plan(op, "backward", x, backend, opts)
-            dx = new_like(x)
-            plan.call(_DY_X_DX, [dy, x, dx])
+            plan = _plan(op, "backward", saved, backend, _backward_options(op, opts))
+            dx = new_like(saved)
+            plan.call(_DY_Y_DX if op in _FROM_OUTPUT else _DY_X_DX, [dy, saved, dx])
         return dx, None, None, None
 
 
@@ -73,10 +84,10 @@ def _unary_forward(x, op, opts, backend):
 def _unary(x, op, opts, backend):
     if _gkrun is not None and op not in _GATED:   # the whole call in the compiled module
         forward = plan_for(op, "forward", x.dtype, x.shape, backend, opts)
-        backward = (plan_for(op, "backward", x.dtype, x.shape, backend, opts)
+        backward = (plan_for(op, "backward", x.dtype, x.shape, backend, _backward_options(op, opts))
                     if x.requires_grad and torch.is_grad_enabled() else None)
         y = _gkrun.unary(x, forward, forward._handle_value, backward,
-                         backward._handle_value if backward is not None else None, op)
+                         backward._handle_value if backward is not None else None, op, op in _FROM_OUTPUT)
         if isinstance(y, int):
             forward._raise(y)
         if y is not None:
@@ -91,7 +102,8 @@ def _activation(op, x, backend, **opts):
 
 
 def relu(x, *, backend=None):
-    """max(x, 0) (NaN stays NaN); gradient 1 where x > 0, else 0."""
+    """max(x, 0) (NaN stays NaN); gradient 1 where x > 0, else 0 (from the
+    saved output y: y > 0, as torch's autograd; x is not kept)."""
     return _unary(x, "relu", (), resolve_backend(backend))
 
 
@@ -106,7 +118,9 @@ def silu(x, *, backend=None):
 
 
 def sigmoid(x, *, backend=None):
-    """1 / (1 + exp(-x)), computed stably."""
+    """1 / (1 + exp(-x)), computed stably. The backward takes the saved
+    output y, dx = dy y (1 - y), as torch's autograd (x is not kept; in
+    float16/bfloat16 the gradient is that of the rounded y, as torch's)."""
     return _unary(x, "sigmoid", (), resolve_backend(backend))
 
 

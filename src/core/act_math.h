@@ -16,6 +16,9 @@
 //   softplus   = (max(z, 0) + log1p(e^-|z|)) / beta, z = beta x; x when z > threshold
 //                                       ' = sigmoid(z); 1 when z > threshold
 //   relu(x)    = x < 0 ? 0 : x (NaN stays NaN)   relu'(x) = x > 0
+// relu and sigmoid also from their output y (desc.act.from_output, the _y
+// forms): sigmoid' = y (1 - y); relu' = y > 0 (gk_drelu of y: y > 0 exactly
+// where x > 0, and a NaN gives 0 either way).
 #ifndef GK_ACT_MATH_H
 #define GK_ACT_MATH_H
 
@@ -175,10 +178,8 @@ GK_INLINE double gk_log1p_unit_f64(double y) { return log1p(y); }
     T s = gk_sigmoid_##S(x);                                                          \
     return s * ((T)1 + x * ((T)1 - s));                                               \
   }                                                                                   \
-  GK_INLINE T gk_dsigmoid_##S(T x) {                                              \
-    T s = gk_sigmoid_##S(x);                                                          \
-    return s * ((T)1 - s);                                                            \
-  }                                                                                   \
+  GK_INLINE T gk_dsigmoid_y_##S(T y) { return y * ((T)1 - y); }                   \
+  GK_INLINE T gk_dsigmoid_##S(T x) { return gk_dsigmoid_y_##S(gk_sigmoid_##S(x)); } \
   GK_INLINE T gk_gelu_##S(T x) { return x * gk_phi_##S(x); }                     \
   GK_INLINE T gk_dgelu_##S(T x) {                                                 \
     T pdf, cdf = gk_phi_pdf_##S(x, &pdf);                                             \
@@ -224,6 +225,10 @@ GK_INLINE double gk_log1p_unit_f64(double y) { return log1p(y); }
     case GK_ACT_SOFTPLUS: return gk_dsoftplus_##S(x, (T)p->beta, (T)p->threshold);     \
     }                                                                                 \
     return x;                                                                         \
+  }                                                                                   \
+  /* act'(x) from y = act(x): relu and sigmoid (desc.act.from_output) */              \
+  GK_INLINE T gk_act_grad_y_##S(const gk_act_params *p, T y) {                        \
+    return p->act == GK_ACT_SIGMOID ? gk_dsigmoid_y_##S(y) : gk_drelu_##S(y);          \
   }
 
 GK_DEFINE_ACT_MATH(float, f32)

@@ -197,6 +197,10 @@ void gk_spec_indices(gk_plan *plan, gk_arg_kind kind, int64_t limit, bool has_ig
 // backward DY, `saved` (X or Y) -> DX (DX may be DY or `saved`).
 void gk_spec_unary(gk_plan *plan, gk_arg_kind saved);
 
+// The tensor an elementwise activation's backward reads besides DY: Y with
+// desc.act.from_output (relu, sigmoid), else X.
+gk_arg_kind gk_activation_saved(const gk_op_desc *d);
+
 // The gated halves a, b (of x in the split form; x and gate otherwise) and
 // their gradients da, db (of dx; dx and dgate). vda, vdb may be NULL.
 void gk_gated_views(const gk_plan *plan, const gk_kernel_args a, gk_tensor *va, gk_tensor *vb,

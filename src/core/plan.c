@@ -74,6 +74,7 @@ gk_status gk_op_desc_init(gk_op_desc *desc, gk_op op, gk_direction direction, gk
   desc->rank = rank;
   for (int i = 0; i < rank; i++) desc->shape[i] = shape[i];
   desc->act.approximate = GK_GELU_ERF;
+  desc->act.from_output = 0;
   desc->act.beta = 1.0;
   desc->act.threshold = 20.0;
   desc->gated.form = GK_GATED_SPLIT;

@@ -17,7 +17,7 @@
 
 enum { CHUNK = 512, TASK_ELEMS = 32768, MAX_IN = 3, MAX_OUT = 2 };
 
-typedef enum ew_kind { EW_ACT_FWD, EW_ACT_BWD, EW_GATED_FWD, EW_GATED_BWD } ew_kind;
+typedef enum ew_kind { EW_ACT_FWD, EW_ACT_BWD, EW_ACT_BWD_Y, EW_GATED_FWD, EW_GATED_BWD } ew_kind;
 
 typedef struct ew_job {
   ew_kind kind;
@@ -37,6 +37,8 @@ typedef struct ew_job {
 // f32 and f64; the 16-bit conversions of convert.h for bf16 and f16).
 //   act fwd:   in x          -> out y = act(x)
 //   act bwd:   in dy, x      -> out dx = dy act'(x)
+//   act bwd_y: in dy, y      -> out dx = dy act'(x) from y = act(x) (act.from_output:
+//                               sigmoid y (1 - y), relu y > 0)
 //   gated fwd: in a, b       -> out y = a act(b)
 //   gated bwd: in dy, a, b   -> out da = dy act(b), db = dy a act'(b)
 // One loop per (kind, activation), so no branch on the activation is left
@@ -49,6 +51,13 @@ typedef struct ew_job {
   case GK_ACT_SILU: LOOP(gk_silu_##S(v), gk_dsilu_##S(v), LD, ST); break;                  \
   case GK_ACT_SIGMOID: LOOP(gk_sigmoid_##S(v), gk_dsigmoid_##S(v), LD, ST); break;         \
   case GK_ACT_SOFTPLUS: LOOP(gk_softplus_##S(v, beta, thr), gk_dsoftplus_##S(v, beta, thr), LD, ST); break; \
+  }
+// The activations with a derivative from their output (`v` is y there).
+#define EW_ACT_Y_CASES(S, LOOP, LD, ST)                                                    \
+  if (p->act == GK_ACT_SIGMOID) {                                                          \
+    LOOP(v, gk_dsigmoid_y_##S(v), LD, ST);                                                 \
+  } else {                                                                                 \
+    LOOP(v, gk_drelu_##S(v), LD, ST);                                                      \
   }
 #define EW_LOOP_ACT_FWD(F, G, LD, ST) for (int64_t i = 0; i < n; i++) { elem v = LD(in[0][i]); out[0][i] = ST(F); }
 #define EW_LOOP_ACT_BWD(F, G, LD, ST) \
@@ -73,6 +82,7 @@ typedef struct ew_job {
     switch (j->kind) {                                                                     \
     case EW_ACT_FWD: EW_ACT_CASES(S, EW_LOOP_ACT_FWD, LD, ST) break;                       \
     case EW_ACT_BWD: EW_ACT_CASES(S, EW_LOOP_ACT_BWD, LD, ST) break;                       \
+    case EW_ACT_BWD_Y: EW_ACT_Y_CASES(S, EW_LOOP_ACT_BWD, LD, ST) break;                   \
     case EW_GATED_FWD: EW_ACT_CASES(S, EW_LOOP_GATED_FWD, LD, ST) break;                   \
     case EW_GATED_BWD: EW_ACT_CASES(S, EW_LOOP_GATED_BWD, LD, ST) break;                   \
     }                                                                                      \
@@ -160,10 +170,12 @@ static gk_status cpu_activation_fwd(const gk_plan *plan, const gk_kernel_args a,
   return ew_run(&j);
 }
 
+// (dy, x) -> dx, or (dy, y) -> dx with act.from_output.
 static gk_status cpu_activation_bwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
   (void)ws;
-  ew_job j = {EW_ACT_BWD, gk_act_of(&plan->desc), 2, 1, {a[GK_ARG_DY], a[GK_ARG_X]}, {a[GK_ARG_DX]},
-              gk_tensor_numel(a[GK_ARG_X]), {0}, {0}, GK_F32, false};
+  const gk_tensor *v = a[gk_activation_saved(&plan->desc)];
+  ew_job j = {plan->desc.act.from_output ? EW_ACT_BWD_Y : EW_ACT_BWD, gk_act_of(&plan->desc), 2, 1, {a[GK_ARG_DY], v},
+              {a[GK_ARG_DX]}, gk_tensor_numel(v), {0}, {0}, GK_F32, false};
   return ew_run(&j);
 }
 

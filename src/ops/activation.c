@@ -15,14 +15,26 @@ static gk_status check_act_options(const gk_op_desc *d) {
     if (isnan(d->act.threshold))
       return gk_fail(GK_ERR_INVALID_VALUE, "softplus: desc.act.threshold is NaN");
   }
+  if (d->act.from_output != 0 && d->act.from_output != 1)
+    return gk_fail(GK_ERR_INVALID_VALUE, "%s: desc.act.from_output = %d is neither 0 nor 1", gk_op_name(d->op),
+                   d->act.from_output);
+  if (d->act.from_output && d->op != GK_OP_RELU && d->op != GK_OP_SIGMOID)
+    return gk_fail(GK_ERR_INVALID_VALUE, "%s: desc.act.from_output = 1, but only relu and sigmoid compute their "
+                   "gradient from the output y", gk_op_name(d->op));
+  if (d->act.from_output && d->direction != GK_BACKWARD)
+    return gk_fail(GK_ERR_INVALID_VALUE, "%s forward: desc.act.from_output = 1 is an option of the backward only "
+                   "(which takes y in place of x)", gk_op_name(d->op));
   return GK_SUCCESS;
 }
 
-// Forward: X -> Y. Backward: DY, X -> DX. Same shape; in place allowed.
+gk_arg_kind gk_activation_saved(const gk_op_desc *d) { return d->act.from_output ? GK_ARG_Y : GK_ARG_X; }
+
+// Forward: X -> Y. Backward: DY, X -> DX, or DY, Y -> DX with
+// act.from_output. Same shape; in place allowed.
 gk_status gk_describe_activation(gk_plan *plan) {
   gk_status s = check_act_options(&plan->desc);
   if (s != GK_SUCCESS) return s;
-  gk_spec_unary(plan, GK_ARG_X);
+  gk_spec_unary(plan, gk_activation_saved(&plan->desc));
   return GK_SUCCESS;
 }
 

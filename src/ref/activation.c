@@ -12,13 +12,18 @@ static gk_status ref_activation_fwd(const gk_plan *plan, const gk_kernel_args a,
   return GK_SUCCESS;
 }
 
-// dy, x -> dx = dy * act'(x)
+// dy, x -> dx = dy * act'(x); with act.from_output (relu, sigmoid)
+// dy, y -> dx = dy * act'(x) written in y: sigmoid y (1 - y), relu y > 0
 static gk_status ref_activation_bwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
   (void)ws;
   gk_act_params p = gk_act_of(&plan->desc);
-  int64_t n = gk_tensor_numel(a[GK_ARG_X]);
-  for (int64_t i = 0; i < n; i++)
-    gk_set(a[GK_ARG_DX], i, gk_get(a[GK_ARG_DY], i) * gk_act_grad_f64(&p, gk_get(a[GK_ARG_X], i)));
+  bool from_y = plan->desc.act.from_output;
+  const gk_tensor *v = a[gk_activation_saved(&plan->desc)];
+  int64_t n = gk_tensor_numel(v);
+  for (int64_t i = 0; i < n; i++) {
+    double g = from_y ? gk_act_grad_y_f64(&p, gk_get(v, i)) : gk_act_grad_f64(&p, gk_get(v, i));
+    gk_set(a[GK_ARG_DX], i, gk_get(a[GK_ARG_DY], i) * g);
+  }
   return GK_SUCCESS;
 }
 

@@ -44,20 +44,24 @@ static int64_t numel_desc(const gk_op_desc *d) { return prod(d->shape, 0, d->ran
 
 // ---------------------------------------------------------------- activations
 
-typedef struct { uint32_t n, act; float beta, threshold; uint32_t half; } act_push;
+// from_output: the backward's only (activation_fwd.comp declares the fields before it).
+typedef struct { uint32_t n, act; float beta, threshold; uint32_t half, from_output; } act_push;
 
 static act_push act_of(const vk_run *r, const gk_op_desc *d, int64_t n) {
   gk_act_params ap = gk_act_of(d);
-  return (act_push){(uint32_t)n, (uint32_t)ap.act, (float)ap.beta, (float)ap.threshold, r->half};
+  return (act_push){(uint32_t)n, (uint32_t)ap.act, (float)ap.beta, (float)ap.threshold, r->half,
+                    (uint32_t)d->act.from_output};
 }
 
 static gk_status activation_fwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
   act_push p = act_of(r, d, numel_desc(d));
   return DISPATCH("activation_fwd", p, vk_groups(p.n, 256), 1, 1, ARG(GK_ARG_X), ARG(GK_ARG_Y));
 }
+// (dy, x) -> dx, or (dy, y) -> dx with act.from_output.
 static gk_status activation_bwd(vk_run *r, const gk_op_desc *d, const gk_kernel_args a) {
   act_push p = act_of(r, d, numel_desc(d));
-  return DISPATCH("activation_bwd", p, vk_groups(p.n, 256), 1, 1, ARG(GK_ARG_DY), ARG(GK_ARG_X), ARG(GK_ARG_DX));
+  return DISPATCH("activation_bwd", p, vk_groups(p.n, 256), 1, 1, ARG(GK_ARG_DY), ARG(gk_activation_saved(d)),
+                  ARG(GK_ARG_DX));
 }
 
 // ---------------------------------------------------------------- gated

@@ -29,13 +29,16 @@ static int64_t prod(const int64_t *shape, int from, int to) {
 static int norm_dim(int dim, int rank) { return dim < 0 ? dim + rank : dim; }
 
 // ---------------------------------------------------------------- activations
+// Bindings: forward x, y; backward the saved tensor (x, or y with
+// act.from_output), dy, dx.
 static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t n = numel_of(plan, GK_ARG_X);
-  static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {GK_ARG_X, GK_ARG_DY, GK_ARG_DX};
+  gk_arg_kind saved = gk_activation_saved(d);
+  int64_t n = numel_of(plan, saved);
+  const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {saved, GK_ARG_DY, GK_ARG_DX};
   uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, groups_for(n), 2, forward)
                                            : wg_pass_bound(r, 0, groups_for(n), 3, backward);
-  p[0] = r->slot[GK_ARG_X];
+  p[0] = r->slot[d->direction == GK_FORWARD ? GK_ARG_X : saved];
   p[1] = r->slot[GK_ARG_Y];
   p[2] = r->slot[GK_ARG_DY];
   p[3] = r->slot[GK_ARG_DX];
@@ -45,14 +48,19 @@ static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
-// ACT and APPROX of activation.wgsl and gated.wgsl: the op, or the gated
-// op's activation (GLU sigmoid, ReGLU relu, SwiGLU silu, GeGLU gelu).
-static void act_overrides(const gk_plan *plan, char *text, size_t cap) {
+// The override constants of activation.wgsl and gated.wgsl: the activation
+// (gk_op code; for the gated ops GLU sigmoid, ReGLU relu, SwiGLU silu,
+// GeGLU gelu), GELU's form, and whether the backward takes y.
+static void activation_overrides(const gk_plan *plan, char *text, size_t cap) {
+  const gk_op_desc *d = &plan->desc;
+  snprintf(text, cap, "ACT=%d,APPROX=%d,FROM_OUTPUT=%d", (int)d->op, d->act.approximate == GK_GELU_TANH,
+           d->act.from_output);
+}
+static void gated_overrides(const gk_plan *plan, char *text, size_t cap) {
   const gk_op_desc *d = &plan->desc;
   static const gk_op act_of[GK_OP_COUNT_] = {[GK_OP_GLU] = GK_OP_SIGMOID, [GK_OP_REGLU] = GK_OP_RELU,
                                              [GK_OP_SWIGLU] = GK_OP_SILU, [GK_OP_GEGLU] = GK_OP_GELU};
-  gk_op act = d->op >= GK_OP_GLU && d->op <= GK_OP_GEGLU ? act_of[d->op] : d->op;
-  snprintf(text, cap, "ACT=%d,APPROX=%d", (int)act, d->act.approximate == GK_GELU_TANH);
+  snprintf(text, cap, "ACT=%d,APPROX=%d", (int)act_of[d->op], d->act.approximate == GK_GELU_TANH);
 }
 
 // ---------------------------------------------------------------- gated
@@ -453,9 +461,9 @@ static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
 // ---------------------------------------------------------------- the table
 static const wg_family activation = {.name = "activation", .source = gk_wgsl_activation, .forward = {"forward"},
                                      .backward = {"backward"}, .plan = plan_activation,
-                                     .overrides = act_overrides, .bound = true};
+                                     .overrides = activation_overrides, .bound = true};
 static const wg_family gated = {.name = "gated", .source = gk_wgsl_gated, .forward = {"forward"},
-                                .backward = {"backward"}, .plan = plan_gated, .overrides = act_overrides};
+                                .backward = {"backward"}, .plan = plan_gated, .overrides = gated_overrides};
 static const wg_family binary = {.name = "binary", .source = gk_wgsl_binary, .forward = {"forward"},
                                  .backward = {"reduce_grad"}, .plan = plan_binary};
 static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .forward = {"forward"},

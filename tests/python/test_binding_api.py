@@ -187,6 +187,51 @@ def test_activation_input_modified_in_place_is_caught():
         y.sum().backward()
 
 
+# relu and sigmoid keep their output y for the backward (a from_output
+# plan, dx from dy and y), as torch's own nodes for them do, not x.
+
+@pytest.mark.parametrize("op", ["relu", "sigmoid"])
+def test_activation_output_modified_in_place_is_caught(op):
+    x = _t(4, 6)
+    y = getattr(gradkern, op)(x)
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    z = getattr(torch, op)(x)   # torch catches the same
+    z.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()
+
+
+@pytest.mark.parametrize("op", ["relu", "sigmoid"])
+def test_activation_from_output_does_not_keep_x(op):
+    """x changed in place after the forward does not change the gradient
+    (x is not saved; torch's nodes for relu and sigmoid do the same)."""
+    x = _t(4, 6)
+    h = x * 1
+    y = getattr(gradkern, op)(h)
+    want = getattr(torch, op)(h.detach())
+    h.add_(5)
+    (g,) = torch.autograd.grad(y, x, torch.full_like(y, 0.5))
+    dy = torch.full_like(want, 0.5)
+    torch.testing.assert_close(g, dy * want * (1 - want) if op == "sigmoid" else dy * (want > 0), rtol=1e-12, atol=0)
+
+
+def test_from_output_plan_takes_y():
+    y = torch.sigmoid(torch.randn(3, 5, dtype=torch.float64))
+    dy, dx = torch.randn(3, 5, dtype=torch.float64), torch.empty(3, 5, dtype=torch.float64)
+    plan = gradkern.get_plan("sigmoid", "backward", torch.float64, (3, 5), from_output=1)
+    assert plan.desc.act.from_output == 1 and plan.arg_shape("x") is None and plan.arg_shape("y") == (3, 5)
+    plan.run({"dy": dy, "y": y, "dx": dx})
+    torch.testing.assert_close(dx, dy * y * (1 - y), rtol=1e-15, atol=0)
+    with pytest.raises(gradkern.Error, match="argument 'x'.*is not taken") as e:
+        plan.run({"dy": dy, "x": y, "dx": dx})
+    assert e.value.status_name == "GK_ERR_UNEXPECTED_ARGUMENT"
+    with pytest.raises(gradkern.Error, match="gelu: desc.act.from_output = 1") as e:
+        gradkern.Plan("gelu", "backward", torch.float32, (3, 5), from_output=1)
+    assert e.value.status_name == "GK_ERR_INVALID_VALUE"
+
+
 def test_activation_without_grad_records_nothing():
     x = _t(4, 6)
     with torch.no_grad():

@@ -160,6 +160,32 @@ def t_rms_norm(x, normalized_shape, weight=None, eps=1e-6):
     return y * weight if weight is not None else y
 
 
+class _SigmoidFromStoredY(torch.autograd.Function):
+    """torch.sigmoid whose backward is torch's own, dx = dy y (1 - y), on the
+    output y as a tensor of dtype `storage` holds it (rounded once): gradkern's
+    sigmoid, like torch's autograd, keeps y for the backward, so in f16/bf16
+    its gradient is that of the rounded y (in f32 and f64 this is
+    torch.sigmoid itself, to the last bits)."""
+
+    @staticmethod
+    def forward(ctx, x, storage):
+        y = torch.sigmoid(x)
+        ctx.save_for_backward(y.to(storage).to(y.dtype))
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        return dy * y * (1 - y), None
+
+
+def sigmoid_from_stored_y(storage):
+    """The torch reference of gradkern.sigmoid on `storage` tensors, run in
+    any dtype: torch.sigmoid itself in `storage` (its node keeps y in that
+    dtype), else y rounded to `storage` for the backward."""
+    return lambda x: torch.sigmoid(x) if x.dtype == storage else _SigmoidFromStoredY.apply(x, storage)
+
+
 ACTS = {
     "relu": (lambda x: gradkern.relu(x), lambda x: F.relu(x)),
     "gelu": (lambda x: gradkern.gelu(x), lambda x: F.gelu(x)),
@@ -311,6 +337,8 @@ def test_activation(errstats, op, case, dtype, backend):
     gen = _seed(op, case, str(dtype))
     x = leaf(make(shape, layout, dtype, gen, values))
     gk, ref = ACTS[op]
+    if op == "sigmoid":   # its gradient is one of the stored y (relu's is the same from x or y)
+        ref = sigmoid_from_stored_y(dtype)
     with gradkern.use_backend(backend):
         check_op(errstats, "%s[%s,%s,%s]" % (op, case, dtype_name(dtype), backend), gk, ref, [x], ["x"],
                  dtype, True, gen, dy_layout, act_scales)

@@ -184,6 +184,18 @@ test('bad input: exceptions carry the library\'s message and status; nothing is 
   assert.throws(() => gk.plan({ ...rms, dtype: 'f8' }), /desc\.dtype = "f8"/);
   assert.throws(() => gk.plan({ ...rms, norm: { epsilon: 1 } }), /desc\.norm\.epsilon is not a field/);
   assert.throws(() => gk.plan({ ...rms, norm: { has_weight: 0.5 } }), /an integer field takes an integer/);
+  // act.from_output: relu and sigmoid backward only; such a plan takes y, not x.
+  const act = { op: 'gelu', direction: 'backward', dtype: 'f32', shape: [4, 8], act: { from_output: 1 } };
+  assert.throws(() => gk.plan(act), (e) => e.statusName === 'invalid value' &&
+                                          /gelu: desc\.act\.from_output = 1/.test(e.message));
+  assert.throws(() => gk.plan({ ...act, op: 'sigmoid', direction: 'forward' }),
+                /sigmoid forward: desc\.act\.from_output = 1/);
+  const fromY = gk.plan({ ...act, op: 'sigmoid' });
+  assert.deepEqual(fromY.args.map((a) => a.name).sort(), ['dx', 'dy', 'y']);
+  assert.throws(() => fromY.run({ dy: x, x }), /argument "x" is not one the plan takes/);
+  const sig = new Float32Array(32).fill(0.25), dsig = fromY.run({ dy: new Float32Array(32).fill(2), y: sig }).dx;
+  assert.ok(dsig.every((v) => v === 2 * 0.25 * 0.75), 'sigmoid dx from y = dy y (1 - y)');
+  fromY.destroy();
   const plan = gk.plan(rms);
   assert.throws(() => plan.run({ x }), /input "weight" \(f32, shape \[8\]\) is missing/);
   assert.throws(() => plan.run({ x: new Float64Array(32), weight }), /"x" must be a Float32Array of 32 elements/);

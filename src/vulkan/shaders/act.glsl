@@ -8,6 +8,8 @@
 //   silu(x) = x s, ' = s (1 + x (1 - s));  sigmoid' = s (1 - s)
 //   softplus = (max(z, 0) + log1p(e^-|z|)) / beta, z = beta x; x when z > threshold; ' = sigmoid(z) (1 past it)
 //   relu(x) = x < 0 ? 0 : x (NaN stays NaN), ' = x > 0
+// relu and sigmoid also from their output y (act.from_output, act_grad_y):
+//   sigmoid' = y (1 - y), relu' = y > 0 (y > 0 exactly where x > 0)
 float sigmoid_(float x) {
   float e = exp(-abs(x)), r = 1.0 / (1.0 + e);
   return x < 0.0 ? e * r : r;
@@ -51,8 +53,13 @@ float act_value(uint act, float x, float beta, float threshold) {
   float z = beta * x;
   return z > threshold ? x : (max(z, 0.0) + log1p_unit(exp(-abs(z)))) / beta;
 }
+// act'(x) from y = act(x): relu (act 0) and sigmoid (act 4) only.
+float act_grad_y(uint act, float y) {
+  return act == 4u ? y * (1.0 - y) : (y > 0.0 ? 1.0 : 0.0);
+}
 float act_grad(uint act, float x, float beta, float threshold) {
-  if (act == 0u) return x > 0.0 ? 1.0 : 0.0;
+  if (act == 0u) return act_grad_y(act, x);  // x > 0: the same test as y > 0
+  if (act == 4u) return act_grad_y(act, sigmoid_(x));
   if (act == 1u) return phi_cdf(x) + x * 0.39894228040143268 * exp(-0.5 * x * x);
   if (act == 2u) {
     float s = sigmoid_(2.0 * GELU_K * (x + GELU_C * x * x * x));
@@ -61,10 +68,6 @@ float act_grad(uint act, float x, float beta, float threshold) {
   if (act == 3u) {
     float s = sigmoid_(x);
     return s * (1.0 + x * (1.0 - s));
-  }
-  if (act == 4u) {
-    float s = sigmoid_(x);
-    return s * (1.0 - s);
   }
   float z = beta * x;
   return z > threshold ? 1.0 : sigmoid_(z);

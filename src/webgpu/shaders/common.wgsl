@@ -82,7 +82,8 @@ fn softplus(x: f32, beta: f32, threshold: f32) -> f32 {
 }
 
 // Activation `op` (gk_op: 0 relu, 1 gelu, 2 silu, 3 sigmoid, 4 softplus) and
-// its derivative.
+// its derivative; act_grad_y: the derivative from the output y = act(x), for
+// relu (y > 0, exactly where x > 0) and sigmoid (y (1 - y)) only.
 fn act(op: u32, x: f32, approx: u32, beta: f32, threshold: f32) -> f32 {
   switch op {
     case 0u: { return max(x, 0.0); }
@@ -92,12 +93,16 @@ fn act(op: u32, x: f32, approx: u32, beta: f32, threshold: f32) -> f32 {
     default: { return softplus(x, beta, threshold); }
   }
 }
+fn act_grad_y(op: u32, y: f32) -> f32 {
+  if (op == 3u) { return y * (1.0 - y); }
+  return select(0.0, 1.0, y > 0.0);
+}
 fn act_grad(op: u32, x: f32, approx: u32, beta: f32, threshold: f32) -> f32 {
   switch op {
-    case 0u: { return select(0.0, 1.0, x > 0.0); }
+    case 0u: { return act_grad_y(op, x); }
     case 1u: { return gelu_grad(x, approx); }
     case 2u: { let s = sigmoid(x); return s * (1.0 + x * (1.0 - s)); }
-    case 3u: { let s = sigmoid(x); return s * (1.0 - s); }
+    case 3u: { return act_grad_y(op, sigmoid(x)); }
     default: {
       if (beta * x > threshold) { return 1.0; }
       return sigmoid(beta * x);
