@@ -31,11 +31,13 @@ fn wg_sum(v: f32, lid: u32) -> f32 { return wg_reduce(v, lid, false); }
 fn wg_max(v: f32, lid: u32) -> f32 { return wg_reduce(v, lid, true); }
 
 // ---------------------------------------------------------------- activations
-// sigmoid(x) = 1 / (1 + exp(-x)), without overflow for either sign.
+// sigmoid(x) = 1 / (1 + exp(-x)), without overflow for either sign and
+// without a branch: e = exp(-|x|) <= 1, r = 1 / (1 + e) is sigmoid(|x|),
+// and sigmoid(x) = 1 - sigmoid(-x) = e r for x < 0.
 fn sigmoid(x: f32) -> f32 {
-  if (x >= 0.0) { return 1.0 / (1.0 + exp(-x)); }
-  let e = exp(x);
-  return e / (1.0 + e);
+  let e = exp(-abs(x));
+  let r = 1.0 / (1.0 + e);
+  return select(e * r, r, x >= 0.0);
 }
 // log(1 + e) accurate for small e (the log1p WGSL lacks).
 fn log1p(e: f32) -> f32 {

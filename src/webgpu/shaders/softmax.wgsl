@@ -52,6 +52,10 @@ fn backward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     let at = base + j * p.inner;
     let dy = dy[p.dy + at];
     let y = y[p.y + at];
-    dx[p.dx + at] = select(y * (dy - s), dy - exp(y) * s, IS_LOG == 1u);
+    if (IS_LOG == 1u) {
+      dx[p.dx + at] = dy - exp(y) * s;
+    } else {
+      dx[p.dx + at] = y * (dy - s);
+    }
   }
 }
