@@ -408,13 +408,15 @@ static void test_scan(void) {
 
 // Past one dispatch: more workgroups than maxComputeWorkgroupsPerDimension
 // (65535) in one pass, which the backend splits over two dimensions: an
-// elementwise op over 64 x 65600 elements, row ops over 66000 rows (their
-// parameter gradients summed over as many rows).
+// activation over 256 x 65600 elements (256 a workgroup), an add over
+// 64 x 65600 (64 a workgroup), row ops over 66000 rows (their parameter
+// gradients summed over as many rows).
 static void test_past_one_dispatch(void) {
   if (g_quick) return;
   g_variant = "past one dispatch";
   const struct { gk_op op; int rank; int64_t shape[2]; } cases[] = {
-      {GK_OP_SILU, 1, {64 * 65600 + 5}}, {GK_OP_SOFTMAX, 2, {66000, 3}}, {GK_OP_RMSNORM, 2, {66001, 2}},
+      {GK_OP_SILU, 1, {256 * 65600 + 5}}, {GK_OP_ADD, 1, {64 * 65600 + 5}}, {GK_OP_SOFTMAX, 2, {66000, 3}},
+      {GK_OP_RMSNORM, 2, {66001, 2}},
       {GK_OP_CROSS_ENTROPY, 2, {66001, 3}}};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     gk_op_desc d = make(cases[c].op, cases[c].rank, cases[c].shape);

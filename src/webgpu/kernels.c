@@ -30,14 +30,15 @@ static int norm_dim(int dim, int rank) { return dim < 0 ? dim + rank : dim; }
 
 // ---------------------------------------------------------------- activations
 // Bindings: forward x, y; backward the saved tensor (x, or y with
-// act.from_output), dy, dx.
+// act.from_output), dy, dx. 256 elements a workgroup.
 static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   gk_arg_kind saved = gk_activation_saved(d);
   int64_t n = numel_of(plan, saved);
   const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {saved, GK_ARG_DY, GK_ARG_DX};
-  uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, groups_for(n), 2, forward)
-                                           : wg_pass_bound(r, 0, groups_for(n), 3, backward);
+  uint64_t groups = (uint64_t)gk_ceil_div(n, 256);  // 256 elements a workgroup
+  uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, groups, 2, forward)
+                                           : wg_pass_bound(r, 0, groups, 3, backward);
   p[0] = r->slot[d->direction == GK_FORWARD ? GK_ARG_X : saved];
   p[1] = r->slot[GK_ARG_Y];
   p[2] = r->slot[GK_ARG_DY];

@@ -1,10 +1,11 @@
-// Elementwise activations, one invocation per element (act, act_grad,
-// act_grad_y in common.wgsl):
+// Elementwise activations (act, act_grad, act_grad_y in common.wgsl):
 //   forward   y  = act(x)                  (bindings v = x, y)
 //   backward  dx = dy act'(x)              (bindings v = x, dy, dx)
 //             or, with FROM_OUTPUT (relu, sigmoid: act.from_output),
 //             dx = dy act'(x) from y = act(x)  (bindings v = y, dy, dx)
 // Each tensor is bound by itself and starts at its word p.<name> there.
+// A workgroup takes 256 elements, each invocation 4 of them 64 apart (so
+// the 64 invocations read 64 consecutive words at a time).
 // The activation (gk_op: 0 relu .. 4 softplus), GELU's form (1: tanh) and
 // FROM_OUTPUT are override constants of the plan's pipelines, so the
 // compiler keeps only the code the plan runs.
@@ -19,19 +20,27 @@ struct Params { v: u32, y: u32, dy: u32, dx: u32, n: u32, beta: f32, threshold: 
 @group(0) @binding(4) var<storage, read_write> dx: array<f32>;
 
 @compute @workgroup_size(64)
-fn forward(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let i = flat_id(gid, nwg);
-  if (i >= p.n) { return; }
-  y[p.y + i] = act(ACT, v[p.v + i], APPROX, p.beta, p.threshold);
+fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+           @builtin(local_invocation_index) lid: u32) {
+  let first = group_id(wid, nwg) * 256u + lid;
+  for (var k = 0u; k < 4u; k++) {
+    let i = first + 64u * k;
+    if (i < p.n) { y[p.y + i] = act(ACT, v[p.v + i], APPROX, p.beta, p.threshold); }
+  }
 }
 
 @compute @workgroup_size(64)
-fn backward(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let i = flat_id(gid, nwg);
-  if (i >= p.n) { return; }
-  if (FROM_OUTPUT == 1u) {
-    dx[p.dx + i] = dy[p.dy + i] * act_grad_y(ACT, v[p.v + i]);
-  } else {
-    dx[p.dx + i] = dy[p.dy + i] * act_grad(ACT, v[p.v + i], APPROX, p.beta, p.threshold);
+fn backward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+            @builtin(local_invocation_index) lid: u32) {
+  let first = group_id(wid, nwg) * 256u + lid;
+  for (var k = 0u; k < 4u; k++) {
+    let i = first + 64u * k;
+    if (i < p.n) {
+      if (FROM_OUTPUT == 1u) {
+        dx[p.dx + i] = dy[p.dy + i] * act_grad_y(ACT, v[p.v + i]);
+      } else {
+        dx[p.dx + i] = dy[p.dy + i] * act_grad(ACT, v[p.v + i], APPROX, p.beta, p.threshold);
+      }
+    }
   }
 }
