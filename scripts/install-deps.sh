@@ -8,7 +8,9 @@
 #                                     tokenizer test), Chromium (the web page's browser test), the
 #                                     Vulkan backend's (libvulkan-dev, glslc, mesa-vulkan-drivers,
 #                                     vulkan-validationlayers), libEGL (the WebGPU tests on Dawn),
-#                                     and everything of wasm
+#                                     Mesa 25's lavapipe from bookworm-backports unpacked into
+#                                     /opt/gradkern/mesa-backports (Dawn's Vulkan backend), and
+#                                     everything of wasm
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch, the Python
 #                                   headers (the binding's compiled module, timed by bench-torch)
@@ -103,8 +105,39 @@ openblas_for_torch() {
   echo "libblas.so.3 (torch's BLAS) -> OpenBLAS: update-alternatives --set $alt $ob"
   update-alternatives --set "$alt" "$ob" >/dev/null
 }
+# Dawn's Vulkan backend, the WebGPU tests' second adapter (the one with
+# subgroups, shader-f16 and timestamp-query), needs a newer lavapipe than
+# bookworm's Mesa 22: Mesa 25's, from bookworm-backports, unpacked into
+# $GK_MESA_BACKPORTS (the tests point the Vulkan loader at it), never
+# installed over the system's Mesa.
+GK_MESA_BACKPORTS=${GK_MESA_BACKPORTS:-/opt/gradkern/mesa-backports}
+mesa_backports() {
+  [ "${1:-build}" = test ] && [ ! -e "$GK_MESA_BACKPORTS/lvp_icd.json" ] || return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "the WebGPU tests need Mesa 25's lavapipe from bookworm-backports in $GK_MESA_BACKPORTS: run this as root" >&2
+    return 1
+  fi
+  echo "unpacking Mesa's lavapipe from bookworm-backports into $GK_MESA_BACKPORTS"
+  local tmp new="$GK_MESA_BACKPORTS.new"
+  tmp=$(mktemp -d)
+  mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial"
+  echo "deb http://deb.debian.org/debian bookworm-backports main" >"$tmp/sources.list"
+  local apt=(apt-get -qq -o Dir::Etc::sourcelist="$tmp/sources.list" -o Dir::Etc::sourceparts=-
+             -o Dir::State::Lists="$tmp/lists" -o Dir::Cache="$tmp/cache" -o APT::Sandbox::User=root)
+  "${apt[@]}" update
+  (cd "$tmp" && "${apt[@]}" download mesa-vulkan-drivers/bookworm-backports libdrm2/bookworm-backports)
+  rm -rf "$new"
+  mkdir -p "$new/root"
+  for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$new/root"; done
+  sed "s|\"libvulkan_lvp.so\"|\"$GK_MESA_BACKPORTS/root/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so\"|" \
+    "$new/root/usr/share/vulkan/icd.d/lvp_icd.json" >"$new/lvp_icd.json"
+  rm -rf "$GK_MESA_BACKPORTS" "$tmp"
+  mkdir -p "$(dirname "$GK_MESA_BACKPORTS")"
+  mv "$new" "$GK_MESA_BACKPORTS"
+}
 if [ ${#need[@]} -eq 0 ]; then
   openblas_for_torch "${1:-build}"
+  mesa_backports "${1:-build}"
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -117,3 +150,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq || true
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 openblas_for_torch "${1:-build}"
+mesa_backports "${1:-build}"
