@@ -938,6 +938,13 @@ static int fail_here(trainer *t, const char *what) {
   return 1;
 }
 
+// The same for a failure within a step: "step N, <what>".
+static int fail_in_step(trainer *t, const char *step, const char *what) {
+  char both[128];
+  snprintf(both, sizeof both, "%s, %s", step, what);
+  return fail_here(t, both);
+}
+
 // A failure every rank sees alike (rank 0 gives the message).
 static int fail_everywhere(trainer *t, const char *what) {
   if (t->rank == 0 && !t->follower_stop) return fail(what);
@@ -1087,11 +1094,11 @@ static int train_main(trainer *tp) {
     gk_status s = scaled ? gk_run_set_loss_scale(t.run, t.scaler.scale) : GK_SUCCESS;
     if (s == GK_SUCCESS) s = train_step(&t, &loss);
     if (s != GK_SUCCESS) {
-      rc = fail_here(&t, "training step");
+      rc = fail_in_step(&t, what, "forward and backward");
       break;
     }
     if (scaled && isfinite(loss) && unscale_gradients(&t, &finite) != GK_SUCCESS) {
-      rc = fail_here(&t, "loss scaling");
+      rc = fail_in_step(&t, what, "loss scaling");
       break;
     }
     double norm = 0;
@@ -1106,11 +1113,11 @@ static int train_main(trainer *tp) {
       break;
     }
     if (finite && (s != GK_SUCCESS || optimizer_step(&t, gk_lr_at(&sched, t.step)) != GK_SUCCESS)) {
-      rc = fail_here(&t, "optimizer");
+      rc = fail_in_step(&t, what, "optimizer");
       break;
     }
     if (sharded(&t) && gk_dist_allgather(t.dist, m->w, m->n_total) != GK_SUCCESS) {
-      rc = fail_here(&t, "gathering the parameters");
+      rc = fail_in_step(&t, what, "gathering the parameters");
       break;
     }
     t.step++;
@@ -1135,7 +1142,7 @@ static int train_main(trainer *tp) {
     }
     if (eval) {
       if (evaluate(&t, &t.ev) != GK_SUCCESS) {
-        rc = fail_here(&t, "evaluation");
+        rc = fail_in_step(&t, what, "evaluation");
         break;
       }
       t.eval_x[t.n_eval] = (double)t.step;

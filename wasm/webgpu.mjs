@@ -89,7 +89,7 @@ export class WebGpuHost {
     this.scopes = [];            // error scopes of the batches run since the last sync
     this.chain = Promise.resolve();
     this.encoder = null;
-    this.batches = 0;
+    this.batches = 0;            // batches run so far
     device.lost.then((info) => { this.error ??= `the device was lost (${info.reason}): ${info.message}`; });
   }
 
@@ -122,6 +122,7 @@ export class WebGpuHost {
   async run(msg) {
     const { device } = this;
     const batch = msg.batch;
+    this.batches++;
     try {
       device.pushErrorScope('out-of-memory');
       device.pushErrorScope('validation');

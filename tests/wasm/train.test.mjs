@@ -12,7 +12,8 @@
 // train --device webgpu` (Dawn, the npm package webgpu, on this machine's
 // adapter: Mesa's llvmpipe through OpenGL ES here) trains a tiny model 20
 // steps on WebGPU and must end at the native CPU command's final loss within
-// 1e-3 relative; with no adapter it fails, with the reason.
+// 1e-3 relative; with no adapter it fails, with the reason; a device lost
+// mid-run stops it with an error naming the step.
 // Run by ctest (wasm_train): GK_WASM_DIR, GK_TRAIN_TRACE (tests/train_trace.c)
 // and GK_GRADKERN (the native command) come from there.
 import { test } from 'node:test';
@@ -132,6 +133,49 @@ test('node wasm/gradkern.mjs train --device webgpu ends at the native CPU loss; 
     assert.match(none.stderr, /--device webgpu: no WebGPU device: Dawn's d3d12 backend found no adapter/);
     assert.doesNotMatch(none.stdout, /step|loss/);
     assert.ok(!existsSync(join(dir, 'none.safetensors')));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// A WebGPU device lost in the middle of a run (destroyed once the device
+// thread has run 1000 of the worker's batches, about ten steps of this model;
+// the trainer's output is buffered until it ends): the run must stop with an
+// error that names the step and the loss of the device, within the test's
+// minute (no wait that never returns), and write no checkpoint.
+test('a WebGPU device lost mid-run stops the run, naming the step', async () => {
+  const { nodeDevice, WebGpuHost } = await import('../../wasm/webgpu.mjs');
+  const { Worker } = await import('node:worker_threads');
+  const dir = mkdtempSync(join(tmpdir(), 'gk-wasm-lost-'));
+  try {
+    const { device, reason } = await nodeDevice();
+    assert.ok(device, `no WebGPU device: ${reason}`);
+    const host = new WebGpuHost(device);
+    const run = {
+      command: 'train', cwd: dir, terminal: false, env: { GK_NUM_THREADS: '1' }, threads: 1,
+      module: join(wasmDir, 'gradkern.wasm'),
+      args: ['--steps', '100000', '--width', '16', '--batch', '4', '--eval-every', '0', '--device', 'webgpu',
+             '--checkpoint', 'lost.safetensors'],
+    };
+    const worker = new Worker(new URL('../../wasm/gradkern.mjs', import.meta.url),
+                              { workerData: { gkTrain: run, link: host.linkData() }, stdout: true, stderr: true });
+    host.serve(worker);
+    let out = '', err = '', status = null;
+    worker.stdout.on('data', (d) => { out += d; });
+    worker.stderr.on('data', (d) => { err += d; });
+    worker.on('message', (m) => { if (m && m.exit !== undefined) status = m.exit; });
+    const watch = setInterval(() => {
+      if (host.batches < 1000) return;
+      clearInterval(watch);
+      device.destroy();
+    }, 5);
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no end within a minute:\n${out}${err}`)), 60000);
+      worker.on('exit', () => { clearTimeout(timer); clearInterval(watch); resolve(); });
+    });
+    assert.equal(status, 1, out + err);
+    assert.match(err, /gradkern train: step \d+, forward and backward: webgpu: .*the device was lost \(destroyed\)/, err);
+    assert.ok(!existsSync(join(dir, 'lost.safetensors')), 'a checkpoint was written after the device was lost');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
