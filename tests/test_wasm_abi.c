@@ -445,11 +445,12 @@ static void compare_direct(host *h, const abi_case *c, gk_dtype dt, gk_direction
 
 // A bad value of one params field of an f32 case (at: its byte offset in the
 // params), or of one word of the host's memory (in_memory: at is then the
-// byte offset from the case's first byte), and the code it gets.
+// byte offset from the case's first byte), and the code it gets (library:
+// the library refuses it, which sets its error message in the module's memory).
 typedef struct bad_edit {
   uint32_t at, value;
   int code;
-  bool in_memory;
+  bool in_memory, library;
   const char *what;
 } bad_edit;
 
@@ -457,7 +458,7 @@ static int bad_edits(const abi_case *c, const call *k, bad_edit *out) {
   int n = 0;
   uint32_t e = 4 * (c->nfields + 1);  // the first field after dtype
   const uint32_t NAN_BITS = 0x7fc00000, INF_BITS = 0x7f800000, MINUS_ONE = 0xbf800000;
-#define BAD(at_, value_, code_, what_) (out[n++] = (bad_edit){(at_), (value_), (code_), false, (what_)})
+#define BAD(at_, value_, code_, what_) (out[n++] = (bad_edit){(at_), (value_), (code_), false, false, (what_)})
   switch ((int)c->op) {
   case GK_OP_RELU: case GK_OP_SIGMOID:
     if (c->nnext) BAD(e, 2, GK_ABI_INVALID_PARAMS, "from_output 2");
@@ -467,7 +468,10 @@ static int bad_edits(const abi_case *c, const call *k, bad_edit *out) {
     BAD(e, 2, GK_ABI_INVALID_PARAMS, "split 2");
     BAD(e + 4, 2, GK_ABI_INVALID_PARAMS, "split_dim 2");
     BAD(8, 0x40000000 /* 2.0f */, GK_ABI_UNSUPPORTED, "beta 2 in the split form");
-    if (c->next[1] == 1 && c->fields[0] % 2) BAD(e + 4, 0, GK_ABI_INVALID_PARAMS, "split along an odd dim");
+    if (c->next[1] == 1 && c->fields[0] % 2) {
+      BAD(e + 4, 0, GK_ABI_INVALID_PARAMS, "split along an odd dim");
+      out[n - 1].library = true;
+    }
     break;
   case GK_OP_RMSNORM: case GK_OP_LAYERNORM: case GK_OP_LINEAR:
     if (!c->nnext) break;
@@ -505,9 +509,9 @@ static int bad_edits(const abi_case *c, const call *k, bad_edit *out) {
     BAD(4, NAN_BITS, GK_ABI_INVALID_PARAMS, "max_norm NaN");
     BAD(4, INF_BITS, GK_ABI_INVALID_PARAMS, "max_norm inf");
     // A gradient element inf: the norm is not finite, nothing is written.
-    out[n++] = (bad_edit){k->off[2] - HOST_START + 4 * 3, INF_BITS, GK_ABI_INVALID_INPUT, true,
+    out[n++] = (bad_edit){k->off[2] - HOST_START + 4 * 3, INF_BITS, GK_ABI_INVALID_INPUT, true, true,
                           "a gradient inf: the norm is not finite"};
-    out[n++] = (bad_edit){k->off[2] - HOST_START, NAN_BITS, GK_ABI_INVALID_INPUT, true,
+    out[n++] = (bad_edit){k->off[2] - HOST_START, NAN_BITS, GK_ABI_INVALID_INPUT, true, true,
                           "a gradient NaN: the norm is not finite"};
     break;
   default: break;
@@ -547,8 +551,9 @@ static void write_case(const char *dir, const host *h, const uint8_t *before, ui
   bad_edit bad[16];
   int nbad = dt == GK_F32 ? bad_edits(c, k, bad) : 0;
   for (int i = 0; i < nbad; i++)
-    fprintf(json, "%s{\"at\":%u,\"value\":%u,\"code\":%d,\"memory\":%s,\"what\":\"%s\"}", i ? "," : "", bad[i].at,
-            bad[i].value, bad[i].code, bad[i].in_memory ? "true" : "false", bad[i].what);
+    fprintf(json, "%s{\"at\":%u,\"value\":%u,\"code\":%d,\"memory\":%s,\"library\":%s,\"what\":\"%s\"}", i ? "," : "",
+            bad[i].at, bad[i].value, bad[i].code, bad[i].in_memory ? "true" : "false", bad[i].library ? "true" : "false",
+            bad[i].what);
   fprintf(json, "],\"outputs\":[");
   int n = 0;
   for (int r = 2; r < GK_ABI_REGIONS; r++) {

@@ -20,7 +20,8 @@ const manifest = JSON.parse(fs.readFileSync(path.join(casesDir, 'cases.json'), '
 
 const OPS = ['relu', 'gelu', 'silu', 'sigmoid', 'softplus', 'glu', 'reglu', 'swiglu', 'geglu', 'rmsnorm', 'layernorm',
   'linear', 'matmul', 'softmax', 'log_softmax', 'cross_entropy', 'embedding', 'rope', 'attention', 'add', 'mul',
-  'conv1d', 'selective_scan', 'adamw'];
+  'conv1d', 'selective_scan', 'adamw', 'sgd', 'clip_grad_norm'];
+const OPTIMIZERS = ['adamw', 'sgd', 'clip_grad_norm'];  // forward only
 const DTYPES = ['f32', 'f64', 'f16', 'bf16'];
 const STACK_BYTES = 1 << 20;  // the shadow stack, first in memory (wasm/abi/CMakeLists.txt)
 const CODE = { OK: 0, INVALID_INPUT: 1, INVALID_OUTPUT: 2, INVALID_PARAMS: 3, OUT_OF_BOUNDS: 4, OVERLAP: 5,
@@ -93,14 +94,14 @@ test('every module imports nothing and exports its memory and the five functions
     const dv = new DataView(e.memory.buffer);
     const name = new TextDecoder().decode(new Uint8Array(e.memory.buffer, dv.getUint32(at, true), dv.getUint32(at + 4, true)));
     assert.equal(name, `${op}_${dt}`);
-    assert.equal(dv.getUint8(at + 14), op === 'adamw' ? 0 : 1, 'supports_backward');
+    assert.equal(dv.getUint8(at + 14), OPTIMIZERS.includes(op) ? 0 : 1, 'supports_backward');
     assert.equal(e.kernel_init(0, 0), 0);
     assert.equal(e.kernel_cleanup(), 0);
   }
 });
 
 test('every op x direction x dtype matches the native library', () => {
-  assert.ok(manifest.cases.length >= (OPS.length * 2 - 1) * DTYPES.length, 'cases for every op, dtype and direction');
+  assert.ok(manifest.cases.length >= (OPS.length * 2 - OPTIMIZERS.length) * DTYPES.length, 'cases for every op, dtype and direction');
   const seen = new Set();
   for (const c of manifest.cases) {
     seen.add(`${c.module}_${c.direction}`);
@@ -124,35 +125,37 @@ test('every op x direction x dtype matches the native library', () => {
       if (!written[i] && mem[i] !== placed[i]) assert.fail(`${c.name}: byte ${i} outside the outputs changed`);
   }
   for (const op of OPS) for (const dt of DTYPES) for (const dir of ['forward', 'backward'])
-    if (op !== 'adamw' || dir === 'forward') assert.ok(seen.has(`${op}_${dt}_${dir}`), `a case for ${op}_${dt} ${dir}`);
-  // AdamW's step has no backward: the code says so.
-  for (const c of manifest.cases.filter((x) => x.module.startsWith('adamw'))) {
+    if (!OPTIMIZERS.includes(op) || dir === 'forward') assert.ok(seen.has(`${op}_${dt}_${dir}`), `a case for ${op}_${dt} ${dir}`);
+  // The optimizers have no backward: the code says so.
+  for (const c of manifest.cases.filter((x) => OPTIMIZERS.includes(x.module.replace(/_(f32|f64|f16|bf16)$/, '')))) {
     const { e, descAt } = place(c);
     assert.equal(e.kernel_backward(descAt), CODE.UNSUPPORTED, `${c.name}: backward`);
   }
 });
 
 // Run `desc` (ten u32, written at a fresh place) and check the code and that
-// nothing changed: the memory's size and every byte past the shadow stack.
-function expectRejected(e, at, desc, dirFn, want, what) {
+// nothing changed: the memory's size and every byte past the shadow stack
+// (past `from`: the host's start, when the library refuses the call and
+// sets its error message in the module's memory).
+function expectRejected(e, at, desc, dirFn, want, what, from = STACK_BYTES) {
   const dv = new DataView(e.memory.buffer);
   desc.forEach((w, i) => dv.setUint32(at + 4 * i, w >>> 0, true));
-  const before = Buffer.from(new Uint8Array(e.memory.buffer).slice(STACK_BYTES));
+  const before = Buffer.from(new Uint8Array(e.memory.buffer).slice(from));
   const pages = e.memory.buffer.byteLength;
   const got = dirFn(at);
   assert.equal(got, want, `${what}: code`);
   assert.equal(e.memory.buffer.byteLength, pages, `${what}: memory size changed`);
-  const after = new Uint8Array(e.memory.buffer).subarray(STACK_BYTES);
+  const after = new Uint8Array(e.memory.buffer).subarray(from);
   if (!Buffer.from(after.buffer, after.byteOffset, after.length).equals(before))
-    assert.fail(`${what}: byte ${STACK_BYTES + after.findIndex((b, i) => b !== before[i])} changed`);
+    assert.fail(`${what}: byte ${from + after.findIndex((b, i) => b !== before[i])} changed`);
 }
 
 test('bad inputs: each returns its code and changes nothing', () => {
   const names = ['input a', 'input b', 'output', 'scratch'];
-  let checked = 0;
+  let checked = 0, badChecked = 0;
   for (const c of manifest.cases) {
     if (!c.module.endsWith("_f32")) continue;
-    const { e, descAt } = place(c);
+    const { e, start, descAt } = place(c);
     const fwd = c.direction === 'forward';
     const dirFn = fwd ? e.kernel_forward : e.kernel_backward;
     // One good call first: the library's one-time initialisation (its
@@ -193,7 +196,8 @@ test('bad inputs: each returns its code and changes nothing', () => {
       assert.equal(dirFn(at), CODE.OUT_OF_BOUNDS, tag(`descriptor at ${at}`));
       assert.deepEqual(new Uint8Array(e.memory.buffer).slice(STACK_BYTES), before, tag('descriptor checks changed memory'));
     }
-    const shortBy = ['glu', 'reglu', 'swiglu', 'geglu', 'rmsnorm'].includes(c.module.replace(/_f32$/, '')) ? 8 : 4;
+    // (4 short is the short form, and of an extended form the base form: 2 short then)
+    const shortBy = c.extended ? 2 : ['glu', 'reglu', 'swiglu', 'geglu', 'rmsnorm'].includes(c.module.replace(/_f32$/, '')) ? 8 : 4;
     const withParams = (off, size) => { const x = d.slice(); x[8] = off; x[9] = size; return x; };
     expectRejected(e, spare, withParams(d[8], d[9] - shortBy), dirFn, CODE.INVALID_PARAMS, tag('params short'));
     expectRejected(e, spare, withParams(d[8], 0), dirFn, CODE.INVALID_PARAMS, tag('params empty'));
@@ -206,14 +210,28 @@ test('bad inputs: each returns its code and changes nothing', () => {
       edit(m, at);
       return at;
     };
-    const last = d[9] - 4;
+    const last = c.dtype_at;  // the dtype field
     expectRejected(e, spare, withParams(copyParams((m, at) => m.setUint32(at + last, 7, true)), d[9]), dirFn, CODE.UNKNOWN_DTYPE, tag('dtype 7'));
     expectRejected(e, spare, withParams(copyParams((m, at) => m.setUint32(at + last, 1, true)), d[9]), dirFn, CODE.WRONG_DTYPE, tag('dtype f64 in an f32 module'));
     const dimAt = c.module.startsWith('rmsnorm') || c.module.startsWith('layernorm') ? 4 : 0;
     expectRejected(e, spare, withParams(copyParams((m, at) => m.setUint32(at + dimAt, 0, true)), d[9]), dirFn, CODE.INVALID_PARAMS, tag('a zero dim'));
+    // The new fields' bad values (and clipping's non-finite gradients), each alone.
+    for (const b of c.bad) {
+      if (b.memory) {
+        const at = start + b.at, was = dv.getUint32(at, true);
+        dv.setUint32(at, b.value, true);
+        expectRejected(e, spare, d, dirFn, b.code, tag(b.what), b.library ? start : STACK_BYTES);
+        dv.setUint32(at, was, true);
+      } else {
+        expectRejected(e, spare, withParams(copyParams((m, at) => m.setUint32(at + b.at, b.value, true)), d[9]), dirFn, b.code, tag(b.what),
+          b.library ? start : STACK_BYTES);
+      }
+      badChecked++;
+    }
     checked++;
   }
-  assert.ok(checked >= OPS.length * 2 - 1, 'bad inputs on every f32 module, both directions');
+  assert.ok(checked >= OPS.length * 2 - OPTIMIZERS.length, 'bad inputs on every f32 module, both directions');
+  assert.ok(badChecked >= 60, `bad values of the new fields (${badChecked})`);
 });
 
 // ---------------------------------------------------------------- the first kernels' hosts
