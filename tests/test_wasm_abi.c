@@ -3,10 +3,14 @@
 // - every op x direction x dtype: the tensors of each region are the ones
 //   the README's table lists, in its order; a call through the ABI gives what
 //   the plan API gives run directly on separately allocated tensors, from an
-//   op description built here from the params as the table defines them;
+//   op description built here from the params as the table defines them
+//   (the extended forms too: from_output, the split gated form, f32
+//   parameters in the 16-bit modules, i64 indices, channel-last conv1d; and
+//   SGD and clipping against gk_sgd_step / gk_clip_grad_norm);
 // - the bad inputs: offsets and sizes past the end of memory, u32
 //   wrap-around, regions in the module's memory, overlapping regions, short
-//   params, unknown and wrong dtypes, zero dims and sizes, misalignment; each
+//   params, unknown and wrong dtypes, zero dims and sizes, misalignment, a
+//   bad value of each extended form's field and of the optimizers'; each
 //   returns its code and leaves the host's memory unchanged, byte for byte;
 //   and random changes of good calls' descriptors and params: a rejected
 //   call changes nothing, an accepted one writes only its output.

@@ -5,7 +5,10 @@
 //   before (GK_ABI_CASES), compared with the C tests' tolerances, and every
 //   byte outside the outputs unchanged;
 // - the bad inputs on every f32 module: each returns its code, and the
-//   memory (all of it but the shadow stack) and its size are unchanged;
+//   memory (all of it but the shadow stack) and its size are unchanged; with
+//   the bad values of the extended forms' fields and the optimizers' params
+//   that test_wasm_abi lists in cases.json (where the library itself refuses
+//   one, the host's memory unchanged);
 // - SwiGLU and RMSNorm forward called exactly as a host of the ABI's first
 //   kernels calls them (their params structs, their layouts).
 import { test } from 'node:test';
