@@ -347,3 +347,45 @@ test('an option the library refuses (RMSNorm eps 0, attention kv_heads not divid
     assert.ok(Buffer.from(new Uint8Array(e.memory.buffer).slice(start)).equals(host), `${c.name}: host memory changed`);
   }
 });
+
+// ---------------------------------------------------------------- the extended forms, as a host writes them
+
+test('GLU split form (torch.nn.functional.glu) and i64 embedding indices, computed here', () => {
+  for (const splitDim of [0, 1]) {
+    const e = instance('glu_f32');
+    const rows = 4, cols = 6, n = rows * cols;
+    const base = hostRoom(e, 4096);
+    const xOff = base, yOff = base + 4 * n, paramsOff = yOff + 2 * n, descOff = paramsOff + 32;
+    const F = new Float32Array(e.memory.buffer);
+    for (let i = 0; i < n; i++) F[xOff / 4 + i] = Math.sin(0.9 * i + 0.3) * 2;
+    const dv = new DataView(e.memory.buffer);
+    // {num_elements, hidden_dim, f32 beta, dtype, split, split_dim}
+    [rows, cols].forEach((v, i) => dv.setUint32(paramsOff + 4 * i, v, true));
+    dv.setFloat32(paramsOff + 8, 1, true);
+    [0, 1, splitDim].forEach((v, i) => dv.setUint32(paramsOff + 12 + 4 * i, v, true));
+    [xOff, 4 * n, 0, 0, yOff, 2 * n, 0, 0, paramsOff, 24].forEach((v, i) => dv.setUint32(descOff + 4 * i, v, true));
+    assert.equal(e.kernel_init(paramsOff, 24), 0);
+    assert.equal(e.kernel_forward(descOff), 0);
+    const hr = splitDim === 0 ? rows / 2 : rows, hc = splitDim === 1 ? cols / 2 : cols;
+    for (let r = 0; r < hr; r++) for (let c = 0; c < hc; c++) {
+      const a = F[xOff / 4 + r * cols + c];
+      const b = splitDim === 0 ? F[xOff / 4 + (r + hr) * cols + c] : F[xOff / 4 + r * cols + c + hc];
+      const want = a / (1 + Math.exp(-b)), got = F[yOff / 4 + r * hc + c];
+      assert.ok(Math.abs(got - want) <= 2e-6 * (1 + Math.abs(want)), `split_dim ${splitDim}: y[${r}][${c}] = ${got}, want ${want}`);
+    }
+  }
+  const e = instance('embedding_f32');
+  const V = 5, D = 3, index = [4n, 0n, 2n, 4n];
+  const base = hostRoom(e, 4096);
+  const wOff = base, idxOff = base + 64, yOff = base + 128, paramsOff = base + 256, descOff = base + 320;
+  const dv = new DataView(e.memory.buffer);
+  for (let i = 0; i < V * D; i++) dv.setFloat32(wOff + 4 * i, i + 0.5, true);
+  index.forEach((v, i) => dv.setBigInt64(idxOff + 8 * i, v, true));
+  [index.length, V, D, -1, 0, 5].forEach((v, i) => dv.setInt32(paramsOff + 4 * i, v, true));  // ..., dtype, index_dtype i64
+  [wOff, 4 * V * D, idxOff, 8 * index.length, yOff, 4 * index.length * D, 0, 0, paramsOff, 24].forEach((v, i) => dv.setUint32(descOff + 4 * i, v, true));
+  assert.equal(e.kernel_forward(descOff), 0);
+  index.forEach((v, p) => { for (let j = 0; j < D; j++) assert.equal(dv.getFloat32(yOff + 4 * (p * D + j), true), Number(v) * D + j + 0.5); });
+  // The same indices declared i32: the index region is twice its size, code 1.
+  dv.setInt32(paramsOff + 20, 4, true);
+  assert.equal(e.kernel_forward(descOff), CODE.INVALID_INPUT);
+});
