@@ -3,10 +3,14 @@
 // - every op x direction x dtype: the tensors of each region are the ones
 //   the README's table lists, in its order; a call through the ABI gives what
 //   the plan API gives run directly on separately allocated tensors, from an
-//   op description built here from the params as the table defines them;
+//   op description built here from the params as the table defines them
+//   (the extended forms too: from_output, the split gated form, f32
+//   parameters in the 16-bit modules, i64 indices, channel-last conv1d; and
+//   SGD and clipping against gk_sgd_step / gk_clip_grad_norm);
 // - the bad inputs: offsets and sizes past the end of memory, u32
 //   wrap-around, regions in the module's memory, overlapping regions, short
-//   params, unknown and wrong dtypes, zero dims and sizes, misalignment; each
+//   params, unknown and wrong dtypes, zero dims and sizes, misalignment, a
+//   bad value of each extended form's field and of the optimizers'; each
 //   returns its code and leaves the host's memory unchanged, byte for byte;
 //   and random changes of good calls' descriptors and params: a rejected
 //   call changes nothing, an accepted one writes only its output.
@@ -22,7 +26,16 @@ enum { HOST_START = 65536, MEM_BYTES = 512 << 10 };
 
 static const char *const dtype_names[] = {"f32", "f64", "f16", "bf16"};
 
-static const char *op_name(gk_op op) { return op == GK_ABI_OP_ADAMW ? "adamw" : gk_op_name(op); }
+static bool is_optim(gk_op op) {
+  return op == GK_ABI_OP_ADAMW || op == GK_ABI_OP_SGD || op == GK_ABI_OP_CLIP_GRAD_NORM;
+}
+
+static const char *op_name(gk_op op) {
+  if (op == GK_ABI_OP_ADAMW) return "adamw";
+  if (op == GK_ABI_OP_SGD) return "sgd";
+  if (op == GK_ABI_OP_CLIP_GRAD_NORM) return "clip_grad_norm";
+  return gk_op_name(op);
+}
 
 // ---------------------------------------------------------------- the cases
 
@@ -32,49 +45,84 @@ static uint32_t f32_bits(float f) {
   return u;
 }
 
-// A case: the op and its params without the dtype field.
+// A case: the op and its params without the dtype field, and the fields of
+// the extended form after it (nnext of them; MIXED: f32 in the f16 and bf16
+// modules, the module's dtype in the others).
 typedef struct abi_case {
   gk_op op;
   const char *variant;
   uint32_t nfields;
   uint32_t fields[16];
+  uint32_t nnext;
+  uint32_t next[4];
 } abi_case;
+
+enum { MIXED = 0xFFFFFF01u };
+
+static uint32_t next_field(const abi_case *c, int i, gk_dtype dt) {
+  if (c->next[i] != MIXED) return c->next[i];
+  return dt == GK_F16 || dt == GK_BF16 ? GK_F32 : (uint32_t)dt;
+}
+// The extended field i, or its default when the case uses the base form.
+static uint32_t ext_or(const abi_case *c, int i, gk_dtype dt, uint32_t dflt) {
+  return (uint32_t)i < c->nnext ? next_field(c, i, dt) : dflt;
+}
 
 // f32 fields by their bits (a static initializer cannot reinterpret a float).
 #define F(bits) ((uint32_t)(bits))
 static const abi_case cases[] = {
-    {GK_OP_RELU, "", 2, {5, 12}},
-    {GK_OP_GELU, "erf", 3, {5, 12, 0}},
-    {GK_OP_GELU, "tanh", 3, {5, 12, 1}},
-    {GK_OP_SILU, "", 2, {5, 12}},
-    {GK_OP_SIGMOID, "", 2, {5, 12}},
-    {GK_OP_SOFTPLUS, "", 4, {5, 12, F(0x3fc00000 /* 1.5f */), F(0x40000000 /* 2.0f */)}},
-    {GK_OP_GLU, "", 3, {5, 12, F(0x3f800000 /* 1.0f */)}},
-    {GK_OP_REGLU, "", 3, {5, 12, F(0x3f800000 /* 1.0f */)}},
-    {GK_OP_SWIGLU, "", 3, {5, 12, F(0x3f800000 /* 1.0f */)}},
-    {GK_OP_GEGLU, "", 3, {5, 12, F(0x3f800000 /* 1.0f */)}},
-    {GK_OP_RMSNORM, "", 3, {F(0x3727c5ac /* 1e-5f */), 12, 5}},
-    {GK_OP_LAYERNORM, "", 3, {F(0x3727c5ac /* 1e-5f */), 12, 5}},
-    {GK_OP_LINEAR, "bias", 4, {6, 10, 7, 1}},
-    {GK_OP_LINEAR, "nobias", 4, {6, 10, 7, 0}},
-    {GK_OP_MATMUL, "", 7, {2, 5, 6, 7, 0, 0, 0}},
-    {GK_OP_MATMUL, "trans_shared", 7, {2, 5, 6, 7, 1, 1, 1}},
-    {GK_OP_SOFTMAX, "", 2, {5, 12}},
-    {GK_OP_LOG_SOFTMAX, "", 2, {5, 12}},
-    {GK_OP_CROSS_ENTROPY, "mean", 5, {6, 9, 0, (uint32_t)-100, F(0x3dcccccd /* 0.1f */)}},
-    {GK_OP_CROSS_ENTROPY, "sum", 5, {6, 9, 1, 2, F(0x00000000 /* 0.0f */)}},
-    {GK_OP_EMBEDDING, "", 4, {7, 11, 6, 3}},
-    {GK_OP_ROPE, "bthd", 8, {2, 5, 3, 8, 0, 0, F(0x461c4000 /* 10000.0f */), 3}},
-    {GK_OP_ROPE, "bhtd_interleaved", 8, {2, 5, 3, 8, 1, 1, F(0x43fa0000 /* 500.0f */), 0}},
-    {GK_OP_ATTENTION, "causal_gqa", 7, {2, 4, 2, 9, 8, 1, F(0x00000000 /* 0.0f */)}},
-    {GK_OP_ATTENTION, "full", 7, {1, 2, 2, 7, 4, 0, F(0x3e99999a /* 0.3f */)}},
-    {GK_OP_ADD, "", 5, {5, 12, 1, 12, F(0x3f000000 /* 0.5f */)}},
-    {GK_OP_MUL, "", 5, {5, 12, 5, 1, F(0x3fc00000 /* 1.5f */)}},
-    {GK_OP_CONV1D, "all", 8, {2, 6, 9, 4, 1, 1, 1, 1}},
-    {GK_OP_CONV1D, "plain", 8, {2, 6, 9, 3, 1, 0, 0, 0}},
-    {GK_OP_SELECTIVE_SCAN, "all", 14, {2, 6, 10, 4, 1, 0, 1, 1, 1, 1, 1, 1, 1, 4}},
-    {GK_OP_SELECTIVE_SCAN, "grouped", 14, {2, 6, 10, 4, 2, 2, 3, 0, 0, 0, 0, 0, 0, 64}},
-    {GK_ABI_OP_ADAMW, "", 7, {9, F(0x3c23d70a /* 0.01f */), F(0x3f666666 /* 0.9f */), F(0x3f7fbe77 /* 0.999f */), F(0x322bcc77 /* 1e-08f */), F(0x3d4ccccd /* 0.05f */), 3}},
+    {GK_OP_RELU, "", 2, {5, 12}, 0, {0}},
+    {GK_OP_GELU, "erf", 3, {5, 12, 0}, 0, {0}},
+    {GK_OP_GELU, "tanh", 3, {5, 12, 1}, 0, {0}},
+    {GK_OP_SILU, "", 2, {5, 12}, 0, {0}},
+    {GK_OP_SIGMOID, "", 2, {5, 12}, 0, {0}},
+    {GK_OP_SOFTPLUS, "", 4, {5, 12, F(0x3fc00000 /* 1.5f */), F(0x40000000 /* 2.0f */)}, 0, {0}},
+    {GK_OP_GLU, "", 3, {5, 12, F(0x3f800000 /* 1.0f */)}, 0, {0}},
+    {GK_OP_REGLU, "", 3, {5, 12, F(0x3f800000 /* 1.0f */)}, 0, {0}},
+    {GK_OP_SWIGLU, "", 3, {5, 12, F(0x3f800000 /* 1.0f */)}, 0, {0}},
+    {GK_OP_GEGLU, "", 3, {5, 12, F(0x3f800000 /* 1.0f */)}, 0, {0}},
+    {GK_OP_RMSNORM, "", 3, {F(0x3727c5ac /* 1e-5f */), 12, 5}, 0, {0}},
+    {GK_OP_LAYERNORM, "", 3, {F(0x3727c5ac /* 1e-5f */), 12, 5}, 0, {0}},
+    {GK_OP_LINEAR, "bias", 4, {6, 10, 7, 1}, 0, {0}},
+    {GK_OP_LINEAR, "nobias", 4, {6, 10, 7, 0}, 0, {0}},
+    {GK_OP_MATMUL, "", 7, {2, 5, 6, 7, 0, 0, 0}, 0, {0}},
+    {GK_OP_MATMUL, "trans_shared", 7, {2, 5, 6, 7, 1, 1, 1}, 0, {0}},
+    {GK_OP_SOFTMAX, "", 2, {5, 12}, 0, {0}},
+    {GK_OP_LOG_SOFTMAX, "", 2, {5, 12}, 0, {0}},
+    {GK_OP_CROSS_ENTROPY, "mean", 5, {6, 9, 0, (uint32_t)-100, F(0x3dcccccd /* 0.1f */)}, 0, {0}},
+    {GK_OP_CROSS_ENTROPY, "sum", 5, {6, 9, 1, 2, F(0x00000000 /* 0.0f */)}, 0, {0}},
+    {GK_OP_EMBEDDING, "", 4, {7, 11, 6, 3}, 0, {0}},
+    {GK_OP_ROPE, "bthd", 8, {2, 5, 3, 8, 0, 0, F(0x461c4000 /* 10000.0f */), 3}, 0, {0}},
+    {GK_OP_ROPE, "bhtd_interleaved", 8, {2, 5, 3, 8, 1, 1, F(0x43fa0000 /* 500.0f */), 0}, 0, {0}},
+    {GK_OP_ATTENTION, "causal_gqa", 7, {2, 4, 2, 9, 8, 1, F(0x00000000 /* 0.0f */)}, 0, {0}},
+    {GK_OP_ATTENTION, "full", 7, {1, 2, 2, 7, 4, 0, F(0x3e99999a /* 0.3f */)}, 0, {0}},
+    {GK_OP_ADD, "", 5, {5, 12, 1, 12, F(0x3f000000 /* 0.5f */)}, 0, {0}},
+    {GK_OP_MUL, "", 5, {5, 12, 5, 1, F(0x3fc00000 /* 1.5f */)}, 0, {0}},
+    {GK_OP_CONV1D, "all", 8, {2, 6, 9, 4, 1, 1, 1, 1}, 0, {0}},
+    {GK_OP_CONV1D, "plain", 8, {2, 6, 9, 3, 1, 0, 0, 0}, 0, {0}},
+    {GK_OP_SELECTIVE_SCAN, "all", 14, {2, 6, 10, 4, 1, 0, 1, 1, 1, 1, 1, 1, 1, 4}, 0, {0}},
+    {GK_OP_SELECTIVE_SCAN, "grouped", 14, {2, 6, 10, 4, 2, 2, 3, 0, 0, 0, 0, 0, 0, 64}, 0, {0}},
+    {GK_ABI_OP_ADAMW, "", 7, {9, F(0x3c23d70a /* 0.01f */), F(0x3f666666 /* 0.9f */), F(0x3f7fbe77 /* 0.999f */), F(0x322bcc77 /* 1e-08f */), F(0x3d4ccccd /* 0.05f */), 3}, 0, {0}},
+    // The extended forms (fields after dtype) and the other optimizers.
+    {GK_OP_RELU, "from_output", 2, {5, 12}, 1, {1}},
+    {GK_OP_SIGMOID, "from_output", 2, {5, 12}, 1, {1}},
+    {GK_OP_GLU, "split", 3, {5, 12, F(0x3f800000 /* 1.0f */)}, 2, {1, 1}},
+    {GK_OP_REGLU, "split", 3, {5, 12, F(0x3f800000 /* 1.0f */)}, 2, {1, 1}},
+    {GK_OP_SWIGLU, "split", 3, {5, 12, F(0x3f800000 /* 1.0f */)}, 2, {1, 1}},
+    {GK_OP_SWIGLU, "split_rows", 3, {6, 10, F(0x3f800000 /* 1.0f */)}, 2, {1, 0}},
+    {GK_OP_GEGLU, "split", 3, {5, 12, F(0x3f800000 /* 1.0f */)}, 2, {1, 1}},
+    {GK_OP_RMSNORM, "mixed", 3, {F(0x3727c5ac /* 1e-5f */), 12, 5}, 1, {MIXED}},
+    {GK_OP_LAYERNORM, "mixed", 3, {F(0x3727c5ac /* 1e-5f */), 12, 5}, 1, {MIXED}},
+    {GK_OP_LINEAR, "mixed", 4, {6, 10, 7, 1}, 1, {MIXED}},
+    {GK_OP_CROSS_ENTROPY, "i64", 5, {6, 9, 0, (uint32_t)-100, F(0x3dcccccd /* 0.1f */)}, 1, {GK_I64}},
+    {GK_OP_EMBEDDING, "i64", 4, {7, 11, 6, 3}, 1, {GK_I64}},
+    {GK_OP_CONV1D, "channel_last", 8, {2, 6, 9, 4, 1, 1, 1, 1}, 1, {1}},
+    {GK_OP_CONV1D, "channel_last_plain", 8, {2, 6, 9, 3, 1, 0, 0, 0}, 1, {1}},
+    {GK_ABI_OP_SGD, "momentum", 7, {9, F(0x3c23d70a /* 0.01f */), F(0x3f666666 /* 0.9f */), F(0x3dcccccd /* 0.1f */), F(0x3d4ccccd /* 0.05f */), 0, 3}, 0, {0}},
+    {GK_ABI_OP_SGD, "nesterov_first", 7, {9, F(0x3c23d70a /* 0.01f */), F(0x3f666666 /* 0.9f */), 0, 0, 1, 1}, 0, {0}},
+    {GK_ABI_OP_SGD, "plain", 7, {9, F(0x3dcccccd /* 0.1f */), 0, 0, F(0x3d4ccccd /* 0.05f */), 0, 2}, 0, {0}},
+    {GK_ABI_OP_CLIP_GRAD_NORM, "clipped", 2, {9, F(0x3f000000 /* 0.5f */)}, 0, {0}},
+    {GK_ABI_OP_CLIP_GRAD_NORM, "unclipped", 2, {9, F(0x42c80000 /* 100.0f */)}, 0, {0}},
 };
 #undef F
 
@@ -83,16 +131,18 @@ static const abi_case cases[] = {
 static const char *table_layout(const abi_case *c, gk_direction dir);
 static const char *expected_layout(const abi_case *c, gk_dtype dt, gk_direction dir, char *buf, size_t size) {
   const char *want = table_layout(c, dir);
-  snprintf(buf, size, want, c->op == GK_ABI_OP_ADAMW && (dt == GK_F16 || dt == GK_BF16) ? ", master" : "");
+  snprintf(buf, size, want, is_optim(c->op) && (dt == GK_F16 || dt == GK_BF16) ? ", master" : "");
   return buf;
 }
 
 static const char *table_layout(const abi_case *c, gk_direction dir) {
   bool fwd = dir == GK_FORWARD;
-  switch (c->op) {
+  switch ((int)c->op) {  // (the optimizers are past the enum)
   case GK_OP_RELU: case GK_OP_GELU: case GK_OP_SILU: case GK_OP_SIGMOID: case GK_OP_SOFTPLUS:
+    if (c->nnext && c->next[0]) return fwd ? "x | - | y | -" : "dy | y | dx | -";  // from_output
     return fwd ? "x | - | y | -" : "dy | x | dx | -";
   case GK_OP_GLU: case GK_OP_REGLU: case GK_OP_SWIGLU: case GK_OP_GEGLU:
+    if (c->nnext && c->next[0]) return fwd ? "x | - | y | -" : "dy | x | dx | -";  // split
     return fwd ? "x | gate | y | -" : "dy | x, gate | dx, dgate | -";
   case GK_OP_RMSNORM: return fwd ? "x | weight | y | rstd" : "dy | x, weight | dx, dweight | rstd";
   case GK_OP_LAYERNORM:
@@ -120,6 +170,8 @@ static const char *table_layout(const abi_case *c, gk_direction dir) {
                    "du, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dinitial_state | chunk_states";
     return fwd ? "u, delta | A, B, C | y | chunk_states" : "dy | u, delta, A, B, C | du, ddelta, dA, dB, dC | chunk_states";
   case GK_ABI_OP_ADAMW: return "grad | - | param, exp_avg, exp_avg_sq%s | -";
+  case GK_ABI_OP_SGD: return c->fields[2] ? "grad | - | param, momentum_buf%s | -" : "grad | - | param%s | -";
+  case GK_ABI_OP_CLIP_GRAD_NORM: return "- | - | grad, total_norm | -";
   default: return "?";
   }
 }
@@ -145,6 +197,7 @@ static void desc_of(const abi_case *c, gk_dtype dt, gk_direction dir, gk_op_desc
     s[0] = f[2], s[1] = f[1];
     gk_op_desc_init(d, c->op, dir, dt, 2, s);
     d->norm.eps = fl[0], d->norm.has_weight = 1, d->norm.has_bias = c->op == GK_OP_LAYERNORM;
+    d->param_dtype = (int)ext_or(c, 0, dt, (uint32_t)dt);
     return;
   case GK_OP_MATMUL:
     s[0] = f[0], s[1] = f[4] ? f[2] : f[1], s[2] = f[4] ? f[1] : f[2];
@@ -153,7 +206,7 @@ static void desc_of(const abi_case *c, gk_dtype dt, gk_direction dir, gk_op_desc
     return;
   case GK_OP_EMBEDDING:
     gk_op_desc_init(d, c->op, dir, dt, 1, s);
-    d->index_dtype = GK_I32, d->embedding.num_embeddings = f[1], d->embedding.dim = f[2];
+    d->index_dtype = (gk_dtype)ext_or(c, 0, dt, GK_I32), d->embedding.num_embeddings = f[1], d->embedding.dim = f[2];
     d->embedding.padding_idx = (int32_t)f[3];
     return;
   case GK_OP_ROPE: {
@@ -170,9 +223,11 @@ static void desc_of(const abi_case *c, gk_dtype dt, gk_direction dir, gk_op_desc
     return;
   }
   case GK_OP_CONV1D: case GK_OP_SELECTIVE_SCAN: {
-    int64_t x[3] = {f[0], f[1], f[2]};
+    bool channel_last = c->op == GK_OP_CONV1D && ext_or(c, 0, dt, 0);
+    int64_t x[3] = {f[0], channel_last ? f[2] : f[1], channel_last ? f[1] : f[2]};
     gk_op_desc_init(d, c->op, dir, dt, 3, x);
     if (c->op == GK_OP_CONV1D) {
+      d->conv.channel_last = channel_last;
       d->conv.width = f[3], d->conv.has_bias = (int)f[4], d->conv.silu = (int)f[5];
       d->conv.has_initial_state = (int)f[6], d->conv.has_final_state = (int)f[7];
     } else {
@@ -189,10 +244,17 @@ static void desc_of(const abi_case *c, gk_dtype dt, gk_direction dir, gk_op_desc
   switch (c->op) {
   case GK_OP_GELU: d->act.approximate = (gk_gelu_approx)f[2]; break;
   case GK_OP_SOFTPLUS: d->act.beta = fl[2], d->act.threshold = fl[3]; break;
-  case GK_OP_GLU: case GK_OP_REGLU: case GK_OP_SWIGLU: case GK_OP_GEGLU: d->gated.form = GK_GATED_TWO_TENSOR; break;
-  case GK_OP_LINEAR: d->linear.out_features = f[2], d->linear.has_bias = (int)f[3]; break;
+  case GK_OP_RELU: case GK_OP_SIGMOID: d->act.from_output = dir == GK_BACKWARD && ext_or(c, 0, dt, 0); break;
+  case GK_OP_GLU: case GK_OP_REGLU: case GK_OP_SWIGLU: case GK_OP_GEGLU:
+    d->gated.form = ext_or(c, 0, dt, 0) ? GK_GATED_SPLIT : GK_GATED_TWO_TENSOR;
+    d->gated.dim = (int)ext_or(c, 1, dt, 0);
+    break;
+  case GK_OP_LINEAR:
+    d->linear.out_features = f[2], d->linear.has_bias = (int)f[3];
+    d->param_dtype = (int)ext_or(c, 0, dt, (uint32_t)dt);
+    break;
   case GK_OP_CROSS_ENTROPY:
-    d->index_dtype = GK_I32, d->ce.reduction = (gk_reduction)f[2], d->ce.ignore_index = (int32_t)f[3];
+    d->index_dtype = (gk_dtype)ext_or(c, 0, dt, GK_I32), d->ce.reduction = (gk_reduction)f[2], d->ce.ignore_index = (int32_t)f[3];
     d->ce.label_smoothing = fl[4];
     break;
   case GK_OP_ADD: case GK_OP_MUL:
@@ -227,7 +289,7 @@ static uint32_t host_place(host *h, uint32_t bytes) {
 typedef struct call {
   gk_abi_layout lay;
   gk_abi_desc desc;
-  uint32_t desc_ptr, params_len;
+  uint32_t desc_ptr, params_len, dtype_at;  // dtype_at: the dtype field's byte offset in the params
   uint32_t off[GK_ABI_REGIONS];
 } call;
 
@@ -241,7 +303,8 @@ static void fill_tensor(host *h, uint32_t at, const gk_abi_tensor *t, const abi_
       int32_t classes = (int32_t)c->fields[1];
       int32_t k = (int32_t)(rng_next() % (uint64_t)classes);
       if (t->kind == GK_ARG_TARGET && i == 1) k = (int32_t)c->fields[3];  // an ignored row (or class 2)
-      memcpy(h->mem + at + 4 * i, &k, 4);
+      if (t->dtype == GK_I64) memcpy(h->mem + at + 8 * i, &(int64_t){k}, 8);
+      else memcpy(h->mem + at + 4 * i, &k, 4);
       continue;
     }
     if (t->kind == GK_ARG_RSTD) x = rng_uniform(0.5, 2);  // rms, positive
@@ -254,7 +317,9 @@ static void prepare(host *h, const abi_case *c, gk_dtype dt, gk_direction dir, c
   uint32_t params[16];
   memcpy(params, c->fields, 4 * c->nfields);
   params[c->nfields] = (uint32_t)dt;
-  k->params_len = 4 * (c->nfields + 1);
+  for (uint32_t i = 0; i < c->nnext; i++) params[c->nfields + 1 + i] = next_field(c, (int)i, dt);
+  k->params_len = 4 * (c->nfields + 1 + c->nnext);
+  k->dtype_at = 4 * c->nfields;
   gk_abi_code code = gk_abi_describe(c->op, dt, dir, params, k->params_len, &k->lay);
   check(code == GK_ABI_OK, "%s %s: describe gave %d", op_name(c->op), dtype_names[dt], code);
   uint32_t p = host_place(h, k->params_len);
@@ -262,7 +327,7 @@ static void prepare(host *h, const abi_case *c, gk_dtype dt, gk_direction dir, c
   for (int r = 0; r < GK_ABI_REGIONS; r++) {
     const gk_abi_region *reg = &k->lay.region[r];
     k->off[r] = reg->bytes ? host_place(h, reg->bytes) : 0;
-    bool input = r == 0 || r == 1 || (r == 3 && dir == GK_BACKWARD) || c->op == GK_ABI_OP_ADAMW;  // AdamW: in place
+    bool input = r == 0 || r == 1 || (r == 3 && dir == GK_BACKWARD) || is_optim(c->op);  // optimizers: in place
     for (int i = 0; i < reg->n; i++) {
       uint32_t at = k->off[r] + reg->tensors[i].offset;
       if (input) fill_tensor(h, at, &reg->tensors[i], c);
@@ -280,15 +345,13 @@ static void prepare(host *h, const abi_case *c, gk_dtype dt, gk_direction dir, c
 
 // Run the plan directly on separately allocated copies of the call's inputs;
 // compare its outputs with the ABI's.
-// AdamW: gk_adamw_step on copies, with the config the params define.
-static void compare_adamw(host *h, const abi_case *c, gk_dtype dt, const call *k) {
+// The optimizers: gk_adamw_step, gk_sgd_step, gk_clip_grad_norm on copies,
+// with the config the params define.
+static void compare_optim(host *h, const abi_case *c, gk_dtype dt, const call *k) {
   float fl[16];
   memcpy(fl, c->fields, sizeof fl);
-  gk_adamw_config cfg;
-  gk_adamw_config_init(&cfg);
-  cfg.lr = fl[1], cfg.beta1 = fl[2], cfg.beta2 = fl[3], cfg.eps = fl[4], cfg.weight_decay = fl[5];
-  gk_tensor t[5];
-  void *bufs[5];
+  gk_tensor t[6];
+  void *bufs[6];
   int n = 0;
   for (int r = 0; r < GK_ABI_REGIONS; r += 2)
     for (int i = 0; i < k->lay.region[r].n; i++, n++) {
@@ -297,21 +360,42 @@ static void compare_adamw(host *h, const abi_case *c, gk_dtype dt, const call *k
       memcpy(bufs[n], h->before + k->off[r] + a->offset, a->bytes);
       gk_tensor_init(&t[n], bufs[n], a->dtype, 1, a->shape);
     }
-  gk_status s = gk_adamw_step(&cfg, 1, &t[1], &t[0], &t[2], &t[3], n == 5 ? &t[4] : NULL, c->fields[6]);
-  check(s == GK_SUCCESS, "adamw %s: %s", dtype_names[dt], gk_last_error());
+  bool half = dt == GK_F16 || dt == GK_BF16;
+  gk_status s;
+  if (c->op == GK_ABI_OP_ADAMW) {
+    gk_adamw_config cfg;
+    gk_adamw_config_init(&cfg);
+    cfg.lr = fl[1], cfg.beta1 = fl[2], cfg.beta2 = fl[3], cfg.eps = fl[4], cfg.weight_decay = fl[5];
+    s = gk_adamw_step(&cfg, 1, &t[1], &t[0], &t[2], &t[3], half ? &t[4] : NULL, c->fields[6]);
+  } else if (c->op == GK_ABI_OP_SGD) {
+    gk_sgd_config cfg;
+    gk_sgd_config_init(&cfg);
+    cfg.lr = fl[1], cfg.momentum = fl[2], cfg.dampening = fl[3], cfg.weight_decay = fl[4];
+    cfg.nesterov = (int)c->fields[5];
+    bool mom = cfg.momentum != 0;
+    s = gk_sgd_step(&cfg, 1, &t[1], &t[0], mom ? &t[2] : NULL, half ? &t[mom ? 3 : 2] : NULL, c->fields[6]);
+  } else {
+    double norm = -1;
+    s = gk_clip_grad_norm(1, &t[0], fl[1], &norm);
+    tset(&t[1], 0, norm);
+    check(norm > 0 && (norm > fl[1]) == !strcmp(c->variant, "clipped"), "clip %s: norm %g", c->variant, norm);
+  }
+  check(s == GK_SUCCESS, "%s %s: %s", op_name(c->op), dtype_names[dt], gk_last_error());
+  int first = c->op == GK_ABI_OP_CLIP_GRAD_NORM ? 0 : 1;
   for (int i = 0; i < k->lay.region[2].n; i++) {
     const gk_abi_tensor *a = &k->lay.region[2].tensors[i];
     gk_tensor got;
     gk_tensor_init(&got, h->mem + k->off[2] + a->offset, a->dtype, 1, a->shape);
-    double worst = tcompare(&got, &t[1 + i], tol_of(a->dtype), false);
-    check(worst <= 1, "adamw %s: %s differs from gk_adamw_step (%.3g of tolerance)", dtype_names[dt], a->name, worst);
+    double worst = tcompare(&got, &t[first + i], tol_of(a->dtype), false);
+    check(worst <= 1, "%s %s %s: %s differs from the library's call (%.3g of tolerance)", op_name(c->op), c->variant,
+          dtype_names[dt], a->name, worst);
   }
   for (int i = 0; i < n; i++) free(bufs[i]);
 }
 
 static void compare_direct(host *h, const abi_case *c, gk_dtype dt, gk_direction dir, const call *k) {
-  if (c->op == GK_ABI_OP_ADAMW) {
-    compare_adamw(h, c, dt, k);
+  if (is_optim(c->op)) {
+    compare_optim(h, c, dt, k);
     return;
   }
   gk_op_desc d;
@@ -361,6 +445,85 @@ static void compare_direct(host *h, const abi_case *c, gk_dtype dt, gk_direction
   gk_plan_destroy(plan);
 }
 
+// ---------------------------------------------------------------- bad new fields
+
+// A bad value of one params field of an f32 case (at: its byte offset in the
+// params), or of one word of the host's memory (in_memory: at is then the
+// byte offset from the case's first byte), and the code it gets (library:
+// the library refuses it, which sets its error message in the module's memory).
+typedef struct bad_edit {
+  uint32_t at, value;
+  int code;
+  bool in_memory, library;
+  const char *what;
+} bad_edit;
+
+static int bad_edits(const abi_case *c, const call *k, bad_edit *out) {
+  int n = 0;
+  uint32_t e = 4 * (c->nfields + 1);  // the first field after dtype
+  const uint32_t NAN_BITS = 0x7fc00000, INF_BITS = 0x7f800000, MINUS_ONE = 0xbf800000;
+#define BAD(at_, value_, code_, what_) (out[n++] = (bad_edit){(at_), (value_), (code_), false, false, (what_)})
+  switch ((int)c->op) {
+  case GK_OP_RELU: case GK_OP_SIGMOID:
+    if (c->nnext) BAD(e, 2, GK_ABI_INVALID_PARAMS, "from_output 2");
+    break;
+  case GK_OP_GLU: case GK_OP_REGLU: case GK_OP_SWIGLU: case GK_OP_GEGLU:
+    if (!c->nnext) break;
+    BAD(e, 2, GK_ABI_INVALID_PARAMS, "split 2");
+    BAD(e + 4, 2, GK_ABI_INVALID_PARAMS, "split_dim 2");
+    BAD(8, 0x40000000 /* 2.0f */, GK_ABI_UNSUPPORTED, "beta 2 in the split form");
+    if (c->next[1] == 1 && c->fields[0] % 2) {
+      BAD(e + 4, 0, GK_ABI_INVALID_PARAMS, "split along an odd dim");
+      out[n - 1].library = true;
+    }
+    break;
+  case GK_OP_RMSNORM: case GK_OP_LAYERNORM: case GK_OP_LINEAR:
+    if (!c->nnext) break;
+    BAD(e, 4, GK_ABI_UNKNOWN_DTYPE, "param_dtype 4");
+    BAD(e, GK_F64, GK_ABI_WRONG_DTYPE, "param_dtype f64 in an f32 module");
+    BAD(e, GK_BF16, GK_ABI_WRONG_DTYPE, "param_dtype bf16 in an f32 module");
+    break;
+  case GK_OP_CROSS_ENTROPY: case GK_OP_EMBEDDING:
+    if (!c->nnext) break;
+    BAD(e, 6, GK_ABI_UNKNOWN_DTYPE, "index_dtype 6");
+    BAD(e, GK_F32, GK_ABI_WRONG_DTYPE, "index_dtype f32");
+    BAD(e, GK_I32, GK_ABI_INVALID_INPUT, "index_dtype i32 on i64 indices: input b too large");
+    break;
+  case GK_OP_CONV1D:
+    if (c->nnext) BAD(e, 2, GK_ABI_INVALID_PARAMS, "channel_last 2");
+    break;
+  case GK_ABI_OP_SGD:
+    BAD(20, 2, GK_ABI_INVALID_PARAMS, "nesterov 2");
+    BAD(4, MINUS_ONE, GK_ABI_INVALID_PARAMS, "lr -1");
+    BAD(4, NAN_BITS, GK_ABI_INVALID_PARAMS, "lr NaN");
+    BAD(16, MINUS_ONE, GK_ABI_INVALID_PARAMS, "weight_decay -1");
+    BAD(24, 0, GK_ABI_INVALID_PARAMS, "step 0");
+    if (c->fields[2]) {
+      BAD(8, MINUS_ONE, GK_ABI_INVALID_PARAMS, "momentum -1");
+      BAD(8, INF_BITS, GK_ABI_INVALID_PARAMS, "momentum inf");
+      if (!c->fields[5]) BAD(8, 0, GK_ABI_INVALID_OUTPUT, "momentum 0: no momentum_buf, the output region too large");
+    } else {
+      BAD(8, 0x3f000000 /* 0.5f */, GK_ABI_INVALID_OUTPUT, "momentum 0.5: a momentum_buf, the output region too small");
+    }
+    if (c->fields[5]) BAD(12, 0x3dcccccd /* 0.1f */, GK_ABI_INVALID_PARAMS, "nesterov with dampening 0.1");
+    else if (c->fields[2]) BAD(12, NAN_BITS, GK_ABI_INVALID_PARAMS, "dampening NaN");
+    break;
+  case GK_ABI_OP_CLIP_GRAD_NORM:
+    BAD(4, MINUS_ONE, GK_ABI_INVALID_PARAMS, "max_norm -1");
+    BAD(4, NAN_BITS, GK_ABI_INVALID_PARAMS, "max_norm NaN");
+    BAD(4, INF_BITS, GK_ABI_INVALID_PARAMS, "max_norm inf");
+    // A gradient element inf: the norm is not finite, nothing is written.
+    out[n++] = (bad_edit){k->off[2] - HOST_START + 4 * 3, INF_BITS, GK_ABI_INVALID_INPUT, true, true,
+                          "a gradient inf: the norm is not finite"};
+    out[n++] = (bad_edit){k->off[2] - HOST_START, NAN_BITS, GK_ABI_INVALID_INPUT, true, true,
+                          "a gradient NaN: the norm is not finite"};
+    break;
+  default: break;
+  }
+#undef BAD
+  return n;
+}
+
 // ---------------------------------------------------------------- the cases for node
 
 static FILE *json;
@@ -386,9 +549,16 @@ static void write_case(const char *dir, const host *h, const uint8_t *before, ui
   snprintf(file, sizeof file, "%s.out.bin", name);
   write_file(dir, file, h->mem + lo, hi - lo);
   fprintf(json, "%s{\"name\":\"%s\",\"module\":\"%s_%s\",\"direction\":\"%s\",\"base\":%u,\"bytes\":%u,"
-                "\"desc\":%u,\"outputs\":[",
+                "\"desc\":%u,\"dtype_at\":%u,\"extended\":%s,\"bad\":[",
           json_count++ ? ",\n" : "", name, op_name(c->op), dtype_names[dt], dir_ ? "backward" : "forward", lo,
-          hi - lo, k->desc_ptr);
+          hi - lo, k->desc_ptr, k->dtype_at, c->nnext ? "true" : "false");
+  bad_edit bad[16];
+  int nbad = dt == GK_F32 ? bad_edits(c, k, bad) : 0;
+  for (int i = 0; i < nbad; i++)
+    fprintf(json, "%s{\"at\":%u,\"value\":%u,\"code\":%d,\"memory\":%s,\"library\":%s,\"what\":\"%s\"}", i ? "," : "",
+            bad[i].at, bad[i].value, bad[i].code, bad[i].in_memory ? "true" : "false", bad[i].library ? "true" : "false",
+            bad[i].what);
+  fprintf(json, "],\"outputs\":[");
   int n = 0;
   for (int r = 2; r < GK_ABI_REGIONS; r++) {
     if (r == 3 && dir_ == GK_BACKWARD) continue;
@@ -491,7 +661,8 @@ static void bad_inputs(const abi_case *c, gk_direction dir) {
   free(before);
   // Params: short, empty, past the end, unknown and wrong dtype, a zero dim.
   gk_abi_desc e = d;
-  e.params_size -= gk_abi_params_short_size(c->op) ? 8 : 4;  // (4 short is the short form)
+  // (4 short is the short form, and of an extended form the base form: 2 short then)
+  e.params_size -= c->nnext ? 2 : gk_abi_params_short_size(c->op) ? 8 : 4;
   expect_code(h, &k, e, c, dir, GK_ABI_INVALID_PARAMS, "params short");
   e = d, e.params_size = 2;
   expect_code(h, &k, e, c, dir, GK_ABI_INVALID_PARAMS, "params 2 bytes");
@@ -503,17 +674,33 @@ static void bad_inputs(const abi_case *c, gk_direction dir) {
   memcpy(h->mem + p, h->mem + d.params_offset, k.params_len);
   e = d, e.params_offset = p;
   uint32_t bad = 7;
-  memcpy(h->mem + p + k.params_len - 4, &bad, 4);
+  memcpy(h->mem + p + k.dtype_at, &bad, 4);
   expect_code(h, &k, e, c, dir, GK_ABI_UNKNOWN_DTYPE, "params dtype 7");
   bad = GK_F64;
-  memcpy(h->mem + p + k.params_len - 4, &bad, 4);
+  memcpy(h->mem + p + k.dtype_at, &bad, 4);
   expect_code(h, &k, e, c, dir, GK_ABI_WRONG_DTYPE, "params dtype f64 in an f32 module");
   bad = GK_F32;
-  memcpy(h->mem + p + k.params_len - 4, &bad, 4);
+  memcpy(h->mem + p + k.dtype_at, &bad, 4);
   uint32_t zero = 0;
   int dim = c->op == GK_OP_RMSNORM || c->op == GK_OP_LAYERNORM ? 1 : 0;
   memcpy(h->mem + p + 4 * dim, &zero, 4);
   expect_code(h, &k, e, c, dir, GK_ABI_INVALID_PARAMS, "a zero dim");
+  // The new fields' bad values (and clipping's non-finite gradients), each alone.
+  bad_edit edits[16];
+  int nedits = bad_edits(c, &k, edits);
+  for (int i = 0; i < nedits; i++) {
+    if (edits[i].in_memory) {
+      uint32_t at = HOST_START + edits[i].at, was;
+      memcpy(&was, h->mem + at, 4);
+      memcpy(h->mem + at, &edits[i].value, 4);
+      expect_code(h, &k, d, c, dir, edits[i].code, edits[i].what);
+      memcpy(h->mem + at, &was, 4);
+      continue;
+    }
+    memcpy(h->mem + p, h->mem + d.params_offset, k.params_len);
+    memcpy(h->mem + p + edits[i].at, &edits[i].value, 4);
+    expect_code(h, &k, e, c, dir, edits[i].code, edits[i].what);
+  }
 }
 
 // Random descriptors and params: each field or params byte of a good call
@@ -577,6 +764,10 @@ static void info_and_init(void) {
   check(info.name_ptr == 1234 && info.name_len == 10 && info.version_major == GK_VERSION_MAJOR &&
             info.version_minor == GK_VERSION_MINOR && info.supports_backward == 1 && h.mem[at + 15] == 0xEE,
         "info fields");
+  for (gk_op op = GK_ABI_OP_ADAMW; op <= GK_ABI_OP_CLIP_GRAD_NORM; op = (gk_op)(op + 1)) {
+    check(gk_abi_info_write(&h.m, op, at, 1234, 10) == GK_ABI_OK, "info %s", op_name(op));
+    check(h.mem[at + 14] == 0, "%s: supports_backward 0", op_name(op));
+  }
   check(gk_abi_info_write(&h.m, GK_OP_SWIGLU, 0, 1, 1) == GK_ABI_INVALID_PARAMS, "info at 0");
   check(gk_abi_info_write(&h.m, GK_OP_SWIGLU, MEM_BYTES - 8, 1, 1) == GK_ABI_OUT_OF_BOUNDS, "info past the end");
   check(gk_abi_info_write(&h.m, GK_OP_SWIGLU, at + 2, 1, 1) == GK_ABI_MISALIGNED, "info misaligned");
@@ -620,13 +811,14 @@ int main(int argc, char **argv) {
         const abi_case *c = &cases[ci];
         memset(h.mem, 0, MEM_BYTES);
         h.next = HOST_START;
-        if (c->op == GK_ABI_OP_ADAMW && dir == GK_BACKWARD) {
+        if (is_optim(c->op) && dir == GK_BACKWARD) {
           uint32_t params[8];
-          memcpy(params, c->fields, 28);
-          params[7] = (uint32_t)dt;
+          memcpy(params, c->fields, 4 * c->nfields);
+          params[c->nfields] = (uint32_t)dt;
           gk_abi_layout lay;
-          check(gk_abi_describe(c->op, (gk_dtype)dt, GK_BACKWARD, params, 32, &lay) == GK_ABI_UNSUPPORTED,
-                "adamw has no backward");
+          check(gk_abi_describe(c->op, (gk_dtype)dt, GK_BACKWARD, params, 4 * (c->nfields + 1), &lay) ==
+                    GK_ABI_UNSUPPORTED,
+                "%s has no backward", op_name(c->op));
           continue;
         }
         call k;
@@ -649,7 +841,7 @@ int main(int argc, char **argv) {
   host_init(&bad_host);
   for (int ci = 0; ci < ncases; ci++)
     for (int dir = GK_FORWARD; dir <= GK_BACKWARD; dir++)
-      if (cases[ci].op != GK_ABI_OP_ADAMW || dir == GK_FORWARD) {
+      if (!is_optim(cases[ci].op) || dir == GK_FORWARD) {
         bad_inputs(&cases[ci], (gk_direction)dir);
         random_inputs(&cases[ci], (gk_direction)dir, 200);
       }

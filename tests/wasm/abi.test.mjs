@@ -5,7 +5,10 @@
 //   before (GK_ABI_CASES), compared with the C tests' tolerances, and every
 //   byte outside the outputs unchanged;
 // - the bad inputs on every f32 module: each returns its code, and the
-//   memory (all of it but the shadow stack) and its size are unchanged;
+//   memory (all of it but the shadow stack) and its size are unchanged; with
+//   the bad values of the extended forms' fields and the optimizers' params
+//   that test_wasm_abi lists in cases.json (where the library itself refuses
+//   one, the host's memory unchanged);
 // - SwiGLU and RMSNorm forward called exactly as a host of the ABI's first
 //   kernels calls them (their params structs, their layouts).
 import { test } from 'node:test';
@@ -20,7 +23,8 @@ const manifest = JSON.parse(fs.readFileSync(path.join(casesDir, 'cases.json'), '
 
 const OPS = ['relu', 'gelu', 'silu', 'sigmoid', 'softplus', 'glu', 'reglu', 'swiglu', 'geglu', 'rmsnorm', 'layernorm',
   'linear', 'matmul', 'softmax', 'log_softmax', 'cross_entropy', 'embedding', 'rope', 'attention', 'add', 'mul',
-  'conv1d', 'selective_scan', 'adamw'];
+  'conv1d', 'selective_scan', 'adamw', 'sgd', 'clip_grad_norm'];
+const OPTIMIZERS = ['adamw', 'sgd', 'clip_grad_norm'];  // forward only
 const DTYPES = ['f32', 'f64', 'f16', 'bf16'];
 const STACK_BYTES = 1 << 20;  // the shadow stack, first in memory (wasm/abi/CMakeLists.txt)
 const CODE = { OK: 0, INVALID_INPUT: 1, INVALID_OUTPUT: 2, INVALID_PARAMS: 3, OUT_OF_BOUNDS: 4, OVERLAP: 5,
@@ -93,14 +97,14 @@ test('every module imports nothing and exports its memory and the five functions
     const dv = new DataView(e.memory.buffer);
     const name = new TextDecoder().decode(new Uint8Array(e.memory.buffer, dv.getUint32(at, true), dv.getUint32(at + 4, true)));
     assert.equal(name, `${op}_${dt}`);
-    assert.equal(dv.getUint8(at + 14), op === 'adamw' ? 0 : 1, 'supports_backward');
+    assert.equal(dv.getUint8(at + 14), OPTIMIZERS.includes(op) ? 0 : 1, 'supports_backward');
     assert.equal(e.kernel_init(0, 0), 0);
     assert.equal(e.kernel_cleanup(), 0);
   }
 });
 
 test('every op x direction x dtype matches the native library', () => {
-  assert.ok(manifest.cases.length >= (OPS.length * 2 - 1) * DTYPES.length, 'cases for every op, dtype and direction');
+  assert.ok(manifest.cases.length >= (OPS.length * 2 - OPTIMIZERS.length) * DTYPES.length, 'cases for every op, dtype and direction');
   const seen = new Set();
   for (const c of manifest.cases) {
     seen.add(`${c.module}_${c.direction}`);
@@ -124,35 +128,37 @@ test('every op x direction x dtype matches the native library', () => {
       if (!written[i] && mem[i] !== placed[i]) assert.fail(`${c.name}: byte ${i} outside the outputs changed`);
   }
   for (const op of OPS) for (const dt of DTYPES) for (const dir of ['forward', 'backward'])
-    if (op !== 'adamw' || dir === 'forward') assert.ok(seen.has(`${op}_${dt}_${dir}`), `a case for ${op}_${dt} ${dir}`);
-  // AdamW's step has no backward: the code says so.
-  for (const c of manifest.cases.filter((x) => x.module.startsWith('adamw'))) {
+    if (!OPTIMIZERS.includes(op) || dir === 'forward') assert.ok(seen.has(`${op}_${dt}_${dir}`), `a case for ${op}_${dt} ${dir}`);
+  // The optimizers have no backward: the code says so.
+  for (const c of manifest.cases.filter((x) => OPTIMIZERS.includes(x.module.replace(/_(f32|f64|f16|bf16)$/, '')))) {
     const { e, descAt } = place(c);
     assert.equal(e.kernel_backward(descAt), CODE.UNSUPPORTED, `${c.name}: backward`);
   }
 });
 
 // Run `desc` (ten u32, written at a fresh place) and check the code and that
-// nothing changed: the memory's size and every byte past the shadow stack.
-function expectRejected(e, at, desc, dirFn, want, what) {
+// nothing changed: the memory's size and every byte past the shadow stack
+// (past `from`: the host's start, when the library refuses the call and
+// sets its error message in the module's memory).
+function expectRejected(e, at, desc, dirFn, want, what, from = STACK_BYTES) {
   const dv = new DataView(e.memory.buffer);
   desc.forEach((w, i) => dv.setUint32(at + 4 * i, w >>> 0, true));
-  const before = Buffer.from(new Uint8Array(e.memory.buffer).slice(STACK_BYTES));
+  const before = Buffer.from(new Uint8Array(e.memory.buffer).slice(from));
   const pages = e.memory.buffer.byteLength;
   const got = dirFn(at);
   assert.equal(got, want, `${what}: code`);
   assert.equal(e.memory.buffer.byteLength, pages, `${what}: memory size changed`);
-  const after = new Uint8Array(e.memory.buffer).subarray(STACK_BYTES);
+  const after = new Uint8Array(e.memory.buffer).subarray(from);
   if (!Buffer.from(after.buffer, after.byteOffset, after.length).equals(before))
-    assert.fail(`${what}: byte ${STACK_BYTES + after.findIndex((b, i) => b !== before[i])} changed`);
+    assert.fail(`${what}: byte ${from + after.findIndex((b, i) => b !== before[i])} changed`);
 }
 
 test('bad inputs: each returns its code and changes nothing', () => {
   const names = ['input a', 'input b', 'output', 'scratch'];
-  let checked = 0;
+  let checked = 0, badChecked = 0;
   for (const c of manifest.cases) {
     if (!c.module.endsWith("_f32")) continue;
-    const { e, descAt } = place(c);
+    const { e, start, descAt } = place(c);
     const fwd = c.direction === 'forward';
     const dirFn = fwd ? e.kernel_forward : e.kernel_backward;
     // One good call first: the library's one-time initialisation (its
@@ -193,7 +199,8 @@ test('bad inputs: each returns its code and changes nothing', () => {
       assert.equal(dirFn(at), CODE.OUT_OF_BOUNDS, tag(`descriptor at ${at}`));
       assert.deepEqual(new Uint8Array(e.memory.buffer).slice(STACK_BYTES), before, tag('descriptor checks changed memory'));
     }
-    const shortBy = ['glu', 'reglu', 'swiglu', 'geglu', 'rmsnorm'].includes(c.module.replace(/_f32$/, '')) ? 8 : 4;
+    // (4 short is the short form, and of an extended form the base form: 2 short then)
+    const shortBy = c.extended ? 2 : ['glu', 'reglu', 'swiglu', 'geglu', 'rmsnorm'].includes(c.module.replace(/_f32$/, '')) ? 8 : 4;
     const withParams = (off, size) => { const x = d.slice(); x[8] = off; x[9] = size; return x; };
     expectRejected(e, spare, withParams(d[8], d[9] - shortBy), dirFn, CODE.INVALID_PARAMS, tag('params short'));
     expectRejected(e, spare, withParams(d[8], 0), dirFn, CODE.INVALID_PARAMS, tag('params empty'));
@@ -206,14 +213,28 @@ test('bad inputs: each returns its code and changes nothing', () => {
       edit(m, at);
       return at;
     };
-    const last = d[9] - 4;
+    const last = c.dtype_at;  // the dtype field
     expectRejected(e, spare, withParams(copyParams((m, at) => m.setUint32(at + last, 7, true)), d[9]), dirFn, CODE.UNKNOWN_DTYPE, tag('dtype 7'));
     expectRejected(e, spare, withParams(copyParams((m, at) => m.setUint32(at + last, 1, true)), d[9]), dirFn, CODE.WRONG_DTYPE, tag('dtype f64 in an f32 module'));
     const dimAt = c.module.startsWith('rmsnorm') || c.module.startsWith('layernorm') ? 4 : 0;
     expectRejected(e, spare, withParams(copyParams((m, at) => m.setUint32(at + dimAt, 0, true)), d[9]), dirFn, CODE.INVALID_PARAMS, tag('a zero dim'));
+    // The new fields' bad values (and clipping's non-finite gradients), each alone.
+    for (const b of c.bad) {
+      if (b.memory) {
+        const at = start + b.at, was = dv.getUint32(at, true);
+        dv.setUint32(at, b.value, true);
+        expectRejected(e, spare, d, dirFn, b.code, tag(b.what), b.library ? start : STACK_BYTES);
+        dv.setUint32(at, was, true);
+      } else {
+        expectRejected(e, spare, withParams(copyParams((m, at) => m.setUint32(at + b.at, b.value, true)), d[9]), dirFn, b.code, tag(b.what),
+          b.library ? start : STACK_BYTES);
+      }
+      badChecked++;
+    }
     checked++;
   }
-  assert.ok(checked >= OPS.length * 2 - 1, 'bad inputs on every f32 module, both directions');
+  assert.ok(checked >= OPS.length * 2 - OPTIMIZERS.length, 'bad inputs on every f32 module, both directions');
+  assert.ok(badChecked >= 60, `bad values of the new fields (${badChecked})`);
 });
 
 // ---------------------------------------------------------------- the first kernels' hosts
@@ -325,4 +346,46 @@ test('an option the library refuses (RMSNorm eps 0, attention kv_heads not divid
     assert.equal(e.memory.buffer.byteLength, pages);
     assert.ok(Buffer.from(new Uint8Array(e.memory.buffer).slice(start)).equals(host), `${c.name}: host memory changed`);
   }
+});
+
+// ---------------------------------------------------------------- the extended forms, as a host writes them
+
+test('GLU split form (torch.nn.functional.glu) and i64 embedding indices, computed here', () => {
+  for (const splitDim of [0, 1]) {
+    const e = instance('glu_f32');
+    const rows = 4, cols = 6, n = rows * cols;
+    const base = hostRoom(e, 4096);
+    const xOff = base, yOff = base + 4 * n, paramsOff = yOff + 2 * n, descOff = paramsOff + 32;
+    const F = new Float32Array(e.memory.buffer);
+    for (let i = 0; i < n; i++) F[xOff / 4 + i] = Math.sin(0.9 * i + 0.3) * 2;
+    const dv = new DataView(e.memory.buffer);
+    // {num_elements, hidden_dim, f32 beta, dtype, split, split_dim}
+    [rows, cols].forEach((v, i) => dv.setUint32(paramsOff + 4 * i, v, true));
+    dv.setFloat32(paramsOff + 8, 1, true);
+    [0, 1, splitDim].forEach((v, i) => dv.setUint32(paramsOff + 12 + 4 * i, v, true));
+    [xOff, 4 * n, 0, 0, yOff, 2 * n, 0, 0, paramsOff, 24].forEach((v, i) => dv.setUint32(descOff + 4 * i, v, true));
+    assert.equal(e.kernel_init(paramsOff, 24), 0);
+    assert.equal(e.kernel_forward(descOff), 0);
+    const hr = splitDim === 0 ? rows / 2 : rows, hc = splitDim === 1 ? cols / 2 : cols;
+    for (let r = 0; r < hr; r++) for (let c = 0; c < hc; c++) {
+      const a = F[xOff / 4 + r * cols + c];
+      const b = splitDim === 0 ? F[xOff / 4 + (r + hr) * cols + c] : F[xOff / 4 + r * cols + c + hc];
+      const want = a / (1 + Math.exp(-b)), got = F[yOff / 4 + r * hc + c];
+      assert.ok(Math.abs(got - want) <= 2e-6 * (1 + Math.abs(want)), `split_dim ${splitDim}: y[${r}][${c}] = ${got}, want ${want}`);
+    }
+  }
+  const e = instance('embedding_f32');
+  const V = 5, D = 3, index = [4n, 0n, 2n, 4n];
+  const base = hostRoom(e, 4096);
+  const wOff = base, idxOff = base + 64, yOff = base + 128, paramsOff = base + 256, descOff = base + 320;
+  const dv = new DataView(e.memory.buffer);
+  for (let i = 0; i < V * D; i++) dv.setFloat32(wOff + 4 * i, i + 0.5, true);
+  index.forEach((v, i) => dv.setBigInt64(idxOff + 8 * i, v, true));
+  [index.length, V, D, -1, 0, 5].forEach((v, i) => dv.setInt32(paramsOff + 4 * i, v, true));  // ..., dtype, index_dtype i64
+  [wOff, 4 * V * D, idxOff, 8 * index.length, yOff, 4 * index.length * D, 0, 0, paramsOff, 24].forEach((v, i) => dv.setUint32(descOff + 4 * i, v, true));
+  assert.equal(e.kernel_forward(descOff), 0);
+  index.forEach((v, p) => { for (let j = 0; j < D; j++) assert.equal(dv.getFloat32(yOff + 4 * (p * D + j), true), Number(v) * D + j + 0.5); });
+  // The same indices declared i32: the index region is twice its size, code 1.
+  dv.setInt32(paramsOff + 20, 4, true);
+  assert.equal(e.kernel_forward(descOff), CODE.INVALID_INPUT);
 });

@@ -12,23 +12,35 @@
 // ---------------------------------------------------------------- params
 //
 // Each op's params struct: little-endian 4-byte fields (u32 unless marked
-// i32 or f32), the last one `dtype` (0 f32, 1 f64, 2 f16, 3 bf16), which must
-// be the module's. The gated ops and RMSNorm also take their struct without
-// the dtype field (the form the ABI's first kernels defined). Shapes are
-// row-major; every dim must be >= 1; flags 0 or 1.
+// i32 or f32), `dtype` (0 f32, 1 f64, 2 f16, 3 bf16), which must be the
+// module's, the last field of the base form. The gated ops and RMSNorm also
+// take their struct without the dtype field (the form the ABI's first kernels
+// defined). Some ops have an extended form: the base form and, after dtype,
+// the fields marked "+" (the params size tells which form a host used; an
+// absent field takes the default given). Shapes are row-major; every dim
+// must be >= 1; flags 0 or 1.
 //
-//   relu, silu, sigmoid   {num_elements, hidden_dim, dtype}            x (num_elements, hidden_dim)
+//   relu, sigmoid         {num_elements, hidden_dim, dtype, + from_output}   x (num_elements, hidden_dim)
+//                         from_output 1 (default 0): backward takes y in place of x (forward ignores it)
+//   silu                  {num_elements, hidden_dim, dtype}
 //   gelu                  {num_elements, hidden_dim, approximate, dtype}  0 erf, 1 tanh
 //   softplus              {num_elements, hidden_dim, f32 beta, f32 threshold, dtype}
-//   glu, reglu, swiglu,   {num_elements, hidden_dim, f32 beta, dtype}  y = x * act(gate); beta must be 1
-//   geglu                                                             (geglu: the erf GELU)
-//   rmsnorm, layernorm    {f32 eps, hidden_dim, num_elements, dtype}   rows of hidden_dim
-//   linear                {num_rows, in_features, out_features, has_bias, dtype}
+//   glu, reglu, swiglu,   {num_elements, hidden_dim, f32 beta, dtype, + split, + split_dim}
+//   geglu                 y = x * act(gate); beta must be 1 (geglu: the erf GELU)
+//                         split 0 (default): two tensors x, gate (num_elements, hidden_dim);
+//                         split 1: one X (num_elements, hidden_dim) split along split_dim (0 or 1,
+//                         even there) into halves x | gate (torch's glu), y that dim halved
+//   rmsnorm, layernorm    {f32 eps, hidden_dim, num_elements, dtype, + param_dtype}   rows of hidden_dim
+//                         param_dtype (default: dtype) of weight, bias and their gradients:
+//                         the module's dtype, or 0 (f32) in the f16 and bf16 modules
+//   linear                {num_rows, in_features, out_features, has_bias, dtype, + param_dtype}
+//                         param_dtype of bias and dbias, as the norms'
 //   matmul                {batch, m, k, n, trans_a, trans_b, shared_b, dtype}
 //   softmax, log_softmax  {num_elements, hidden_dim, dtype}            along hidden_dim
-//   cross_entropy         {num_rows, num_classes, reduction, i32 ignore_index, f32 label_smoothing, dtype}
-//                         reduction 0 mean, 1 sum
-//   embedding             {num_indices, num_embeddings, dim, i32 padding_idx, dtype}  padding_idx -1: none
+//   cross_entropy         {num_rows, num_classes, reduction, i32 ignore_index, f32 label_smoothing, dtype,
+//                          + index_dtype}   reduction 0 mean, 1 sum
+//   embedding             {num_indices, num_embeddings, dim, i32 padding_idx, dtype, + index_dtype}
+//                         padding_idx -1: none; index_dtype of target / index: 4 i32 (default), 5 i64
 //   rope                  {batch, seq_len, heads, head_dim, layout, pairing, f32 theta, position_offset, dtype}
 //                         layout 0 (B,T,H,Dh), 1 (B,H,T,Dh); pairing 0 rotate-half, 1 interleaved
 //   attention             {batch, heads, kv_heads, seq_len, head_dim, causal, f32 scale, dtype}
@@ -36,17 +48,22 @@
 //   add, mul              {num_rows, hidden_dim, b_rows, b_cols, f32 alpha, dtype}
 //                         b (b_rows, b_cols) broadcast: each 1 or a's
 //   conv1d                {batch, channels, seq_len, width, has_bias, silu, has_initial_state,
-//                          has_final_state, dtype}   x (batch, channels, seq_len)
+//                          has_final_state, dtype, + channel_last}   x (batch, channels, seq_len),
+//                          or (batch, seq_len, channels) with channel_last 1 (default 0)
 //   selective_scan        {batch, channels, seq_len, d_state, b_layout, c_layout, groups, has_D, has_z,
 //                          has_delta_bias, delta_softplus, has_initial_state, has_final_state,
 //                          chunk_size, dtype}   layouts 0 shared (D,N), 1 batch (B,N,L), 2 grouped (B,G,N,L)
 //   adamw                 {num_elements, f32 lr, f32 beta1, f32 beta2, f32 eps, f32 weight_decay, step, dtype}
 //                         one step of torch's AdamW; step counts from 1
+//   sgd                   {num_elements, f32 lr, f32 momentum, f32 dampening, f32 weight_decay, nesterov,
+//                          step, dtype}   one step of torch's SGD (gk_sgd_step); step counts from 1
+//   clip_grad_norm        {num_elements, f32 max_norm, dtype}   torch's clip_grad_norm_ (L2) on one
+//                         gradient region (gk_clip_grad_norm)
 
 enum { MAX_FIELDS = 16 };
 
 static uint32_t field_count(gk_op op) {
-  switch (op) {
+  switch ((int)op) {  // (the optimizers are past the enum)
   case GK_OP_RELU: case GK_OP_SILU: case GK_OP_SIGMOID: case GK_OP_SOFTMAX: case GK_OP_LOG_SOFTMAX: return 3;
   case GK_OP_GELU: case GK_OP_GLU: case GK_OP_REGLU: case GK_OP_SWIGLU: case GK_OP_GEGLU:
   case GK_OP_RMSNORM: case GK_OP_LAYERNORM: return 4;
@@ -55,9 +72,31 @@ static uint32_t field_count(gk_op op) {
   case GK_OP_MATMUL: case GK_OP_ATTENTION: return 8;
   case GK_OP_ROPE: case GK_OP_CONV1D: return 9;
   case GK_OP_SELECTIVE_SCAN: return 15;
-  case GK_ABI_OP_ADAMW: return 8;
+  case GK_ABI_OP_ADAMW: case GK_ABI_OP_SGD: return 8;
+  case GK_ABI_OP_CLIP_GRAD_NORM: return 3;
   default: return 0;
   }
+}
+
+// The fields of the extended form (0: the op has none); the fields past
+// field_count(op) are the extension's.
+static uint32_t ext_count(gk_op op) {
+  switch (op) {
+  case GK_OP_RELU: case GK_OP_SIGMOID: return 4;                                          // from_output
+  case GK_OP_GLU: case GK_OP_REGLU: case GK_OP_SWIGLU: case GK_OP_GEGLU: return 6;         // split, split_dim
+  case GK_OP_RMSNORM: case GK_OP_LAYERNORM: return 5;                                     // param_dtype
+  case GK_OP_LINEAR: return 6;                                                            // param_dtype
+  case GK_OP_CROSS_ENTROPY: return 7;                                                     // index_dtype
+  case GK_OP_EMBEDDING: return 6;                                                         // index_dtype
+  case GK_OP_CONV1D: return 10;                                                           // channel_last
+  default: return 0;
+  }
+}
+
+static bool has_param_dtype(gk_op op) { return op == GK_OP_RMSNORM || op == GK_OP_LAYERNORM || op == GK_OP_LINEAR; }
+static bool has_index_dtype(gk_op op) { return op == GK_OP_CROSS_ENTROPY || op == GK_OP_EMBEDDING; }
+static bool is_optimizer(gk_op op) {
+  return op == GK_ABI_OP_ADAMW || op == GK_ABI_OP_SGD || op == GK_ABI_OP_CLIP_GRAD_NORM;
 }
 
 static bool has_short_form(gk_op op) {
@@ -80,10 +119,11 @@ static bool dims_and_flags_ok(gk_op op, const uint32_t *f) {
                        linear_flags[] = {3, 0xff}, matmul[] = {0, 1, 2, 3, 0xff}, matmul_flags[] = {4, 5, 6, 0xff},
                        ce[] = {0, 1, 0xff}, emb[] = {0, 1, 2, 0xff}, rope[] = {0, 1, 2, 3, 0xff},
                        rope_flags[] = {4, 5, 0xff}, attn[] = {0, 1, 2, 3, 4, 0xff}, attn_flags[] = {5, 0xff},
-                       bin[] = {0, 1, 2, 3, 0xff}, conv[] = {0, 1, 2, 3, 0xff}, conv_flags[] = {4, 5, 6, 7, 0xff},
-                       scan[] = {0, 1, 2, 3, 6, 13, 0xff}, scan_flags[] = {7, 8, 9, 10, 11, 12, 0xff},
-                       gelu_flags[] = {2, 0xff}, ce_flags[] = {2, 0xff}, adamw[] = {0, 6, 0xff};
-  switch (op) {
+                       bin[] = {0, 1, 2, 3, 0xff}, conv[] = {0, 1, 2, 3, 0xff},                        scan[] = {0, 1, 2, 3, 6, 13, 0xff}, scan_flags[] = {7, 8, 9, 10, 11, 12, 0xff},
+                       gelu_flags[] = {2, 0xff}, ce_flags[] = {2, 0xff}, adamw[] = {0, 6, 0xff},
+                       act_flags[] = {3, 0xff}, gated_flags[] = {4, 5, 0xff},
+                       conv_flags[] = {4, 5, 6, 7, 9, 0xff}, sgd_flags[] = {5, 0xff}, clip[] = {0, 0xff};
+  switch ((int)op) {
   case GK_OP_RMSNORM: case GK_OP_LAYERNORM: dims = norm; break;
   case GK_OP_LINEAR: dims = linear; flags = linear_flags; break;
   case GK_OP_MATMUL: dims = matmul; flags = matmul_flags; break;
@@ -96,6 +136,10 @@ static bool dims_and_flags_ok(gk_op op, const uint32_t *f) {
   case GK_OP_SELECTIVE_SCAN: dims = scan; flags = scan_flags; break;
   case GK_OP_GELU: dims = rows_cols; flags = gelu_flags; break;
   case GK_ABI_OP_ADAMW: dims = adamw; break;
+  case GK_ABI_OP_SGD: dims = adamw; flags = sgd_flags; break;  // num_elements, step
+  case GK_ABI_OP_CLIP_GRAD_NORM: dims = clip; break;
+  case GK_OP_RELU: case GK_OP_SIGMOID: dims = rows_cols; flags = act_flags; break;
+  case GK_OP_GLU: case GK_OP_REGLU: case GK_OP_SWIGLU: case GK_OP_GEGLU: dims = rows_cols; flags = gated_flags; break;
   default: dims = rows_cols; break;
   }
   for (const uint8_t *i = dims; *i != 0xff; i++)
@@ -105,18 +149,32 @@ static bool dims_and_flags_ok(gk_op op, const uint32_t *f) {
   return true;
 }
 
-// Read and check the params at [p, p + len) (in bounds already) into f.
+// Read and check the params at [p, p + len) (in bounds already) into f:
+// the base form (with or without dtype) or the extended one; the fields a
+// form leaves out take their defaults (the extension's: 0, param_dtype the
+// module's dtype, index_dtype i32).
 static gk_abi_code read_fields(const uint8_t *p, uint32_t len, gk_op op, gk_dtype dtype, uint32_t *f) {
-  uint32_t n = field_count(op);
+  uint32_t n = field_count(op), ext = ext_count(op);
   if (n == 0) return GK_ABI_INVALID_PARAMS;
-  bool full = len == 4 * n, short_form = has_short_form(op) && len == 4 * (n - 1);
-  if (!full && !short_form) return GK_ABI_INVALID_PARAMS;
+  bool full = len == 4 * n, short_form = has_short_form(op) && len == 4 * (n - 1), extended = ext && len == 4 * ext;
+  if (!full && !short_form && !extended) return GK_ABI_INVALID_PARAMS;
   memset(f, 0, 4 * MAX_FIELDS);
   memcpy(f, p, len);
-  if (full) {
+  if (full || extended) {
     uint32_t dt = f[n - 1];
     if (dt > GK_BF16) return GK_ABI_UNKNOWN_DTYPE;
     if (dt != (uint32_t)dtype) return GK_ABI_WRONG_DTYPE;
+  }
+  if (has_param_dtype(op)) {
+    if (!extended) f[n] = (uint32_t)dtype;
+    if (f[n] > GK_BF16) return GK_ABI_UNKNOWN_DTYPE;
+    bool half = dtype == GK_F16 || dtype == GK_BF16;
+    if (f[n] != (uint32_t)dtype && !(half && f[n] == GK_F32)) return GK_ABI_WRONG_DTYPE;
+  }
+  if (has_index_dtype(op)) {
+    if (!extended) f[n] = GK_I32;
+    if (f[n] > GK_I64) return GK_ABI_UNKNOWN_DTYPE;
+    if (f[n] != GK_I32 && f[n] != GK_I64) return GK_ABI_WRONG_DTYPE;
   }
   return dims_and_flags_ok(op, f) ? GK_ABI_OK : GK_ABI_INVALID_PARAMS;
 }
@@ -143,36 +201,45 @@ static gk_abi_code decode_params(const uint8_t *p, uint32_t len, gk_op op, gk_dt
     shape[1] = f[4] ? f[2] : f[1], shape[2] = f[4] ? f[1] : f[2];
     break;
   case GK_OP_ATTENTION: rank = 4, shape[0] = f[0], shape[1] = f[1], shape[2] = f[3], shape[3] = f[4]; break;
-  case GK_OP_CONV1D: case GK_OP_SELECTIVE_SCAN: rank = 3, shape[0] = f[0], shape[1] = f[1], shape[2] = f[2]; break;
+  case GK_OP_CONV1D: case GK_OP_SELECTIVE_SCAN:
+    rank = 3, shape[0] = f[0], shape[1] = f[1], shape[2] = f[2];
+    if (op == GK_OP_CONV1D && f[9]) shape[1] = f[2], shape[2] = f[1];  // channel_last: (B, L, D)
+    break;
   default: break;
   }
   if (gk_op_desc_init(d, op, dir, dtype, rank, shape) != GK_SUCCESS) return GK_ABI_INVALID_PARAMS;
 
   switch (op) {
+  case GK_OP_RELU: case GK_OP_SIGMOID: d->act.from_output = dir == GK_BACKWARD ? (int)f[3] : 0; break;
   case GK_OP_GELU: d->act.approximate = f[2] ? GK_GELU_TANH : GK_GELU_ERF; break;
   case GK_OP_SOFTPLUS: d->act.beta = as_f32(f[2]), d->act.threshold = as_f32(f[3]); break;
   case GK_OP_GLU: case GK_OP_REGLU: case GK_OP_SWIGLU: case GK_OP_GEGLU:
     if (isnan(as_f32(f[2]))) return GK_ABI_INVALID_PARAMS;
     if (as_f32(f[2]) != 1.0f) return GK_ABI_UNSUPPORTED;
-    d->gated.form = GK_GATED_TWO_TENSOR;
+    d->gated.form = f[4] ? GK_GATED_SPLIT : GK_GATED_TWO_TENSOR;
+    d->gated.dim = (int)f[5];
     break;
   case GK_OP_RMSNORM: case GK_OP_LAYERNORM:
     d->norm.eps = as_f32(f[0]);
     d->norm.has_weight = 1, d->norm.has_bias = op == GK_OP_LAYERNORM;
+    d->param_dtype = (int)f[4];
     break;
-  case GK_OP_LINEAR: d->linear.out_features = f[2], d->linear.has_bias = (int)f[3]; break;
+  case GK_OP_LINEAR:
+    d->linear.out_features = f[2], d->linear.has_bias = (int)f[3];
+    d->param_dtype = (int)f[5];
+    break;
   case GK_OP_MATMUL:
     d->matmul.n = f[3], d->matmul.trans_a = (int)f[4], d->matmul.trans_b = (int)f[5];
     d->matmul.shared_b = (int)f[6];
     break;
   case GK_OP_CROSS_ENTROPY:
-    d->index_dtype = GK_I32;
+    d->index_dtype = (gk_dtype)f[6];
     d->ce.reduction = f[2] ? GK_REDUCTION_SUM : GK_REDUCTION_MEAN;
     d->ce.ignore_index = (int32_t)f[3];
     d->ce.label_smoothing = as_f32(f[4]);
     break;
   case GK_OP_EMBEDDING:
-    d->index_dtype = GK_I32;
+    d->index_dtype = (gk_dtype)f[5];
     d->embedding.num_embeddings = f[1], d->embedding.dim = f[2];
     d->embedding.padding_idx = (int32_t)f[3];
     break;
@@ -189,6 +256,7 @@ static gk_abi_code decode_params(const uint8_t *p, uint32_t len, gk_op op, gk_dt
   case GK_OP_CONV1D:
     d->conv.width = f[3], d->conv.has_bias = (int)f[4], d->conv.silu = (int)f[5];
     d->conv.has_initial_state = (int)f[6], d->conv.has_final_state = (int)f[7];
+    d->conv.channel_last = (int)f[9];
     break;
   case GK_OP_SELECTIVE_SCAN:
     if (f[4] > GK_SCAN_GROUPED || f[5] > GK_SCAN_GROUPED) return GK_ABI_INVALID_PARAMS;
@@ -211,9 +279,10 @@ static gk_abi_code decode_params(const uint8_t *p, uint32_t len, gk_op op, gk_dt
 //
 // op                 | dir | input a            | input b                                   | output                        | scratch
 // relu gelu silu     | fwd | x                  | -                                         | y                             | -
-//  sigmoid softplus  | bwd | dy                 | x                                         | dx                            | -
-// glu reglu swiglu   | fwd | x                  | gate                                      | y                             | -
-//  geglu             | bwd | dy                 | x, gate                                   | dx, dgate                     | -
+//  sigmoid softplus  | bwd | dy                 | x (y: relu, sigmoid with from_output)     | dx                            | -
+// glu reglu swiglu   | fwd | x                  | [gate]                                    | y                             | -
+//  geglu             | bwd | dy                 | x, [gate]                                 | dx, [dgate]                   | -
+//  (split 1: x is the whole X, halved in y; no gate, no dgate: dx is the whole dX)
 // rmsnorm            | fwd | x                  | weight                                    | y                             | [rms] (optional)
 //                    | bwd | dy                 | x, weight                                 | dx, dweight                   | rms
 // layernorm          | fwd | x                  | weight, bias                              | y                             | mean, rstd
@@ -224,10 +293,10 @@ static gk_abi_code decode_params(const uint8_t *p, uint32_t len, gk_op op, gk_dt
 //                    | bwd | dy                 | a, b                                      | da, db                        | -
 // softmax            | fwd | x                  | -                                         | y                             | -
 //  log_softmax       | bwd | dy                 | y                                         | dx                            | -
-// cross_entropy      | fwd | logits             | target (i32)                              | loss                          | -
-//                    | bwd | dloss              | logits, target (i32)                      | dlogits                       | -
-// embedding          | fwd | weight             | index (i32)                               | y                             | -
-//                    | bwd | dy                 | index (i32)                               | dweight                       | -
+// cross_entropy      | fwd | logits             | target (index_dtype)                      | loss                          | -
+//                    | bwd | dloss              | logits, target (index_dtype)              | dlogits                       | -
+// embedding          | fwd | weight             | index (index_dtype)                       | y                             | -
+//                    | bwd | dy                 | index (index_dtype)                       | dweight                       | -
 // rope               | fwd | x                  | -                                         | y                             | -
 //                    | bwd | dy                 | -                                         | dx                            | -
 // attention          | fwd | q                  | k, v                                      | y (= o)                       | lse
@@ -247,8 +316,18 @@ static gk_abi_code decode_params(const uint8_t *p, uint32_t len, gk_op op, gk_dt
 // adamw              | fwd | grad               | -                                         | param, exp_avg, exp_avg_sq,   | -
 //                    |     |                    |                                           |  [master: f16, bf16]          |
 //                    | bwd | (none: code 9)
-// (AdamW's output region is read and written: the step updates it in place;
-// exp_avg, exp_avg_sq f32 (f64 for f64), master the f32 copy of f16/bf16 params.)
+// sgd                | fwd | grad               | -                                         | param, [momentum_buf:         | -
+//                    |     |                    |                                           |  momentum != 0], [master]     |
+//                    | bwd | (none: code 9)
+// clip_grad_norm     | fwd | -                  | -                                         | grad, total_norm              | -
+//                    | bwd | (none: code 9)
+// (The optimizers' output regions are read and written: the step updates
+// them in place; exp_avg, exp_avg_sq, momentum_buf f32 (f64 for f64), master
+// the f32 copy of f16/bf16 params; clipping scales grad in place and writes
+// the norm before clipping, one f32 (f64 for f64). A non-finite norm is
+// code 1 and writes nothing. Norm weight and bias, linear's bias and their
+// gradients have param_dtype; conv1d's x, y, dx, dy are (B, L, D) with
+// channel_last.)
 //
 // RMSNorm's scratch holds the per-row rms = sqrt(mean(x^2) + eps), as the
 // ABI's first RMSNorm kernel stored it (forward writes it when the scratch
@@ -267,7 +346,8 @@ typedef struct layout {
 #define A_(...) __VA_ARGS__
 
 static const layout *layout_of(gk_op op, gk_direction dir) {
-  static const layout act[2] = {L(GK_ARG_X, NONE, GK_ARG_Y, NONE), L(GK_ARG_DY, GK_ARG_X, GK_ARG_DX, NONE)};
+  // (the plan takes x or y: the other has no shape and is left out)
+  static const layout act[2] = {L(GK_ARG_X, NONE, GK_ARG_Y, NONE), L(GK_ARG_DY, A_(GK_ARG_X, GK_ARG_Y), GK_ARG_DX, NONE)};
   static const layout gated[2] = {L(GK_ARG_X, GK_ARG_GATE, GK_ARG_Y, NONE),
                                   L(GK_ARG_DY, A_(GK_ARG_X, GK_ARG_GATE), A_(GK_ARG_DX, GK_ARG_DGATE), NONE)};
   static const layout rms[2] = {L(GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_Y, GK_ARG_RSTD),
@@ -329,12 +409,20 @@ static const layout *layout_of(gk_op op, gk_direction dir) {
 }
 
 // The dtype of an argument, as include/gradkern.h gives it for the
-// descriptions this ABI makes (parameters in the op's dtype, i32 indices):
-// index tensors i32; saved statistics, losses and the scan's states f32
-// (f64 for f64); conv1d's states and every other tensor the op's dtype.
+// descriptions this ABI makes: index tensors desc.index_dtype; norm weight
+// and bias, linear's bias and their gradients desc.param_dtype (when set);
+// saved statistics, losses and the scan's states f32 (f64 for f64); conv1d's
+// states and every other tensor the op's dtype.
 static gk_dtype arg_dtype(const gk_op_desc *d, gk_arg_kind k) {
   switch (k) {
-  case GK_ARG_TARGET: case GK_ARG_INDEX: return GK_I32;
+  case GK_ARG_TARGET: case GK_ARG_INDEX: return d->index_dtype;
+  case GK_ARG_WEIGHT: case GK_ARG_DWEIGHT:
+    if (d->op == GK_OP_LINEAR) return d->dtype;
+    // fall through
+  case GK_ARG_BIAS: case GK_ARG_DBIAS:
+    if ((d->op == GK_OP_RMSNORM || d->op == GK_OP_LAYERNORM || d->op == GK_OP_LINEAR) && d->param_dtype >= 0)
+      return (gk_dtype)d->param_dtype;
+    return d->dtype;
   case GK_ARG_RSTD: case GK_ARG_MEAN: case GK_ARG_LOSS: case GK_ARG_DLOSS: case GK_ARG_LSE:
   case GK_ARG_INITIAL_STATE: case GK_ARG_FINAL_STATE: case GK_ARG_DINITIAL_STATE: case GK_ARG_DFINAL_STATE:
   case GK_ARG_CHUNK_STATES:
@@ -410,6 +498,17 @@ static gk_abi_code status_code(gk_status s) {
   }
 }
 
+// The optimizers' call: the config and the step (optim_layout).
+typedef struct optim_call {
+  gk_op op;
+  gk_adamw_config adamw;
+  gk_sgd_config sgd;
+  double max_norm;
+  int64_t step;
+} optim_call;
+static gk_abi_code optim_layout(const uint8_t *params, uint32_t len, gk_op op, gk_dtype dtype, gk_direction dir,
+                                optim_call *a, gk_abi_layout *lay);
+
 // Read the params at [ptr, ptr + len), checked against memory first.
 gk_abi_code gk_abi_check_params(const gk_abi_memory *mem, gk_op op, gk_dtype dtype, uint32_t params_ptr,
                                 uint32_t params_len) {
@@ -417,8 +516,11 @@ gk_abi_code gk_abi_check_params(const gk_abi_memory *mem, gk_op op, gk_dtype dty
   if (!in_host_memory(mem, params_ptr, params_len)) return GK_ABI_OUT_OF_BOUNDS;
   if (params_len > 4 * MAX_FIELDS) return GK_ABI_INVALID_PARAMS;
   gk_op_desc d;
-  uint32_t f[MAX_FIELDS];
-  if (op == GK_ABI_OP_ADAMW) return read_fields(address(mem, params_ptr), params_len, op, dtype, f);
+  if (is_optimizer(op)) {
+    optim_call a;
+    gk_abi_layout lay;
+    return optim_layout(address(mem, params_ptr), params_len, op, dtype, GK_FORWARD, &a, &lay);
+  }
   return decode_params(address(mem, params_ptr), params_len, op, dtype, GK_FORWARD, &d);
 }
 
@@ -428,7 +530,7 @@ gk_abi_code gk_abi_info_write(const gk_abi_memory *mem, gk_op op, uint32_t info_
   if (!in_host_memory(mem, info_ptr, 15)) return GK_ABI_OUT_OF_BOUNDS;
   if (info_ptr % 4) return GK_ABI_MISALIGNED;
   gk_abi_info info = {name_ptr, name_len, GK_VERSION_MAJOR, GK_VERSION_MINOR, GK_VERSION_PATCH,
-                      op != GK_ABI_OP_ADAMW};
+                      !is_optimizer(op)};
   memcpy(address(mem, info_ptr), &info, 15);  // byte 15 is the struct's padding
   return GK_ABI_OK;
 }
@@ -454,42 +556,69 @@ static void invert(void *dst, const void *src, uint64_t n, gk_dtype dt) {
 
 static void *alloc64(uint64_t bytes) { return aligned_alloc(64, (size_t)((bytes + 63) & ~UINT64_C(63))); }
 
-// AdamW: the config, the step and the layout from params (in bounds already).
-typedef struct adamw_call {
-  gk_adamw_config config;
-  int64_t step;
-} adamw_call;
+// The optimizers (AdamW, SGD, clipping): the config, the step and the
+// layout from params (in bounds already).
 
-static gk_abi_code adamw_layout(const uint8_t *params, uint32_t len, gk_dtype dtype, gk_direction dir,
-                                adamw_call *a, gk_abi_layout *lay) {
+static gk_abi_code optim_layout(const uint8_t *params, uint32_t len, gk_op op, gk_dtype dtype, gk_direction dir,
+                                optim_call *a, gk_abi_layout *lay) {
   uint32_t f[MAX_FIELDS];
-  gk_abi_code code = read_fields(params, len, GK_ABI_OP_ADAMW, dtype, f);
+  gk_abi_code code = read_fields(params, len, op, dtype, f);
   if (code != GK_ABI_OK) return code;
   if (dir == GK_BACKWARD) return GK_ABI_UNSUPPORTED;
-  gk_adamw_config_init(&a->config);
-  a->config.lr = as_f32(f[1]), a->config.beta1 = as_f32(f[2]), a->config.beta2 = as_f32(f[3]);
-  a->config.eps = as_f32(f[4]), a->config.weight_decay = as_f32(f[5]);
-  a->step = f[6];
-  const gk_adamw_config *c = &a->config;
-  bool ok = c->lr >= 0 && c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps >= 0 &&
-            c->weight_decay >= 0 && isfinite(c->lr) && isfinite(c->eps) && isfinite(c->weight_decay);
+  a->op = op;
+  bool ok;
+  if (op == GK_ABI_OP_ADAMW) {
+    gk_adamw_config_init(&a->adamw);
+    a->adamw.lr = as_f32(f[1]), a->adamw.beta1 = as_f32(f[2]), a->adamw.beta2 = as_f32(f[3]);
+    a->adamw.eps = as_f32(f[4]), a->adamw.weight_decay = as_f32(f[5]);
+    a->step = f[6];
+    const gk_adamw_config *c = &a->adamw;
+    ok = c->lr >= 0 && c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps >= 0 &&
+         c->weight_decay >= 0 && isfinite(c->lr) && isfinite(c->eps) && isfinite(c->weight_decay);
+  } else if (op == GK_ABI_OP_SGD) {
+    gk_sgd_config_init(&a->sgd);
+    a->sgd.lr = as_f32(f[1]), a->sgd.momentum = as_f32(f[2]), a->sgd.dampening = as_f32(f[3]);
+    a->sgd.weight_decay = as_f32(f[4]), a->sgd.nesterov = (int)f[5];
+    a->step = f[6];
+    const gk_sgd_config *c = &a->sgd;
+    ok = c->lr >= 0 && c->momentum >= 0 && c->weight_decay >= 0 && isfinite(c->lr) && isfinite(c->momentum) &&
+         isfinite(c->dampening) && isfinite(c->weight_decay) &&
+         (!c->nesterov || (c->momentum > 0 && c->dampening == 0));
+  } else {
+    a->max_norm = as_f32(f[1]);
+    ok = a->max_norm >= 0 && isfinite(a->max_norm);
+  }
   if (!ok) return GK_ABI_INVALID_PARAMS;
   memset(lay, 0, sizeof *lay);
   gk_dtype state = dtype == GK_F64 ? GK_F64 : GK_F32;
-  const struct { int region; const char *name; gk_dtype dtype; } tensors[] = {
-      {REGION_A, "grad", dtype}, {REGION_OUT, "param", dtype}, {REGION_OUT, "exp_avg", state},
-      {REGION_OUT, "exp_avg_sq", state}, {REGION_OUT, "master", GK_F32}};
-  int count = dtype == GK_F16 || dtype == GK_BF16 ? 5 : 4;
+  bool half = dtype == GK_F16 || dtype == GK_BF16;
+  typedef struct { int region; const char *name; gk_dtype dtype; uint32_t numel; } entry;
+  entry tensors[5];
+  int count = 0;
+  if (op == GK_ABI_OP_CLIP_GRAD_NORM) {
+    tensors[count++] = (entry){REGION_OUT, "grad", dtype, f[0]};
+    tensors[count++] = (entry){REGION_OUT, "total_norm", state, 1};
+  } else {
+    tensors[count++] = (entry){REGION_A, "grad", dtype, f[0]};
+    tensors[count++] = (entry){REGION_OUT, "param", dtype, f[0]};
+    if (op == GK_ABI_OP_ADAMW) {
+      tensors[count++] = (entry){REGION_OUT, "exp_avg", state, f[0]};
+      tensors[count++] = (entry){REGION_OUT, "exp_avg_sq", state, f[0]};
+    } else if (a->sgd.momentum != 0) {
+      tensors[count++] = (entry){REGION_OUT, "momentum_buf", state, f[0]};
+    }
+    if (half) tensors[count++] = (entry){REGION_OUT, "master", GK_F32, f[0]};
+  }
   uint64_t end[REGION_COUNT] = {0};
   for (int i = 0; i < count; i++) {
     gk_abi_region *r = &lay->region[tensors[i].region];
     gk_abi_tensor *t = &r->tensors[r->n++];
-    uint64_t bytes = (uint64_t)f[0] * gk_dtype_size(tensors[i].dtype);
+    uint64_t bytes = (uint64_t)tensors[i].numel * gk_dtype_size(tensors[i].dtype);
     uint64_t start = (end[tensors[i].region] + 7) & ~UINT64_C(7);
     end[tensors[i].region] = start + bytes;
     if (start + bytes > UINT32_MAX) return GK_ABI_INVALID_PARAMS;
     *t = (gk_abi_tensor){.kind = GK_ARG_COUNT_, .name = tensors[i].name, .dtype = tensors[i].dtype, .rank = 1,
-                         .shape = {f[0]}, .offset = (uint32_t)start, .bytes = (uint32_t)bytes};
+                         .shape = {tensors[i].numel}, .offset = (uint32_t)start, .bytes = (uint32_t)bytes};
     r->bytes = (uint32_t)(start + bytes);
   }
   return GK_ABI_OK;
@@ -512,9 +641,9 @@ static gk_abi_code make_plan(const uint8_t *params, uint32_t len, gk_op op, gk_d
 gk_abi_code gk_abi_describe(gk_op op, gk_dtype dtype, gk_direction dir, const void *params, uint32_t len,
                             gk_abi_layout *lay) {
   if (len == 0 || len > 4 * MAX_FIELDS) return GK_ABI_INVALID_PARAMS;
-  if (op == GK_ABI_OP_ADAMW) {
-    adamw_call a;
-    return adamw_layout(params, len, dtype, dir, &a, lay);
+  if (is_optimizer(op)) {
+    optim_call a;
+    return optim_layout(params, len, op, dtype, dir, &a, lay);
   }
   gk_op_desc d;
   gk_plan *plan = NULL;
@@ -557,16 +686,28 @@ static gk_abi_code check_regions(const gk_abi_memory *mem, const gk_abi_desc *de
   return GK_ABI_OK;
 }
 
-static gk_abi_code run_adamw(const gk_abi_memory *mem, const gk_abi_desc *desc, const gk_abi_layout *lay,
-                             const adamw_call *a) {
+static gk_abi_code run_optim(const gk_abi_memory *mem, const gk_abi_desc *desc, const gk_abi_layout *lay,
+                             const optim_call *a) {
   gk_tensor t[5];
   const gk_abi_region *out = &lay->region[REGION_OUT];
-  const gk_abi_tensor *g = &lay->region[REGION_A].tensors[0];
-  gk_tensor_init(&t[0], address(mem, (uint64_t)desc->input_a_offset + g->offset), g->dtype, 1, g->shape);
   for (int i = 0; i < out->n; i++)
     gk_tensor_init(&t[1 + i], address(mem, (uint64_t)desc->output_offset + out->tensors[i].offset),
                    out->tensors[i].dtype, 1, out->tensors[i].shape);
-  gk_status s = gk_adamw_step(&a->config, 1, &t[1], &t[0], &t[2], &t[3], out->n == 4 ? &t[4] : NULL, a->step);
+  gk_status s;
+  if (a->op == GK_ABI_OP_CLIP_GRAD_NORM) {
+    double norm = 0;
+    s = gk_clip_grad_norm(1, &t[1], a->max_norm, &norm);
+    if (s == GK_ERR_NON_FINITE) return GK_ABI_INVALID_INPUT;  // nothing was scaled, nor is the norm written
+    if (s == GK_SUCCESS && t[2].dtype == GK_F64) memcpy(t[2].data, &norm, sizeof norm);
+    else if (s == GK_SUCCESS) memcpy(t[2].data, &(float){(float)norm}, sizeof(float));
+  } else {
+    const gk_abi_tensor *g = &lay->region[REGION_A].tensors[0];
+    gk_tensor_init(&t[0], address(mem, (uint64_t)desc->input_a_offset + g->offset), g->dtype, 1, g->shape);
+    bool half = t[1].dtype == GK_F16 || t[1].dtype == GK_BF16;
+    const gk_tensor *master = half ? &t[out->n] : NULL;
+    if (a->op == GK_ABI_OP_ADAMW) s = gk_adamw_step(&a->adamw, 1, &t[1], &t[0], &t[2], &t[3], master, a->step);
+    else s = gk_sgd_step(&a->sgd, 1, &t[1], &t[0], a->sgd.momentum != 0 ? &t[2] : NULL, master, a->step);
+  }
   return s == GK_ERR_INVALID_VALUE ? GK_ABI_INVALID_PARAMS : status_code(s);
 }
 
@@ -623,11 +764,11 @@ gk_abi_code gk_abi_run(const gk_abi_memory *mem, gk_op op, gk_dtype dtype, gk_di
   gk_abi_layout lay;
   uint32_t used[REGION_COUNT];
 
-  if (op == GK_ABI_OP_ADAMW) {
-    adamw_call a;
-    gk_abi_code code = adamw_layout(params, desc.params_size, dtype, dir, &a, &lay);
+  if (is_optimizer(op)) {
+    optim_call a;
+    gk_abi_code code = optim_layout(params, desc.params_size, op, dtype, dir, &a, &lay);
     if (code == GK_ABI_OK) code = check_regions(mem, &desc, desc_ptr, &lay, fwd, false, used);
-    return code == GK_ABI_OK ? run_adamw(mem, &desc, &lay, &a) : code;
+    return code == GK_ABI_OK ? run_optim(mem, &desc, &lay, &a) : code;
   }
 
   gk_op_desc d;

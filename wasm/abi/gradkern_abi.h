@@ -15,8 +15,9 @@
 // starting at the next multiple of 8 bytes from the region's start;
 // a region's size must be exactly the end of its last tensor (0 for an empty
 // region). Tensors are contiguous, row-major, little-endian, in the module's
-// dtype, except index tensors (i32) and the saved statistics and states the
-// table names (f32; f64 in the f64 modules).
+// dtype, except index tensors (i32, or i64 as the params say), parameters
+// kept in f32 by a 16-bit module's params, and the saved statistics and
+// states the table names (f32; f64 in the f64 modules).
 //
 // Memory. The module's own memory (shadow stack, data, its allocation arena)
 // is every byte below the memory's size at instantiation; the host's memory
@@ -45,8 +46,9 @@
 /// Return codes. 0-3 keep the meanings of the ABI's first kernels.
 typedef enum gk_abi_code {
   GK_ABI_OK = 0,
-  GK_ABI_INVALID_INPUT = 1,   ///< input region a or b (or backward's scratch) has the wrong size, or an index
-                              ///< (embedding, cross-entropy target) is out of range
+  GK_ABI_INVALID_INPUT = 1,   ///< input region a or b (or backward's scratch) has the wrong size, an index
+                              ///< (embedding, cross-entropy target) is out of range, or clipping's norm is
+                              ///< not finite
   GK_ABI_INVALID_OUTPUT = 2,  ///< the output region (or forward's scratch) has the wrong size
   GK_ABI_INVALID_PARAMS = 3,  ///< params: wrong size, a zero dim, a flag not 0/1, an option out of range,
                               ///< shapes the op cannot take; kernel_info: info_ptr 0
@@ -55,13 +57,16 @@ typedef enum gk_abi_code {
   GK_ABI_UNKNOWN_DTYPE = 6,   ///< params dtype is not 0 f32, 1 f64, 2 f16, 3 bf16
   GK_ABI_WRONG_DTYPE = 7,     ///< params dtype is a dtype, but not this module's
   GK_ABI_MISALIGNED = 8,      ///< a tensor's address is not a multiple of its element size
-  GK_ABI_UNSUPPORTED = 9,     ///< a valid request this module does not serve (a gated op's beta != 1, AdamW's
-                              ///< backward)
+  GK_ABI_UNSUPPORTED = 9,     ///< a valid request this module does not serve (a gated op's beta != 1, an
+                              ///< optimizer's backward)
   GK_ABI_FAILED = 10,         ///< the library failed (out of memory; a bug): nothing was written
 } gk_abi_code;
 
-/// AdamW (gk_adamw_step) is served as one more op, after the plan API's.
+/// The optimizers are served as three more ops, after the plan API's: AdamW
+/// (gk_adamw_step), SGD (gk_sgd_step) and gradient clipping (gk_clip_grad_norm).
 #define GK_ABI_OP_ADAMW ((gk_op)GK_OP_COUNT_)
+#define GK_ABI_OP_SGD ((gk_op)(GK_OP_COUNT_ + 1))
+#define GK_ABI_OP_CLIP_GRAD_NORM ((gk_op)(GK_OP_COUNT_ + 2))
 
 /// The descriptor: byte offset and size of each region in linear memory.
 typedef struct gk_abi_desc {
@@ -113,8 +118,9 @@ gk_abi_code gk_abi_info_write(const gk_abi_memory *mem, gk_op op, uint32_t info_
 /// start, and the region's size. For native tools and tests.
 enum { GK_ABI_REGIONS = 4, GK_ABI_MAX_TENSORS = 10 };
 typedef struct gk_abi_tensor {
-  gk_arg_kind kind;  ///< GK_ARG_COUNT_ for AdamW's tensors, which are not plan arguments
-  const char *name;  ///< gk_arg_name(kind), or AdamW's: grad, param, exp_avg, exp_avg_sq, master
+  gk_arg_kind kind;  ///< GK_ARG_COUNT_ for the optimizers' tensors, which are not plan arguments
+  const char *name;  ///< gk_arg_name(kind), or the optimizers': grad, param, exp_avg, exp_avg_sq,
+                     ///< momentum_buf, master, total_norm
   gk_dtype dtype;
   int rank;
   int64_t shape[GK_MAX_RANK];

@@ -3,8 +3,8 @@
 // tables then hold only the module's op family (GK_ABI_OP, GK_ABI_FAMILY),
 // so the linker's --gc-sections drops every other op's kernels. The library
 // plans an op whose table entry is empty as it would for any backend without
-// it ("has no kernel for this op"); a module plans only its own op. AdamW's
-// modules (no GK_ABI_FAMILY) plan no op: their tables are empty.
+// it ("has no kernel for this op"); a module plans only its own op. The
+// optimizers' modules (no GK_ABI_FAMILY) plan no op: their tables are empty.
 #include "../../src/core/internal.h"
 
 #undef GK_KERNELS_PER_FAMILY
