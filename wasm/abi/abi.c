@@ -119,7 +119,8 @@ static bool dims_and_flags_ok(gk_op op, const uint32_t *f) {
                        linear_flags[] = {3, 0xff}, matmul[] = {0, 1, 2, 3, 0xff}, matmul_flags[] = {4, 5, 6, 0xff},
                        ce[] = {0, 1, 0xff}, emb[] = {0, 1, 2, 0xff}, rope[] = {0, 1, 2, 3, 0xff},
                        rope_flags[] = {4, 5, 0xff}, attn[] = {0, 1, 2, 3, 4, 0xff}, attn_flags[] = {5, 0xff},
-                       bin[] = {0, 1, 2, 3, 0xff}, conv[] = {0, 1, 2, 3, 0xff},                        scan[] = {0, 1, 2, 3, 6, 13, 0xff}, scan_flags[] = {7, 8, 9, 10, 11, 12, 0xff},
+                       bin[] = {0, 1, 2, 3, 0xff}, conv[] = {0, 1, 2, 3, 0xff},
+                       scan[] = {0, 1, 2, 3, 6, 13, 0xff}, scan_flags[] = {7, 8, 9, 10, 11, 12, 0xff},
                        gelu_flags[] = {2, 0xff}, ce_flags[] = {2, 0xff}, adamw[] = {0, 6, 0xff},
                        act_flags[] = {3, 0xff}, gated_flags[] = {4, 5, 0xff},
                        conv_flags[] = {4, 5, 6, 7, 9, 0xff}, sgd_flags[] = {5, 0xff}, clip[] = {0, 0xff};
