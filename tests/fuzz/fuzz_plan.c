@@ -86,7 +86,8 @@ static const field fields[] = {
     INT_FIELD(conv.has_initial_state), INT_FIELD(conv.has_final_state),
     I64_FIELD(scan.d_state), INT_FIELD(scan.b_layout), INT_FIELD(scan.c_layout), I64_FIELD(scan.groups),
     INT_FIELD(scan.has_D), INT_FIELD(scan.has_z), INT_FIELD(scan.has_delta_bias), INT_FIELD(scan.delta_softplus),
-    INT_FIELD(scan.has_initial_state), INT_FIELD(scan.has_final_state), I64_FIELD(scan.chunk_size)};
+    INT_FIELD(scan.has_initial_state), INT_FIELD(scan.has_final_state), I64_FIELD(scan.chunk_size),
+    INT_FIELD(act.from_output)};
 
 // A description: an op, direction, dtype and shape set with
 // gk_op_desc_init, then up to 15 fields overwritten.
