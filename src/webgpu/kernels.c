@@ -34,7 +34,7 @@ static int norm_dim(int dim, int rank) { return dim < 0 ? dim + rank : dim; }
 static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   gk_arg_kind saved = gk_activation_saved(d);
-  int64_t n = numel_of(plan, saved);
+  int64_t n = r->units;
   const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {saved, GK_ARG_DY, GK_ARG_DX};
   uint64_t groups = (uint64_t)gk_ceil_div(n, 256);  // 256 elements a workgroup
   uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, groups, 2, forward)
@@ -47,6 +47,15 @@ static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   p[5] = wg_f32(d->act.beta);
   p[6] = wg_f32(d->act.threshold);
   return GK_SUCCESS;
+}
+
+// Elementwise families split by elements: every tensor one element a unit.
+static int64_t split_elementwise(const gk_plan *plan, gk_arg_kind of, int64_t *per_unit) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++) per_unit[k] = 1;
+  return numel_of(plan, of);
+}
+static int64_t split_activation(const gk_plan *plan, int64_t *per_unit) {
+  return split_elementwise(plan, gk_activation_saved(&plan->desc), per_unit);
 }
 
 // The override constants of activation.wgsl and gated.wgsl: the activation
@@ -147,32 +156,56 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
 }
 
 // ---------------------------------------------------------------- norms
+// Bindings: forward x, weight, mean, rstd, bias, y; backward_dx x, weight,
+// mean, rstd, dy, dx; backward_params x, dweight, mean, rstd, dy, dbias.
 static gk_status plan_norm(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank);
-  int64_t rows = prod(d->shape, 0, d->rank - d->norm.normalized_rank);
-  uint32_t p[WG_PARAM_WORDS] = {0};
+  int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank), rows = r->units;
+  if (rows == 0) return GK_SUCCESS;
+  static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_BIAS, GK_ARG_Y},
+                           dx[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DX},
+                           params[] = {GK_ARG_X, GK_ARG_DWEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DBIAS};
+  bool fwd = d->direction == GK_FORWARD;
+  uint32_t *p = wg_pass_bound(r, 0, (uint64_t)rows, 6, fwd ? forward : dx);
+  uint32_t *q = !fwd && (r->t[GK_ARG_DWEIGHT] || r->t[GK_ARG_DBIAS]) ? wg_pass_bound(r, 1, (uint64_t)cols, 6, params)
+                                                                     : NULL;
   const gk_arg_kind kinds[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_BIAS, GK_ARG_Y, GK_ARG_MEAN,
                                GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DX, GK_ARG_DWEIGHT, GK_ARG_DBIAS};
   for (int i = 0; i < 10; i++) p[i] = r->slot[kinds[i]];
   p[10] = (uint32_t)rows;
   p[11] = (uint32_t)cols;
   p[12] = wg_f32(d->norm.eps);
-  p[13] = d->op == GK_OP_LAYERNORM;
-  p[14] = d->norm.has_weight;
-  p[15] = d->op == GK_OP_LAYERNORM && d->norm.has_bias;
-  p[16] = d->accumulate;
-  if (rows == 0) return GK_SUCCESS;
-  memcpy(wg_pass(r, 0, (uint64_t)rows), p, sizeof p);
-  if (d->direction == GK_BACKWARD && (p[14] || p[15])) memcpy(wg_pass(r, 1, (uint64_t)cols), p, sizeof p);
+  if (q) memcpy(q, p, WG_PARAM_WORDS * sizeof *p);
   return GK_SUCCESS;
+}
+// LayerNorm or RMSNorm, weight, bias, accumulate: override constants.
+static void norm_overrides(const gk_plan *plan, char *text, size_t cap) {
+  const gk_op_desc *d = &plan->desc;
+  bool ln = d->op == GK_OP_LAYERNORM;
+  snprintf(text, cap, "IS_LN=%d,HAS_W=%d,HAS_B=%d,ACCUMULATE=%d", ln, d->norm.has_weight, ln && d->norm.has_bias,
+           d->accumulate);
+}
+// Split by rows: x, y, dy, dx a row a unit, mean and rstd one word, the
+// parameters whole; not the backward with parameter gradients, whose sums
+// run over every row.
+static int64_t split_norm(const gk_plan *plan, int64_t *per_unit) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank);
+  if (d->direction == GK_BACKWARD && (d->norm.has_weight || (d->op == GK_OP_LAYERNORM && d->norm.has_bias))) {
+    // (units are still the rows: plan_norm reads them from r->units)
+    return prod(d->shape, 0, d->rank - d->norm.normalized_rank);
+  }
+  const gk_arg_kind by_row[] = {GK_ARG_X, GK_ARG_Y, GK_ARG_DY, GK_ARG_DX};
+  for (int i = 0; i < 4; i++) per_unit[by_row[i]] = cols;
+  per_unit[GK_ARG_MEAN] = per_unit[GK_ARG_RSTD] = 1;
+  return prod(d->shape, 0, d->rank - d->norm.normalized_rank);
 }
 
 // ---------------------------------------------------------------- softmax
 static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int dim = norm_dim(d->softmax.dim, d->rank);
-  int64_t inner = prod(d->shape, dim + 1, d->rank), rows = prod(d->shape, 0, dim) * inner;
+  int64_t inner = prod(d->shape, dim + 1, d->rank), rows = r->units * inner;
   if (rows == 0 || d->shape[dim] == 0) return GK_SUCCESS;
   static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {GK_ARG_DY, GK_ARG_Y, GK_ARG_DX};
   uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, (uint64_t)rows, 2, forward)
@@ -185,6 +218,13 @@ static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
   p[5] = (uint32_t)d->shape[dim];
   p[6] = (uint32_t)inner;
   return GK_SUCCESS;
+}
+// Split by the leading dims (a unit: one (len, inner) slab).
+static int64_t split_softmax(const gk_plan *plan, int64_t *per_unit) {
+  const gk_op_desc *d = &plan->desc;
+  int dim = norm_dim(d->softmax.dim, d->rank);
+  for (int k = 0; k < GK_ARG_COUNT_; k++) per_unit[k] = prod(d->shape, dim, d->rank);
+  return prod(d->shape, 0, dim);
 }
 static void softmax_overrides(const gk_plan *plan, char *text, size_t cap) {
   snprintf(text, cap, "IS_LOG=%d", plan->desc.op == GK_OP_LOG_SOFTMAX);
@@ -462,13 +502,15 @@ static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
 // ---------------------------------------------------------------- the table
 static const wg_family activation = {.name = "activation", .source = gk_wgsl_activation, .forward = {"forward"},
                                      .backward = {"backward"}, .plan = plan_activation,
-                                     .overrides = activation_overrides, .bound = true};
+                                     .overrides = activation_overrides, .bound = true,
+                                     .split = split_activation};
 static const wg_family gated = {.name = "gated", .source = gk_wgsl_gated, .forward = {"forward"},
                                 .backward = {"backward"}, .plan = plan_gated, .overrides = gated_overrides};
 static const wg_family binary = {.name = "binary", .source = gk_wgsl_binary, .forward = {"forward"},
                                  .backward = {"reduce_grad"}, .plan = plan_binary};
 static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .forward = {"forward"},
-                               .backward = {"backward_dx", "backward_params"}, .plan = plan_norm};
+                               .backward = {"backward_dx", "backward_params"}, .plan = plan_norm,
+                               .overrides = norm_overrides, .bound = true, .split = split_norm};
 static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .forward = {"product"},
                                  .backward = {"product", "column_sum"}, .plan = plan_linear};
 static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .forward = {"product"},
@@ -491,7 +533,7 @@ static const wg_family scan = {.name = "scan", .source = gk_wgsl_scan, .forward 
                                .plan = plan_scan};
 static const wg_family softmax = {.name = "softmax", .source = gk_wgsl_softmax, .forward = {"forward"},
                                   .backward = {"backward"}, .plan = plan_softmax, .overrides = softmax_overrides,
-                                  .bound = true};
+                                  .bound = true, .split = split_softmax};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
   switch (plan->desc.op) {

@@ -36,6 +36,8 @@ typedef struct wg_run {
   uint32_t stage_at[GK_ARG_COUNT_];
   uint32_t constants;          // the slot of the family's constants
   uint64_t words;
+  int64_t units;               // split families: the units (wg_family.split) this run covers
+  bool oversized;              // a tensor's range is over the binding limit
   wg_pass_t pass[WG_MAX_PASSES];
   int npass;
   bool overflow;
@@ -46,7 +48,9 @@ uint32_t wg_scratch(wg_run *r, uint64_t words);
 // Append a pass of entry `entry` (an index into the family's entry list)
 // over `groups` workgroups; fill the returned parameter words.
 uint32_t *wg_pass(wg_run *r, int entry, uint64_t groups);
-// The same for a bound family: the pass binds the `nbind` tensors `bind`.
+// The same for a bound family: the pass binds the `nbind` tensors `bind`
+// (a kind the run lacks: a word of the arena of its own, for shaders that
+// use its binding statically).
 uint32_t *wg_pass_bound(wg_run *r, int entry, uint64_t groups, int nbind, const gk_arg_kind *bind);
 // The bits of v as an f32 parameter word.
 uint32_t wg_f32(double v);
@@ -73,6 +77,13 @@ typedef struct wg_family {
   // made with wg_pass_bound), so contiguous tensors are read and written
   // where they lie instead of being copied through the arena.
   bool bound;
+  // Bound families whose run can be split (NULL: it cannot): the units
+  // (elements, rows) a run covers, and for each tensor kind the elements
+  // of one unit (0: bound whole by every piece). A run whose tensors'
+  // ranges or arena are over maxStorageBufferBindingSize runs in pieces of
+  // whole units (wg_run_kernel); plan() then covers r->units units of
+  // tensors that start at the piece.
+  int64_t (*split)(const gk_plan *plan, int64_t *per_unit);
 } wg_family;
 
 const wg_family *wg_family_of(const gk_plan *plan);
