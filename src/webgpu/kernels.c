@@ -74,20 +74,38 @@ static void gated_overrides(const gk_plan *plan, char *text, size_t cap) {
 }
 
 // ---------------------------------------------------------------- gated
+// The split form's y element i reads x at (i / half) 2 half + i % half and
+// half further (half = h x inner); entry points 0 (two tensors), 1 (split).
+static int64_t gated_half(const gk_op_desc *d) {
+  int dim = norm_dim(d->gated.dim, d->rank);
+  return d->shape[dim] / 2 * prod(d->shape, dim + 1, d->rank);
+}
 static gk_status plan_gated(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t n = numel_of(plan, GK_ARG_X), half = 0;
-  if (d->gated.form == GK_GATED_SPLIT) {
-    int dim = norm_dim(d->gated.dim, d->rank);
-    n /= 2;
-    half = d->shape[dim] / 2 * prod(d->shape, dim + 1, d->rank);
-  }
-  uint32_t *p = wg_pass(r, 0, groups_for(n));
+  bool split = d->gated.form == GK_GATED_SPLIT;
+  int64_t half = split ? gated_half(d) : 0, n = split ? r->units * half : r->units;
+  static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_Y},
+                           backward[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_DY, GK_ARG_DX, GK_ARG_DGATE},
+                           forward_split[] = {GK_ARG_X, GK_ARG_Y}, backward_split[] = {GK_ARG_X, GK_ARG_DY, GK_ARG_DX};
+  uint32_t *p = d->direction == GK_FORWARD ? split ? wg_pass_bound(r, 1, groups_for(n), 2, forward_split)
+                                                   : wg_pass_bound(r, 0, groups_for(n), 3, forward)
+                : split ? wg_pass_bound(r, 1, groups_for(n), 3, backward_split)
+                        : wg_pass_bound(r, 0, groups_for(n), 5, backward);
   const gk_arg_kind kinds[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_Y, GK_ARG_DY, GK_ARG_DX, GK_ARG_DGATE};
   for (int i = 0; i < 6; i++) p[i] = r->slot[kinds[i]];
   p[6] = (uint32_t)n;
   p[7] = (uint32_t)half;
   return GK_SUCCESS;
+}
+// Split by elements (two tensors) or by the index before the split dim (a
+// unit: both halves of x and dx, one half's worth of y and dy).
+static int64_t split_gated(const gk_plan *plan, int64_t *per_unit) {
+  const gk_op_desc *d = &plan->desc;
+  if (d->gated.form != GK_GATED_SPLIT) return split_elementwise(plan, GK_ARG_X, per_unit);
+  int64_t half = gated_half(d);
+  per_unit[GK_ARG_X] = per_unit[GK_ARG_DX] = 2 * half;
+  per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = half;
+  return half ? numel_of(plan, GK_ARG_X) / (2 * half) : 0;
 }
 
 // ---------------------------------------------------------------- add, mul
@@ -103,6 +121,11 @@ static void aligned(int R, int rank, const int64_t *shape, int64_t *size, uint32
   }
 }
 
+// a and b of the same shape: nothing broadcast.
+static bool unbroadcast(const gk_op_desc *d) {
+  return d->rank == d->binary.b_rank && !memcmp(d->shape, d->binary.b_shape, (size_t)d->rank * sizeof *d->shape);
+}
+
 static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int R = d->rank > d->binary.b_rank ? d->rank : d->binary.b_rank;
@@ -112,16 +135,22 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
   aligned(R, d->binary.b_rank, d->binary.b_shape, bs, bstr);
   for (int k = 0; k < R; k++) ys[k] = as[k] > bs[k] ? as[k] : bs[k];
   aligned(R, R, ys, ys, ystr);
+  if (unbroadcast(d)) {
+    // Nothing broadcast: one dim of the run's elements (a piece of a split run).
+    R = 1;
+    as[0] = bs[0] = ys[0] = r->units;
+    astr[0] = bstr[0] = ystr[0] = 1;
+  }
   bool mul = d->op == GK_OP_MUL;
   if (d->direction == GK_FORWARD) {
     int64_t n = prod(ys, 0, R);
-    uint32_t *p = wg_pass(r, 0, groups_for(n));
+    static const gk_arg_kind bind[] = {GK_ARG_A, GK_ARG_B, GK_ARG_Y};
+    uint32_t *p = wg_pass_bound(r, 0, groups_for(n), 3, bind);
     p[0] = r->slot[GK_ARG_A];
     p[1] = r->slot[GK_ARG_B];
     p[2] = r->slot[GK_ARG_Y];
     p[3] = (uint32_t)n;
     p[4] = (uint32_t)R;
-    p[5] = mul;
     p[6] = wg_f32(d->binary.alpha);
     for (int k = 0; k < R; k++) {
       p[8 + k] = (uint32_t)ys[k];
@@ -130,20 +159,21 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
     }
     return GK_SUCCESS;
   }
-  // Backward: da from dy (and b), db from dy (and a).
+  // Backward: da from dy (and b), db from dy (and a): reduce_grad binds
+  // dy and the gradient, mul's reduce_grad_mul the other operand between.
   for (int g = 0; g < 2; g++) {
     gk_arg_kind out = g ? GK_ARG_DB : GK_ARG_DA, other = g ? GK_ARG_A : GK_ARG_B;
     if (!r->t[out]) continue;
     const int64_t *gs = g ? bs : as;
     const uint32_t *ostr = g ? astr : bstr;
     int64_t n = prod(gs, 0, R);
-    uint32_t *p = wg_pass(r, 0, groups_for(n));
+    const gk_arg_kind bind[] = {GK_ARG_DY, mul ? other : out, out};
+    uint32_t *p = wg_pass_bound(r, 0, groups_for(n), mul ? 3 : 2, bind);
     p[0] = r->slot[GK_ARG_DY];
     p[1] = mul ? r->slot[other] : 0;
     p[2] = r->slot[out];
     p[3] = (uint32_t)n;
     p[4] = (uint32_t)R;
-    p[5] = mul;
     p[6] = wg_f32(mul || g ? d->binary.alpha : 1.0);
     for (int k = 0; k < R; k++) {
       p[8 + k] = (uint32_t)gs[k];
@@ -153,6 +183,17 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
     }
   }
   return GK_SUCCESS;
+}
+
+// Split by elements when nothing is broadcast.
+static int64_t split_binary(const gk_plan *plan, int64_t *per_unit) {
+  const gk_op_desc *d = &plan->desc;
+  if (!unbroadcast(d)) return 0;
+  split_elementwise(plan, GK_ARG_A, per_unit);
+  return prod(d->shape, 0, d->rank);
+}
+static void binary_overrides(const gk_plan *plan, char *text, size_t cap) {
+  snprintf(text, cap, "IS_MUL=%d", plan->desc.op == GK_OP_MUL);
 }
 
 // ---------------------------------------------------------------- norms
@@ -504,10 +545,16 @@ static const wg_family activation = {.name = "activation", .source = gk_wgsl_act
                                      .backward = {"backward"}, .plan = plan_activation,
                                      .overrides = activation_overrides, .bound = true,
                                      .split = split_activation};
-static const wg_family gated = {.name = "gated", .source = gk_wgsl_gated, .forward = {"forward"},
-                                .backward = {"backward"}, .plan = plan_gated, .overrides = gated_overrides};
-static const wg_family binary = {.name = "binary", .source = gk_wgsl_binary, .forward = {"forward"},
-                                 .backward = {"reduce_grad"}, .plan = plan_binary};
+static const wg_family gated = {.name = "gated", .source = gk_wgsl_gated, .forward = {"forward", "forward_split"},
+                                .backward = {"backward", "backward_split"}, .plan = plan_gated,
+                                .overrides = gated_overrides, .bound = true, .split = split_gated};
+// add and mul: one shader; their backward passes bind different tensors.
+static const wg_family add = {.name = "add", .source = gk_wgsl_binary, .forward = {"forward"},
+                              .backward = {"reduce_grad"}, .plan = plan_binary, .overrides = binary_overrides,
+                              .bound = true, .split = split_binary};
+static const wg_family mul = {.name = "mul", .source = gk_wgsl_binary, .forward = {"forward"},
+                              .backward = {"reduce_grad_mul"}, .plan = plan_binary, .overrides = binary_overrides,
+                              .bound = true, .split = split_binary};
 static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .forward = {"forward"},
                                .backward = {"backward_dx", "backward_params"}, .plan = plan_norm,
                                .overrides = norm_overrides, .bound = true, .split = split_norm};
@@ -539,7 +586,8 @@ const wg_family *wg_family_of(const gk_plan *plan) {
   switch (plan->desc.op) {
   case GK_OP_RELU: case GK_OP_GELU: case GK_OP_SILU: case GK_OP_SIGMOID: case GK_OP_SOFTPLUS: return &activation;
   case GK_OP_GLU: case GK_OP_REGLU: case GK_OP_SWIGLU: case GK_OP_GEGLU: return &gated;
-  case GK_OP_ADD: case GK_OP_MUL: return &binary;
+  case GK_OP_ADD: return &add;
+  case GK_OP_MUL: return &mul;
   case GK_OP_RMSNORM: case GK_OP_LAYERNORM: return &norm;
   case GK_OP_SOFTMAX: case GK_OP_LOG_SOFTMAX: return &softmax;
   case GK_OP_LINEAR: return &linear;
