@@ -442,7 +442,7 @@ static gk_status execute(const gk_plan *plan, const wg_run *r) {
 // ones and the 256-byte alignments, within the binding limit. 0: none fit,
 // or a tensor to be split is strided.
 static int64_t piece_units(const gk_tensor *const *args, const int64_t *per_unit) {
-  uint64_t fixed = 256 * 8, per = 0;  // the stand-ins (wg_pass_bound), alignment
+  uint64_t fixed = 256 * 4, per = 0;  // the stand-ins of absent tensors (wg_pass_bound: 3 at most)
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
     if (!args[k]) continue;
     uint64_t size = (uint64_t)elem_words(args[k]->dtype) * 4;
