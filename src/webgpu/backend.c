@@ -321,11 +321,16 @@ uint32_t *wg_pass_bound(wg_run *r, int entry, uint64_t groups, int nbind, const 
   // plan has no such tensor (LayerNorm's mean in an RMSNorm; an absent
   // weight): a word of the arena of its own, never read.
   for (int j = 0; j < nbind; j++)
-    if (!r->t[bind[j]] && !r->bind[bind[j]].size) {
+    if (bind[j] < GK_ARG_COUNT_ && !r->t[bind[j]] && !r->bind[bind[j]].size) {
       r->bind[bind[j]] = (wg_binding){0, 0, bindable_scratch(r, 1) * 4, 4};
       r->slot[bind[j]] = 0;
     }
   return p;
+}
+
+void wg_bound_scratch(wg_run *r, uint64_t words) {
+  r->bind[WG_ARG_SCRATCH] = (wg_binding){0, 0, bindable_scratch(r, words) * 4, (uint32_t)((words ? words : 1) * 4)};
+  r->slot[WG_ARG_SCRATCH] = 0;
 }
 
 uint32_t wg_f32(double v) {
@@ -401,7 +406,7 @@ static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t
         r->staged[k] = true;
         r->slot[k] = r->stage_at[k] = wg_scratch(r, (uint64_t)gk_tensor_numel(t[k]) * elem_words(t[k]->dtype));
       }
-  if (st->constants) r->constants = wg_scratch(r, st->constant_words);
+  if (st->constants) r->bind[WG_ARG_CONSTANTS] = (wg_binding){0, st->constants->id, 0, st->constant_words * 4};
   gk_status s = f->plan(plan, r);
   if (s == GK_SUCCESS && r->overflow) s = gk_fail(GK_ERR_INTERNAL, "webgpu: %s: more than %d passes", f->name, WG_MAX_PASSES);
   return s;
@@ -415,8 +420,6 @@ static gk_status execute(const gk_plan *plan, const wg_run *r) {
   if (s != GK_SUCCESS) return s;
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
     if (r->staged[k] && (!plan->args[k].is_output || plan->desc.accumulate)) s = wg_stage(args[k], r->stage_at[k], true);
-  if (st->constants && s == GK_SUCCESS)
-    gkwg_buffer_copy(st->constants->id, 0, arena->id, r->constants * 4, st->constant_words * 4);
   for (int i = 0; i < r->npass && s == GK_SUCCESS; i++) {
     const wg_pass_t *ps = &r->pass[i];
     if (!ps->nbind) {

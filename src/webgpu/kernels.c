@@ -368,14 +368,18 @@ static gk_status plan_cross_entropy(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int64_t V = d->shape[d->rank - 1], rows = prod(d->shape, 0, d->rank - 1);
   bool fwd = d->direction == GK_FORWARD, grad = !fwd || d->ce.fused_grad;
+  static const gk_arg_kind per_row[] = {WG_ARG_SCRATCH, GK_ARG_LOGITS, GK_ARG_TARGET},
+                           total[] = {WG_ARG_SCRATCH, GK_ARG_LOSS},
+                           gradient[] = {WG_ARG_SCRATCH, GK_ARG_LOGITS, GK_ARG_TARGET, GK_ARG_DLOSS, GK_ARG_DLOGITS};
+  wg_bound_scratch(r, 3 * (uint64_t)rows + 1);
   uint32_t p[WG_PARAM_WORDS] = {r->slot[GK_ARG_LOGITS], r->slot[GK_ARG_TARGET], r->slot[GK_ARG_LOSS],
-                                r->slot[GK_ARG_DLOGITS], r->slot[GK_ARG_DLOSS], wg_scratch(r, 3 * (uint64_t)rows + 1),
+                                r->slot[GK_ARG_DLOGITS], r->slot[GK_ARG_DLOSS], 0,
                                 (uint32_t)rows, (uint32_t)V, index_words(d), (uint32_t)(int32_t)d->ce.ignore_index,
                                 d->ce.reduction == GK_REDUCTION_MEAN, wg_f32(d->ce.label_smoothing),
                                 wg_f32(d->ce.grad_scale), fwd && d->ce.fused_grad, fwd, 0x7fc00000u};
-  memcpy(wg_pass(r, 0, (uint64_t)rows), p, sizeof p);
-  memcpy(wg_pass(r, 1, 1), p, sizeof p);
-  if (grad) memcpy(wg_pass(r, 2, groups_for(rows * V)), p, sizeof p);
+  memcpy(wg_pass_bound(r, 0, (uint64_t)rows, 3, per_row), p, sizeof p);
+  memcpy(wg_pass_bound(r, 1, 1, 2, total), p, sizeof p);
+  if (grad) memcpy(wg_pass_bound(r, 2, groups_for(rows * V), 5, gradient), p, sizeof p);
   return GK_SUCCESS;
 }
 
@@ -384,7 +388,9 @@ static gk_status plan_embedding(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int64_t P = prod(d->shape, 0, d->rank), V = d->embedding.num_embeddings, D = d->embedding.dim;
   bool fwd = d->direction == GK_FORWARD;
-  uint32_t *p = wg_pass(r, 0, groups_for(fwd ? P * D : V * D));
+  static const gk_arg_kind forward[] = {GK_ARG_INDEX, GK_ARG_WEIGHT, GK_ARG_Y},
+                           backward[] = {GK_ARG_INDEX, GK_ARG_DY, GK_ARG_DWEIGHT};
+  uint32_t *p = wg_pass_bound(r, 0, groups_for(fwd ? P * D : V * D), 3, fwd ? forward : backward);
   const gk_arg_kind kinds[] = {GK_ARG_WEIGHT, GK_ARG_INDEX, GK_ARG_Y, GK_ARG_DY, GK_ARG_DWEIGHT};
   for (int i = 0; i < 5; i++) p[i] = r->slot[kinds[i]];
   p[5] = (uint32_t)P;
@@ -420,10 +426,11 @@ static gk_status plan_rope(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   bool fwd = d->direction == GK_FORWARD, bhtd = d->rope.layout == GK_ROPE_BHTD;
   int64_t pairs = prod(d->shape, 0, 4) / 2;
-  uint32_t *p = wg_pass(r, 0, groups_for(pairs));
+  const gk_arg_kind bind[] = {fwd ? GK_ARG_X : GK_ARG_DY, fwd ? GK_ARG_Y : GK_ARG_DX, WG_ARG_CONSTANTS};
+  uint32_t *p = wg_pass_bound(r, 0, groups_for(pairs), 3, bind);
   p[0] = r->slot[fwd ? GK_ARG_X : GK_ARG_DY];
   p[1] = r->slot[fwd ? GK_ARG_Y : GK_ARG_DX];
-  p[2] = r->constants;
+  p[2] = r->slot[WG_ARG_CONSTANTS];
   p[3] = (uint32_t)pairs;
   p[4] = (uint32_t)rope_T(d);
   p[5] = (uint32_t)d->shape[bhtd ? 1 : 2];
@@ -565,11 +572,11 @@ static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .fo
 static const wg_family cross_entropy = {.name = "cross_entropy", .source = gk_wgsl_cross_entropy,
                                         .forward = {"per_row", "total", "grad"},
                                         .backward = {"per_row", "total", "grad"},
-                                        .decline = decline_cross_entropy, .plan = plan_cross_entropy};
+                                        .decline = decline_cross_entropy, .plan = plan_cross_entropy, .bound = true};
 static const wg_family embedding = {.name = "embedding", .source = gk_wgsl_embedding, .forward = {"forward"},
-                                    .backward = {"backward"}, .plan = plan_embedding};
+                                    .backward = {"backward"}, .plan = plan_embedding, .bound = true};
 static const wg_family rope = {.name = "rope", .source = gk_wgsl_rope, .forward = {"rotate"}, .backward = {"rotate"},
-                               .plan = plan_rope, .constants = rope_constants};
+                               .plan = plan_rope, .constants = rope_constants, .bound = true};
 static const wg_family attention = {.name = "attention", .source = gk_wgsl_attention, .forward = {"forward"},
                                     .backward = {"delta", "dq", "dkv"}, .decline = decline_attention,
                                     .plan = plan_attention};
