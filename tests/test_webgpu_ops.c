@@ -549,25 +549,28 @@ static void check_placed(const char *what, const gk_op_desc *desc, const placed 
   gk_arg own[8], packed[8];
   gk_buffer *own_buf[8] = {0};
   float *data[8] = {0}, *expect[8] = {0};
-  int64_t n[8] = {0}, words = 0;
+  int64_t n[8] = {0}, words = 0;  // n: each tensor's words
   for (int i = 0; i < np; i++) {
     int rank;
     int64_t shape[GK_MAX_RANK];
     gk_plan_arg_shape(plan, pl[i].kind, &rank, shape);
+    gk_dtype dt = is_index_kind(pl[i].kind) ? d.index_dtype : GK_F32;
     gk_tensor t;
-    gk_tensor_init(&t, NULL, GK_F32, rank, shape);
-    n[i] = gk_tensor_numel(&t);
+    gk_tensor_init(&t, NULL, dt, rank, shape);
+    n[i] = gk_tensor_numel(&t) * (dt == GK_I64 ? 2 : 1);
     data[i] = malloc((size_t)n[i] * 4);
     expect[i] = malloc((size_t)n[i] * 4);
     bool output = is_output(&d, pl[i].kind);
     for (int64_t e = 0; e < n[i]; e++) data[i][e] = output ? canary : (float)rng_uniform(-3, 3);
+    t.data = data[i];
+    if (is_index_kind(pl[i].kind)) fill_input(&d, &t, pl[i].kind);  // indices in range
     // An output in place takes its input's values.
     for (int j = 0; j < np; j++)
       if (output && j != i && pl[j].at == pl[i].at && !is_output(&d, pl[j].kind) && data[j])
         memcpy(data[i], data[j], (size_t)n[i] * 4);
     own_buf[i] = filled_buffer(n[i], 0.0f);
     gk_buffer_upload(own_buf[i], 0, data[i], (size_t)n[i] * 4);
-    own[i] = (gk_arg){pl[i].kind, device_tensor(own_buf[i], GK_F32, rank, shape)};
+    own[i] = (gk_arg){pl[i].kind, device_tensor(own_buf[i], dt, rank, shape)};
     packed[i] = own[i];
     if (pl[i].at + n[i] > words) words = pl[i].at + n[i];
   }
@@ -675,6 +678,38 @@ static void test_placement_more(void) {
   check_placed("swiglu, neighbours", &swiglu, (placed[]){{GK_ARG_X, 9}, {GK_ARG_GATE, 249}, {GK_ARG_Y, 489}}, 3);
   check_placed("swiglu backward, neighbours", &swiglu_bwd,
                (placed[]){{GK_ARG_DY, 9}, {GK_ARG_X, 249}, {GK_ARG_GATE, 489}, {GK_ARG_DX, 729}, {GK_ARG_DGATE, 969}}, 5);
+  int64_t rshape[4] = {2, 5, 3, 8};
+  gk_op_desc rope = make(GK_OP_ROPE, 4, rshape);
+  rope.rope.offset = 7;
+  gk_op_desc rope_bwd = backward_of(rope);
+  check_placed("rope, in place", &rope, (placed[]){{GK_ARG_X, 3}, {GK_ARG_Y, 3}}, 2);
+  check_placed("rope, neighbours", &rope, (placed[]){{GK_ARG_X, 3}, {GK_ARG_Y, 243}}, 2);
+  check_placed("rope backward, dx in dy", &rope_bwd, (placed[]){{GK_ARG_DY, 64}, {GK_ARG_DX, 64}}, 2);
+  int64_t positions[2] = {3, 7};
+  gk_op_desc emb = make(GK_OP_EMBEDDING, 2, positions);
+  emb.embedding.num_embeddings = 6;
+  emb.embedding.dim = 9;
+  emb.embedding.padding_idx = 2;
+  emb.index_dtype = GK_I64;
+  gk_op_desc emb_bwd = backward_of(emb);
+  emb_bwd.index_dtype = GK_I32;
+  check_placed("embedding, neighbours", &emb, (placed[]){{GK_ARG_WEIGHT, 5}, {GK_ARG_INDEX, 60}, {GK_ARG_Y, 102}}, 3);
+  check_placed("embedding backward, neighbours", &emb_bwd,
+               (placed[]){{GK_ARG_INDEX, 1}, {GK_ARG_DY, 22}, {GK_ARG_DWEIGHT, 211}}, 3);
+  int64_t logits[2] = {6, 11};
+  gk_op_desc ce = make(GK_OP_CROSS_ENTROPY, 2, logits);
+  ce.index_dtype = GK_I32;
+  ce.ce.fused_grad = 1;
+  ce.ce.grad_scale = 0.5;
+  check_placed("cross-entropy fused, neighbours", &ce,
+               (placed[]){{GK_ARG_LOGITS, 1}, {GK_ARG_TARGET, 67}, {GK_ARG_LOSS, 73}, {GK_ARG_DLOGITS, 74}}, 4);
+  check_placed("cross-entropy fused, dlogits in logits", &ce,
+               (placed[]){{GK_ARG_LOGITS, 1}, {GK_ARG_TARGET, 67}, {GK_ARG_LOSS, 73}, {GK_ARG_DLOGITS, 1}}, 4);
+  gk_op_desc ce_bwd = backward_of(ce);
+  ce_bwd.ce.fused_grad = 0;
+  ce_bwd.index_dtype = GK_I64;
+  check_placed("cross-entropy backward, dlogits in logits", &ce_bwd,
+               (placed[]){{GK_ARG_DLOSS, 0}, {GK_ARG_LOGITS, 2}, {GK_ARG_TARGET, 68}, {GK_ARG_DLOGITS, 2}}, 4);
 }
 
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
