@@ -10,10 +10,11 @@
 // strided outputs). Shaders therefore see contiguous row-major tensors
 // only, need no more bindings than any adapter has, and in-place runs are
 // safe by construction, at the cost of one extra read and write of each
-// tensor. The bound families (activations, softmax: wg_family.bound) bind
-// each tensor by itself instead, so a contiguous tensor is read and written
-// where it lies (place_bound below); only what cannot be bound so goes
-// through the arena.
+// tensor. The bound families (wg_family.bound: all but linear, matmul,
+// attention, conv1d and the scan) bind each tensor by itself instead, so a
+// contiguous tensor is read and written where it lies (place_bound below);
+// only what cannot be bound so goes through the arena, and a run whose
+// tensors are over the binding limit runs in pieces (wg_run_kernel).
 #include "webgpu.h"
 #include "kernels.h"
 
