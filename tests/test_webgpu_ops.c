@@ -14,6 +14,7 @@
 // slow adapters such as Chromium's SwiftShader)
 #include "arg_dtypes.h"
 #include "plan_harness.h"
+#include "../src/webgpu/webgpu.h"
 
 typedef struct shape_case {
   int rank;
@@ -536,6 +537,8 @@ typedef struct placed {
 // buffer (two kinds at the same word: in place) and require the bits of
 // the same run on tensors in buffers of their own, inputs not in place
 // unchanged, and every other word of the buffer untouched.
+static uint32_t g_packed_limit;  // check_split: the binding limit of the run in one buffer
+
 static void check_placed(const char *what, const gk_op_desc *desc, const placed *pl, int np) {
   gk_op_desc d = *desc;
   d.backend = GK_BACKEND_WEBGPU;
@@ -546,25 +549,28 @@ static void check_placed(const char *what, const gk_op_desc *desc, const placed 
   gk_arg own[8], packed[8];
   gk_buffer *own_buf[8] = {0};
   float *data[8] = {0}, *expect[8] = {0};
-  int64_t n[8] = {0}, words = 0;
+  int64_t n[8] = {0}, words = 0;  // n: each tensor's words
   for (int i = 0; i < np; i++) {
     int rank;
     int64_t shape[GK_MAX_RANK];
     gk_plan_arg_shape(plan, pl[i].kind, &rank, shape);
+    gk_dtype dt = is_index_kind(pl[i].kind) ? d.index_dtype : GK_F32;
     gk_tensor t;
-    gk_tensor_init(&t, NULL, GK_F32, rank, shape);
-    n[i] = gk_tensor_numel(&t);
+    gk_tensor_init(&t, NULL, dt, rank, shape);
+    n[i] = gk_tensor_numel(&t) * (dt == GK_I64 ? 2 : 1);
     data[i] = malloc((size_t)n[i] * 4);
     expect[i] = malloc((size_t)n[i] * 4);
     bool output = is_output(&d, pl[i].kind);
     for (int64_t e = 0; e < n[i]; e++) data[i][e] = output ? canary : (float)rng_uniform(-3, 3);
+    t.data = data[i];
+    if (is_index_kind(pl[i].kind)) fill_input(&d, &t, pl[i].kind);  // indices in range
     // An output in place takes its input's values.
     for (int j = 0; j < np; j++)
       if (output && j != i && pl[j].at == pl[i].at && !is_output(&d, pl[j].kind) && data[j])
         memcpy(data[i], data[j], (size_t)n[i] * 4);
     own_buf[i] = filled_buffer(n[i], 0.0f);
     gk_buffer_upload(own_buf[i], 0, data[i], (size_t)n[i] * 4);
-    own[i] = (gk_arg){pl[i].kind, device_tensor(own_buf[i], GK_F32, rank, shape)};
+    own[i] = (gk_arg){pl[i].kind, device_tensor(own_buf[i], dt, rank, shape)};
     packed[i] = own[i];
     if (pl[i].at + n[i] > words) words = pl[i].at + n[i];
   }
@@ -576,7 +582,9 @@ static void check_placed(const char *what, const gk_op_desc *desc, const placed 
     packed[i].tensor.data = (char *)gk_buffer_address(shared) + pl[i].at * 4;
     if (!is_output(&d, pl[i].kind)) gk_buffer_upload(shared, (size_t)pl[i].at * 4, data[i], (size_t)n[i] * 4);
   }
+  gk_webgpu_test_binding_limit(g_packed_limit);
   check(gk_plan_run(plan, packed, np, NULL, 0) == GK_SUCCESS, "%s: run in one buffer: %s", what, gk_last_error());
+  gk_webgpu_test_binding_limit(0);
   float *got = malloc((size_t)words * 4);
   gk_buffer_download(shared, 0, got, (size_t)words * 4);
   bool *covered = calloc((size_t)words, 1);
@@ -606,6 +614,183 @@ static void check_placed(const char *what, const gk_op_desc *desc, const placed 
   configs++;
 }
 
+// check_placed with the binding limit lowered to `limit` bytes for the run
+// in one buffer, so that it runs in pieces (tensors over the limit are
+// split, wg_family.split): the same bits as the run in one piece.
+static void check_split(const char *what, const gk_op_desc *desc, uint32_t limit, const placed *pl, int np) {
+  g_packed_limit = limit;
+  check_placed(what, desc, pl, np);
+  g_packed_limit = 0;
+}
+
+static gk_op_desc backward_of(gk_op_desc d) {
+  d.direction = GK_BACKWARD;
+  return d;
+}
+
+// The families converted after activations and softmax: norms, add/mul,
+// gated; neighbours within 256 bytes, in place where the op allows it.
+static void test_placement_more(void) {
+  int64_t rows[2] = {7, 33}, n = 300, wide[2] = {6, 40};
+  gk_op_desc ln = make(GK_OP_LAYERNORM, 2, rows), rms = make(GK_OP_RMSNORM, 2, rows);
+  ln.norm.normalized_rank = rms.norm.normalized_rank = 1;
+  ln.norm.has_weight = ln.norm.has_bias = 1;
+  rms.norm.has_weight = 0;
+  check_placed("layernorm, neighbours", &ln,
+               (placed[]){{GK_ARG_X, 3}, {GK_ARG_WEIGHT, 234}, {GK_ARG_BIAS, 267}, {GK_ARG_Y, 300}, {GK_ARG_MEAN, 531},
+                          {GK_ARG_RSTD, 538}},
+               6);
+  check_placed("rmsnorm without weight, neighbours", &rms,
+               (placed[]){{GK_ARG_X, 64}, {GK_ARG_Y, 295}, {GK_ARG_RSTD, 526}}, 3);
+  gk_op_desc ln_bwd = backward_of(ln), rms_bwd = backward_of(rms);
+  check_placed("layernorm backward, neighbours", &ln_bwd,
+               (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 232}, {GK_ARG_WEIGHT, 463}, {GK_ARG_RSTD, 496}, {GK_ARG_MEAN, 503},
+                          {GK_ARG_DX, 510}, {GK_ARG_DWEIGHT, 741}, {GK_ARG_DBIAS, 774}},
+               8);
+  check_placed("rmsnorm backward without weight, neighbours", &rms_bwd,
+               (placed[]){{GK_ARG_DY, 0}, {GK_ARG_X, 231}, {GK_ARG_RSTD, 462}, {GK_ARG_DX, 469}}, 4);
+  gk_op_desc add = make(GK_OP_ADD, 1, &n), mul = make(GK_OP_MUL, 1, &n);
+  add.binary.b_rank = mul.binary.b_rank = 1;
+  add.binary.b_shape[0] = mul.binary.b_shape[0] = n;
+  add.binary.alpha = 0.5;
+  mul.binary.alpha = 1.5;
+  check_placed("add, y in a", &add, (placed[]){{GK_ARG_A, 5}, {GK_ARG_B, 305}, {GK_ARG_Y, 5}}, 3);
+  check_placed("mul, y in b", &mul, (placed[]){{GK_ARG_A, 2}, {GK_ARG_B, 302}, {GK_ARG_Y, 302}}, 3);
+  gk_op_desc add_bwd = backward_of(add), mul_bwd = backward_of(mul);
+  check_placed("add backward, neighbours", &add_bwd, (placed[]){{GK_ARG_DY, 7}, {GK_ARG_DA, 307}, {GK_ARG_DB, 607}}, 3);
+  check_placed("mul backward, neighbours", &mul_bwd,
+               (placed[]){{GK_ARG_DY, 7}, {GK_ARG_A, 307}, {GK_ARG_B, 607}, {GK_ARG_DA, 907}, {GK_ARG_DB, 1207}}, 5);
+  gk_op_desc mul_bc = make(GK_OP_MUL, 2, wide);
+  mul_bc.binary.b_rank = 1;
+  mul_bc.binary.b_shape[0] = wide[1];
+  gk_op_desc mul_bc_bwd = backward_of(mul_bc);
+  check_placed("mul broadcast backward, neighbours", &mul_bc_bwd,
+               (placed[]){{GK_ARG_DY, 3}, {GK_ARG_A, 243}, {GK_ARG_B, 483}, {GK_ARG_DA, 523}, {GK_ARG_DB, 763}}, 5);
+  int64_t gshape[2] = {6, 40};
+  gk_op_desc glu = make(GK_OP_GLU, 2, gshape), swiglu = make(GK_OP_SWIGLU, 2, gshape);
+  glu.gated.form = GK_GATED_SPLIT;
+  glu.gated.dim = -1;
+  swiglu.gated.form = GK_GATED_TWO_TENSOR;
+  check_placed("glu split, neighbours", &glu, (placed[]){{GK_ARG_X, 1}, {GK_ARG_Y, 241}}, 2);
+  gk_op_desc glu_bwd = backward_of(glu), swiglu_bwd = backward_of(swiglu);
+  check_placed("glu split backward, neighbours", &glu_bwd,
+               (placed[]){{GK_ARG_DY, 0}, {GK_ARG_X, 120}, {GK_ARG_DX, 360}}, 3);
+  check_placed("swiglu, neighbours", &swiglu, (placed[]){{GK_ARG_X, 9}, {GK_ARG_GATE, 249}, {GK_ARG_Y, 489}}, 3);
+  check_placed("swiglu backward, neighbours", &swiglu_bwd,
+               (placed[]){{GK_ARG_DY, 9}, {GK_ARG_X, 249}, {GK_ARG_GATE, 489}, {GK_ARG_DX, 729}, {GK_ARG_DGATE, 969}}, 5);
+  int64_t rshape[4] = {2, 5, 3, 8};
+  gk_op_desc rope = make(GK_OP_ROPE, 4, rshape);
+  rope.rope.offset = 7;
+  gk_op_desc rope_bwd = backward_of(rope);
+  check_placed("rope, in place", &rope, (placed[]){{GK_ARG_X, 3}, {GK_ARG_Y, 3}}, 2);
+  check_placed("rope, neighbours", &rope, (placed[]){{GK_ARG_X, 3}, {GK_ARG_Y, 243}}, 2);
+  check_placed("rope backward, dx in dy", &rope_bwd, (placed[]){{GK_ARG_DY, 64}, {GK_ARG_DX, 64}}, 2);
+  int64_t positions[2] = {3, 7};
+  gk_op_desc emb = make(GK_OP_EMBEDDING, 2, positions);
+  emb.embedding.num_embeddings = 6;
+  emb.embedding.dim = 9;
+  emb.embedding.padding_idx = 2;
+  emb.index_dtype = GK_I64;
+  gk_op_desc emb_bwd = backward_of(emb);
+  emb_bwd.index_dtype = GK_I32;
+  check_placed("embedding, neighbours", &emb, (placed[]){{GK_ARG_WEIGHT, 5}, {GK_ARG_INDEX, 60}, {GK_ARG_Y, 102}}, 3);
+  check_placed("embedding backward, neighbours", &emb_bwd,
+               (placed[]){{GK_ARG_INDEX, 1}, {GK_ARG_DY, 22}, {GK_ARG_DWEIGHT, 211}}, 3);
+  int64_t logits[2] = {6, 11};
+  gk_op_desc ce = make(GK_OP_CROSS_ENTROPY, 2, logits);
+  ce.index_dtype = GK_I32;
+  ce.ce.fused_grad = 1;
+  ce.ce.grad_scale = 0.5;
+  check_placed("cross-entropy fused, neighbours", &ce,
+               (placed[]){{GK_ARG_LOGITS, 1}, {GK_ARG_TARGET, 67}, {GK_ARG_LOSS, 73}, {GK_ARG_DLOGITS, 74}}, 4);
+  check_placed("cross-entropy fused, dlogits in logits", &ce,
+               (placed[]){{GK_ARG_LOGITS, 1}, {GK_ARG_TARGET, 67}, {GK_ARG_LOSS, 73}, {GK_ARG_DLOGITS, 1}}, 4);
+  gk_op_desc ce_bwd = backward_of(ce);
+  ce_bwd.ce.fused_grad = 0;
+  ce_bwd.index_dtype = GK_I64;
+  check_placed("cross-entropy backward, dlogits in logits", &ce_bwd,
+               (placed[]){{GK_ARG_DLOSS, 0}, {GK_ARG_LOGITS, 2}, {GK_ARG_TARGET, 68}, {GK_ARG_DLOGITS, 2}}, 4);
+}
+
+// Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
+// elements or rows, pieces ending within 256-byte blocks: far apart,
+// neighbours, in place; and a run that cannot be split refused.
+static void test_split(void) {
+  const uint32_t limit = 4000;
+  int64_t n = 3000, srows[2] = {40, 50}, nrows[2] = {60, 33}, grows[2] = {40, 66};
+  gk_op_desc relu = make(GK_OP_RELU, 1, &n), gelu_bwd = backward_of(make(GK_OP_GELU, 1, &n));
+  check_split("relu split, far apart", &relu, limit, (placed[]){{GK_ARG_X, 64}, {GK_ARG_Y, 3200}}, 2);
+  check_split("relu split, neighbours", &relu, limit, (placed[]){{GK_ARG_X, 3}, {GK_ARG_Y, 3003}}, 2);
+  check_split("relu split, in place", &relu, limit, (placed[]){{GK_ARG_X, 5}, {GK_ARG_Y, 5}}, 2);
+  check_split("gelu backward split, dx in dy", &gelu_bwd, limit,
+              (placed[]){{GK_ARG_X, 1}, {GK_ARG_DY, 3001}, {GK_ARG_DX, 3001}}, 3);
+  gk_op_desc softmax = make(GK_OP_SOFTMAX, 2, srows), lsm_bwd = backward_of(make(GK_OP_LOG_SOFTMAX, 2, srows));
+  check_split("softmax split, in place", &softmax, limit, (placed[]){{GK_ARG_X, 9}, {GK_ARG_Y, 9}}, 2);
+  check_split("log_softmax backward split, neighbours", &lsm_bwd, limit,
+              (placed[]){{GK_ARG_DY, 0}, {GK_ARG_Y, 2001}, {GK_ARG_DX, 4001}}, 3);
+  gk_op_desc ln = make(GK_OP_LAYERNORM, 2, nrows);
+  ln.norm.normalized_rank = 1;
+  ln.norm.has_weight = ln.norm.has_bias = 1;
+  check_split("layernorm split, neighbours", &ln, limit,
+              (placed[]){{GK_ARG_X, 3}, {GK_ARG_WEIGHT, 1983}, {GK_ARG_BIAS, 2016}, {GK_ARG_Y, 2049}, {GK_ARG_MEAN, 4029},
+                         {GK_ARG_RSTD, 4089}},
+              6);
+  gk_op_desc rms_bwd = backward_of(make(GK_OP_RMSNORM, 2, nrows));
+  rms_bwd.norm.normalized_rank = 1;
+  rms_bwd.norm.has_weight = 0;
+  check_split("rmsnorm backward without weight split, neighbours", &rms_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 1981}, {GK_ARG_RSTD, 3961}, {GK_ARG_DX, 4021}}, 4);
+  gk_op_desc add = make(GK_OP_ADD, 1, &n), mul_bwd = backward_of(make(GK_OP_MUL, 1, &n));
+  add.binary.b_rank = mul_bwd.binary.b_rank = 1;
+  add.binary.b_shape[0] = mul_bwd.binary.b_shape[0] = n;
+  add.binary.alpha = 0.5;
+  mul_bwd.binary.alpha = 1.5;
+  check_split("add split, y in b", &add, limit, (placed[]){{GK_ARG_A, 7}, {GK_ARG_B, 3007}, {GK_ARG_Y, 3007}}, 3);
+  check_split("mul backward split, neighbours", &mul_bwd, limit,
+              (placed[]){{GK_ARG_DY, 7}, {GK_ARG_A, 3007}, {GK_ARG_B, 6007}, {GK_ARG_DA, 9007}, {GK_ARG_DB, 12007}}, 5);
+  gk_op_desc geglu = make(GK_OP_GEGLU, 2, grows), swiglu_bwd = backward_of(make(GK_OP_SWIGLU, 1, &n));
+  geglu.gated.form = GK_GATED_SPLIT;
+  geglu.gated.dim = 1;
+  swiglu_bwd.gated.form = GK_GATED_TWO_TENSOR;
+  gk_op_desc geglu_bwd = backward_of(geglu);
+  check_split("geglu split form split, neighbours", &geglu, limit, (placed[]){{GK_ARG_X, 3}, {GK_ARG_Y, 2643}}, 2);
+  check_split("geglu split form backward split, neighbours", &geglu_bwd, limit,
+              (placed[]){{GK_ARG_DY, 3}, {GK_ARG_X, 1323}, {GK_ARG_DX, 3963}}, 3);
+  check_split("swiglu backward split, neighbours", &swiglu_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 3001}, {GK_ARG_GATE, 6001}, {GK_ARG_DX, 9001}, {GK_ARG_DGATE, 12001}},
+              5);
+  // LayerNorm's backward with dweight sums over every row: not split, refused with the reason.
+  gk_op_desc ln_bwd = backward_of(ln);
+  ln_bwd.backend = GK_BACKEND_WEBGPU;
+  gk_plan *plan = NULL;
+  check(gk_plan_create(&ln_bwd, &plan) == GK_SUCCESS, "layernorm backward plan: %s", gk_last_error());
+  const gk_arg_kind kinds[] = {GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_RSTD, GK_ARG_MEAN, GK_ARG_DX, GK_ARG_DWEIGHT,
+                               GK_ARG_DBIAS};
+  gk_arg args[8];
+  gk_buffer *bufs[8] = {0};
+  for (int i = 0; i < 8 && plan; i++) {
+    int rank;
+    int64_t shape[GK_MAX_RANK];
+    gk_plan_arg_shape(plan, kinds[i], &rank, shape);
+    gk_tensor t;
+    gk_tensor_init(&t, NULL, GK_F32, rank, shape);
+    bufs[i] = filled_buffer(gk_tensor_numel(&t), 0.5f);
+    args[i] = (gk_arg){kinds[i], device_tensor(bufs[i], GK_F32, rank, shape)};
+  }
+  if (plan) {
+    gk_webgpu_test_binding_limit(limit);
+    gk_status st = gk_plan_run(plan, args, 8, NULL, 0);
+    gk_webgpu_test_binding_limit(0);
+    check(st == GK_ERR_UNSUPPORTED && strstr(gk_last_error(), "maxStorageBufferBindingSize"),
+          "layernorm backward with dweight over the limit: status %d, '%s'", st, gk_last_error());
+    check(untouched(bufs[5], 60 * 33, 0.5f), "a refused layernorm backward wrote dx");
+  }
+  for (int i = 0; i < 8; i++)
+    if (bufs[i]) gk_buffer_free(bufs[i]);
+  gk_plan_destroy(plan);
+  configs++;
+}
+
 static void test_placement(void) {
   int64_t n = 300, rows[2] = {7, 50};
   gk_op_desc relu = make(GK_OP_RELU, 1, &n), gelu_bwd = make(GK_OP_GELU, 1, &n);
@@ -628,6 +813,7 @@ static void test_placement(void) {
   check_placed("softmax, in place", &softmax, (placed[]){{GK_ARG_X, 9}, {GK_ARG_Y, 9}}, 2);
   check_placed("softmax backward, dx in y", &softmax_bwd,
                (placed[]){{GK_ARG_DY, 0}, {GK_ARG_Y, 700}, {GK_ARG_DX, 700}}, 3);
+  test_placement_more();
 }
 
 static const struct {
@@ -638,6 +824,7 @@ static const struct {
                 {"embedding", test_embedding}, {"rope", test_rope}, {"attention", test_attention},
                 {"binary", test_binary}, {"conv1d", test_conv1d}, {"scan", test_scan},
                 {"dispatch", test_past_one_dispatch}, {"placement", test_placement},
+                {"split", test_split},
                 {"bad_input", test_bad_input}};
 
 int main(int argc, char **argv) {

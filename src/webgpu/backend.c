@@ -10,10 +10,11 @@
 // strided outputs). Shaders therefore see contiguous row-major tensors
 // only, need no more bindings than any adapter has, and in-place runs are
 // safe by construction, at the cost of one extra read and write of each
-// tensor. The bound families (activations, softmax: wg_family.bound) bind
-// each tensor by itself instead, so a contiguous tensor is read and written
-// where it lies (place_bound below); only what cannot be bound so goes
-// through the arena.
+// tensor. The bound families (wg_family.bound: all but linear, matmul,
+// attention, conv1d and the scan) bind each tensor by itself instead, so a
+// contiguous tensor is read and written where it lies (place_bound below);
+// only what cannot be bound so goes through the arena, and a run whose
+// tensors are over the binding limit runs in pieces (wg_run_kernel).
 #include "webgpu.h"
 #include "kernels.h"
 
@@ -39,6 +40,16 @@ static const char *unavailable(void) {
 static const char *device_description(void) { return device_text; }
 
 uint32_t wg_limit(int which) { return limits[which]; }
+
+// maxStorageBufferBindingSize as the backend uses it: the device's, or a
+// lower one a test set (gk_webgpu_test_binding_limit), so that the split
+// of runs over it is tested without buffers of gigabytes.
+static uint32_t binding_limit_for_tests;
+static uint32_t binding_limit(void) {
+  uint32_t device = limits[WG_LIMIT_STORAGE_BINDING];
+  return binding_limit_for_tests && binding_limit_for_tests < device ? binding_limit_for_tests : device;
+}
+void gk_webgpu_test_binding_limit(uint32_t bytes) { binding_limit_for_tests = bytes; }
 
 // The device's error, as a failed status naming what was being done.
 static gk_status device_error(const char *what, const char *message) {
@@ -154,11 +165,12 @@ static wg_buffer *arena;
 
 gk_status wg_arena_reserve(uint64_t words) {
   uint64_t bytes = words * 4;
-  if (bytes > limits[WG_LIMIT_STORAGE_BINDING])
+  if (bytes > binding_limit())
     return gk_fail(GK_ERR_UNSUPPORTED,
                    "webgpu: the run needs %llu bytes of tensors and scratch, over the device's "
-                   "maxStorageBufferBindingSize %u (splitting a run is not implemented)",
-                   (unsigned long long)bytes, limits[WG_LIMIT_STORAGE_BINDING]);
+                   "maxStorageBufferBindingSize %u (only the runs of families that bind tensors by themselves "
+                   "are split into pieces, and only contiguous tensors)",
+                   (unsigned long long)bytes, binding_limit());
   if (arena && arena->capacity >= bytes) return GK_SUCCESS;
   if (arena) {
     gkwg_buffer_destroy(arena->id);
@@ -258,8 +270,9 @@ static uint32_t bindable_scratch(wg_run *r, uint64_t words) {
 // WebGPU rejects a dispatch whose writable bindings overlap (all bindings
 // are read_write here), so a tensor whose range overlaps one placed before
 // it (an in-place run; a neighbour within 256 bytes), a strided one, or one
-// whose range is over maxStorageBufferBindingSize gets a range of the arena
-// of its own instead and is staged as in arena runs.
+// whose range is over maxStorageBufferBindingSize (r->oversized: the run
+// is then split, wg_run_kernel) gets a range of the arena of its own
+// instead and is staged as in arena runs.
 static void place_bound(wg_run *r) {
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
     const gk_tensor *t = r->t[k];
@@ -273,7 +286,8 @@ static void place_bound(wg_run *r) {
     if (direct) {
       uint64_t base = offset / 256 * 256, size = offset + bytes - base;
       *b = (wg_binding){0, wg_buffer_id(handle), (uint32_t)base, (uint32_t)size};
-      direct = size <= limits[WG_LIMIT_STORAGE_BINDING];
+      direct = size <= binding_limit();
+      r->oversized |= !direct;
       for (int j = 0; j < k && direct; j++)
         if (r->bind[j].id == b->id && r->bind[j].offset < base + size && base < (uint64_t)r->bind[j].offset + r->bind[j].size)
           direct = false;
@@ -304,7 +318,20 @@ uint32_t *wg_pass_bound(wg_run *r, int entry, uint64_t groups, int nbind, const 
   wg_pass_t *ps = &r->pass[r->npass - 1];
   memcpy(ps->bind, bind, (size_t)nbind * sizeof *bind);
   ps->nbind = nbind;
+  // A binding the shader uses statically must be bound even where the
+  // plan has no such tensor (LayerNorm's mean in an RMSNorm; an absent
+  // weight): a word of the arena of its own, never read.
+  for (int j = 0; j < nbind; j++)
+    if (bind[j] < GK_ARG_COUNT_ && !r->t[bind[j]] && !r->bind[bind[j]].size) {
+      r->bind[bind[j]] = (wg_binding){0, 0, bindable_scratch(r, 1) * 4, 4};
+      r->slot[bind[j]] = 0;
+    }
   return p;
+}
+
+void wg_bound_scratch(wg_run *r, uint64_t words) {
+  r->bind[WG_ARG_SCRATCH] = (wg_binding){0, 0, bindable_scratch(r, words) * 4, (uint32_t)((words ? words : 1) * 4)};
+  r->slot[WG_ARG_SCRATCH] = 0;
 }
 
 uint32_t wg_f32(double v) {
@@ -364,47 +391,103 @@ static void wg_fini(gk_plan *plan) {
   plan->state = NULL;
 }
 
-static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, void *workspace) {
-  (void)workspace;
+// Place the tensors t of a run over `units` units (wg_family.split) and
+// plan its passes.
+static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t units, wg_run *r) {
   const wg_family *f = wg_family_of(plan);
   const wg_state *st = plan->state;
-  wg_run r;
-  memset(&r, 0, sizeof r);
-  r.plan = plan;
-  r.t = args;
-  if (f->bound) place_bound(&r);
+  memset(r, 0, sizeof *r);
+  r->plan = plan;
+  r->t = t;
+  r->units = units;
+  if (f->bound) place_bound(r);
   else
     for (int k = 0; k < GK_ARG_COUNT_; k++)
-      if (args[k]) {
-        r.staged[k] = true;
-        r.slot[k] = r.stage_at[k] = wg_scratch(&r, (uint64_t)gk_tensor_numel(args[k]) * elem_words(args[k]->dtype));
+      if (t[k]) {
+        r->staged[k] = true;
+        r->slot[k] = r->stage_at[k] = wg_scratch(r, (uint64_t)gk_tensor_numel(t[k]) * elem_words(t[k]->dtype));
       }
-  if (st->constants) r.constants = wg_scratch(&r, st->constant_words);
-  gk_status s = f->plan(plan, &r);
-  if (s == GK_SUCCESS && r.overflow) s = gk_fail(GK_ERR_INTERNAL, "webgpu: %s: more than %d passes", f->name, WG_MAX_PASSES);
-  if (s == GK_SUCCESS) s = wg_arena_reserve(r.words);
+  if (st->constants) r->bind[WG_ARG_CONSTANTS] = (wg_binding){0, st->constants->id, 0, st->constant_words * 4};
+  gk_status s = f->plan(plan, r);
+  if (s == GK_SUCCESS && r->overflow) s = gk_fail(GK_ERR_INTERNAL, "webgpu: %s: more than %d passes", f->name, WG_MAX_PASSES);
+  return s;
+}
+
+// Stage in, dispatch the passes, stage out.
+static gk_status execute(const gk_plan *plan, const wg_run *r) {
+  const wg_state *st = plan->state;
+  const gk_tensor *const *args = r->t;
+  gk_status s = wg_arena_reserve(r->words);
   if (s != GK_SUCCESS) return s;
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (r.staged[k] && (!plan->args[k].is_output || plan->desc.accumulate)) s = wg_stage(args[k], r.stage_at[k], true);
-  if (st->constants && s == GK_SUCCESS)
-    gkwg_buffer_copy(st->constants->id, 0, arena->id, r.constants * 4, st->constant_words * 4);
-  for (int i = 0; i < r.npass && s == GK_SUCCESS; i++) {
-    const wg_pass_t *ps = &r.pass[i];
+    if (r->staged[k] && (!plan->args[k].is_output || plan->desc.accumulate)) s = wg_stage(args[k], r->stage_at[k], true);
+  for (int i = 0; i < r->npass && s == GK_SUCCESS; i++) {
+    const wg_pass_t *ps = &r->pass[i];
     if (!ps->nbind) {
       s = wg_arena_dispatch(st->pipeline[ps->entry], ps->p, ps->groups);
       continue;
     }
     wg_binding b[WG_MAX_BINDINGS];
     for (int j = 0; j < ps->nbind; j++) {
-      b[j] = r.bind[ps->bind[j]];
+      b[j] = r->bind[ps->bind[j]];
       b[j].binding = 2 + (uint32_t)j;
       if (!b[j].id) b[j].id = arena->id;
     }
     s = dispatch(st->pipeline[ps->entry], b, (uint32_t)ps->nbind, ps->p, ps->groups);
   }
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (r.staged[k] && plan->args[k].is_output) s = wg_stage(args[k], r.stage_at[k], false);
+    if (r->staged[k] && plan->args[k].is_output) s = wg_stage(args[k], r->stage_at[k], false);
   gkwg_submit();
+  return s;
+}
+
+// Units of a piece of a split run: as many as keep every piece's ranges,
+// all staged at worst, with the whole tensors, the stand-ins of absent
+// ones and the 256-byte alignments, within the binding limit. 0: none fit,
+// or a tensor to be split is strided.
+static int64_t piece_units(const gk_tensor *const *args, const int64_t *per_unit) {
+  uint64_t fixed = 256 * 4, per = 0;  // the stand-ins of absent tensors (wg_pass_bound: 3 at most)
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!args[k]) continue;
+    uint64_t size = (uint64_t)elem_words(args[k]->dtype) * 4;
+    if (per_unit[k] && !gk_tensor_is_contiguous(args[k])) return 0;
+    if (per_unit[k]) per += (uint64_t)per_unit[k] * size;
+    else fixed += (uint64_t)gk_tensor_numel(args[k]) * size;
+    fixed += 256;
+  }
+  uint64_t limit = binding_limit();
+  return per && limit > fixed ? (int64_t)((limit - fixed) / per) : 0;
+}
+
+static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, void *workspace) {
+  (void)workspace;
+  const wg_family *f = wg_family_of(plan);
+  int64_t per_unit[GK_ARG_COUNT_] = {0}, units = f->split ? f->split(plan, per_unit) : 0;
+  wg_run r;
+  gk_status s = prepare(plan, args, units, &r);
+  if (s != GK_SUCCESS) return s;
+  // Over the binding limit: in pieces of whole units (elements, rows), each
+  // binding sub-ranges of the tensors split (per_unit: elements a unit),
+  // the others whole, as a run of its own (placed, staged where it must be).
+  int64_t step = f->split && (r.oversized || r.words * 4 > binding_limit()) ? piece_units(args, per_unit) : 0;
+  if (step == 0 || step >= units) return execute(plan, &r);
+  for (int64_t u0 = 0; u0 < units && s == GK_SUCCESS; u0 += step) {
+    int64_t count = units - u0 < step ? units - u0 : step;
+    gk_tensor view[GK_ARG_COUNT_];
+    const gk_tensor *piece[GK_ARG_COUNT_] = {0};
+    for (int k = 0; k < GK_ARG_COUNT_; k++) {
+      piece[k] = args[k];
+      if (!args[k] || !per_unit[k]) continue;
+      int64_t n = count * per_unit[k];
+      char *at = (char *)args[k]->data + u0 * per_unit[k] * elem_words(args[k]->dtype) * 4;
+      gk_tensor_init(&view[k], at, args[k]->dtype, 1, &n);
+      view[k].device = args[k]->device;
+      view[k].device_id = args[k]->device_id;
+      piece[k] = &view[k];
+    }
+    s = prepare(plan, piece, count, &r);
+    if (s == GK_SUCCESS) s = execute(plan, &r);
+  }
   return s;
 }
 

@@ -34,7 +34,7 @@ static int norm_dim(int dim, int rank) { return dim < 0 ? dim + rank : dim; }
 static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   gk_arg_kind saved = gk_activation_saved(d);
-  int64_t n = numel_of(plan, saved);
+  int64_t n = r->units;
   const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {saved, GK_ARG_DY, GK_ARG_DX};
   uint64_t groups = (uint64_t)gk_ceil_div(n, 256);  // 256 elements a workgroup
   uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, groups, 2, forward)
@@ -47,6 +47,15 @@ static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   p[5] = wg_f32(d->act.beta);
   p[6] = wg_f32(d->act.threshold);
   return GK_SUCCESS;
+}
+
+// Elementwise families split by elements: every tensor one element a unit.
+static int64_t split_elementwise(const gk_plan *plan, gk_arg_kind of, int64_t *per_unit) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++) per_unit[k] = 1;
+  return numel_of(plan, of);
+}
+static int64_t split_activation(const gk_plan *plan, int64_t *per_unit) {
+  return split_elementwise(plan, gk_activation_saved(&plan->desc), per_unit);
 }
 
 // The override constants of activation.wgsl and gated.wgsl: the activation
@@ -65,20 +74,38 @@ static void gated_overrides(const gk_plan *plan, char *text, size_t cap) {
 }
 
 // ---------------------------------------------------------------- gated
+// The split form's y element i reads x at (i / half) 2 half + i % half and
+// half further (half = h x inner); entry points 0 (two tensors), 1 (split).
+static int64_t gated_half(const gk_op_desc *d) {
+  int dim = norm_dim(d->gated.dim, d->rank);
+  return d->shape[dim] / 2 * prod(d->shape, dim + 1, d->rank);
+}
 static gk_status plan_gated(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t n = numel_of(plan, GK_ARG_X), half = 0;
-  if (d->gated.form == GK_GATED_SPLIT) {
-    int dim = norm_dim(d->gated.dim, d->rank);
-    n /= 2;
-    half = d->shape[dim] / 2 * prod(d->shape, dim + 1, d->rank);
-  }
-  uint32_t *p = wg_pass(r, 0, groups_for(n));
+  bool split = d->gated.form == GK_GATED_SPLIT;
+  int64_t half = split ? gated_half(d) : 0, n = split ? r->units * half : r->units;
+  static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_Y},
+                           backward[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_DY, GK_ARG_DX, GK_ARG_DGATE},
+                           forward_split[] = {GK_ARG_X, GK_ARG_Y}, backward_split[] = {GK_ARG_X, GK_ARG_DY, GK_ARG_DX};
+  uint32_t *p = d->direction == GK_FORWARD ? split ? wg_pass_bound(r, 1, groups_for(n), 2, forward_split)
+                                                   : wg_pass_bound(r, 0, groups_for(n), 3, forward)
+                : split ? wg_pass_bound(r, 1, groups_for(n), 3, backward_split)
+                        : wg_pass_bound(r, 0, groups_for(n), 5, backward);
   const gk_arg_kind kinds[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_Y, GK_ARG_DY, GK_ARG_DX, GK_ARG_DGATE};
   for (int i = 0; i < 6; i++) p[i] = r->slot[kinds[i]];
   p[6] = (uint32_t)n;
   p[7] = (uint32_t)half;
   return GK_SUCCESS;
+}
+// Split by elements (two tensors) or by the index before the split dim (a
+// unit: both halves of x and dx, one half's worth of y and dy).
+static int64_t split_gated(const gk_plan *plan, int64_t *per_unit) {
+  const gk_op_desc *d = &plan->desc;
+  if (d->gated.form != GK_GATED_SPLIT) return split_elementwise(plan, GK_ARG_X, per_unit);
+  int64_t half = gated_half(d);
+  per_unit[GK_ARG_X] = per_unit[GK_ARG_DX] = 2 * half;
+  per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = half;
+  return half ? numel_of(plan, GK_ARG_X) / (2 * half) : 0;
 }
 
 // ---------------------------------------------------------------- add, mul
@@ -94,6 +121,11 @@ static void aligned(int R, int rank, const int64_t *shape, int64_t *size, uint32
   }
 }
 
+// a and b of the same shape: nothing broadcast.
+static bool unbroadcast(const gk_op_desc *d) {
+  return d->rank == d->binary.b_rank && !memcmp(d->shape, d->binary.b_shape, (size_t)d->rank * sizeof *d->shape);
+}
+
 static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int R = d->rank > d->binary.b_rank ? d->rank : d->binary.b_rank;
@@ -103,16 +135,22 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
   aligned(R, d->binary.b_rank, d->binary.b_shape, bs, bstr);
   for (int k = 0; k < R; k++) ys[k] = as[k] > bs[k] ? as[k] : bs[k];
   aligned(R, R, ys, ys, ystr);
+  if (unbroadcast(d)) {
+    // Nothing broadcast: one dim of the run's elements (a piece of a split run).
+    R = 1;
+    as[0] = bs[0] = ys[0] = r->units;
+    astr[0] = bstr[0] = ystr[0] = 1;
+  }
   bool mul = d->op == GK_OP_MUL;
   if (d->direction == GK_FORWARD) {
     int64_t n = prod(ys, 0, R);
-    uint32_t *p = wg_pass(r, 0, groups_for(n));
+    static const gk_arg_kind bind[] = {GK_ARG_A, GK_ARG_B, GK_ARG_Y};
+    uint32_t *p = wg_pass_bound(r, 0, groups_for(n), 3, bind);
     p[0] = r->slot[GK_ARG_A];
     p[1] = r->slot[GK_ARG_B];
     p[2] = r->slot[GK_ARG_Y];
     p[3] = (uint32_t)n;
     p[4] = (uint32_t)R;
-    p[5] = mul;
     p[6] = wg_f32(d->binary.alpha);
     for (int k = 0; k < R; k++) {
       p[8 + k] = (uint32_t)ys[k];
@@ -121,20 +159,21 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
     }
     return GK_SUCCESS;
   }
-  // Backward: da from dy (and b), db from dy (and a).
+  // Backward: da from dy (and b), db from dy (and a): reduce_grad binds
+  // dy and the gradient, mul's reduce_grad_mul the other operand between.
   for (int g = 0; g < 2; g++) {
     gk_arg_kind out = g ? GK_ARG_DB : GK_ARG_DA, other = g ? GK_ARG_A : GK_ARG_B;
     if (!r->t[out]) continue;
     const int64_t *gs = g ? bs : as;
     const uint32_t *ostr = g ? astr : bstr;
     int64_t n = prod(gs, 0, R);
-    uint32_t *p = wg_pass(r, 0, groups_for(n));
+    const gk_arg_kind bind[] = {GK_ARG_DY, mul ? other : out, out};
+    uint32_t *p = wg_pass_bound(r, 0, groups_for(n), mul ? 3 : 2, bind);
     p[0] = r->slot[GK_ARG_DY];
     p[1] = mul ? r->slot[other] : 0;
     p[2] = r->slot[out];
     p[3] = (uint32_t)n;
     p[4] = (uint32_t)R;
-    p[5] = mul;
     p[6] = wg_f32(mul || g ? d->binary.alpha : 1.0);
     for (int k = 0; k < R; k++) {
       p[8 + k] = (uint32_t)gs[k];
@@ -146,33 +185,68 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
+// Split by elements when nothing is broadcast.
+static int64_t split_binary(const gk_plan *plan, int64_t *per_unit) {
+  const gk_op_desc *d = &plan->desc;
+  if (!unbroadcast(d)) return 0;
+  split_elementwise(plan, GK_ARG_A, per_unit);
+  return prod(d->shape, 0, d->rank);
+}
+static void binary_overrides(const gk_plan *plan, char *text, size_t cap) {
+  snprintf(text, cap, "IS_MUL=%d", plan->desc.op == GK_OP_MUL);
+}
+
 // ---------------------------------------------------------------- norms
+// Bindings: forward x, weight, mean, rstd, bias, y; backward_dx x, weight,
+// mean, rstd, dy, dx; backward_params x, dweight, mean, rstd, dy, dbias.
 static gk_status plan_norm(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank);
-  int64_t rows = prod(d->shape, 0, d->rank - d->norm.normalized_rank);
-  uint32_t p[WG_PARAM_WORDS] = {0};
+  int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank), rows = r->units;
+  if (rows == 0) return GK_SUCCESS;
+  static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_BIAS, GK_ARG_Y},
+                           dx[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DX},
+                           params[] = {GK_ARG_X, GK_ARG_DWEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DBIAS};
+  bool fwd = d->direction == GK_FORWARD;
+  uint32_t *p = wg_pass_bound(r, 0, (uint64_t)rows, 6, fwd ? forward : dx);
+  uint32_t *q = !fwd && (r->t[GK_ARG_DWEIGHT] || r->t[GK_ARG_DBIAS]) ? wg_pass_bound(r, 1, (uint64_t)cols, 6, params)
+                                                                     : NULL;
   const gk_arg_kind kinds[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_BIAS, GK_ARG_Y, GK_ARG_MEAN,
                                GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DX, GK_ARG_DWEIGHT, GK_ARG_DBIAS};
   for (int i = 0; i < 10; i++) p[i] = r->slot[kinds[i]];
   p[10] = (uint32_t)rows;
   p[11] = (uint32_t)cols;
   p[12] = wg_f32(d->norm.eps);
-  p[13] = d->op == GK_OP_LAYERNORM;
-  p[14] = d->norm.has_weight;
-  p[15] = d->op == GK_OP_LAYERNORM && d->norm.has_bias;
-  p[16] = d->accumulate;
-  if (rows == 0) return GK_SUCCESS;
-  memcpy(wg_pass(r, 0, (uint64_t)rows), p, sizeof p);
-  if (d->direction == GK_BACKWARD && (p[14] || p[15])) memcpy(wg_pass(r, 1, (uint64_t)cols), p, sizeof p);
+  if (q) memcpy(q, p, WG_PARAM_WORDS * sizeof *p);
   return GK_SUCCESS;
+}
+// LayerNorm or RMSNorm, weight, bias, accumulate: override constants.
+static void norm_overrides(const gk_plan *plan, char *text, size_t cap) {
+  const gk_op_desc *d = &plan->desc;
+  bool ln = d->op == GK_OP_LAYERNORM;
+  snprintf(text, cap, "IS_LN=%d,HAS_W=%d,HAS_B=%d,ACCUMULATE=%d", ln, d->norm.has_weight, ln && d->norm.has_bias,
+           d->accumulate);
+}
+// Split by rows: x, y, dy, dx a row a unit, mean and rstd one word, the
+// parameters whole; not the backward with parameter gradients, whose sums
+// run over every row.
+static int64_t split_norm(const gk_plan *plan, int64_t *per_unit) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank);
+  if (d->direction == GK_BACKWARD && (d->norm.has_weight || (d->op == GK_OP_LAYERNORM && d->norm.has_bias))) {
+    // (units are still the rows: plan_norm reads them from r->units)
+    return prod(d->shape, 0, d->rank - d->norm.normalized_rank);
+  }
+  const gk_arg_kind by_row[] = {GK_ARG_X, GK_ARG_Y, GK_ARG_DY, GK_ARG_DX};
+  for (int i = 0; i < 4; i++) per_unit[by_row[i]] = cols;
+  per_unit[GK_ARG_MEAN] = per_unit[GK_ARG_RSTD] = 1;
+  return prod(d->shape, 0, d->rank - d->norm.normalized_rank);
 }
 
 // ---------------------------------------------------------------- softmax
 static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int dim = norm_dim(d->softmax.dim, d->rank);
-  int64_t inner = prod(d->shape, dim + 1, d->rank), rows = prod(d->shape, 0, dim) * inner;
+  int64_t inner = prod(d->shape, dim + 1, d->rank), rows = r->units * inner;
   if (rows == 0 || d->shape[dim] == 0) return GK_SUCCESS;
   static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {GK_ARG_DY, GK_ARG_Y, GK_ARG_DX};
   uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, (uint64_t)rows, 2, forward)
@@ -185,6 +259,13 @@ static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
   p[5] = (uint32_t)d->shape[dim];
   p[6] = (uint32_t)inner;
   return GK_SUCCESS;
+}
+// Split by the leading dims (a unit: one (len, inner) slab).
+static int64_t split_softmax(const gk_plan *plan, int64_t *per_unit) {
+  const gk_op_desc *d = &plan->desc;
+  int dim = norm_dim(d->softmax.dim, d->rank);
+  for (int k = 0; k < GK_ARG_COUNT_; k++) per_unit[k] = prod(d->shape, dim, d->rank);
+  return prod(d->shape, 0, dim);
 }
 static void softmax_overrides(const gk_plan *plan, char *text, size_t cap) {
   snprintf(text, cap, "IS_LOG=%d", plan->desc.op == GK_OP_LOG_SOFTMAX);
@@ -287,14 +368,18 @@ static gk_status plan_cross_entropy(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int64_t V = d->shape[d->rank - 1], rows = prod(d->shape, 0, d->rank - 1);
   bool fwd = d->direction == GK_FORWARD, grad = !fwd || d->ce.fused_grad;
+  static const gk_arg_kind per_row[] = {WG_ARG_SCRATCH, GK_ARG_LOGITS, GK_ARG_TARGET},
+                           total[] = {WG_ARG_SCRATCH, GK_ARG_LOSS},
+                           gradient[] = {WG_ARG_SCRATCH, GK_ARG_LOGITS, GK_ARG_TARGET, GK_ARG_DLOSS, GK_ARG_DLOGITS};
+  wg_bound_scratch(r, 3 * (uint64_t)rows + 1);
   uint32_t p[WG_PARAM_WORDS] = {r->slot[GK_ARG_LOGITS], r->slot[GK_ARG_TARGET], r->slot[GK_ARG_LOSS],
-                                r->slot[GK_ARG_DLOGITS], r->slot[GK_ARG_DLOSS], wg_scratch(r, 3 * (uint64_t)rows + 1),
+                                r->slot[GK_ARG_DLOGITS], r->slot[GK_ARG_DLOSS], 0,
                                 (uint32_t)rows, (uint32_t)V, index_words(d), (uint32_t)(int32_t)d->ce.ignore_index,
                                 d->ce.reduction == GK_REDUCTION_MEAN, wg_f32(d->ce.label_smoothing),
                                 wg_f32(d->ce.grad_scale), fwd && d->ce.fused_grad, fwd, 0x7fc00000u};
-  memcpy(wg_pass(r, 0, (uint64_t)rows), p, sizeof p);
-  memcpy(wg_pass(r, 1, 1), p, sizeof p);
-  if (grad) memcpy(wg_pass(r, 2, groups_for(rows * V)), p, sizeof p);
+  memcpy(wg_pass_bound(r, 0, (uint64_t)rows, 3, per_row), p, sizeof p);
+  memcpy(wg_pass_bound(r, 1, 1, 2, total), p, sizeof p);
+  if (grad) memcpy(wg_pass_bound(r, 2, groups_for(rows * V), 5, gradient), p, sizeof p);
   return GK_SUCCESS;
 }
 
@@ -303,7 +388,9 @@ static gk_status plan_embedding(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int64_t P = prod(d->shape, 0, d->rank), V = d->embedding.num_embeddings, D = d->embedding.dim;
   bool fwd = d->direction == GK_FORWARD;
-  uint32_t *p = wg_pass(r, 0, groups_for(fwd ? P * D : V * D));
+  static const gk_arg_kind forward[] = {GK_ARG_INDEX, GK_ARG_WEIGHT, GK_ARG_Y},
+                           backward[] = {GK_ARG_INDEX, GK_ARG_DY, GK_ARG_DWEIGHT};
+  uint32_t *p = wg_pass_bound(r, 0, groups_for(fwd ? P * D : V * D), 3, fwd ? forward : backward);
   const gk_arg_kind kinds[] = {GK_ARG_WEIGHT, GK_ARG_INDEX, GK_ARG_Y, GK_ARG_DY, GK_ARG_DWEIGHT};
   for (int i = 0; i < 5; i++) p[i] = r->slot[kinds[i]];
   p[5] = (uint32_t)P;
@@ -339,10 +426,11 @@ static gk_status plan_rope(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   bool fwd = d->direction == GK_FORWARD, bhtd = d->rope.layout == GK_ROPE_BHTD;
   int64_t pairs = prod(d->shape, 0, 4) / 2;
-  uint32_t *p = wg_pass(r, 0, groups_for(pairs));
+  const gk_arg_kind bind[] = {fwd ? GK_ARG_X : GK_ARG_DY, fwd ? GK_ARG_Y : GK_ARG_DX, WG_ARG_CONSTANTS};
+  uint32_t *p = wg_pass_bound(r, 0, groups_for(pairs), 3, bind);
   p[0] = r->slot[fwd ? GK_ARG_X : GK_ARG_DY];
   p[1] = r->slot[fwd ? GK_ARG_Y : GK_ARG_DX];
-  p[2] = r->constants;
+  p[2] = r->slot[WG_ARG_CONSTANTS];
   p[3] = (uint32_t)pairs;
   p[4] = (uint32_t)rope_T(d);
   p[5] = (uint32_t)d->shape[bhtd ? 1 : 2];
@@ -462,13 +550,21 @@ static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
 // ---------------------------------------------------------------- the table
 static const wg_family activation = {.name = "activation", .source = gk_wgsl_activation, .forward = {"forward"},
                                      .backward = {"backward"}, .plan = plan_activation,
-                                     .overrides = activation_overrides, .bound = true};
-static const wg_family gated = {.name = "gated", .source = gk_wgsl_gated, .forward = {"forward"},
-                                .backward = {"backward"}, .plan = plan_gated, .overrides = gated_overrides};
-static const wg_family binary = {.name = "binary", .source = gk_wgsl_binary, .forward = {"forward"},
-                                 .backward = {"reduce_grad"}, .plan = plan_binary};
+                                     .overrides = activation_overrides, .bound = true,
+                                     .split = split_activation};
+static const wg_family gated = {.name = "gated", .source = gk_wgsl_gated, .forward = {"forward", "forward_split"},
+                                .backward = {"backward", "backward_split"}, .plan = plan_gated,
+                                .overrides = gated_overrides, .bound = true, .split = split_gated};
+// add and mul: one shader; their backward passes bind different tensors.
+static const wg_family add = {.name = "add", .source = gk_wgsl_binary, .forward = {"forward"},
+                              .backward = {"reduce_grad"}, .plan = plan_binary, .overrides = binary_overrides,
+                              .bound = true, .split = split_binary};
+static const wg_family mul = {.name = "mul", .source = gk_wgsl_binary, .forward = {"forward"},
+                              .backward = {"reduce_grad_mul"}, .plan = plan_binary, .overrides = binary_overrides,
+                              .bound = true, .split = split_binary};
 static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .forward = {"forward"},
-                               .backward = {"backward_dx", "backward_params"}, .plan = plan_norm};
+                               .backward = {"backward_dx", "backward_params"}, .plan = plan_norm,
+                               .overrides = norm_overrides, .bound = true, .split = split_norm};
 static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .forward = {"product"},
                                  .backward = {"product", "column_sum"}, .plan = plan_linear};
 static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .forward = {"product"},
@@ -476,11 +572,11 @@ static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .fo
 static const wg_family cross_entropy = {.name = "cross_entropy", .source = gk_wgsl_cross_entropy,
                                         .forward = {"per_row", "total", "grad"},
                                         .backward = {"per_row", "total", "grad"},
-                                        .decline = decline_cross_entropy, .plan = plan_cross_entropy};
+                                        .decline = decline_cross_entropy, .plan = plan_cross_entropy, .bound = true};
 static const wg_family embedding = {.name = "embedding", .source = gk_wgsl_embedding, .forward = {"forward"},
-                                    .backward = {"backward"}, .plan = plan_embedding};
+                                    .backward = {"backward"}, .plan = plan_embedding, .bound = true};
 static const wg_family rope = {.name = "rope", .source = gk_wgsl_rope, .forward = {"rotate"}, .backward = {"rotate"},
-                               .plan = plan_rope, .constants = rope_constants};
+                               .plan = plan_rope, .constants = rope_constants, .bound = true};
 static const wg_family attention = {.name = "attention", .source = gk_wgsl_attention, .forward = {"forward"},
                                     .backward = {"delta", "dq", "dkv"}, .decline = decline_attention,
                                     .plan = plan_attention};
@@ -491,13 +587,14 @@ static const wg_family scan = {.name = "scan", .source = gk_wgsl_scan, .forward 
                                .plan = plan_scan};
 static const wg_family softmax = {.name = "softmax", .source = gk_wgsl_softmax, .forward = {"forward"},
                                   .backward = {"backward"}, .plan = plan_softmax, .overrides = softmax_overrides,
-                                  .bound = true};
+                                  .bound = true, .split = split_softmax};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
   switch (plan->desc.op) {
   case GK_OP_RELU: case GK_OP_GELU: case GK_OP_SILU: case GK_OP_SIGMOID: case GK_OP_SOFTPLUS: return &activation;
   case GK_OP_GLU: case GK_OP_REGLU: case GK_OP_SWIGLU: case GK_OP_GEGLU: return &gated;
-  case GK_OP_ADD: case GK_OP_MUL: return &binary;
+  case GK_OP_ADD: return &add;
+  case GK_OP_MUL: return &mul;
   case GK_OP_RMSNORM: case GK_OP_LAYERNORM: return &norm;
   case GK_OP_SOFTMAX: case GK_OP_LOG_SOFTMAX: return &softmax;
   case GK_OP_LINEAR: return &linear;

@@ -9,6 +9,10 @@
 #include <stdint.h>
 
 enum { WG_PARAM_WORDS = 64, WG_MAX_PASSES = 8, WG_MAX_ENTRIES = 6, WG_MAX_BINDINGS = 6 };
+// What a bound family's pass may bind besides the run's tensors (after the
+// gk_arg_kind values): the plan's constants (wg_family.constants, bound
+// where they lie), the run's scratch (wg_bound_scratch).
+enum { WG_ARG_CONSTANTS = GK_ARG_COUNT_, WG_ARG_SCRATCH, WG_KINDS };
 
 // One dispatch: the family's entry point, its workgroups, its parameters
 // (the words of the shader's Params struct), and for a family that binds
@@ -30,12 +34,13 @@ typedef struct wg_pass_t {
 typedef struct wg_run {
   const gk_plan *plan;
   const gk_tensor *const *t;   // the run's tensors by kind (NULL: absent)
-  uint32_t slot[GK_ARG_COUNT_];
-  wg_binding bind[GK_ARG_COUNT_];  // bound families: each tensor's binding (id 0: its arena range)
+  uint32_t slot[WG_KINDS];
+  wg_binding bind[WG_KINDS];   // bound families: each tensor's binding (id 0: its arena range)
   bool staged[GK_ARG_COUNT_];
   uint32_t stage_at[GK_ARG_COUNT_];
-  uint32_t constants;          // the slot of the family's constants
   uint64_t words;
+  int64_t units;               // split families: the units (wg_family.split) this run covers
+  bool oversized;              // a tensor's range is over the binding limit
   wg_pass_t pass[WG_MAX_PASSES];
   int npass;
   bool overflow;
@@ -43,10 +48,15 @@ typedef struct wg_run {
 
 // `words` scratch words in the arena; their slot.
 uint32_t wg_scratch(wg_run *r, uint64_t words);
+// A bound family's scratch: `words` words of the arena that passes bind as
+// WG_ARG_SCRATCH (from its word 0).
+void wg_bound_scratch(wg_run *r, uint64_t words);
 // Append a pass of entry `entry` (an index into the family's entry list)
 // over `groups` workgroups; fill the returned parameter words.
 uint32_t *wg_pass(wg_run *r, int entry, uint64_t groups);
-// The same for a bound family: the pass binds the `nbind` tensors `bind`.
+// The same for a bound family: the pass binds the `nbind` tensors `bind`
+// (a kind the run lacks: a word of the arena of its own, for shaders that
+// use its binding statically).
 uint32_t *wg_pass_bound(wg_run *r, int entry, uint64_t groups, int nbind, const gk_arg_kind *bind);
 // The bits of v as an f32 parameter word.
 uint32_t wg_f32(double v);
@@ -62,7 +72,8 @@ typedef struct wg_family {
   const char *(*decline)(const gk_plan *plan);   // NULL: takes every f32 description
   gk_status (*plan)(const gk_plan *plan, wg_run *r);
   // Plan constants (RoPE's angles): NULL, or fills *data (malloc) and
-  // returns its words; uploaded at plan creation, copied to r->constants.
+  // returns its words; uploaded at plan creation into a buffer that the
+  // passes of a bound family bind as WG_ARG_CONSTANTS.
   uint32_t (*constants)(const gk_plan *plan, float **data);
   // Values of the shader's override constants, baked into the plan's
   // pipelines ("NAME=value,...", at most `cap` bytes), or NULL for none: a
@@ -73,6 +84,13 @@ typedef struct wg_family {
   // made with wg_pass_bound), so contiguous tensors are read and written
   // where they lie instead of being copied through the arena.
   bool bound;
+  // Bound families whose run can be split (NULL: it cannot): the units
+  // (elements, rows) a run covers, and for each tensor kind the elements
+  // of one unit (0: bound whole by every piece). A run whose tensors'
+  // ranges or arena are over maxStorageBufferBindingSize runs in pieces of
+  // whole units (wg_run_kernel); plan() then covers r->units units of
+  // tensors that start at the piece.
+  int64_t (*split)(const gk_plan *plan, int64_t *per_unit);
 } wg_family;
 
 const wg_family *wg_family_of(const gk_plan *plan);

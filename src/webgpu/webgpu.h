@@ -59,4 +59,9 @@ GK_WEBGPU_IMPORT(submit) void gkwg_submit(void);
 // Wait for everything queued: 0, or 1 with the device's error in `message`.
 GK_WEBGPU_IMPORT(wait) int32_t gkwg_wait(char *message, uint32_t cap);
 
+// A test knob: use `bytes` as maxStorageBufferBindingSize where it is
+// below the device's (0: the device's again), so that tests reach the
+// split of runs over it (wg_family.split) with small tensors.
+void gk_webgpu_test_binding_limit(uint32_t bytes);
+
 #endif

@@ -7,14 +7,25 @@
 // Backward's reduce_grad runs once per operand g: one invocation per
 // element of g, summing in row-major order over `red`, the dims g was
 // broadcast along (red_shape: y's size there, 1 elsewhere).
+// Each tensor is bound by itself, starting at its word p.<name> there:
+// forward a, b, y; reduce_grad (add) dy, g; reduce_grad_mul dy, the other
+// operand, g. Add or mul is an override constant of the plan's pipelines.
+override IS_MUL: u32;
 struct Params {
-  a: u32, b: u32, y: u32, n: u32, rank: u32, is_mul: u32, alpha: f32, other: u32,
+  a: u32, b: u32, y: u32, n: u32, rank: u32, pad0: u32, alpha: f32, other: u32,
   shape: array<vec4<u32>, 2>,       // y's shape (forward) / g's shape in y's dims (reduce_grad)
   a_str: array<vec4<u32>, 2>,       // forward: a's strides / reduce_grad: dy's strides
   b_str: array<vec4<u32>, 2>,       // forward: b's strides / reduce_grad: the other operand's strides
   red_shape: array<vec4<u32>, 2>,
 }
 @group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read_write> a: array<f32>;
+@group(0) @binding(3) var<storage, read_write> b: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dy: array<f32>;
+@group(0) @binding(3) var<storage, read_write> g_add: array<f32>;
+@group(0) @binding(3) var<storage, read_write> other: array<f32>;
+@group(0) @binding(4) var<storage, read_write> g_mul: array<f32>;
 
 fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 { return v[d / 4u][d % 4u]; }
 
@@ -32,41 +43,62 @@ fn forward(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) n
     ia += k * dim(p.a_str, u32(d));
     ib += k * dim(p.b_str, u32(d));
   }
-  let a = m[p.a + ia];
-  let b = m[p.b + ib];
-  m[p.y + i] = select(a + p.alpha * b, p.alpha * a * b, p.is_mul == 1u);
+  let a = a[p.a + ia];
+  let b = b[p.b + ib];
+  y[p.y + i] = select(a + p.alpha * b, p.alpha * a * b, IS_MUL == 1u);
 }
 
 // g[i] = alpha sum over the broadcast dims of dy (times the other operand for mul).
 // Params: a = dy's slot, b = the other operand's slot, y = g's slot, n = g's elements.
+// g's element i: its index in y's dims (size 1 along the broadcast dims)
+// and the number of terms of its sum.
+struct Reduced { idx: array<u32, 8>, count: u32 }
+fn reduced(i: u32) -> Reduced {
+  var out: Reduced;
+  var rest = i;
+  out.count = 1u;
+  for (var d = i32(p.rank) - 1; d >= 0; d--) {
+    let n = dim(p.shape, u32(d));
+    out.idx[d] = rest % n;
+    rest /= n;
+    out.count *= dim(p.red_shape, u32(d));
+  }
+  return out;
+}
+// Term r of the sum: its element of dy and of the other operand.
+fn term(g: Reduced, r: u32) -> vec2u {
+  var rr = r;
+  var iy = 0u;
+  var io = 0u;
+  for (var d = i32(p.rank) - 1; d >= 0; d--) {
+    let n = dim(p.red_shape, u32(d));
+    let k = g.idx[d] + rr % n;
+    rr /= n;
+    iy += k * dim(p.a_str, u32(d));
+    io += k * dim(p.b_str, u32(d));
+  }
+  return vec2u(iy, io);
+}
+
 @compute @workgroup_size(64)
 fn reduce_grad(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let i = flat_id(gid, nwg);
   if (i >= p.n) { return; }
-  // g's index in y's dims (size 1 along the broadcast dims).
-  var idx: array<u32, 8>;
-  var rest = i;
-  var count = 1u;
-  for (var d = i32(p.rank) - 1; d >= 0; d--) {
-    let n = dim(p.shape, u32(d));
-    idx[d] = rest % n;
-    rest /= n;
-    count *= dim(p.red_shape, u32(d));
-  }
+  let g = reduced(i);
   var sum = 0.0;
-  for (var r = 0u; r < count; r++) {
-    var rr = r;
-    var iy = 0u;
-    var io = 0u;
-    for (var d = i32(p.rank) - 1; d >= 0; d--) {
-      let n = dim(p.red_shape, u32(d));
-      let k = idx[d] + rr % n;
-      rr /= n;
-      iy += k * dim(p.a_str, u32(d));
-      io += k * dim(p.b_str, u32(d));
-    }
-    let dy = m[p.a + iy];
-    sum += select(dy, dy * m[p.b + io], p.is_mul == 1u);
+  for (var r = 0u; r < g.count; r++) { sum += dy[p.a + term(g, r).x]; }
+  g_add[p.y + i] = p.alpha * sum;
+}
+
+@compute @workgroup_size(64)
+fn reduce_grad_mul(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let i = flat_id(gid, nwg);
+  if (i >= p.n) { return; }
+  let g = reduced(i);
+  var sum = 0.0;
+  for (var r = 0u; r < g.count; r++) {
+    let at = term(g, r);
+    sum += dy[p.a + at.x] * other[p.b + at.y];
   }
-  m[p.y + i] = p.alpha * sum;
+  g_mul[p.y + i] = p.alpha * sum;
 }

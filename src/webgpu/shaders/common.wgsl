@@ -9,10 +9,6 @@ const WG: u32 = 64u;
 fn flat_id(gid: vec3u, nwg: vec3u) -> u32 { return gid.x + gid.y * nwg.x * WG; }
 fn group_id(wid: vec3u, nwg: vec3u) -> u32 { return wid.x + wid.y * nwg.x; }
 
-// An index tensor's element i (i32, or the low word of an i64: core has
-// checked every value against the op's range).
-fn index_at(slot: u32, i: u32, words: u32) -> i32 { return bitcast<i32>(m[slot + i * words]); }
-
 var<workgroup> red: array<f32, 64>;
 // Sum (or max, with is_max) of v over the 64 invocations of the workgroup:
 // a tree in a fixed order, so the same bits every run. Call from uniform

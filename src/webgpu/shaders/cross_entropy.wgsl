@@ -12,7 +12,21 @@ struct Params {
   index_words: u32, ignore: i32, mean: u32, eps: f32, grad_scale: f32, fused: u32, has_loss: u32, nan_bits: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
+// Each tensor bound by itself, starting at its word p.<name> there, and the
+// run's scratch (from word p.scratch): per_row scratch, logits, targets;
+// total scratch, loss; grad scratch, logits, targets, dloss, dlogits (an
+// absent loss or dloss: a word of its own, never read).
 // scratch: [0, rows) loss_r, [rows, 2 rows) valid_r, [2 rows, 3 rows) lse_r, 3 rows: the count.
+@group(0) @binding(2) var<storage, read_write> scratch: array<f32>;
+@group(0) @binding(3) var<storage, read_write> logits: array<f32>;
+@group(0) @binding(3) var<storage, read_write> loss_out: array<f32>;
+@group(0) @binding(4) var<storage, read_write> targets: array<i32>;
+@group(0) @binding(5) var<storage, read_write> dloss: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dlogits: array<f32>;
+
+// Row r's target (i32, or the low word of an i64: core has checked every
+// value against V).
+fn target_of(r: u32) -> i32 { return targets[p.targets + r * p.index_words]; }
 
 @compute @workgroup_size(64)
 fn per_row(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
@@ -21,21 +35,21 @@ fn per_row(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
   if (r >= p.rows) { return; }
   let base = p.logits + r * p.V;
   var mx = -3.4028234e38;
-  for (var j = lid; j < p.V; j += WG) { mx = max(mx, m[base + j]); }
+  for (var j = lid; j < p.V; j += WG) { mx = max(mx, logits[base + j]); }
   mx = wg_max(mx, lid);
   var s = 0.0;
   var sx = 0.0;
-  for (var j = lid; j < p.V; j += WG) { s += exp(m[base + j] - mx); sx += m[base + j]; }
+  for (var j = lid; j < p.V; j += WG) { s += exp(logits[base + j] - mx); sx += logits[base + j]; }
   let lse = mx + log(wg_sum(s, lid));
   let sum_x = wg_sum(sx, lid);
   if (lid == 0u) {
-    let t = index_at(p.targets, r, p.index_words);
+    let t = target_of(r);
     let valid = t != p.ignore;
     var loss = 0.0;
-    if (valid) { loss = (1.0 - p.eps) * (lse - m[base + u32(t)]) + p.eps * (lse - sum_x / f32(p.V)); }
-    m[p.scratch + r] = loss;
-    m[p.scratch + p.rows + r] = select(0.0, 1.0, valid);
-    m[p.scratch + 2u * p.rows + r] = lse;
+    if (valid) { loss = (1.0 - p.eps) * (lse - logits[base + u32(t)]) + p.eps * (lse - sum_x / f32(p.V)); }
+    scratch[p.scratch + r] = loss;
+    scratch[p.scratch + p.rows + r] = select(0.0, 1.0, valid);
+    scratch[p.scratch + 2u * p.rows + r] = lse;
   }
 }
 
@@ -43,15 +57,15 @@ fn per_row(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
 fn total(@builtin(local_invocation_index) lid: u32) {
   var s = 0.0;
   var c = 0.0;
-  for (var r = lid; r < p.rows; r += WG) { s += m[p.scratch + r]; c += m[p.scratch + p.rows + r]; }
+  for (var r = lid; r < p.rows; r += WG) { s += scratch[p.scratch + r]; c += scratch[p.scratch + p.rows + r]; }
   s = wg_sum(s, lid);
   c = wg_sum(c, lid);
   if (lid == 0u) {
-    m[p.scratch + 3u * p.rows] = c;
+    scratch[p.scratch + 3u * p.rows] = c;
     if (p.has_loss == 1u) {
       var loss = s;
       if (p.mean == 1u) { loss = select(s / c, bitcast<f32>(p.nan_bits), c == 0.0); }
-      m[p.loss] = loss;
+      loss_out[p.loss] = loss;
     }
   }
 }
@@ -62,13 +76,13 @@ fn grad(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   if (e >= p.rows * p.V) { return; }
   let r = e / p.V;
   let j = e % p.V;
-  let t = index_at(p.targets, r, p.index_words);
+  let t = target_of(r);
   var v = 0.0;
   if (t != p.ignore) {
-    var g = select(m[p.dloss], p.grad_scale, p.fused == 1u);
-    if (p.mean == 1u) { g /= m[p.scratch + 3u * p.rows]; }
+    var g = select(dloss[p.dloss], p.grad_scale, p.fused == 1u);
+    if (p.mean == 1u) { g /= scratch[p.scratch + 3u * p.rows]; }
     let onehot = select(0.0, 1.0 - p.eps, u32(t) == j);
-    v = g * (exp(m[p.logits + e] - m[p.scratch + 2u * p.rows + r]) - onehot - p.eps / f32(p.V));
+    v = g * (exp(logits[p.logits + e] - scratch[p.scratch + 2u * p.rows + r]) - onehot - p.eps / f32(p.V));
   }
-  m[p.dlogits + e] = v;
+  dlogits[p.dlogits + e] = v;
 }

@@ -7,14 +7,41 @@
 //   forward    y = xhat w + b            (w = 1, b = 0 when absent)
 //   backward   g = dy w;  dx = rstd (g - [LayerNorm] mean(g) - xhat mean(g xhat))
 //              dw[c] (+)= sum_r dy xhat,  db[c] (+)= sum_r dy
+// Each tensor is bound by itself, starting at its word p.<name> there:
+//   forward          x, w, mean, rstd, b, y
+//   backward_dx      x, w, mean, rstd, dy, dx
+//   backward_params  x, dw, mean, rstd, dy, db
+// (an absent weight, bias or mean: a word of its own, never read).
+// LayerNorm or RMSNorm, weight, bias and accumulate are override constants
+// of the plan's pipelines.
+override IS_LN: u32;
+override HAS_W: u32;
+override HAS_B: u32;
+override ACCUMULATE: u32;
 struct Params {
   x: u32, w: u32, b: u32, y: u32, mean: u32, rstd: u32, dy: u32, dx: u32, dw: u32, db: u32,
-  rows: u32, cols: u32, eps: f32, is_ln: u32, has_w: u32, has_b: u32, accumulate: u32,
+  rows: u32, cols: u32, eps: f32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read_write> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> w: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dw: array<f32>;
+@group(0) @binding(4) var<storage, read_write> mean_of: array<f32>;
+@group(0) @binding(5) var<storage, read_write> rstd_of: array<f32>;
+@group(0) @binding(6) var<storage, read_write> b: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dy: array<f32>;
+@group(0) @binding(7) var<storage, read_write> y: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(7) var<storage, read_write> db: array<f32>;
 
-fn weight(c: u32) -> f32 { return select(1.0, m[p.w + c], p.has_w == 1u); }
-fn row_mean(r: u32) -> f32 { return select(0.0, m[p.mean + r], p.is_ln == 1u); }
+fn weight(c: u32) -> f32 {
+  if (HAS_W == 1u) { return w[p.w + c]; }
+  return 1.0;
+}
+fn row_mean(r: u32) -> f32 {
+  if (IS_LN == 1u) { return mean_of[p.mean + r]; }
+  return 0.0;
+}
 
 @compute @workgroup_size(64)
 fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
@@ -25,19 +52,19 @@ fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
   let n = f32(p.cols);
   // (Barriers stay out of branches: OpenGL ES allows them in no control flow.)
   var s = 0.0;
-  for (var c = lid; c < p.cols; c += WG) { s += m[p.x + base + c]; }
-  let mean = select(0.0, wg_sum(s, lid) / n, p.is_ln == 1u);
+  for (var c = lid; c < p.cols; c += WG) { s += x[p.x + base + c]; }
+  let mean = select(0.0, wg_sum(s, lid) / n, IS_LN == 1u);
   var q = 0.0;
-  for (var c = lid; c < p.cols; c += WG) { let v = m[p.x + base + c] - mean; q += v * v; }
+  for (var c = lid; c < p.cols; c += WG) { let v = x[p.x + base + c] - mean; q += v * v; }
   let rstd = 1.0 / sqrt(wg_sum(q, lid) / n + p.eps);
   for (var c = lid; c < p.cols; c += WG) {
-    var v = (m[p.x + base + c] - mean) * rstd * weight(c);
-    if (p.has_b == 1u) { v += m[p.b + c]; }
-    m[p.y + base + c] = v;
+    var v = (x[p.x + base + c] - mean) * rstd * weight(c);
+    if (HAS_B == 1u) { v += b[p.b + c]; }
+    y[p.y + base + c] = v;
   }
   if (lid == 0u) {
-    m[p.rstd + r] = rstd;
-    if (p.is_ln == 1u) { m[p.mean + r] = mean; }
+    rstd_of[p.rstd + r] = rstd;
+    if (IS_LN == 1u) { mean_of[p.mean + r] = mean; }
   }
 }
 
@@ -49,20 +76,20 @@ fn backward_dx(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
   let base = r * p.cols;
   let n = f32(p.cols);
   let mean = row_mean(r);
-  let rstd = m[p.rstd + r];
+  let rstd = rstd_of[p.rstd + r];
   var s_g = 0.0;
   var s_gx = 0.0;
   for (var c = lid; c < p.cols; c += WG) {
-    let g = m[p.dy + base + c] * weight(c);
+    let g = dy[p.dy + base + c] * weight(c);
     s_g += g;
-    s_gx += g * (m[p.x + base + c] - mean) * rstd;
+    s_gx += g * (x[p.x + base + c] - mean) * rstd;
   }
-  let mean_g = select(0.0, wg_sum(s_g, lid) / n, p.is_ln == 1u);
+  let mean_g = select(0.0, wg_sum(s_g, lid) / n, IS_LN == 1u);
   let mean_gx = wg_sum(s_gx, lid) / n;
   for (var c = lid; c < p.cols; c += WG) {
-    let g = m[p.dy + base + c] * weight(c);
-    let xhat = (m[p.x + base + c] - mean) * rstd;
-    m[p.dx + base + c] = rstd * (g - mean_g - xhat * mean_gx);
+    let g = dy[p.dy + base + c] * weight(c);
+    let xhat = (x[p.x + base + c] - mean) * rstd;
+    dx[p.dx + base + c] = rstd * (g - mean_g - xhat * mean_gx);
   }
 }
 
@@ -74,14 +101,14 @@ fn backward_params(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) n
   var s_w = 0.0;
   var s_b = 0.0;
   for (var r = lid; r < p.rows; r += WG) {
-    let dy = m[p.dy + r * p.cols + c];
-    s_w += dy * (m[p.x + r * p.cols + c] - row_mean(r)) * m[p.rstd + r];
-    s_b += dy;
+    let g = dy[p.dy + r * p.cols + c];
+    s_w += g * (x[p.x + r * p.cols + c] - row_mean(r)) * rstd_of[p.rstd + r];
+    s_b += g;
   }
   s_w = wg_sum(s_w, lid);
   s_b = wg_sum(s_b, lid);
   if (lid == 0u) {
-    if (p.has_w == 1u) { m[p.dw + c] = select(s_w, m[p.dw + c] + s_w, p.accumulate == 1u); }
-    if (p.has_b == 1u) { m[p.db + c] = select(s_b, m[p.db + c] + s_b, p.accumulate == 1u); }
+    if (HAS_W == 1u) { dw[p.dw + c] = select(s_w, dw[p.dw + c] + s_w, ACCUMULATE == 1u); }
+    if (HAS_B == 1u) { db[p.db + c] = select(s_b, db[p.db + c] + s_b, ACCUMULATE == 1u); }
   }
 }

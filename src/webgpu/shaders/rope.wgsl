@@ -8,6 +8,10 @@
 struct Params { src: u32, dst: u32, table: u32, pairs: u32, T: u32, H: u32, Dh: u32, bhtd: u32,
                 interleaved: u32, inverse: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
+// Each bound by itself, starting at its word p.<name> there: src, dst, the table.
+@group(0) @binding(2) var<storage, read_write> src: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(4) var<storage, read_write> table: array<f32>;
 
 @compute @workgroup_size(64)
 fn rotate(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
@@ -19,10 +23,10 @@ fn rotate(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw
   let t = select((row / p.H) % p.T, row % p.T, p.bhtd == 1u);
   let ia = row * p.Dh + select(i, 2u * i, p.interleaved == 1u);
   let ib = ia + select(half, 1u, p.interleaved == 1u);
-  let c = m[p.table + t * half + i];
-  let s = select(1.0, -1.0, p.inverse == 1u) * m[p.table + p.T * half + t * half + i];
-  let a = m[p.src + ia];
-  let b = m[p.src + ib];
-  m[p.dst + ia] = a * c - b * s;
-  m[p.dst + ib] = b * c + a * s;
+  let c = table[p.table + t * half + i];
+  let s = select(1.0, -1.0, p.inverse == 1u) * table[p.table + p.T * half + t * half + i];
+  let a = src[p.src + ia];
+  let b = src[p.src + ib];
+  dst[p.dst + ia] = a * c - b * s;
+  dst[p.dst + ib] = b * c + a * s;
 }
