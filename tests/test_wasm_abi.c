@@ -47,7 +47,7 @@ static uint32_t f32_bits(float f) {
 
 // A case: the op and its params without the dtype field, and the fields of
 // the extended form after it (nnext of them; MIXED: f32 in the f16 and bf16
-// modules, the module's dtype in the others).
+// modules, the module's dtype in the others; SAME: the module's dtype).
 typedef struct abi_case {
   gk_op op;
   const char *variant;
@@ -57,9 +57,10 @@ typedef struct abi_case {
   uint32_t next[4];
 } abi_case;
 
-enum { MIXED = 0xFFFFFF01u };
+enum { MIXED = 0xFFFFFF01u, SAME = 0xFFFFFF02u };
 
 static uint32_t next_field(const abi_case *c, int i, gk_dtype dt) {
+  if (c->next[i] == SAME) return (uint32_t)dt;
   if (c->next[i] != MIXED) return c->next[i];
   return dt == GK_F16 || dt == GK_BF16 ? GK_F32 : (uint32_t)dt;
 }
@@ -118,6 +119,8 @@ static const abi_case cases[] = {
     {GK_OP_EMBEDDING, "i64", 4, {7, 11, 6, 3}, 1, {GK_I64}},
     {GK_OP_CONV1D, "channel_last", 8, {2, 6, 9, 4, 1, 1, 1, 1}, 1, {1}},
     {GK_OP_CONV1D, "channel_last_plain", 8, {2, 6, 9, 3, 1, 0, 0, 0}, 1, {1}},
+    {GK_OP_SELECTIVE_SCAN, "mixed", 14, {2, 6, 10, 4, 1, 0, 1, 1, 1, 1, 1, 1, 1, 4}, 3, {MIXED, MIXED, MIXED}},
+    {GK_OP_SELECTIVE_SCAN, "mixed_c", 14, {2, 6, 10, 4, 2, 2, 3, 0, 0, 0, 0, 0, 0, 64}, 3, {MIXED, SAME, MIXED}},
     {GK_ABI_OP_SGD, "momentum", 7, {9, F(0x3c23d70a /* 0.01f */), F(0x3f666666 /* 0.9f */), F(0x3dcccccd /* 0.1f */), F(0x3d4ccccd /* 0.05f */), 0, 3}, 0, {0}},
     {GK_ABI_OP_SGD, "nesterov_first", 7, {9, F(0x3c23d70a /* 0.01f */), F(0x3f666666 /* 0.9f */), 0, 0, 1, 1}, 0, {0}},
     {GK_ABI_OP_SGD, "plain", 7, {9, F(0x3dcccccd /* 0.1f */), 0, 0, F(0x3d4ccccd /* 0.05f */), 0, 2}, 0, {0}},
@@ -235,6 +238,8 @@ static void desc_of(const abi_case *c, gk_dtype dt, gk_direction dir, gk_op_desc
       d->scan.groups = f[6], d->scan.has_D = (int)f[7], d->scan.has_z = (int)f[8];
       d->scan.has_delta_bias = (int)f[9], d->scan.delta_softplus = (int)f[10];
       d->scan.has_initial_state = (int)f[11], d->scan.has_final_state = (int)f[12], d->scan.chunk_size = f[13];
+      d->param_dtype = (int)ext_or(c, 0, dt, (uint32_t)dt);
+      d->scan.b_dtype = (int)ext_or(c, 1, dt, (uint32_t)dt), d->scan.c_dtype = (int)ext_or(c, 2, dt, (uint32_t)dt);
     }
     return;
   }
@@ -314,7 +319,7 @@ static void fill_tensor(host *h, uint32_t at, const gk_abi_tensor *t, const abi_
 }
 
 static void prepare(host *h, const abi_case *c, gk_dtype dt, gk_direction dir, call *k) {
-  uint32_t params[16];
+  uint32_t params[20];
   memcpy(params, c->fields, 4 * c->nfields);
   params[c->nfields] = (uint32_t)dt;
   for (uint32_t i = 0; i < c->nnext; i++) params[c->nfields + 1 + i] = next_field(c, (int)i, dt);
@@ -491,6 +496,12 @@ static int bad_edits(const abi_case *c, const call *k, bad_edit *out) {
     break;
   case GK_OP_CONV1D:
     if (c->nnext) BAD(e, 2, GK_ABI_INVALID_PARAMS, "channel_last 2");
+    break;
+  case GK_OP_SELECTIVE_SCAN:
+    if (!c->nnext) break;
+    BAD(e, 4, GK_ABI_UNKNOWN_DTYPE, "param_dtype 4");
+    BAD(e + 4, GK_F64, GK_ABI_WRONG_DTYPE, "b_dtype f64 in an f32 module");
+    BAD(e + 8, GK_F16, GK_ABI_WRONG_DTYPE, "c_dtype f16 in an f32 module");
     break;
   case GK_ABI_OP_SGD:
     BAD(20, 2, GK_ABI_INVALID_PARAMS, "nesterov 2");

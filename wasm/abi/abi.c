@@ -52,7 +52,10 @@
 //                          or (batch, seq_len, channels) with channel_last 1 (default 0)
 //   selective_scan        {batch, channels, seq_len, d_state, b_layout, c_layout, groups, has_D, has_z,
 //                          has_delta_bias, delta_softplus, has_initial_state, has_final_state,
-//                          chunk_size, dtype}   layouts 0 shared (D,N), 1 batch (B,N,L), 2 grouped (B,G,N,L)
+//                          chunk_size, dtype, + param_dtype, b_dtype, c_dtype}   layouts 0 shared (D,N),
+//                          1 batch (B,N,L), 2 grouped (B,G,N,L); param_dtype of A, D, delta_bias and their
+//                          gradients, b_dtype of B and dB, c_dtype of C and dC: each the module's dtype,
+//                          or 0 (f32) in the f16 and bf16 modules
 //   adamw                 {num_elements, f32 lr, f32 beta1, f32 beta2, f32 eps, f32 weight_decay, step, dtype}
 //                         one step of torch's AdamW; step counts from 1
 //   sgd                   {num_elements, f32 lr, f32 momentum, f32 dampening, f32 weight_decay, nesterov,
@@ -60,7 +63,7 @@
 //   clip_grad_norm        {num_elements, f32 max_norm, dtype}   torch's clip_grad_norm_ (L2) on one
 //                         gradient region (gk_clip_grad_norm)
 
-enum { MAX_FIELDS = 16 };
+enum { MAX_FIELDS = 18 };
 
 static uint32_t field_count(gk_op op) {
   switch ((int)op) {  // (the optimizers are past the enum)
@@ -89,11 +92,17 @@ static uint32_t ext_count(gk_op op) {
   case GK_OP_CROSS_ENTROPY: return 7;                                                     // index_dtype
   case GK_OP_EMBEDDING: return 6;                                                         // index_dtype
   case GK_OP_CONV1D: return 10;                                                           // channel_last
+  case GK_OP_SELECTIVE_SCAN: return 18;                                   // param_dtype, b_dtype, c_dtype
   default: return 0;
   }
 }
 
-static bool has_param_dtype(gk_op op) { return op == GK_OP_RMSNORM || op == GK_OP_LAYERNORM || op == GK_OP_LINEAR; }
+// How many parameter dtype fields (param_dtype, then the scan's b_dtype and
+// c_dtype) the extended form has.
+static uint32_t param_dtype_fields(gk_op op) {
+  if (op == GK_OP_SELECTIVE_SCAN) return 3;
+  return op == GK_OP_RMSNORM || op == GK_OP_LAYERNORM || op == GK_OP_LINEAR;
+}
 static bool has_index_dtype(gk_op op) { return op == GK_OP_CROSS_ENTROPY || op == GK_OP_EMBEDDING; }
 static bool is_optimizer(gk_op op) {
   return op == GK_ABI_OP_ADAMW || op == GK_ABI_OP_SGD || op == GK_ABI_OP_CLIP_GRAD_NORM;
@@ -166,11 +175,11 @@ static gk_abi_code read_fields(const uint8_t *p, uint32_t len, gk_op op, gk_dtyp
     if (dt > GK_BF16) return GK_ABI_UNKNOWN_DTYPE;
     if (dt != (uint32_t)dtype) return GK_ABI_WRONG_DTYPE;
   }
-  if (has_param_dtype(op)) {
-    if (!extended) f[n] = (uint32_t)dtype;
-    if (f[n] > GK_BF16) return GK_ABI_UNKNOWN_DTYPE;
+  for (uint32_t i = n; i < n + param_dtype_fields(op); i++) {
+    if (!extended) f[i] = (uint32_t)dtype;
+    if (f[i] > GK_BF16) return GK_ABI_UNKNOWN_DTYPE;
     bool half = dtype == GK_F16 || dtype == GK_BF16;
-    if (f[n] != (uint32_t)dtype && !(half && f[n] == GK_F32)) return GK_ABI_WRONG_DTYPE;
+    if (f[i] != (uint32_t)dtype && !(half && f[i] == GK_F32)) return GK_ABI_WRONG_DTYPE;
   }
   if (has_index_dtype(op)) {
     if (!extended) f[n] = GK_I32;
@@ -266,6 +275,7 @@ static gk_abi_code decode_params(const uint8_t *p, uint32_t len, gk_op op, gk_dt
     d->scan.has_delta_bias = (int)f[9], d->scan.delta_softplus = (int)f[10];
     d->scan.has_initial_state = (int)f[11], d->scan.has_final_state = (int)f[12];
     d->scan.chunk_size = f[13];
+    d->param_dtype = (int)f[15], d->scan.b_dtype = (int)f[16], d->scan.c_dtype = (int)f[17];
     break;
   default: break;
   }
@@ -326,8 +336,9 @@ static gk_abi_code decode_params(const uint8_t *p, uint32_t len, gk_op op, gk_dt
 // them in place; exp_avg, exp_avg_sq, momentum_buf f32 (f64 for f64), master
 // the f32 copy of f16/bf16 params; clipping scales grad in place and writes
 // the norm before clipping, one f32 (f64 for f64). A non-finite norm is
-// code 1 and writes nothing. Norm weight and bias, linear's bias and their
-// gradients have param_dtype; conv1d's x, y, dx, dy are (B, L, D) with
+// code 1 and writes nothing. Norm weight and bias, linear's bias, the scan's
+// A, D, delta_bias and their gradients have param_dtype (the scan's B, dB
+// b_dtype; C, dC c_dtype); conv1d's x, y, dx, dy are (B, L, D) with
 // channel_last.)
 //
 // RMSNorm's scratch holds the per-row rms = sqrt(mean(x^2) + eps), as the
@@ -409,20 +420,32 @@ static const layout *layout_of(gk_op op, gk_direction dir) {
   return &l[dir == GK_BACKWARD];
 }
 
+// A parameter dtype field's value: the dtype it names, or desc.dtype
+// (GK_DTYPE_SAME).
+static gk_dtype dtype_or_same(const gk_op_desc *d, int field) { return field >= 0 ? (gk_dtype)field : d->dtype; }
+
 // The dtype of an argument, as include/gradkern.h gives it for the
 // descriptions this ABI makes: index tensors desc.index_dtype; norm weight
-// and bias, linear's bias and their gradients desc.param_dtype (when set);
-// saved statistics, losses and the scan's states f32 (f64 for f64); conv1d's
-// states and every other tensor the op's dtype.
+// and bias, linear's bias, the scan's A, D, delta_bias and their gradients
+// desc.param_dtype; the scan's B, dB desc.scan.b_dtype and C, dC
+// desc.scan.c_dtype; saved statistics, losses and the scan's states f32 (f64
+// for f64); conv1d's states and every other tensor the op's dtype.
 static gk_dtype arg_dtype(const gk_op_desc *d, gk_arg_kind k) {
+  if (d->op == GK_OP_SELECTIVE_SCAN) switch (k) {
+    case GK_ARG_A: case GK_ARG_DA: case GK_ARG_D: case GK_ARG_DD: case GK_ARG_DELTA_BIAS: case GK_ARG_DDELTA_BIAS:
+      return dtype_or_same(d, d->param_dtype);
+    case GK_ARG_B: case GK_ARG_DB: return dtype_or_same(d, d->scan.b_dtype);
+    case GK_ARG_C: case GK_ARG_DC: return dtype_or_same(d, d->scan.c_dtype);
+    default: break;
+    }
   switch (k) {
   case GK_ARG_TARGET: case GK_ARG_INDEX: return d->index_dtype;
   case GK_ARG_WEIGHT: case GK_ARG_DWEIGHT:
     if (d->op == GK_OP_LINEAR) return d->dtype;
     // fall through
   case GK_ARG_BIAS: case GK_ARG_DBIAS:
-    if ((d->op == GK_OP_RMSNORM || d->op == GK_OP_LAYERNORM || d->op == GK_OP_LINEAR) && d->param_dtype >= 0)
-      return (gk_dtype)d->param_dtype;
+    if (d->op == GK_OP_RMSNORM || d->op == GK_OP_LAYERNORM || d->op == GK_OP_LINEAR)
+      return dtype_or_same(d, d->param_dtype);
     return d->dtype;
   case GK_ARG_RSTD: case GK_ARG_MEAN: case GK_ARG_LOSS: case GK_ARG_DLOSS: case GK_ARG_LSE:
   case GK_ARG_INITIAL_STATE: case GK_ARG_FINAL_STATE: case GK_ARG_DINITIAL_STATE: case GK_ARG_DFINAL_STATE:
