@@ -59,11 +59,15 @@ typedef struct ew_job {
   } else {                                                                                 \
     LOOP(v, gk_drelu_##S(v), LD, ST);                                                      \
   }
+// The loops load their inputs into locals, relu's gradient factor before
+// dy: with dy read inside `dy * (y > 0 ? 1 : 0)`, gcc if-converts the
+// product into two masked loads of dy, which ran relu's backward 35% slower
+// on AMD Zen 4 (2.7 against 2.0 ms, 4096x2048 f32, one thread).
 #define EW_LOOP_ACT_FWD(F, G, LD, ST) for (int64_t i = 0; i < n; i++) { elem v = LD(in[0][i]); out[0][i] = ST(F); }
 #define EW_LOOP_ACT_BWD(F, G, LD, ST) \
-  for (int64_t i = 0; i < n; i++) { elem v = LD(in[1][i]); out[0][i] = ST(LD(in[0][i]) * G); }
+  for (int64_t i = 0; i < n; i++) { elem v = LD(in[1][i]), g = G, dy = LD(in[0][i]); out[0][i] = ST(dy * g); }
 #define EW_LOOP_GATED_FWD(F, G, LD, ST) \
-  for (int64_t i = 0; i < n; i++) { elem v = LD(in[1][i]); out[0][i] = ST(LD(in[0][i]) * F); }
+  for (int64_t i = 0; i < n; i++) { elem a = LD(in[0][i]), v = LD(in[1][i]); out[0][i] = ST(a * F); }
 #define EW_LOOP_GATED_BWD(F, G, LD, ST)                                                    \
   for (int64_t i = 0; i < n; i++) {                                                        \
     elem v = LD(in[2][i]), dy = LD(in[0][i]), a = LD(in[1][i]);                            \
