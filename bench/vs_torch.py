@@ -551,9 +551,13 @@ def progress(text):
 # ---------------------------------------------------------------- as a user sees it
 
 def user_ops(gk):
-    """(name, shape text, inputs(), gradkern function, torch function): the
-    binding's autograd functions against their torch.nn.functional
-    equivalents, on the same inputs."""
+    """(name, shape text, inputs(), gradkern function, torch function,
+    tensors): the binding's autograd functions against their
+    torch.nn.functional equivalents, on the same inputs. `tensors` is what
+    the forward and the backward must read and write at least, in tensors
+    of the first input's size (each read or written once; weights and
+    per-row statistics left out), with a dense dy and with y.sum()'s
+    stride-0 dy (not read); None for the ops bound by arithmetic."""
     R = (4096, 2048)
     one = lambda: (rnd(R, torch.float32),)  # noqa: E731
     two = lambda: (rnd(R, torch.float32), rnd(R, torch.float32))  # noqa: E731
@@ -562,37 +566,50 @@ def user_ops(gk):
 
     def attn_in():
         return tuple(rnd((B, H, T, Dh), torch.float32) for _ in range(3))
+    act = (5, 4)   # forward x -> y; backward dy, x (or y) -> dx
     return [
-        ("relu", "4096x2048", one, gk.relu, F.relu),
-        ("gelu", "4096x2048", one, gk.gelu, F.gelu),
-        ("silu", "4096x2048", one, gk.silu, F.silu),
-        ("sigmoid", "4096x2048", one, gk.sigmoid, torch.sigmoid),
-        ("softplus", "4096x2048", one, gk.softplus, F.softplus),
-        ("swiglu", "4096x2048 (x, gate)", two, lambda x, g: gk.swiglu(x, gate=g), lambda x, g: x * F.silu(g)),
+        ("relu", "4096x2048", one, gk.relu, F.relu, act),
+        ("gelu", "4096x2048", one, gk.gelu, F.gelu, act),
+        ("silu", "4096x2048", one, gk.silu, F.silu, act),
+        ("sigmoid", "4096x2048", one, gk.sigmoid, torch.sigmoid, act),
+        ("softplus", "4096x2048", one, gk.softplus, F.softplus, act),
+        ("swiglu", "4096x2048 (x, gate)", two, lambda x, g: gk.swiglu(x, gate=g), lambda x, g: x * F.silu(g),
+         (8, 7)),   # x, gate -> y; dy, x, gate -> dx, dgate
         ("rms_norm", "4096x2048", lambda: (rnd(R, torch.float32), rnd(R[-1:], torch.float32)),
-         lambda x, w: gk.rms_norm(x, 2048, w, eps=1e-6), rms_norm),
+         lambda x, w: gk.rms_norm(x, 2048, w, eps=1e-6), rms_norm, act),
         ("layer_norm", "4096x2048", lambda: (rnd(R, torch.float32), rnd(R[-1:], torch.float32),
                                              rnd(R[-1:], torch.float32)),
-         lambda x, w, b: gk.layer_norm(x, 2048, w, b), lambda x, w, b: F.layer_norm(x, (2048,), w, b)),
-        ("softmax", "4096x2048", one, lambda x: gk.softmax(x, -1), lambda x: F.softmax(x, -1)),
+         lambda x, w, b: gk.layer_norm(x, 2048, w, b), lambda x, w, b: F.layer_norm(x, (2048,), w, b), act),
+        ("softmax", "4096x2048", one, lambda x: gk.softmax(x, -1), lambda x: F.softmax(x, -1), act),
         ("cross_entropy", "2048x32000", lambda: (rnd((2048, 32000), torch.float32), torch.randint(0, 32000, (2048,))),
-         gk.cross_entropy, F.cross_entropy),
+         gk.cross_entropy, F.cross_entropy, (3, 3)),   # logits -> loss; logits -> dlogits (dloss a scalar)
         ("rope", "4x1024x16x64", lambda: (rnd((B, T, H, Dh), torch.float32),),
-         lambda x: gk.rope(x), lambda x: rope(x, *rope_tab)),
+         lambda x: gk.rope(x), lambda x: rope(x, *rope_tab), (4, 3)),   # x -> y; dy -> dx
         ("attention", "4x16x1024x64 causal", attn_in,
-         lambda q, k, v: gk.scaled_dot_product_attention(q, k, v, is_causal=True), attention),
+         lambda q, k, v: gk.scaled_dot_product_attention(q, k, v, is_causal=True), attention, None),
         ("linear", "4096x2048 -> 5632", lambda: (rnd(R, torch.float32), rnd((5632, 2048), torch.float32, scale=0.02),
                                                  rnd((5632,), torch.float32)),
-         gk.linear, F.linear),
+         gk.linear, F.linear, None),
     ]
+
+
+def triad_gb_s(repeat, budget):
+    """a = b + s c on three 64 MiB f32 tensors with torch (out=, the same
+    threads as the table): GB/s counting 12 bytes an element, the triad's
+    convention (gradkern bench's limit)."""
+    n = 16 << 20
+    a, b, c = torch.empty(n), torch.rand(n), torch.rand(n)
+    ms = median_ms(lambda: torch.add(b, c, alpha=0.5, out=a), repeat, budget)
+    return 12 * n / (ms * 1e6)
 
 
 def user_table(a, gk):
     """Forward + backward through autograd, both allocating: y.backward(dy)
     with a contiguous dy, and y.sum().backward() (a stride-0 dy)."""
     repeat, budget = (3, 0.6) if a.quick else (7, 3.0)
+    triad = triad_gb_s(repeat, budget)
     rows = []
-    for name, shape, make, gk_fn, torch_fn in user_ops(gk):
+    for name, shape, make, gk_fn, torch_fn, tensors in user_ops(gk):
         if a.op and a.op not in (name, name.replace("_", "")):
             continue
         ins = make()
@@ -610,6 +627,9 @@ def user_table(a, gk):
             row[side + "_sum_ms"] = round(median_ms(step_sum, repeat, budget), 3)
         row["speedup_dy"] = round(row["torch_dy_ms"] / row["gradkern_dy_ms"], 3)
         row["speedup_sum"] = round(row["torch_sum_ms"] / row["gradkern_sum_ms"], 3)
+        if tensors:   # the time the least traffic takes at the triad's rate
+            nbytes = ins[0].numel() * ins[0].element_size()
+            row["bound_dy_ms"], row["bound_sum_ms"] = (round(t * nbytes / (triad * 1e6), 3) for t in tensors)
         if name in MATRIX_OPS and a.blas["reference"]:
             row["speedup_dy"] = row["speedup_sum"] = None
         rows.append(row)
@@ -618,15 +638,24 @@ def user_table(a, gk):
     names = {"rms_norm": "torch: the composite x * rsqrt(mean(x^2) + eps) * w",
              "swiglu": "torch: x * F.silu(gate)", "rope": "torch: the rotate-half composite with cos/sin tables",
              "attention": "torch %s has no F.scaled_dot_product_attention: softmax(q k^T s + mask) v" % torch.__version__}
-    lines = ["| op | shape | gradkern ms y.backward(dy) | torch ms | speedup | gradkern ms y.sum().backward() "
-             "| torch ms | speedup | note |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["Memory bound: the least traffic of forward + backward (each tensor read or written once) at the "
+             "triad's %.1f GB/s (torch.add(b, c, alpha=s, out=a), 3 x 64 MiB f32, measured in this run); "
+             "%% of bound: that time over each side's (over 100%%: some tensors were still in the 32 MiB L3)."
+             % triad, "",
+             "| op | shape | gradkern ms y.backward(dy) | torch ms | speedup | gradkern ms y.sum().backward() "
+             "| torch ms | speedup | memory bound ms (dy, sum) | % of bound gradkern, torch (dy) | (sum) | note |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     def ratio(v):
         return "%.2fx" % v if v is not None else "-"
+    def of_bound(r, kind):
+        b = r.get("bound_%s_ms" % kind)
+        return "%.0f%%, %.0f%%" % (100 * b / r["gradkern_%s_ms" % kind], 100 * b / r["torch_%s_ms" % kind]) if b else "-"
     for r in rows:
         note = names.get(r["op"], "") if r["speedup_dy"] is not None or r["op"] not in MATRIX_OPS else REFUSED
-        lines.append("| %s | %s | %.2f | %.2f | %s | %.2f | %.2f | %s | %s |" % (
+        bound = "%.2f, %.2f" % (r["bound_dy_ms"], r["bound_sum_ms"]) if "bound_dy_ms" in r else "-"
+        lines.append("| %s | %s | %.2f | %.2f | %s | %.2f | %.2f | %s | %s | %s | %s | %s |" % (
             r["op"], r["shape"], r["gradkern_dy_ms"], r["torch_dy_ms"], ratio(r["speedup_dy"]), r["gradkern_sum_ms"],
-            r["torch_sum_ms"], ratio(r["speedup_sum"]), note))
+            r["torch_sum_ms"], ratio(r["speedup_sum"]), bound, of_bound(r, "dy"), of_bound(r, "sum"), note))
     return rows, lines
 
 
