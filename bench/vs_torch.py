@@ -234,9 +234,10 @@ def gated_out(act_fwd):
     tmp = {}
 
     def fwd(ins, y):
-        t = tmp.get(y.shape)
+        key = (y.shape, y.dtype)   # one temporary per shape and dtype
+        t = tmp.get(key)
         if t is None:
-            t = tmp[y.shape] = torch.empty_like(y)
+            t = tmp[key] = torch.empty_like(y)
         act_fwd(ins[1], t)
         torch.mul(ins[0], t, out=y)
     return dict(fwd_out=fwd)
