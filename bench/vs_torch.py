@@ -85,6 +85,9 @@ def parse():
     p.add_argument("--op", help="only this op (as gradkern bench --op)")
     p.add_argument("--tables", default="kernels,user,overhead,model",
                    help="which tables, comma-separated (default: kernels,user,overhead,model)")
+    p.add_argument("--readme", metavar="FILE",
+                   help="also write the tables (every table, in one run) into FILE between the lines "
+                        "'<!-- vs_torch tables -->' and '<!-- /vs_torch tables -->', replacing what is there")
     p.add_argument("--python", default=os.path.join(HERE, "..", "python"),
                    help="directory of the gradkern package to measure (default: the repository's python/)")
     p.add_argument("--train-one", choices=("llama", "llama-patched-unfused-head", "llama-patched", "mamba",
@@ -94,7 +97,36 @@ def parse():
     a = p.parse_args()
     if not set(a.tables.split(",")) <= {"kernels", "user", "overhead", "model"}:
         p.error("--tables: choose from kernels, user, overhead, model")
+    if a.readme and (a.tables != "kernels,user,overhead,model" or a.op or a.quick or a.json):
+        p.error("--readme: the README's tables come from one full run (no --tables, --op, --quick or --json)")
+    if a.readme and readme_block(a.readme) is None:
+        p.error("--readme: %s has no '%s' ... '%s' lines" % (a.readme, README_BEGIN, README_END))
     return a
+
+
+README_BEGIN, README_END = "<!-- vs_torch tables -->", "<!-- /vs_torch tables -->"
+
+
+def readme_block(path):
+    """FILE's text split around its generated block: (before, after), or
+    None when the marker lines are missing."""
+    with open(path) as f:
+        text = f.read()
+    begin, end = text.find(README_BEGIN + "\n"), text.find(README_END + "\n")
+    if begin < 0 or end < begin:
+        return None
+    return text[:begin + len(README_BEGIN) + 1], text[end:]
+
+
+def write_readme(path, lines, seconds):
+    """Replace FILE's generated block with this run's tables, dated."""
+    before, after = readme_block(path)
+    head = "Written by `bench/vs_torch.py --readme %s` on %s in %dm%02ds (`make bench-torch BENCH_ARGS=--readme=%s`)." % (
+        os.path.basename(path), time.strftime("%Y-%m-%d"), seconds // 60, seconds % 60, os.path.basename(path))
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(before + head + "\n\n" + "\n".join(lines) + "\n\n" + after)
+    os.replace(tmp, path)
 
 
 MATRIX_OPS = ("linear", "matmul", "attention")
@@ -850,6 +882,7 @@ def main():
                   % (torch.__version__, gk.__version__, gk.library_path, torch.get_num_threads(),
                      os.environ.get("OPENBLAS_CORETYPE", "unset"), os.environ["MALLOC_MMAP_THRESHOLD_"],
                      os.environ["MALLOC_TRIM_THRESHOLD_"])) + "; " + blas_text(a.blas)
+    started = time.time()
     results, text = {"conditions": conditions}, [conditions]
     titles = {"kernels": "Kernels: gradkern into preallocated outputs; torch with out= where the op has it "
                          "(else allocating, under the policy above)",
@@ -861,8 +894,10 @@ def main():
         rows, lines = {"kernels": lambda: kernel_table(a), "user": lambda: user_table(a, gk),
                        "overhead": lambda: overhead_table(a, gk), "model": lambda: model_table(a)}[name]()
         results[name] = rows
-        text += ["", "## " + titles[name], ""] + lines
+        text += ["", "### " + titles[name], ""] + lines
     print(json.dumps(results, indent=1) if a.json else "\n".join(text))
+    if a.readme:
+        write_readme(a.readme, text, int(time.time() - started))
 
 
 if __name__ == "__main__":
