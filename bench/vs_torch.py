@@ -121,8 +121,8 @@ def readme_block(path):
 def write_readme(path, lines, seconds):
     """Replace FILE's generated block with this run's tables, dated."""
     before, after = readme_block(path)
-    head = "Written by `bench/vs_torch.py --readme %s` on %s in %dm%02ds (`make bench-torch BENCH_ARGS=--readme=%s`)." % (
-        os.path.basename(path), time.strftime("%Y-%m-%d"), seconds // 60, seconds % 60, os.path.basename(path))
+    head = "Written by `bench/vs_torch.py --readme %s` on %s, every table from one run of %dm%02ds." % (
+        os.path.basename(path), time.strftime("%Y-%m-%d"), seconds // 60, seconds % 60)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(before + head + "\n\n" + "\n".join(lines) + "\n\n" + after)
