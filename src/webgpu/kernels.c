@@ -14,6 +14,8 @@
 extern const char gk_wgsl_activation[], gk_wgsl_gated[], gk_wgsl_binary[], gk_wgsl_norm[], gk_wgsl_softmax[],
     gk_wgsl_matmul[], gk_wgsl_cross_entropy[], gk_wgsl_embedding[], gk_wgsl_rope[],
     gk_wgsl_attention[], gk_wgsl_conv1d[], gk_wgsl_scan[];
+// The reduction shaders with their row reductions in subgroups (wg_family.subgroup_source).
+extern const char gk_wgsl_norm_subgroups[], gk_wgsl_softmax_subgroups[], gk_wgsl_cross_entropy_subgroups[];
 
 static uint64_t groups_for(int64_t n) { return (uint64_t)gk_ceil_div(n, 64); }
 static int64_t numel_of(const gk_plan *plan, gk_arg_kind k) {
@@ -562,7 +564,8 @@ static const wg_family add = {.name = "add", .source = gk_wgsl_binary, .forward 
 static const wg_family mul = {.name = "mul", .source = gk_wgsl_binary, .forward = {"forward"},
                               .backward = {"reduce_grad_mul"}, .plan = plan_binary, .overrides = binary_overrides,
                               .bound = true, .split = split_binary};
-static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .forward = {"forward"},
+static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .subgroup_source = gk_wgsl_norm_subgroups,
+                               .forward = {"forward"},
                                .backward = {"backward_dx", "backward_params"}, .plan = plan_norm,
                                .overrides = norm_overrides, .bound = true, .split = split_norm};
 static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .forward = {"product"},
@@ -570,6 +573,7 @@ static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .fo
 static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .forward = {"product"},
                                  .backward = {"product"}, .plan = plan_matmul};
 static const wg_family cross_entropy = {.name = "cross_entropy", .source = gk_wgsl_cross_entropy,
+                                        .subgroup_source = gk_wgsl_cross_entropy_subgroups,
                                         .forward = {"per_row", "total", "grad"},
                                         .backward = {"per_row", "total", "grad"},
                                         .decline = decline_cross_entropy, .plan = plan_cross_entropy, .bound = true};
@@ -585,7 +589,8 @@ static const wg_family conv1d = {.name = "conv1d", .source = gk_wgsl_conv1d, .fo
 static const wg_family scan = {.name = "scan", .source = gk_wgsl_scan, .forward = {"forward"},
                                .backward = {"backward", "reduce_params", "reduce_bc"}, .decline = decline_scan,
                                .plan = plan_scan};
-static const wg_family softmax = {.name = "softmax", .source = gk_wgsl_softmax, .forward = {"forward"},
+static const wg_family softmax = {.name = "softmax", .source = gk_wgsl_softmax,
+                                  .subgroup_source = gk_wgsl_softmax_subgroups, .forward = {"forward"},
                                   .backward = {"backward"}, .plan = plan_softmax, .overrides = softmax_overrides,
                                   .bound = true, .split = split_softmax};
 

@@ -1,6 +1,7 @@
 // Softmax and log-softmax along one dim of length L: x viewed as
 // (outer, L, inner), one workgroup per row (o, i), whose elements are L
-// apart by `inner`; max and sums are fixed-order tree reductions.
+// apart by `inner`; max and sums are workgroup reductions in a fixed order
+// (lanes_max, lanes_sum: a tree, reduce.wgsl, or subgroups, reduce_subgroups.wgsl).
 //   forward   softmax y = exp(x - max) / s,  log-softmax y = x - max - log(s),  s = sum exp(x - max)
 //   backward  softmax dx = y (dy - sum(dy y)),  log-softmax dx = dy - exp(y) sum(dy)
 // Bindings: forward x, y; backward dy, y, dx (each tensor bound by itself,
@@ -17,17 +18,17 @@ struct Params { x: u32, y: u32, dy: u32, dx: u32, rows: u32, len: u32, inner: u3
 fn row_base(r: u32) -> u32 { return (r / p.inner) * p.len * p.inner + r % p.inner; }
 
 @compute @workgroup_size(64)
-fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-           @builtin(local_invocation_index) lid: u32) {
+fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, l: Lanes) {
+  let lid = l.lid;
   let r = group_id(wid, nwg);
   if (r >= p.rows) { return; }
   let base = row_base(r);
   var mx = -3.4028234e38;
   for (var j = lid; j < p.len; j += WG) { mx = max(mx, x[p.x + base + j * p.inner]); }
-  mx = wg_max(mx, lid);
+  mx = lanes_max(mx, l);
   var s = 0.0;
   for (var j = lid; j < p.len; j += WG) { s += exp(x[p.x + base + j * p.inner] - mx); }
-  s = wg_sum(s, lid);
+  s = lanes_sum(s, l);
   let log_s = log(s);
   for (var j = lid; j < p.len; j += WG) {
     let at = base + j * p.inner;
@@ -37,8 +38,8 @@ fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
 }
 
 @compute @workgroup_size(64)
-fn backward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-            @builtin(local_invocation_index) lid: u32) {
+fn backward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, l: Lanes) {
+  let lid = l.lid;
   let r = group_id(wid, nwg);
   if (r >= p.rows) { return; }
   let base = row_base(r);
@@ -47,7 +48,7 @@ fn backward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     let at = base + j * p.inner;
     s += select(dy[p.dy + at] * y[p.y + at], dy[p.dy + at], IS_LOG == 1u);
   }
-  s = wg_sum(s, lid);
+  s = lanes_sum(s, l);
   for (var j = lid; j < p.len; j += WG) {
     let at = base + j * p.inner;
     let dy = dy[p.dy + at];
