@@ -350,6 +350,9 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
     bytes().set(t, ptr);
     if (cap > 0) bytes()[ptr + t.length] = 0;
   };
+  // Why this link cannot time kernels, or null.
+  const noTimestamps = () => !link ? reason : link.limits[LIMITS.length] & 2 ? null
+    : 'no timestamp-query on this adapter';
   let batch = [];
   let timing = false;                // timing(1) was called
   let timedSince = 0;                // dispatches issued since, whose times are not yet taken
@@ -433,15 +436,16 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
       timedSince = 0;
       return count;
     },
-    // For gradkern.mjs (not imports): timing from JavaScript, and the times
-    // with the kernels' names.
+    // For gradkern.mjs (not imports): timing from JavaScript (null, or why
+    // not), and the times with the kernels' names.
     jsTiming(on) {
-      if (!link) return reason;
-      if (!(link.limits[LIMITS.length] & 2)) return 'no timestamp-query on this adapter';
-      this.timing(on ? 1 : 0);
-      return null;
+      const why = noTimestamps();
+      if (!why) this.timing(on ? 1 : 0);
+      return why;
     },
     jsKernelTimes() {
+      const why = noTimestamps();
+      if (why) throw new Error(`gk_webgpu: no kernel times: ${why}`);
       const times = [];
       if (request({ op: 'times' }, timedSince * TIME_RECORD, 0, 0)) {
         const text = decoder.decode(new Uint8Array(shared).slice(0, link.control[2]));
