@@ -264,7 +264,9 @@ static void test_norms(void) {
 }
 
 static void test_linear_matmul(void) {
-  struct { int rank; int64_t shape[3], n; } lin[] = {{2, {5, 7}, 9}, {3, {3, 4, 33}, 17}, {2, {70, 40}, 65}};
+  // (K and N multiples of 4: the products by vec4s, product_vec4, where strides allow)
+  struct { int rank; int64_t shape[3], n; } lin[] = {{2, {5, 7}, 9}, {3, {3, 4, 33}, 17}, {2, {70, 40}, 65},
+                                                     {2, {37, 20}, 44}};
   for (size_t s = 0; s < sizeof lin / sizeof *lin; s++)
     for (int bias = 0; bias < 2; bias++) {
       gk_op_desc d = make(GK_OP_LINEAR, lin[s].rank, lin[s].shape);
@@ -272,7 +274,8 @@ static void test_linear_matmul(void) {
       d.linear.has_bias = bias;
       run_layouts(&d, bias ? "bias" : "no bias");
     }
-  struct { int rank; int64_t shape[3], n; } mm[] = {{3, {2, 5, 7}, 9}, {2, {33, 20}, 18}, {3, {2, 40, 70}, 19}};
+  struct { int rank; int64_t shape[3], n; } mm[] = {{3, {2, 5, 7}, 9}, {2, {33, 20}, 18}, {3, {2, 40, 70}, 19},
+                                                    {3, {2, 37, 20}, 12}};
   for (size_t s = 0; s < sizeof mm / sizeof *mm; s++)
     for (int v = 0; v < 8; v++) {
       if ((v & 4) && mm[s].rank < 3) continue;

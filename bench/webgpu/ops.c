@@ -10,8 +10,7 @@
 // adapter ..." first where the device lacks it; --plain-reductions: the
 // plain row reductions where the device has subgroups (to compare them);
 // --repeat N: the best of N batches of runs, each timed by itself (for a
-// loaded machine); other arguments: run only the cases whose names start
-// with one of them.
+// loaded machine); other arguments: run only the cases so named.
 #include "gradkern.h"
 #include "webgpu/webgpu.h"
 
@@ -34,7 +33,7 @@ static double now(void) {
 // Time desc on WebGPU: every argument a device buffer of random f32.
 static int time_case(const char *name, gk_op_desc d, int runs) {
   bool wanted = !nonly;
-  for (int i = 0; i < nonly; i++) wanted |= !strncmp(name, only[i], strlen(only[i]));
+  for (int i = 0; i < nonly; i++) wanted |= !strcmp(name, only[i]);
   if (!wanted) return 0;
   d.backend = GK_BACKEND_WEBGPU;
   gk_plan *plan;

@@ -282,9 +282,23 @@ typedef struct gemm {
   int64_t a_bs, a_kbs, a_rs, a_cs, b_bs, b_kbs, b_rs, b_cs, c_bs, c_rs, c_cs;
 } gemm;
 
+// Entry points of matmul.wgsl in both families: 0 product, 1 product_vec4, 2 column_sum.
+enum { PRODUCT, PRODUCT_VEC4, COLUMN_SUM };
+
+// product_vec4 when a's rows run along k and b's and c's along j in whole
+// vec4s: column strides 1, everything else a multiple of 4 words (slots are).
+static bool product_by_vec4(const gemm *g) {
+  const int64_t words[] = {g->a, g->b, g->c, g->bias, g->K, g->N, g->a_bs, g->a_kbs, g->a_rs,
+                           g->b_bs, g->b_kbs, g->b_rs, g->c_bs, g->c_rs};
+  bool fits = g->a_cs == 1 && g->b_cs == 1 && g->c_cs == 1;
+  for (size_t i = 0; i < sizeof words / sizeof *words; i++) fits &= words[i] % 4 == 0;
+  return fits;
+}
+
 static void product(wg_run *r, gemm g) {
   if (g.M == 0 || g.N == 0 || g.batches == 0) return;
-  uint32_t *p = wg_pass(r, 0, (uint64_t)(gk_ceil_div(g.M, 32) * gk_ceil_div(g.N, 32) * g.batches));
+  uint32_t *p = wg_pass(r, product_by_vec4(&g) ? PRODUCT_VEC4 : PRODUCT,
+                        (uint64_t)(gk_ceil_div(g.M, 32) * gk_ceil_div(g.N, 32) * g.batches));
   const int64_t words[] = {g.a, g.b, g.c, g.bias, g.M, g.N, g.K, g.batches, g.kb, g.has_bias, g.accumulate, 0,
                            g.a_bs, g.a_kbs, g.a_rs, g.a_cs, g.b_bs, g.b_kbs, g.b_rs, g.b_cs, g.c_bs, g.c_rs, g.c_cs};
   for (size_t i = 0; i < sizeof words / sizeof *words; i++) p[i] = (uint32_t)words[i];
@@ -293,7 +307,7 @@ static void product(wg_run *r, gemm g) {
 // dbias[j] (+)= sum over the M rows of dy (M x N).
 static void column_sum(wg_run *r, uint32_t dy, uint32_t dbias, int64_t M, int64_t N, int accumulate) {
   if (N == 0) return;
-  uint32_t *p = wg_pass(r, 1, (uint64_t)N);
+  uint32_t *p = wg_pass(r, COLUMN_SUM, (uint64_t)N);
   p[0] = dy;
   p[2] = dbias;
   p[4] = (uint32_t)M;
@@ -568,10 +582,10 @@ static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .subgroup
                                .forward = {"forward"},
                                .backward = {"backward_dx", "backward_params"}, .plan = plan_norm,
                                .overrides = norm_overrides, .bound = true, .split = split_norm};
-static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .forward = {"product"},
-                                 .backward = {"product", "column_sum"}, .plan = plan_linear};
-static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .forward = {"product"},
-                                 .backward = {"product"}, .plan = plan_matmul};
+static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .forward = {"product", "product_vec4"},
+                                 .backward = {"product", "product_vec4", "column_sum"}, .plan = plan_linear};
+static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .forward = {"product", "product_vec4"},
+                                 .backward = {"product", "product_vec4"}, .plan = plan_matmul};
 static const wg_family cross_entropy = {.name = "cross_entropy", .source = gk_wgsl_cross_entropy,
                                         .subgroup_source = gk_wgsl_cross_entropy_subgroups,
                                         .forward = {"per_row", "total", "grad"},
