@@ -251,8 +251,11 @@ static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
   int64_t inner = prod(d->shape, dim + 1, d->rank), rows = r->units * inner;
   if (rows == 0 || d->shape[dim] == 0) return GK_SUCCESS;
   static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {GK_ARG_DY, GK_ARG_Y, GK_ARG_DX};
+  // Backward entry 1 (backward_vec4) where the rows are whole vec4s.
+  bool by_vec4 = inner == 1 && d->shape[dim] % 4 == 0 && r->slot[GK_ARG_DY] % 4 == 0 && r->slot[GK_ARG_Y] % 4 == 0 &&
+                 r->slot[GK_ARG_DX] % 4 == 0;
   uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, (uint64_t)rows, 2, forward)
-                                           : wg_pass_bound(r, 0, (uint64_t)rows, 3, backward);
+                                           : wg_pass_bound(r, by_vec4, (uint64_t)rows, 3, backward);
   p[0] = r->slot[GK_ARG_X];
   p[1] = r->slot[GK_ARG_Y];
   p[2] = r->slot[GK_ARG_DY];
@@ -605,7 +608,7 @@ static const wg_family scan = {.name = "scan", .source = gk_wgsl_scan, .forward 
                                .plan = plan_scan};
 static const wg_family softmax = {.name = "softmax", .source = gk_wgsl_softmax,
                                   .subgroup_source = gk_wgsl_softmax_subgroups, .forward = {"forward"},
-                                  .backward = {"backward"}, .plan = plan_softmax, .overrides = softmax_overrides,
+                                  .backward = {"backward", "backward_vec4"}, .plan = plan_softmax, .overrides = softmax_overrides,
                                   .bound = true, .split = split_softmax};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
