@@ -608,8 +608,8 @@ static const wg_family scan = {.name = "scan", .source = gk_wgsl_scan, .forward 
                                .plan = plan_scan};
 static const wg_family softmax = {.name = "softmax", .source = gk_wgsl_softmax,
                                   .subgroup_source = gk_wgsl_softmax_subgroups, .forward = {"forward"},
-                                  .backward = {"backward", "backward_vec4"}, .plan = plan_softmax, .overrides = softmax_overrides,
-                                  .bound = true, .split = split_softmax};
+                                  .backward = {"backward", "backward_vec4"}, .plan = plan_softmax,
+                                  .overrides = softmax_overrides, .bound = true, .split = split_softmax};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
   switch (plan->desc.op) {
