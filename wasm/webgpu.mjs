@@ -356,7 +356,9 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
   let batch = [];
   let timing = false;                // timing(1) was called
   let timedSince = 0;                // dispatches issued since, whose times are not yet taken
-  const labels = new Map();          // pipeline id -> "family.entry" (pipeline_label)
+  // pipeline id -> "family.entry" (pipeline_label) or its entry point; kept
+  // after the pipeline is destroyed (ids are not reused) for times read later
+  const labels = new Map();
   let shared = typeof SharedArrayBuffer !== 'undefined' ? new SharedArrayBuffer(1 << 16) : null;
   const post = (sync) => {
     link.post({ gkWebgpu: true, batch, sync, control: link.control.buffer, data: shared });
@@ -403,6 +405,7 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
         while (m[end]) end++;
         return decoder.decode(m.slice(at, end));
       };
+      labels.set(id, text(entry));  // until pipeline_label names it
       batch.push(['pipeline', id, decoder.decode(m.slice(wgsl, wgsl + len)), text(entry), text(overrides)]);
     },
     pipeline_destroy(id) { batch.push(['unpipeline', id]); },
@@ -455,7 +458,7 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
       for (let i = 0; i < link.control[3]; i++) {
         const id = view.getUint32(i * TIME_RECORD, true);
         const begin = view.getFloat64(i * TIME_RECORD + 8, true), end = view.getFloat64(i * TIME_RECORD + 16, true);
-        times.push({ kernel: labels.get(id) ?? `pipeline ${id}`, beginNs: begin, ms: (end - begin) / 1e6 });
+        times.push({ kernel: labels.get(id), beginNs: begin, ms: (end - begin) / 1e6 });
       }
       timedSince = 0;
       return times;
