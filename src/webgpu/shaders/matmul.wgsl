@@ -29,15 +29,17 @@ const TILE = 32u;
 const DEPTH = 32u;   // k of a slice
 var<workgroup> tile_a: array<array<vec4f, 8>, 32>;   // [i][k / 4]: a[i][k..k+3], DEPTH / 4 vec4s a row
 var<workgroup> tile_b: array<array<vec4f, 8>, 32>;   // [k][j / 4]: b[k][j..j+3], DEPTH rows
-// The arena as vec4s (product_vec4 only; the other entry points use m).
+// The arena as vec4s: the products read and write it only through this
+// view (element e is m4[e / 4][e % 4]), column_sum through m.
 @group(0) @binding(1) var<storage, read_write> m4: array<vec4f>;
 
+fn arena(e: u32) -> f32 { return m4[e / 4u][e % 4u]; }
 // a[i][k] of this slice, 0 outside the matrix.
 fn load_a(base: u32, i: u32, k: u32) -> f32 {
-  return select(0.0, m[base + i * p.a_rs + k * p.a_cs], i < p.M && k < p.K);
+  return select(0.0, arena(base + i * p.a_rs + k * p.a_cs), i < p.M && k < p.K);
 }
 fn load_b(base: u32, k: u32, j: u32) -> f32 {
-  return select(0.0, m[base + k * p.b_rs + j * p.b_cs], k < p.K && j < p.N);
+  return select(0.0, arena(base + k * p.b_rs + j * p.b_cs), k < p.K && j < p.N);
 }
 
 // The workgroup's tile: (batch, first row, first column), or none past the last.
@@ -66,9 +68,10 @@ fn multiply_slice(acc: ptr<function, array<vec4f, 4>>, ty: u32, tx: u32) {
   }
 }
 
-@compute @workgroup_size(64)
-fn product(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-           @builtin(local_invocation_index) lid: u32) {
+// The workgroup's 32 x 32 tile of c: by scalars at any strides, or by vec4s
+// (by_vec4, a constant the shader compiler folds once this is inlined into
+// its entry point).
+fn product_tile(wid: vec3u, nwg: vec3u, lid: u32, by_vec4: bool) {
   let tile = tile_of(wid, nwg);
   if (tile.w == 0u) { return; }
   let bt = tile.x;
@@ -85,12 +88,19 @@ fn product(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
         let e = lid + q * 64u;
         let ia = i0 + e / (DEPTH / 4u);
         let ka = k0 + e % (DEPTH / 4u) * 4u;
-        tile_a[e / (DEPTH / 4u)][e % (DEPTH / 4u)] = vec4f(load_a(a_base, ia, ka), load_a(a_base, ia, ka + 1u),
-                                                           load_a(a_base, ia, ka + 2u), load_a(a_base, ia, ka + 3u));
         let kb_ = k0 + e / 8u;
         let jb = j0 + e % 8u * 4u;
-        tile_b[e / 8u][e % 8u] = vec4f(load_b(b_base, kb_, jb), load_b(b_base, kb_, jb + 1u),
-                                       load_b(b_base, kb_, jb + 2u), load_b(b_base, kb_, jb + 3u));
+        if (by_vec4) {
+          let a4 = m4[(a_base + ia * p.a_rs + ka) / 4u];
+          tile_a[e / (DEPTH / 4u)][e % (DEPTH / 4u)] = select(vec4f(0.0), a4, ia < p.M && ka < p.K);
+          let b4 = m4[(b_base + kb_ * p.b_rs + jb) / 4u];
+          tile_b[e / 8u][e % 8u] = select(vec4f(0.0), b4, kb_ < p.K && jb < p.N);
+        } else {
+          tile_a[e / (DEPTH / 4u)][e % (DEPTH / 4u)] = vec4f(load_a(a_base, ia, ka), load_a(a_base, ia, ka + 1u),
+                                                             load_a(a_base, ia, ka + 2u), load_a(a_base, ia, ka + 3u));
+          tile_b[e / 8u][e % 8u] = vec4f(load_b(b_base, kb_, jb), load_b(b_base, kb_, jb + 1u),
+                                         load_b(b_base, kb_, jb + 2u), load_b(b_base, kb_, jb + 3u));
+        }
       }
       workgroupBarrier();
       multiply_slice(&acc, ty, tx);
@@ -98,61 +108,40 @@ fn product(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
     }
   }
   for (var u = 0u; u < 4u; u++) {
-    for (var v = 0u; v < 4u; v++) {
-      let i = i0 + ty * 4u + u;
-      let j = j0 + tx * 4u + v;
+    let i = i0 + ty * 4u + u;
+    let j = j0 + tx * 4u;
+    if (by_vec4) {
       if (i < p.M && j < p.N) {
-        let at = p.c + bt * p.c_bs + i * p.c_rs + j * p.c_cs;
+        let at = (p.c + bt * p.c_bs + i * p.c_rs + j) / 4u;
+        var r = acc[u];
+        if (p.has_bias == 1u) { r += m4[(p.bias + j) / 4u]; }
+        if (p.accumulate == 1u) { r += m4[at]; }
+        m4[at] = r;
+      }
+      continue;
+    }
+    for (var v = 0u; v < 4u; v++) {
+      if (i < p.M && j + v < p.N) {
+        let at = p.c + bt * p.c_bs + i * p.c_rs + (j + v) * p.c_cs;
         var r = acc[u][v];
-        if (p.has_bias == 1u) { r += m[p.bias + j]; }
-        if (p.accumulate == 1u) { r += m[at]; }
-        m[at] = r;
+        if (p.has_bias == 1u) { r += arena(p.bias + j + v); }
+        if (p.accumulate == 1u) { r += arena(at); }
+        m4[at / 4u][at % 4u] = r;
       }
     }
   }
 }
 
 @compute @workgroup_size(64)
+fn product(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+           @builtin(local_invocation_index) lid: u32) {
+  product_tile(wid, nwg, lid, false);
+}
+
+@compute @workgroup_size(64)
 fn product_vec4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
                 @builtin(local_invocation_index) lid: u32) {
-  let tile = tile_of(wid, nwg);
-  if (tile.w == 0u) { return; }
-  let bt = tile.x;
-  let i0 = tile.y;
-  let j0 = tile.z;
-  let ty = lid / 8u;
-  let tx = lid % 8u;
-  var acc = array<vec4f, 4>(vec4f(0.0), vec4f(0.0), vec4f(0.0), vec4f(0.0));
-  for (var kb = 0u; kb < p.kb; kb++) {
-    let a_base = p.a + bt * p.a_bs + kb * p.a_kbs;
-    let b_base = p.b + bt * p.b_bs + kb * p.b_kbs;
-    for (var k0 = 0u; k0 < p.K; k0 += DEPTH) {
-      for (var q = 0u; q < DEPTH / 8u; q++) {  // 8 DEPTH vec4s of a and of b, 4 per invocation
-        let e = lid + q * 64u;
-        let ia = i0 + e / (DEPTH / 4u);
-        let ka = k0 + e % (DEPTH / 4u) * 4u;
-        let a4 = m4[(a_base + ia * p.a_rs + ka) / 4u];
-        tile_a[e / (DEPTH / 4u)][e % (DEPTH / 4u)] = select(vec4f(0.0), a4, ia < p.M && ka < p.K);
-        let kb_ = k0 + e / 8u;
-        let jb = j0 + e % 8u * 4u;
-        tile_b[e / 8u][e % 8u] = select(vec4f(0.0), m4[(b_base + kb_ * p.b_rs + jb) / 4u], kb_ < p.K && jb < p.N);
-      }
-      workgroupBarrier();
-      multiply_slice(&acc, ty, tx);
-      workgroupBarrier();
-    }
-  }
-  let j = j0 + tx * 4u;
-  for (var u = 0u; u < 4u; u++) {
-    let i = i0 + ty * 4u + u;
-    if (i < p.M && j < p.N) {
-      let at = (p.c + bt * p.c_bs + i * p.c_rs + j) / 4u;
-      var r = acc[u];
-      if (p.has_bias == 1u) { r += m4[(p.bias + j) / 4u]; }
-      if (p.accumulate == 1u) { r += m4[at]; }
-      m4[at] = r;
-    }
-  }
+  product_tile(wid, nwg, lid, true);
 }
 
 // Params: a = dy (M x N, contiguous), c = dbias. One workgroup per column:
