@@ -913,36 +913,16 @@ static void test_reductions(void) {
   gk_webgpu_test_plain_reductions(false);
 }
 
-// A plan of d on WebGPU with every argument a buffer of its own (f32 in
-// [-0.5, 0.5), rstd 1 + that, indices 0), run `runs` times.
-static void run_on_device(gk_op_desc d, int runs) {
-  d.backend = GK_BACKEND_WEBGPU;
-  gk_plan *plan = NULL;
-  check(gk_plan_create(&d, &plan) == GK_SUCCESS, "%s plan: %s", gk_op_name(d.op), gk_last_error());
-  if (!plan) return;
-  gk_arg args[GK_ARG_COUNT_];
-  gk_buffer *bufs[GK_ARG_COUNT_];
-  int n = 0;
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    int rank;
-    int64_t shape[GK_MAX_RANK];
-    gk_plan_arg_shape(plan, (gk_arg_kind)k, &rank, shape);
-    if (rank < 0) continue;
-    gk_tensor t;
-    gk_tensor_init(&t, NULL, GK_F32, rank, shape);
-    int64_t count = gk_tensor_numel(&t);
-    float *v = calloc((size_t)(count ? count : 1), 4);
-    for (int64_t i = 0; i < count && !is_index_kind(k); i++)
-      v[i] = (float)rng_uniform(-0.5, 0.5) + (k == GK_ARG_RSTD ? 1.0f : 0.0f);
-    bufs[n] = buffer_of(v, count);
-    free(v);
-    args[n] = (gk_arg){(gk_arg_kind)k, device_tensor(bufs[n], is_index_kind(k) ? GK_I32 : GK_F32, rank, shape)};
-    n++;
-  }
+// d run `runs` times on WebGPU, on the harness's inputs (plan_build).
+static void run_on_device(const gk_op_desc *d, int runs) {
+  argset s;
+  char name[320];
+  check(plan_build(&roles, d, CONTIGUOUS, NULL, &s), "%s: plan: %s", describe(d, CONTIGUOUS, name, sizeof name),
+        gk_last_error());
   for (int r = 0; r < runs; r++)
-    check(gk_plan_run(plan, args, n, NULL, 0) == GK_SUCCESS, "%s run: %s", gk_op_name(d.op), gk_last_error());
-  for (int i = 0; i < n; i++) gk_buffer_free(bufs[i]);
-  gk_plan_destroy(plan);
+    check(run_desc(d, GK_BACKEND_WEBGPU, &s) == GK_SUCCESS, "%s: %s", describe(d, CONTIGUOUS, name, sizeof name),
+          gk_last_error());
+  argset_free(&s);
 }
 
 // Per-dispatch GPU times. Where the device has timestamp-query: after
@@ -969,9 +949,9 @@ static void test_timestamps(void) {
     return;
   }
   check(gk_webgpu_timing(1) == GK_SUCCESS, "gk_webgpu_timing(1): %s", gk_last_error());
-  run_on_device(sm, 2);
-  run_on_device(ln_bwd, 1);
-  run_on_device(ce, 1);
+  run_on_device(&sm, 2);
+  run_on_device(&ln_bwd, 1);
+  run_on_device(&ce, 1);
   check(gk_webgpu_kernel_times(times, 16, &count) == GK_SUCCESS, "kernel times: %s", gk_last_error());
   check(count == 6, "%d kernel times for 6 dispatches", count);
   for (int i = 0; i < count; i++) {
@@ -981,7 +961,7 @@ static void test_timestamps(void) {
                  times[i].begin_ns, i - 1, times[i - 1].end_ns);
   }
   check(gk_webgpu_timing(0) == GK_SUCCESS, "gk_webgpu_timing(0): %s", gk_last_error());
-  run_on_device(sm, 1);
+  run_on_device(&sm, 1);
   check(gk_webgpu_kernel_times(times, 16, &count) == GK_SUCCESS && count == 0,
         "kernel times after timing is off: %d, %s", count, gk_last_error());
   configs++;
