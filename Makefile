@@ -118,7 +118,7 @@ bench/wasm/node_modules/.package-lock.json: bench/wasm/package.json bench/wasm/p
 # WebGPU speed (bench/webgpu): gradkern's WebGPU kernels against TensorFlow.js's
 # WebGPU backend on the same adapter (Dawn in Node), in the same run.
 bench-webgpu: wasm node_modules/.package-lock.json bench/webgpu/node_modules/.package-lock.json
-	node bench/webgpu/bench_webgpu.mjs
+	node bench/webgpu/bench_webgpu.mjs $(BENCH_ARGS)
 
 bench/webgpu/node_modules/.package-lock.json: bench/webgpu/package.json bench/webgpu/package-lock.json
 	cd bench/webgpu && npm ci --no-audit --no-fund

@@ -5,7 +5,9 @@
 // of parameter gradients, bit-identical repeated runs, and no byte written
 // outside an output's elements; bad input on the GPU path (wrong device,
 // a tensor past its buffer, an index out of range, an unsupported dtype:
-// a status and message, nothing written). Built for WebAssembly (make wasm) and run
+// a status and message, nothing written); the optional features: the row
+// reductions in subgroups and plain on an adapter with subgroups, and the
+// per-dispatch GPU times (timestamp-query) or their refusal. Built for WebAssembly (make wasm) and run
 // in Node by tests/wasm/webgpu_ops.mjs, which hands it a WebGPU device;
 // without one the test fails with the reason.
 //
@@ -262,7 +264,9 @@ static void test_norms(void) {
 }
 
 static void test_linear_matmul(void) {
-  struct { int rank; int64_t shape[3], n; } lin[] = {{2, {5, 7}, 9}, {3, {3, 4, 33}, 17}, {2, {70, 40}, 65}};
+  // (K and N multiples of 4: the products by vec4s, product_vec4, where strides allow)
+  struct { int rank; int64_t shape[3], n; } lin[] = {{2, {5, 7}, 9}, {3, {3, 4, 33}, 17}, {2, {70, 40}, 65},
+                                                     {2, {37, 20}, 44}};
   for (size_t s = 0; s < sizeof lin / sizeof *lin; s++)
     for (int bias = 0; bias < 2; bias++) {
       gk_op_desc d = make(GK_OP_LINEAR, lin[s].rank, lin[s].shape);
@@ -270,7 +274,8 @@ static void test_linear_matmul(void) {
       d.linear.has_bias = bias;
       run_layouts(&d, bias ? "bias" : "no bias");
     }
-  struct { int rank; int64_t shape[3], n; } mm[] = {{3, {2, 5, 7}, 9}, {2, {33, 20}, 18}, {3, {2, 40, 70}, 19}};
+  struct { int rank; int64_t shape[3], n; } mm[] = {{3, {2, 5, 7}, 9}, {2, {33, 20}, 18}, {3, {2, 40, 70}, 19},
+                                                    {3, {2, 37, 20}, 12}};
   for (size_t s = 0; s < sizeof mm / sizeof *mm; s++)
     for (int v = 0; v < 8; v++) {
       if ((v & 4) && mm[s].rank < 3) continue;
@@ -816,6 +821,152 @@ static void test_placement(void) {
   test_placement_more();
 }
 
+// ---------------------------------------------------------------- optional features
+
+// Whether the device has an optional feature: its description names it
+// ("; optional features: subgroups (8-8 wide), timestamp-query").
+static bool device_has(const char *feature) {
+  return strstr(gk_backend_device_description(GK_BACKEND_WEBGPU), feature) != NULL;
+}
+
+// A WebGPU buffer holding the n f32 values v.
+static gk_buffer *buffer_of(const float *v, int64_t n) {
+  gk_buffer *b = NULL;
+  check(gk_buffer_alloc(GK_BACKEND_WEBGPU, (size_t)(n ? n : 1) * 4, &b) == GK_SUCCESS, "gk_buffer_alloc: %s",
+        gk_last_error());
+  if (b && n) gk_buffer_upload(b, 0, v, (size_t)n * 4);
+  return b;
+}
+
+// A softmax plan's precision text names the reduction it uses.
+static void check_reduction_text(bool subgroups) {
+  int64_t shape[2] = {4, 9};
+  gk_op_desc d = make(GK_OP_SOFTMAX, 2, shape);
+  d.backend = GK_BACKEND_WEBGPU;
+  gk_plan *plan = NULL;
+  gk_plan_info info;
+  check(gk_plan_create(&d, &plan) == GK_SUCCESS && gk_plan_get_info(plan, &info) == GK_SUCCESS, "softmax plan: %s",
+        gk_last_error());
+  if (plan)
+    check((strstr(info.math, "subgroupAdd") != NULL) == subgroups, "%s: the plan's math says '%s'", g_variant,
+          info.math);
+  gk_plan_destroy(plan);
+}
+
+// Clipping's sum of squares over three gradients (one shorter than a
+// subgroup, one ragged, one of several workgroups) against the sum in
+// double; the same bits twice.
+static void check_sum_squares(void) {
+  const int64_t n[3] = {5, 70, 5000};
+  gk_buffer *bufs[3];
+  gk_tensor grads[3];
+  double want = 0;
+  for (int i = 0; i < 3; i++) {
+    float *v = malloc((size_t)n[i] * 4);
+    for (int64_t j = 0; j < n[i]; j++) {
+      v[j] = (float)rng_uniform(-1, 1);
+      want += (double)v[j] * v[j];
+    }
+    bufs[i] = buffer_of(v, n[i]);
+    grads[i] = device_tensor(bufs[i], GK_F32, 1, &n[i]);
+    free(v);
+  }
+  want = sqrt(want);
+  double norms[2] = {0, 0};
+  for (int run = 0; run < 2; run++)
+    check(gk_clip_grad_norm(3, grads, 1e30, &norms[run]) == GK_SUCCESS, "%s: clip_grad_norm: %s", g_variant,
+          gk_last_error());
+  check(fabs(norms[0] - want) <= 1e-6 * want, "%s: clipping's norm %.9g, want %.9g", g_variant, norms[0], want);
+  check(!memcmp(&norms[0], &norms[1], sizeof norms[0]), "%s: clipping's norm differs between two runs", g_variant);
+  for (int i = 0; i < 3; i++) gk_buffer_free(bufs[i]);
+}
+
+// The row reductions (softmax and log-softmax forward and backward, the
+// norms with their dweight/dbias sums, cross-entropy, clipping's sum of
+// squares) where the device has subgroups: the subgroup pipelines, then the
+// plain ones forced by the test knob, each against ref and bit-identical run
+// to run (test_config); rows shorter than a subgroup, past one, ragged
+// (3, 13, 70), parameter sums over as many rows. Elsewhere the plain ones.
+static void test_reductions(void) {
+  bool subgroups = device_has("subgroups (");
+  for (int plain = !subgroups; plain < 2; plain++) {
+    gk_webgpu_test_plain_reductions(plain);
+    g_variant = plain ? "plain reductions" : "subgroup reductions";
+    check_reduction_text(!plain);
+    const int64_t lens[] = {3, 13, 70};
+    for (int i = g_quick ? 2 : 0; i < 3; i++) {  // --quick: rows of 70 only
+      int64_t L = lens[i];
+      gk_op_desc sm = MAKE(GK_OP_SOFTMAX, 5, L), lsm = MAKE(GK_OP_LOG_SOFTMAX, 4, L);
+      sm.softmax.dim = lsm.softmax.dim = -1;
+      gk_op_desc ln = MAKE(GK_OP_LAYERNORM, 9, L), rms = MAKE(GK_OP_RMSNORM, L, 6);
+      ln.norm.normalized_rank = rms.norm.normalized_rank = 1;
+      ln.norm.has_weight = ln.norm.has_bias = rms.norm.has_weight = 1;
+      gk_op_desc ce = MAKE(GK_OP_CROSS_ENTROPY, 6, L), ce_rows = MAKE(GK_OP_CROSS_ENTROPY, L, 5);
+      ce.index_dtype = ce_rows.index_dtype = GK_I32;
+      ce.ce.label_smoothing = 0.1;
+      ce_rows.ce.reduction = GK_REDUCTION_SUM;
+      const gk_op_desc *cases[] = {&sm, &lsm, &ln, &rms, &ce, &ce_rows};
+      for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) test_config(cases[c], CONTIGUOUS);
+    }
+    check_sum_squares();
+  }
+  gk_webgpu_test_plain_reductions(false);
+}
+
+// d run `runs` times on WebGPU, on the harness's inputs (plan_build).
+static void run_on_device(const gk_op_desc *d, int runs) {
+  argset s;
+  char name[320];
+  check(plan_build(&roles, d, CONTIGUOUS, NULL, &s), "%s: plan: %s", describe(d, CONTIGUOUS, name, sizeof name),
+        gk_last_error());
+  for (int r = 0; r < runs; r++)
+    check(run_desc(d, GK_BACKEND_WEBGPU, &s) == GK_SUCCESS, "%s: %s", describe(d, CONTIGUOUS, name, sizeof name),
+          gk_last_error());
+  argset_free(&s);
+}
+
+// Per-dispatch GPU times. Where the device has timestamp-query: after
+// gk_webgpu_timing(1), one time per dispatch of the runs (softmax: 1 pass,
+// twice; LayerNorm's backward with dweight: 2; cross-entropy's forward: 2),
+// each positive, in dispatch order; none for runs after timing is off.
+// Without the feature both calls fail with the reason (no zeros).
+static void test_timestamps(void) {
+  int64_t rows[2] = {7, 50};
+  gk_op_desc sm = make(GK_OP_SOFTMAX, 2, rows), ln_bwd = make(GK_OP_LAYERNORM, 2, rows);
+  gk_op_desc ce = make(GK_OP_CROSS_ENTROPY, 2, rows);
+  ln_bwd.direction = GK_BACKWARD;
+  ln_bwd.norm.has_weight = 1;
+  ce.index_dtype = GK_I32;
+  gk_webgpu_kernel_time times[16];
+  int count = -1;
+  if (!device_has("timestamp-query")) {
+    gk_status st = gk_webgpu_timing(1);
+    check(st == GK_ERR_UNSUPPORTED && strstr(gk_last_error(), "no timestamp-query on this adapter"),
+          "timing without timestamp-query: status %d, '%s'", st, gk_last_error());
+    st = gk_webgpu_kernel_times(times, 16, &count);
+    check(st == GK_ERR_UNSUPPORTED && count == 0 && strstr(gk_last_error(), "no timestamp-query"),
+          "kernel times without timestamp-query: status %d, %d times, '%s'", st, count, gk_last_error());
+    return;
+  }
+  check(gk_webgpu_timing(1) == GK_SUCCESS, "gk_webgpu_timing(1): %s", gk_last_error());
+  run_on_device(&sm, 2);
+  run_on_device(&ln_bwd, 1);
+  run_on_device(&ce, 1);
+  check(gk_webgpu_kernel_times(times, 16, &count) == GK_SUCCESS, "kernel times: %s", gk_last_error());
+  check(count == 6, "%d kernel times for 6 dispatches", count);
+  for (int i = 0; i < count; i++) {
+    check(times[i].end_ns > times[i].begin_ns, "dispatch %d: begins at %.0f ns, ends at %.0f", i, times[i].begin_ns,
+          times[i].end_ns);
+    if (i) check(times[i].begin_ns >= times[i - 1].end_ns, "dispatch %d begins at %.0f ns, before %d ends (%.0f)", i,
+                 times[i].begin_ns, i - 1, times[i - 1].end_ns);
+  }
+  check(gk_webgpu_timing(0) == GK_SUCCESS, "gk_webgpu_timing(0): %s", gk_last_error());
+  run_on_device(&sm, 1);
+  check(gk_webgpu_kernel_times(times, 16, &count) == GK_SUCCESS && count == 0,
+        "kernel times after timing is off: %d, %s", count, gk_last_error());
+  configs++;
+}
+
 static const struct {
   const char *name;
   void (*run)(void);
@@ -824,7 +975,7 @@ static const struct {
                 {"embedding", test_embedding}, {"rope", test_rope}, {"attention", test_attention},
                 {"binary", test_binary}, {"conv1d", test_conv1d}, {"scan", test_scan},
                 {"dispatch", test_past_one_dispatch}, {"placement", test_placement},
-                {"split", test_split},
+                {"split", test_split}, {"reductions", test_reductions}, {"timestamps", test_timestamps},
                 {"bad_input", test_bad_input}};
 
 int main(int argc, char **argv) {
@@ -839,6 +990,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "FAIL test_webgpu_ops: the WebGPU backend is %s\n", found ? bi.reason : "not built in");
     return 1;
   }
+  printf("device: %s\n", gk_backend_device_description(GK_BACKEND_WEBGPU));
   int named = 0;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--quick")) g_quick = true;

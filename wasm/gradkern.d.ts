@@ -100,6 +100,11 @@ export interface TrainResult {
 /** A backend of the module (gk_backend_get): `device` describes its device ('' on the host: ref, cpu). */
 export interface BackendInfo { name: string; available: boolean; reason: string; device: string; }
 
+/** One timed WebGPU dispatch (GradKern.webgpuKernelTimes): its kernel ("softmax.forward": op family and
+ *  entry point; "optim.update"), the GPU's timestamp at the start of its compute pass (ns, for ordering),
+ *  and its time on the GPU (ms, from the start to the end of the pass). */
+export interface KernelTime { kernel: string; beginNs: number; ms: number; }
+
 export interface GradKern {
   readonly version: string;                // gk_version()
   readonly simd: boolean;                  // a SIMD module (gradkern.wasm, gradkern-threads.wasm) or the plain one
@@ -131,6 +136,14 @@ export interface GradKern {
    *  gradkern-threads.wasm at most 1 + the pool threads load() started (LoadOptions.threads); the other
    *  modules have no threads (always 1). Results are the same bits for any number. */
   setNumThreads(n: number): void;
+  /** Time every WebGPU dispatch from now on (true) or not (false; the default: timing costs two timestamp
+   *  queries per compute pass and a read back per batch). Needs the device's optional feature timestamp-query
+   *  (requested by webgpu.mjs where the adapter has it). Returns null, or why not: 'no timestamp-query on this
+   *  adapter', or why there is no WebGPU device. */
+  webgpuTiming(on: boolean): string | null;
+  /** Waits for the work queued, then the GPU times of the dispatches timed since the last call, in dispatch
+   *  order. Throws, with the reason, where webgpuTiming cannot time (no zeros). */
+  webgpuKernelTimes(): KernelTime[];
   getNumThreads(): number;
   /** f32 values to f16/bf16 bits and back, rounded to nearest even as the library stores them. */
   toHalf(values: ArrayLike<number>, dtype: 'f16' | 'bf16'): Uint16Array;

@@ -484,8 +484,9 @@ class Wasi {
 
 // gradkern.wasm, instantiated: see gradkern.d.ts.
 class GradKern {
-  constructor(instance, memory, build, wasi) {
+  constructor(instance, memory, build, wasi, webgpu) {
     this.exports = instance.exports;
+    this.webgpu = webgpu;        // the gk_webgpu imports (webgpu.mjs)
     this.memory = memory;
     this.build = build;
     this.simd = build !== 'plain';
@@ -656,6 +657,10 @@ class GradKern {
     }
     return list;
   }
+
+  // Per-dispatch GPU times of the WebGPU backend (see gradkern.d.ts).
+  webgpuTiming(on) { return this.webgpu.jsTiming(on); }
+  webgpuKernelTimes() { return this.webgpu.jsKernelTimes(); }
 
   setNumThreads(n) {
     const status = this.exports.gk_set_num_threads(n);
@@ -892,9 +897,9 @@ export async function load(options = {}) {
   if (options.files === 'host' && !isNode) throw new Error("gradkern: files: 'host' needs Node");
   const wasi = new Wasi(options.files === 'host' ? new HostFiles(await import('node:fs')) : new MemoryFiles());
   const memory = isThreads ? new WebAssembly.Memory(THREADS_MEMORY) : null;
-  const imports = { wasi_snapshot_preview1: wasi.imports(), gradkern: GradKern.trainImports(self),
-                    gk_webgpu: webgpuImports(() => wasi.memory, options.webgpu ?? null,
-                                             'no WebGPU device was linked (load({ webgpu }) in a worker, see wasm/webgpu.mjs)'),
+  const webgpu = webgpuImports(() => wasi.memory, options.webgpu ?? null,
+                               'no WebGPU device was linked (load({ webgpu }) in a worker, see wasm/webgpu.mjs)');
+  const imports = { wasi_snapshot_preview1: wasi.imports(), gradkern: GradKern.trainImports(self), gk_webgpu: webgpu,
                     ...(isThreads ? { env: { memory } } : {}) };
   const instance = await WebAssembly.instantiate(module, imports);
   const e = instance.exports;
@@ -905,7 +910,7 @@ export async function load(options = {}) {
   }
   e._initialize();
   if (threads > 1) await startThreads(module, memory, e, threads - 1);
-  self.gk = new GradKern(instance, wasi.memory, build, wasi);
+  self.gk = new GradKern(instance, wasi.memory, build, wasi, webgpu);
   return self.gk;
 }
 

@@ -22,12 +22,19 @@
 // Without a link, webgpuImports makes the backend report itself unavailable
 // with the reason (gradkern.mjs does that when no device is given).
 
-const USAGE = { MAP_READ: 1, COPY_SRC: 4, COPY_DST: 8, UNIFORM: 64, STORAGE: 128 };
+const USAGE = { MAP_READ: 1, COPY_SRC: 4, COPY_DST: 8, UNIFORM: 64, STORAGE: 128, QUERY_RESOLVE: 512 };
 const MAP_READ = 1;
 const PARAM_SLOT = 256;   // bytes per dispatch's uniform parameters (>= minUniformBufferOffsetAlignment)
-// The device limits the C side reads, in the order of src/webgpu/webgpu.h.
+const TIMED_PASSES = 2048; // compute passes a timestamp query set covers (two queries each: maxQuerySetSize 4096)
+const TIME_RECORD = 24;    // bytes of a kernel time the C side reads: u32 pipeline, u32 0, f64 begin, f64 end (ns)
+// The device limits the C side reads, in the order of src/webgpu/webgpu.h
+// (followed there by the words of FEATURES and the subgroup sizes).
 const LIMITS = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension',
                 'maxComputeInvocationsPerWorkgroup'];
+// The optional features the backend uses when the adapter has them, by
+// their bit in the features word (WG_FEATURE_* in src/webgpu/webgpu.h):
+// subgroups for the row reductions, timestamp-query for per-kernel times.
+const FEATURES = ['subgroups', 'timestamp-query'];
 // What a device is requested with: the adapter's own limits for these
 // (compatibility mode would otherwise give 128 invocations, 4 storage
 // buffers, 128 MiB bindings).
@@ -37,11 +44,13 @@ const REQUESTED_LIMITS = [...LIMITS, 'maxComputeWorkgroupSizeX', 'maxComputeWork
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-// A device from an adapter, with the limits above raised to the adapter's.
+// A device from an adapter, with the limits above raised to the adapter's
+// and the features of FEATURES it has.
 export async function requestDevice(adapter) {
   const requiredLimits = {};
   for (const name of REQUESTED_LIMITS) requiredLimits[name] = adapter.limits[name];
-  return adapter.requestDevice({ requiredLimits });
+  const requiredFeatures = FEATURES.filter((name) => adapter.features.has(name));
+  return adapter.requestDevice({ requiredLimits, requiredFeatures });
 }
 
 // Dawn's instances (webgpu.create): a device dies with its instance (the
@@ -51,7 +60,9 @@ const dawnInstances = [];
 
 // Node: a device from the npm package `webgpu` (Dawn). backend: Dawn's
 // backend ('opengles' by default: Mesa's llvmpipe through EGL without a
-// display; 'vulkan' for lavapipe or a real GPU). { device, adapter } or
+// display; 'vulkan' for lavapipe or a real GPU). Timestamps are not
+// quantized (Dawn rounds them by default, against timing attacks in
+// browsers), so that short kernels get times. { device, adapter } or
 // { device: null, reason }.
 export async function nodeDevice({ backend = process.env.GK_DAWN_BACKEND || 'opengles' } = {}) {
   if (backend === 'opengles' && !process.env.EGL_PLATFORM) process.env.EGL_PLATFORM = 'surfaceless';
@@ -61,7 +72,7 @@ export async function nodeDevice({ backend = process.env.GK_DAWN_BACKEND || 'ope
   } catch (e) {
     return { device: null, reason: `the npm package 'webgpu' is not installed (npm ci): ${e.message}` };
   }
-  const gpu = webgpu.create([`backend=${backend}`]);
+  const gpu = webgpu.create([`backend=${backend}`, 'disable-dawn-features=timestamp_quantization']);
   dawnInstances.push(gpu);
   const adapter = await gpu.requestAdapter({ featureLevel: 'compatibility' });
   if (!adapter) return { device: null, reason: `Dawn's ${backend} backend found no adapter` };
@@ -90,14 +101,22 @@ export class WebGpuHost {
     this.chain = Promise.resolve();
     this.encoder = null;
     this.batches = 0;            // batches run so far
+    this.timing = false;         // time each dispatch (timestamp-query; the worker's timing(1))
+    this.times = [];             // [pipeline id, begin ns, end ns] of the timed dispatches not yet taken
+    this.timeReads = [];         // the read backs of timed batches still under way
     device.lost.then((info) => { this.error ??= `the device was lost (${info.reason}): ${info.message}`; });
   }
 
-  // What a worker's workerLink needs: the device's limits, its adapter's
-  // description and the shared control words.
+  // What a worker's workerLink needs: the device's limits, then the bits of
+  // its FEATURES and the adapter's smallest and largest subgroup (0 without
+  // subgroups), its adapter's description and the shared control words.
   linkData() {
     const limits = LIMITS.map((name) => Math.min(this.device.limits[name], 0xffffffff));
-    return { limits, description: adapterDescription(this.device.adapterInfo), control: new SharedArrayBuffer(16) };
+    const features = FEATURES.reduce((bits, name, i) => bits | (this.device.features.has(name) ? 1 << i : 0), 0);
+    const info = this.device.adapterInfo;
+    const subgroups = features & 1 ? [info.subgroupMinSize ?? 0, info.subgroupMaxSize ?? 0] : [0, 0];
+    return { limits: [...limits, features, ...subgroups], description: adapterDescription(info),
+             control: new SharedArrayBuffer(16) };
   }
 
   // Take the batches a worker posts (a Worker or worker_threads Worker).
@@ -141,8 +160,11 @@ export class WebGpuHost {
         device.queue.writeBuffer(this.uniform, 0, params);
       }
       let slot = 0;
-      for (const c of batch) this.command(c, () => (slot++) * PARAM_SLOT);
+      const timed = this.timing && dispatches.length ? this.timestamps(dispatches.length) : null;
+      for (const c of batch) this.command(c, () => (slot++) * PARAM_SLOT, timed);
+      if (timed) this.resolveTimes(timed);
       this.flush();
+      if (timed) this.readTimes(timed, dispatches);
       this.scopes.push(device.popErrorScope(), device.popErrorScope());
     } catch (e) {
       this.error ??= `${e.message}`;
@@ -150,7 +172,55 @@ export class WebGpuHost {
     if (msg.sync) await this.answer(msg);
   }
 
-  command(c, nextParams) {
+  // Query sets for `count` timed compute passes (two timestamps each) and
+  // the buffers they resolve into.
+  timestamps(count) {
+    const sets = [];
+    for (let first = 0; first < count; first += TIMED_PASSES) {
+      const queries = 2 * Math.min(TIMED_PASSES, count - first);
+      const buffer = (usage) => this.device.createBuffer({ size: queries * 8, usage });
+      sets.push({ querySet: this.device.createQuerySet({ type: 'timestamp', count: queries }), queries,
+                  resolved: buffer(USAGE.QUERY_RESOLVE | USAGE.COPY_SRC),
+                  staging: buffer(USAGE.MAP_READ | USAGE.COPY_DST) });
+    }
+    return { sets, next: 0 };
+  }
+
+  // The timestampWrites of the next timed pass.
+  static timestampWrites(timed) {
+    const i = timed.next++, set = timed.sets[Math.floor(i / TIMED_PASSES)], q = 2 * (i % TIMED_PASSES);
+    return { querySet: set.querySet, beginningOfPassWriteIndex: q, endOfPassWriteIndex: q + 1 };
+  }
+
+  // Resolve a batch's timestamps into buffers to map (end of its commands).
+  resolveTimes(timed) {
+    const encoder = this.commands();
+    for (const set of timed.sets) {
+      encoder.resolveQuerySet(set.querySet, 0, set.queries, set.resolved, 0);
+      encoder.copyBufferToBuffer(set.resolved, 0, set.staging, 0, set.queries * 8);
+    }
+  }
+
+  // Read them back once submitted, without waiting: they join this.times (in
+  // dispatch order) once mapped; the 'times' request waits for the reads
+  // under way.
+  readTimes(timed, dispatches) {
+    const read = Promise.all(timed.sets.map(async (set) => {
+      await set.staging.mapAsync(MAP_READ);
+      const ticks = new BigUint64Array(set.staging.getMappedRange()).slice();
+      set.staging.unmap();
+      for (const b of [set.staging, set.resolved, set.querySet]) b.destroy();
+      return ticks;
+    })).then((parts) => {
+      parts.forEach((ticks, p) => {
+        for (let q = 0; q < ticks.length; q += 2)
+          this.times.push([dispatches[p * TIMED_PASSES + q / 2][1], Number(ticks[q]), Number(ticks[q + 1])]);
+      });
+    });
+    this.timeReads.push(read);
+  }
+
+  command(c, nextParams, timed) {
     const { device } = this;
     switch (c[0]) {
       case 'create':
@@ -199,13 +269,17 @@ export class WebGpuHost {
           entries.push({ binding, resource: { buffer: this.buffers.get(id), offset, size: size || undefined } });
         }
         const bindGroup = device.createBindGroup({ layout: p.layout, entries });
-        const pass = this.commands().beginComputePass();
+        const timestampWrites = timed ? WebGpuHost.timestampWrites(timed) : undefined;
+        const pass = this.commands().beginComputePass(timed ? { timestampWrites } : {});
         pass.setPipeline(p.pipeline);
         pass.setBindGroup(0, bindGroup);
         pass.dispatchWorkgroups(c[4], c[5]);
         pass.end();
         break;
       }
+      case 'timing':
+        this.timing = c[1];
+        break;
       default:
         throw new Error(`gk_webgpu: unknown command ${c[0]}`);
     }
@@ -227,6 +301,18 @@ export class WebGpuHost {
         if (!this.error) data.set(new Uint8Array(staging.getMappedRange(), offset - lo, bytes));
         staging.unmap();
         staging.destroy();
+      } else if (msg.sync.op === 'times') {
+        // The kernel times so far (this.times), as TIME_RECORD-byte records.
+        await Promise.all(this.timeReads.splice(0));
+        const times = this.times.splice(0, Math.floor(data.length / TIME_RECORD));
+        const view = new DataView(data.buffer);
+        times.forEach(([pipeline, begin, end], i) => {
+          view.setUint32(i * TIME_RECORD, pipeline, true);
+          view.setUint32(i * TIME_RECORD + 4, 0, true);
+          view.setFloat64(i * TIME_RECORD + 8, begin, true);
+          view.setFloat64(i * TIME_RECORD + 16, end, true);
+        });
+        control[3] = times.length;
       } else {
         await this.device.queue.onSubmittedWorkDone();
       }
@@ -264,7 +350,15 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
     bytes().set(t, ptr);
     if (cap > 0) bytes()[ptr + t.length] = 0;
   };
+  // Why this link cannot time kernels, or null.
+  const noTimestamps = () => !link ? reason : link.limits[LIMITS.length] & 2 ? null
+    : 'no timestamp-query on this adapter';
   let batch = [];
+  let timing = false;                // timing(1) was called
+  let timedSince = 0;                // dispatches issued since, whose times are not yet taken
+  // pipeline id -> "family.entry" (pipeline_label) or its entry point; kept
+  // after the pipeline is destroyed (ids are not reused) for times read later
+  const labels = new Map();
   let shared = typeof SharedArrayBuffer !== 'undefined' ? new SharedArrayBuffer(1 << 16) : null;
   const post = (sync) => {
     link.post({ gkWebgpu: true, batch, sync, control: link.control.buffer, data: shared });
@@ -311,17 +405,63 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
         while (m[end]) end++;
         return decoder.decode(m.slice(at, end));
       };
+      labels.set(id, text(entry));  // until pipeline_label names it
       batch.push(['pipeline', id, decoder.decode(m.slice(wgsl, wgsl + len)), text(entry), text(overrides)]);
     },
     pipeline_destroy(id) { batch.push(['unpipeline', id]); },
+    pipeline_label(id, text, len) { labels.set(id, decoder.decode(bytes().slice(text, text + len))); },
     dispatch(pipeline, bindings, nbindings, params, paramBytes, x, y) {
       // (binding, buffer id, offset, size) per binding, as wg_binding in src/webgpu/webgpu.h
       const records = Array.from(new Uint32Array(memory().buffer, bindings, nbindings * 4));
+      if (timing) timedSince++;
       batch.push(['dispatch', pipeline, records, bytes().slice(params, params + paramBytes), x, y]);
     },
     submit() {
       if (batch.length) post(null);
     },
     wait(message, cap) { return request({ op: 'wait' }, 0, message, cap); },
+    // Time the dispatches from now on (on: 1) or not; the C side checks
+    // that the device has timestamp-query first.
+    timing(on) {
+      timing = on !== 0;
+      batch.push(['timing', timing]);
+      post(null);
+    },
+    // After everything queued: the times of the dispatches timed since the
+    // last call, in dispatch order, at most `cap` records of TIME_RECORD
+    // bytes at dst (gk_webgpu_kernel_time); their count, or -1 with the
+    // device's error in `message`.
+    kernel_times(dst, cap, message, messageCap) {
+      const status = request({ op: 'times' }, timedSince * TIME_RECORD, message, messageCap);
+      if (status) return -1;
+      const count = Math.min(link.control[3], cap);
+      bytes().set(new Uint8Array(shared, 0, count * TIME_RECORD), dst);
+      timedSince = 0;
+      return count;
+    },
+    // For gradkern.mjs (not imports): timing from JavaScript (null, or why
+    // not), and the times with the kernels' names.
+    jsTiming(on) {
+      const why = noTimestamps();
+      if (!why) this.timing(on ? 1 : 0);
+      return why;
+    },
+    jsKernelTimes() {
+      const why = noTimestamps();
+      if (why) throw new Error(`gk_webgpu: no kernel times: ${why}`);
+      const times = [];
+      if (request({ op: 'times' }, timedSince * TIME_RECORD, 0, 0)) {
+        const text = decoder.decode(new Uint8Array(shared).slice(0, link.control[2]));
+        throw new Error(`gk_webgpu: reading the kernel times: the device reported: ${text}`);
+      }
+      const view = new DataView(shared, 0, link.control[3] * TIME_RECORD);
+      for (let i = 0; i < link.control[3]; i++) {
+        const id = view.getUint32(i * TIME_RECORD, true);
+        const begin = view.getFloat64(i * TIME_RECORD + 8, true), end = view.getFloat64(i * TIME_RECORD + 16, true);
+        times.push({ kernel: labels.get(id), beginNs: begin, ms: (end - begin) / 1e6 });
+      }
+      timedSince = 0;
+      return times;
+    },
   };
 }

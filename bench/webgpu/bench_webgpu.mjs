@@ -8,35 +8,43 @@
 // tfjs: reading the last result, 4 MB at most). f32 throughout. tfjs's
 // backward passes are written with the ops its gradient functions use
 // (its gradient registry does not load under Node's ES modules).
+// --gpu-times: also gradkern's GPU time per run (the sum of its dispatches'
+// timestamp-query times) next to its wall time, where the adapter has the
+// feature (Dawn's Vulkan backend; not its OpenGL ES one: the table then
+// says so); off by default, as timing costs.
 //
-//   make bench-webgpu      (or: cd bench/webgpu && npm ci && node bench_webgpu.mjs)
+//   make bench-webgpu [BENCH_ARGS=--gpu-times]   (or: cd bench/webgpu && npm ci && node bench_webgpu.mjs)
 import { execFileSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const backend = process.env.GK_DAWN_BACKEND || 'opengles';
+const gpuTimes = process.argv.includes('--gpu-times');
 
 // gradkern first (its own process: a worker and a device of its own).
 const out = execFileSync('node', [join(root, 'tests/wasm/webgpu_ops.mjs'),
-                                  join(root, 'build/wasm/tests/webgpu_ops_bench.wasm')],
+                                  join(root, 'build/wasm/tests/webgpu_ops_bench.wasm'),
+                                  ...(gpuTimes ? ['--timestamps'] : [])],
                          { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-const gradkern = new Map();
-let adapter = '';
+const gradkern = new Map(), gpu = new Map();
+let adapter = '', noGpuTimes = '';
 for (const line of out.split('\n')) {
   if (line.startsWith('WebGPU adapter:')) adapter = line.slice(16).trim();
-  const m = /^(\S+) ([\d.]+)$/.exec(line);
+  if (line.startsWith('# ')) noGpuTimes = line.slice(2);  // "webgpu: no timestamp-query on this adapter (...)"
+  const m = /^(\S+) ([\d.]+)(?: ([\d.]+) (\d+))?$/.exec(line);
   if (m) gradkern.set(m[1], Number(m[2]));
+  if (m?.[3]) gpu.set(m[1], `${Number(m[3]).toFixed(2)} (${m[4]} dispatch${m[4] === '1' ? '' : 'es'})`);
 }
 
 // tfjs on a device of the same adapter.
 if (backend === 'opengles' && !process.env.EGL_PLATFORM) process.env.EGL_PLATFORM = 'surfaceless';
 const { create, globals } = await import('webgpu');
 Object.assign(globalThis, globals);
-const gpu = create([`backend=${backend}`]);
-const requestAdapter = gpu.requestAdapter.bind(gpu);
-gpu.requestAdapter = (options = {}) => requestAdapter({ ...options, featureLevel: 'compatibility' });
-globalThis.navigator = { gpu, userAgent: 'node' };
+const dawn = create([`backend=${backend}`]);
+const requestAdapter = dawn.requestAdapter.bind(dawn);
+dawn.requestAdapter = (options = {}) => requestAdapter({ ...options, featureLevel: 'compatibility' });
+globalThis.navigator = { gpu: dawn, userAgent: 'node' };
 const tf = await import('@tensorflow/tfjs-core');
 await import('@tensorflow/tfjs-backend-webgpu');
 if (!(await tf.setBackend('webgpu'))) throw new Error('tfjs: the webgpu backend did not start');
@@ -74,13 +82,17 @@ cases.push(['sigmoid_1M', () => tf.sigmoid(v)]);
 cases.push(['sigmoid_1M_bwd', () => tf.mul(dv, tf.mul(sv, tf.sub(1, sv)))]);
 
 console.log(`adapter: ${adapter} (Dawn ${backend}, compatibility mode); ms per run, ${10} runs after 3 warm-up`);
-console.log('| op | gradkern WebGPU | tfjs WebGPU | gradkern / tfjs |');
-console.log('|---|---|---|---|');
+if (gpuTimes && noGpuTimes) console.log(`gradkern GPU times: ${noGpuTimes}`);
+const gpuColumn = gpuTimes && !noGpuTimes;
+console.log(`| op | gradkern WebGPU |${gpuColumn ? ' gradkern GPU time |' : ''} tfjs WebGPU | gradkern / tfjs |`);
+console.log(`|---|---|${gpuColumn ? '---|' : ''}---|---|`);
+const gpuCell = (name) => (gpuColumn ? ` ${gpu.get(name) ?? '-'} |` : '');
 for (const [name, fn] of cases) {
   const ms = await time(fn, 10);
   const g = gradkern.get(name);
-  console.log(`| ${name} | ${g?.toFixed(2) ?? '-'} | ${ms.toFixed(2)} | ${g ? (g / ms).toFixed(2) : '-'} |`);
+  const ratio = g ? (g / ms).toFixed(2) : '-';
+  console.log(`| ${name} | ${g?.toFixed(2) ?? '-'} |${gpuCell(name)} ${ms.toFixed(2)} | ${ratio} |`);
 }
 for (const name of ['layernorm_1024x1024', 'layernorm_1024x1024_bwd'])
-  console.log(`| ${name} | ${gradkern.get(name)?.toFixed(2) ?? '-'} | (no op in tfjs) | - |`);
+  console.log(`| ${name} | ${gradkern.get(name)?.toFixed(2) ?? '-'} |${gpuCell(name)} (no op in tfjs) | - |`);
 process.exit(0);

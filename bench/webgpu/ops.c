@@ -3,12 +3,26 @@
 // this module in a worker and tfjs on the same adapter). Each case: random
 // inputs uploaded once, 3 warm-up runs, then `runs` runs issued back to
 // back and one gk_backend_synchronize; prints "name ms-per-run".
+//
+// Options: --timestamps: also each run's GPU time (the sum of its
+// dispatches' times, timestamp-query; gk_webgpu_timing), "name ms-per-run
+// gpu-ms-per-run dispatches-per-run", or "# no timestamp-query on this
+// adapter ..." first where the device lacks it; --plain-reductions: the
+// plain row reductions where the device has subgroups (to compare them);
+// --repeat N: the best of N batches of runs, each timed by itself (for a
+// loaded machine); other arguments: run only the cases so named.
 #include "gradkern.h"
+#include "webgpu/webgpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+static bool timed;  // --timestamps, and the device has timestamp-query
+static int repeats = 1;  // --repeat N
+static char **only; // the case names asked for (NULL: all)
+static int nonly;
 
 static double now(void) {
   struct timespec ts;
@@ -18,6 +32,9 @@ static double now(void) {
 
 // Time desc on WebGPU: every argument a device buffer of random f32.
 static int time_case(const char *name, gk_op_desc d, int runs) {
+  bool wanted = !nonly;
+  for (int i = 0; i < nonly; i++) wanted |= !strcmp(name, only[i]);
+  if (!wanted) return 0;
   d.backend = GK_BACKEND_WEBGPU;
   gk_plan *plan;
   if (gk_plan_create(&d, &plan)) {
@@ -46,14 +63,32 @@ static int time_case(const char *name, gk_op_desc d, int runs) {
   }
   for (int i = 0; i < 3; i++) gk_plan_run(plan, args, n, NULL, 0);
   gk_backend_synchronize(GK_BACKEND_WEBGPU);
-  double t0 = now();
-  for (int i = 0; i < runs; i++)
-    if (gk_plan_run(plan, args, n, NULL, 0)) {
-      fprintf(stderr, "%s: %s\n", name, gk_last_error());
-      return 1;
+  enum { MAX_TIMES = 1024 };
+  static gk_webgpu_kernel_time times[MAX_TIMES];
+  int count = 0;
+  if (timed) gk_webgpu_kernel_times(times, MAX_TIMES, &count);  // the warm-up's, dropped
+  // The best of `repeats` batches of `runs` (wall and GPU time apart).
+  double wall = 1e30, gpu = 1e30;
+  for (int rep = 0; rep < repeats; rep++) {
+    double t0 = now(), gpu_ns = 0;
+    for (int i = 0; i < runs; i++)
+      if (gk_plan_run(plan, args, n, NULL, 0)) {
+        fprintf(stderr, "%s: %s\n", name, gk_last_error());
+        return 1;
+      }
+    gk_backend_synchronize(GK_BACKEND_WEBGPU);
+    double ms = (now() - t0) / runs * 1e3;
+    wall = ms < wall ? ms : wall;
+    if (timed && gk_webgpu_kernel_times(times, MAX_TIMES, &count) == GK_SUCCESS) {
+      for (int i = 0; i < count; i++) gpu_ns += times[i].end_ns - times[i].begin_ns;
+      gpu = gpu_ns / runs * 1e-6 < gpu ? gpu_ns / runs * 1e-6 : gpu;
     }
-  gk_backend_synchronize(GK_BACKEND_WEBGPU);
-  printf("%s %.4f\n", name, (now() - t0) / runs * 1e3);
+  }
+  if (timed) {
+    printf("%s %.4f %.4f %d\n", name, wall, gpu, count / runs);
+  } else {
+    printf("%s %.4f\n", name, wall);
+  }
   fflush(stdout);
   for (int i = 0; i < n; i++) gk_buffer_free(bufs[i]);
   gk_plan_destroy(plan);
@@ -66,8 +101,17 @@ static gk_op_desc desc(gk_op op, gk_direction dir, int rank, const int64_t *shap
   return d;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   int bad = 0;
+  only = calloc((size_t)argc, sizeof *only);
+  for (int a = 1; a < argc; a++) {
+    if (argv[a][0] != '-') only[nonly++] = argv[a];
+    if (!strcmp(argv[a], "--repeat") && a + 1 < argc) repeats = atoi(argv[++a]);
+    if (!strcmp(argv[a], "--plain-reductions")) gk_webgpu_test_plain_reductions(true);
+    if (strcmp(argv[a], "--timestamps")) continue;
+    timed = gk_webgpu_timing(1) == GK_SUCCESS;
+    if (!timed) printf("# %s\n", gk_last_error());
+  }
   for (int dir = 0; dir < 2; dir++) {
     const char *suffix = dir ? "_bwd" : "";
     char name[64];

@@ -27,13 +27,30 @@ extern const char gk_wgsl_stage[];
 // ---------------------------------------------------------------- the device
 
 static uint32_t limits[WG_LIMIT_COUNT];
-static char device_text[256];  // the adapter's description, or why there is no device
+static char device_text[320];  // the adapter's description and optional features, or why there is no device
 static uint32_t next_id = 1;   // buffer and pipeline ids (the host keeps one map for each kind)
+
+// The optional features the device has, after the adapter's description:
+// "; optional features: subgroups (8-8 wide), timestamp-query" or "...: none".
+static void describe_features(void) {
+  size_t at = strlen(device_text);
+  uint32_t f = limits[WG_LIMIT_FEATURES];
+  at += (size_t)snprintf(device_text + at, sizeof device_text - at, "; optional features:%s", f ? "" : " none");
+  if (at < sizeof device_text && (f & WG_FEATURE_SUBGROUPS))
+    at += (size_t)snprintf(device_text + at, sizeof device_text - at, " subgroups (%u-%u wide)%s",
+                           limits[WG_LIMIT_SUBGROUP_MIN], limits[WG_LIMIT_SUBGROUP_MAX],
+                           f & WG_FEATURE_TIMESTAMPS ? "," : "");
+  if (at < sizeof device_text && (f & WG_FEATURE_TIMESTAMPS))
+    snprintf(device_text + at, sizeof device_text - at, " timestamp-query");
+}
 
 static const char *unavailable(void) {
   int ok = gkwg_device_info(device_text, sizeof device_text, limits);
   device_text[sizeof device_text - 1] = 0;
-  if (ok) return NULL;
+  if (ok) {
+    describe_features();
+    return NULL;
+  }
   return device_text[0] ? device_text : "the host gave no WebGPU device";
 }
 
@@ -50,6 +67,10 @@ static uint32_t binding_limit(void) {
   return binding_limit_for_tests && binding_limit_for_tests < device ? binding_limit_for_tests : device;
 }
 void gk_webgpu_test_binding_limit(uint32_t bytes) { binding_limit_for_tests = bytes; }
+
+static bool plain_reductions_for_tests;
+void gk_webgpu_test_plain_reductions(bool plain) { plain_reductions_for_tests = plain; }
+bool wg_subgroups(void) { return (limits[WG_LIMIT_FEATURES] & WG_FEATURE_SUBGROUPS) && !plain_reductions_for_tests; }
 
 // The device's error, as a failed status naming what was being done.
 static gk_status device_error(const char *what, const char *message) {
@@ -149,6 +170,28 @@ static gk_status wg_synchronize(void) {
   return GK_SUCCESS;
 }
 
+// ---------------------------------------------------------------- kernel times
+
+gk_status gk_webgpu_timing(int on) {
+  const char *why = unavailable();
+  if (why) return gk_fail(GK_ERR_UNSUPPORTED, "webgpu: no device: %s", why);
+  if (!(limits[WG_LIMIT_FEATURES] & WG_FEATURE_TIMESTAMPS))
+    return gk_fail(GK_ERR_UNSUPPORTED, "webgpu: no timestamp-query on this adapter (%s)", device_text);
+  gkwg_timing(on != 0);
+  return GK_SUCCESS;
+}
+
+gk_status gk_webgpu_kernel_times(gk_webgpu_kernel_time *times, int cap, int *count) {
+  *count = 0;
+  if (!(limits[WG_LIMIT_FEATURES] & WG_FEATURE_TIMESTAMPS))
+    return gk_fail(GK_ERR_UNSUPPORTED, "webgpu: no timestamp-query on this adapter (%s)", device_text);
+  char message[512];
+  int32_t n = gkwg_kernel_times(times, cap > 0 ? (uint32_t)cap : 0, message, sizeof message);
+  if (n < 0) return device_error("reading the kernel times", message);
+  *count = n;
+  return GK_SUCCESS;
+}
+
 // ---------------------------------------------------------------- pipelines
 
 uint32_t wg_pipeline_create(const char *wgsl, const char *entry, const char *overrides) {
@@ -158,6 +201,12 @@ uint32_t wg_pipeline_create(const char *wgsl, const char *entry, const char *ove
 }
 
 void wg_pipeline_destroy(uint32_t id) { gkwg_pipeline_destroy(id); }
+
+void wg_pipeline_label(uint32_t id, const char *family, const char *entry) {
+  char label[64];
+  int n = snprintf(label, sizeof label, "%s.%s", family, entry);
+  gkwg_pipeline_label(id, label, (uint32_t)(n < (int)sizeof label ? n : (int)sizeof label - 1));
+}
 
 // ---------------------------------------------------------------- the arena
 
@@ -344,6 +393,7 @@ uint32_t wg_f32(double v) {
 typedef struct wg_state {
   uint32_t pipeline[WG_MAX_ENTRIES];
   int npipelines;
+  bool subgroups;        // built from wg_family.subgroup_source
   wg_buffer *constants;  // wg_family.constants, uploaded at init
   uint32_t constant_words;
 } wg_state;
@@ -355,8 +405,12 @@ static gk_status wg_init(gk_plan *plan) {
   const char *const *entries = plan->desc.direction == GK_FORWARD ? f->forward : f->backward;
   char overrides[128] = "";
   if (f->overrides) f->overrides(plan, overrides, sizeof overrides);
-  for (; st->npipelines < WG_MAX_ENTRIES && entries[st->npipelines]; st->npipelines++)
-    st->pipeline[st->npipelines] = wg_pipeline_create(f->source, entries[st->npipelines], overrides);
+  st->subgroups = f->subgroup_source && wg_subgroups();
+  for (; st->npipelines < WG_MAX_ENTRIES && entries[st->npipelines]; st->npipelines++) {
+    const char *entry = entries[st->npipelines];
+    st->pipeline[st->npipelines] = wg_pipeline_create(st->subgroups ? f->subgroup_source : f->source, entry, overrides);
+    wg_pipeline_label(st->pipeline[st->npipelines], f->name, entry);
+  }
   if (f->constants) {
     float *data = NULL;
     uint32_t words = f->constants(plan, &data);
@@ -505,8 +559,10 @@ static const char *wg_decline(const gk_plan *plan) {
 }
 
 static void wg_precision(const gk_plan *plan, gk_plan_info *info) {
-  (void)plan;
-  info->math = "f32 math in WGSL (the device's exp/log), sums in a fixed order, no float atomics";
+  const wg_state *st = plan->state;
+  info->math = st && st->subgroups ? "f32 math in WGSL (the device's exp/log), row sums and maxima by subgroupAdd/"
+                                     "subgroupMax in subgroups, then across them in order; no float atomics"
+                                   : "f32 math in WGSL (the device's exp/log), sums in a fixed order, no float atomics";
   info->accumulator = GK_F32;
   info->deterministic = 1;
 }

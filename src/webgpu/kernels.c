@@ -14,6 +14,8 @@
 extern const char gk_wgsl_activation[], gk_wgsl_gated[], gk_wgsl_binary[], gk_wgsl_norm[], gk_wgsl_softmax[],
     gk_wgsl_matmul[], gk_wgsl_cross_entropy[], gk_wgsl_embedding[], gk_wgsl_rope[],
     gk_wgsl_attention[], gk_wgsl_conv1d[], gk_wgsl_scan[];
+// The reduction shaders with their row reductions in subgroups (wg_family.subgroup_source).
+extern const char gk_wgsl_norm_subgroups[], gk_wgsl_softmax_subgroups[], gk_wgsl_cross_entropy_subgroups[];
 
 static uint64_t groups_for(int64_t n) { return (uint64_t)gk_ceil_div(n, 64); }
 static int64_t numel_of(const gk_plan *plan, gk_arg_kind k) {
@@ -249,8 +251,11 @@ static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
   int64_t inner = prod(d->shape, dim + 1, d->rank), rows = r->units * inner;
   if (rows == 0 || d->shape[dim] == 0) return GK_SUCCESS;
   static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {GK_ARG_DY, GK_ARG_Y, GK_ARG_DX};
+  // Backward entry 1 (backward_vec4) where the rows are whole vec4s.
+  bool by_vec4 = inner == 1 && d->shape[dim] % 4 == 0 && r->slot[GK_ARG_DY] % 4 == 0 && r->slot[GK_ARG_Y] % 4 == 0 &&
+                 r->slot[GK_ARG_DX] % 4 == 0;
   uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, (uint64_t)rows, 2, forward)
-                                           : wg_pass_bound(r, 0, (uint64_t)rows, 3, backward);
+                                           : wg_pass_bound(r, by_vec4, (uint64_t)rows, 3, backward);
   p[0] = r->slot[GK_ARG_X];
   p[1] = r->slot[GK_ARG_Y];
   p[2] = r->slot[GK_ARG_DY];
@@ -280,9 +285,23 @@ typedef struct gemm {
   int64_t a_bs, a_kbs, a_rs, a_cs, b_bs, b_kbs, b_rs, b_cs, c_bs, c_rs, c_cs;
 } gemm;
 
+// Entry points of matmul.wgsl in both families: 0 product, 1 product_vec4, 2 column_sum.
+enum { PRODUCT, PRODUCT_VEC4, COLUMN_SUM };
+
+// product_vec4 when a's rows run along k and b's and c's along j in whole
+// vec4s: column strides 1, everything else a multiple of 4 words (slots are).
+static bool product_by_vec4(const gemm *g) {
+  const int64_t words[] = {g->a, g->b, g->c, g->bias, g->K, g->N, g->a_bs, g->a_kbs, g->a_rs,
+                           g->b_bs, g->b_kbs, g->b_rs, g->c_bs, g->c_rs};
+  bool fits = g->a_cs == 1 && g->b_cs == 1 && g->c_cs == 1;
+  for (size_t i = 0; i < sizeof words / sizeof *words; i++) fits &= words[i] % 4 == 0;
+  return fits;
+}
+
 static void product(wg_run *r, gemm g) {
   if (g.M == 0 || g.N == 0 || g.batches == 0) return;
-  uint32_t *p = wg_pass(r, 0, (uint64_t)(gk_ceil_div(g.M, 32) * gk_ceil_div(g.N, 32) * g.batches));
+  uint32_t *p = wg_pass(r, product_by_vec4(&g) ? PRODUCT_VEC4 : PRODUCT,
+                        (uint64_t)(gk_ceil_div(g.M, 32) * gk_ceil_div(g.N, 32) * g.batches));
   const int64_t words[] = {g.a, g.b, g.c, g.bias, g.M, g.N, g.K, g.batches, g.kb, g.has_bias, g.accumulate, 0,
                            g.a_bs, g.a_kbs, g.a_rs, g.a_cs, g.b_bs, g.b_kbs, g.b_rs, g.b_cs, g.c_bs, g.c_rs, g.c_cs};
   for (size_t i = 0; i < sizeof words / sizeof *words; i++) p[i] = (uint32_t)words[i];
@@ -291,7 +310,7 @@ static void product(wg_run *r, gemm g) {
 // dbias[j] (+)= sum over the M rows of dy (M x N).
 static void column_sum(wg_run *r, uint32_t dy, uint32_t dbias, int64_t M, int64_t N, int accumulate) {
   if (N == 0) return;
-  uint32_t *p = wg_pass(r, 1, (uint64_t)N);
+  uint32_t *p = wg_pass(r, COLUMN_SUM, (uint64_t)N);
   p[0] = dy;
   p[2] = dbias;
   p[4] = (uint32_t)M;
@@ -562,14 +581,16 @@ static const wg_family add = {.name = "add", .source = gk_wgsl_binary, .forward 
 static const wg_family mul = {.name = "mul", .source = gk_wgsl_binary, .forward = {"forward"},
                               .backward = {"reduce_grad_mul"}, .plan = plan_binary, .overrides = binary_overrides,
                               .bound = true, .split = split_binary};
-static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .forward = {"forward"},
+static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .subgroup_source = gk_wgsl_norm_subgroups,
+                               .forward = {"forward"},
                                .backward = {"backward_dx", "backward_params"}, .plan = plan_norm,
                                .overrides = norm_overrides, .bound = true, .split = split_norm};
-static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .forward = {"product"},
-                                 .backward = {"product", "column_sum"}, .plan = plan_linear};
-static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .forward = {"product"},
-                                 .backward = {"product"}, .plan = plan_matmul};
+static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .forward = {"product", "product_vec4"},
+                                 .backward = {"product", "product_vec4", "column_sum"}, .plan = plan_linear};
+static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .forward = {"product", "product_vec4"},
+                                 .backward = {"product", "product_vec4"}, .plan = plan_matmul};
 static const wg_family cross_entropy = {.name = "cross_entropy", .source = gk_wgsl_cross_entropy,
+                                        .subgroup_source = gk_wgsl_cross_entropy_subgroups,
                                         .forward = {"per_row", "total", "grad"},
                                         .backward = {"per_row", "total", "grad"},
                                         .decline = decline_cross_entropy, .plan = plan_cross_entropy, .bound = true};
@@ -585,9 +606,10 @@ static const wg_family conv1d = {.name = "conv1d", .source = gk_wgsl_conv1d, .fo
 static const wg_family scan = {.name = "scan", .source = gk_wgsl_scan, .forward = {"forward"},
                                .backward = {"backward", "reduce_params", "reduce_bc"}, .decline = decline_scan,
                                .plan = plan_scan};
-static const wg_family softmax = {.name = "softmax", .source = gk_wgsl_softmax, .forward = {"forward"},
-                                  .backward = {"backward"}, .plan = plan_softmax, .overrides = softmax_overrides,
-                                  .bound = true, .split = split_softmax};
+static const wg_family softmax = {.name = "softmax", .source = gk_wgsl_softmax,
+                                  .subgroup_source = gk_wgsl_softmax_subgroups, .forward = {"forward"},
+                                  .backward = {"backward", "backward_vec4"}, .plan = plan_softmax,
+                                  .overrides = softmax_overrides, .bound = true, .split = split_softmax};
 
 const wg_family *wg_family_of(const gk_plan *plan) {
   switch (plan->desc.op) {

@@ -67,6 +67,9 @@ uint32_t wg_f32(double v);
 typedef struct wg_family {
   const char *name;
   const char *source;
+  // The same shader with its row reductions in subgroups (reduce_subgroups.wgsl
+  // instead of reduce.wgsl), used where the device has subgroups; NULL: none.
+  const char *subgroup_source;
   const char *forward[WG_MAX_ENTRIES];
   const char *backward[WG_MAX_ENTRIES];
   const char *(*decline)(const gk_plan *plan);   // NULL: takes every f32 description
@@ -109,6 +112,8 @@ gk_status wg_arena_read(uint32_t slot, void *dst, uint32_t words);
 // A compute pipeline of entry point `entry` of the WGSL text `wgsl`, with
 // the override constants `overrides` ("NAME=value,...", or ""): its id.
 uint32_t wg_pipeline_create(const char *wgsl, const char *entry, const char *overrides);
+// Name pipeline `id` "family.entry" for the kernel times (gk_webgpu_timing).
+void wg_pipeline_label(uint32_t id, const char *family, const char *entry);
 
 // The optimizers' hooks of the backend table (optim.c; see gk_backend_table).
 gk_status wg_adamw_step(const gk_adamw_config *c, const gk_adamw_scalars *k, int n, const gk_tensor *params,

@@ -15,7 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-extern const char gk_wgsl_optim[];
+extern const char gk_wgsl_optim[], gk_wgsl_optim_subgroups[];
 
 // Elements of a piece, at most (unless one row has more): 16 MiB a slot,
 // AdamW's four slots within the 128 MiB binding every adapter offers.
@@ -28,14 +28,21 @@ enum { PIECE = 1 << 22 };
 // backend).
 enum { SUMSQ_MAX_GROUPS = 256 };
 
-// The entry points of optim.wgsl, compiled on first use and kept.
+// The entry points of optim.wgsl, compiled on first use and kept: plain,
+// and with the sums of squares in subgroups where the device has them
+// (wg_subgroups).
 enum { DECAY, UPDATE, PARTIALS, TOTALS, SCALE, ENTRY_COUNT };
 static const char *const entry_names[ENTRY_COUNT] = {"decay", "update", "partials", "totals", "scale"};
-static uint32_t pipelines[ENTRY_COUNT];
+static uint32_t pipelines[2][ENTRY_COUNT];
 
 static uint32_t pipeline(int entry) {
-  if (!pipelines[entry]) pipelines[entry] = wg_pipeline_create(gk_wgsl_optim, entry_names[entry], "");
-  return pipelines[entry];
+  bool sub = wg_subgroups();
+  uint32_t *p = &pipelines[sub][entry];
+  if (!*p) {
+    *p = wg_pipeline_create(sub ? gk_wgsl_optim_subgroups : gk_wgsl_optim, entry_names[entry], "");
+    wg_pipeline_label(*p, "optim", entry_names[entry]);
+  }
+  return *p;
 }
 
 // The words of optim.wgsl's Params, by name.

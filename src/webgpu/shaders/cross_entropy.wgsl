@@ -6,7 +6,9 @@
 //   g = dloss (forward with fused_grad: grad_scale), / (rows not ignored) for the mean
 // Passes: per_row (one workgroup per row: loss_r, valid_r, lse_r into
 // scratch), total (one workgroup: fixed-order sums of loss_r and valid_r),
-// grad (one invocation per element).
+// grad (one invocation per element). Workgroup sums and maxima by
+// lanes_sum/lanes_max (reduce.wgsl, or reduce_subgroups.wgsl where the
+// device has subgroups), each in a fixed order.
 struct Params {
   logits: u32, targets: u32, loss: u32, dlogits: u32, dloss: u32, scratch: u32, rows: u32, V: u32,
   index_words: u32, ignore: i32, mean: u32, eps: f32, grad_scale: f32, fused: u32, has_loss: u32, nan_bits: u32,
@@ -29,19 +31,19 @@ struct Params {
 fn target_of(r: u32) -> i32 { return targets[p.targets + r * p.index_words]; }
 
 @compute @workgroup_size(64)
-fn per_row(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-           @builtin(local_invocation_index) lid: u32) {
+fn per_row(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, l: Lanes) {
+  let lid = l.lid;
   let r = group_id(wid, nwg);
   if (r >= p.rows) { return; }
   let base = p.logits + r * p.V;
   var mx = -3.4028234e38;
   for (var j = lid; j < p.V; j += WG) { mx = max(mx, logits[base + j]); }
-  mx = wg_max(mx, lid);
+  mx = lanes_max(mx, l);
   var s = 0.0;
   var sx = 0.0;
   for (var j = lid; j < p.V; j += WG) { s += exp(logits[base + j] - mx); sx += logits[base + j]; }
-  let lse = mx + log(wg_sum(s, lid));
-  let sum_x = wg_sum(sx, lid);
+  let lse = mx + log(lanes_sum(s, l));
+  let sum_x = lanes_sum(sx, l);
   if (lid == 0u) {
     let t = target_of(r);
     let valid = t != p.ignore;
@@ -54,12 +56,13 @@ fn per_row(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
 }
 
 @compute @workgroup_size(64)
-fn total(@builtin(local_invocation_index) lid: u32) {
+fn total(l: Lanes) {
+  let lid = l.lid;
   var s = 0.0;
   var c = 0.0;
   for (var r = lid; r < p.rows; r += WG) { s += scratch[p.scratch + r]; c += scratch[p.scratch + p.rows + r]; }
-  s = wg_sum(s, lid);
-  c = wg_sum(c, lid);
+  s = lanes_sum(s, l);
+  c = lanes_sum(c, l);
   if (lid == 0u) {
     scratch[p.scratch + 3u * p.rows] = c;
     if (p.has_loss == 1u) {

@@ -1,7 +1,8 @@
 // RMSNorm and LayerNorm over rows of C elements; forward and backward's dx
 // take one workgroup per row, the parameter gradients one workgroup per
-// column (each invocation sums every 64th row in order, then a fixed-order
-// tree: common.wgsl).
+// column (each invocation sums every 64th row in order, then the workgroup's
+// fixed-order reduction: lanes_sum, a tree, reduce.wgsl, or subgroups,
+// reduce_subgroups.wgsl).
 //   RMSNorm:   rstd = 1 / sqrt(mean(x^2) + eps),           xhat = x rstd
 //   LayerNorm: mean, rstd = 1 / sqrt(mean((x-mean)^2) + eps), xhat = (x - mean) rstd
 //   forward    y = xhat w + b            (w = 1, b = 0 when absent)
@@ -44,8 +45,8 @@ fn row_mean(r: u32) -> f32 {
 }
 
 @compute @workgroup_size(64)
-fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-           @builtin(local_invocation_index) lid: u32) {
+fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, l: Lanes) {
+  let lid = l.lid;
   let r = group_id(wid, nwg);
   if (r >= p.rows) { return; }
   let base = r * p.cols;
@@ -53,10 +54,10 @@ fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
   // (Barriers stay out of branches: OpenGL ES allows them in no control flow.)
   var s = 0.0;
   for (var c = lid; c < p.cols; c += WG) { s += x[p.x + base + c]; }
-  let mean = select(0.0, wg_sum(s, lid) / n, IS_LN == 1u);
+  let mean = select(0.0, lanes_sum(s, l) / n, IS_LN == 1u);
   var q = 0.0;
   for (var c = lid; c < p.cols; c += WG) { let v = x[p.x + base + c] - mean; q += v * v; }
-  let rstd = 1.0 / sqrt(wg_sum(q, lid) / n + p.eps);
+  let rstd = 1.0 / sqrt(lanes_sum(q, l) / n + p.eps);
   for (var c = lid; c < p.cols; c += WG) {
     var v = (x[p.x + base + c] - mean) * rstd * weight(c);
     if (HAS_B == 1u) { v += b[p.b + c]; }
@@ -69,8 +70,8 @@ fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
 }
 
 @compute @workgroup_size(64)
-fn backward_dx(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-               @builtin(local_invocation_index) lid: u32) {
+fn backward_dx(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, l: Lanes) {
+  let lid = l.lid;
   let r = group_id(wid, nwg);
   if (r >= p.rows) { return; }
   let base = r * p.cols;
@@ -84,8 +85,8 @@ fn backward_dx(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     s_g += g;
     s_gx += g * (x[p.x + base + c] - mean) * rstd;
   }
-  let mean_g = select(0.0, wg_sum(s_g, lid) / n, IS_LN == 1u);
-  let mean_gx = wg_sum(s_gx, lid) / n;
+  let mean_g = select(0.0, lanes_sum(s_g, l) / n, IS_LN == 1u);
+  let mean_gx = lanes_sum(s_gx, l) / n;
   for (var c = lid; c < p.cols; c += WG) {
     let g = dy[p.dy + base + c] * weight(c);
     let xhat = (x[p.x + base + c] - mean) * rstd;
@@ -94,8 +95,8 @@ fn backward_dx(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
 }
 
 @compute @workgroup_size(64)
-fn backward_params(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-                   @builtin(local_invocation_index) lid: u32) {
+fn backward_params(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, l: Lanes) {
+  let lid = l.lid;
   let c = group_id(wid, nwg);
   if (c >= p.cols) { return; }
   var s_w = 0.0;
@@ -105,8 +106,8 @@ fn backward_params(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) n
     s_w += g * (x[p.x + r * p.cols + c] - row_mean(r)) * rstd_of[p.rstd + r];
     s_b += g;
   }
-  s_w = wg_sum(s_w, lid);
-  s_b = wg_sum(s_b, lid);
+  s_w = lanes_sum(s_w, l);
+  s_b = lanes_sum(s_b, l);
   if (lid == 0u) {
     if (HAS_W == 1u) { dw[p.dw + c] = select(s_w, dw[p.dw + c] + s_w, ACCUMULATE == 1u); }
     if (HAS_B == 1u) { db[p.db + c] = select(s_b, db[p.db + c] + s_b, ACCUMULATE == 1u); }

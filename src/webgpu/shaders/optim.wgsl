@@ -16,11 +16,12 @@
 //   partials  per piece x of n elements (optim.c stages a tensor in pieces
 //             of whole rows), G workgroups: invocation t of workgroup k sums
 //             x[i]^2 for i = 64 k + t, then + 64 G, ... in order, then the
-//             workgroup's tree (wg_sum):  partial[first + k]
+//             workgroup's reduction (lanes_sum: a tree, reduce.wgsl, or
+//             subgroups, reduce_subgroups.wgsl):  partial[first + k]
 //   totals    one workgroup per tensor r, whose partials (its pieces', in
 //             order) are the run of table[2 r + 1] words from table[2 r]:
 //             invocation t sums partials t, t + 64, ... in order, then the
-//             tree:  sums[r]
+//             workgroup's reduction:  sums[r]
 // The host reads the sums back once and adds them in tensor order in f64.
 //
 // Scale (clipping's factor, formed in double on the host, passed as f32):
@@ -53,26 +54,26 @@ fn update(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw
 }
 
 @compute @workgroup_size(64)
-fn partials(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-            @builtin(local_invocation_index) lid: u32) {
+fn partials(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, l: Lanes) {
+  let lid = l.lid;
   let k = group_id(wid, nwg);
   if (k >= p.groups) { return; }
   var s = 0.0;
   for (var i = k * WG + lid; i < p.n; i += WG * p.groups) { let x = m[p.g + i]; s += x * x; }
-  let total = wg_sum(s, lid);
+  let total = lanes_sum(s, l);
   if (lid == 0u) { m[p.partials + k] = total; }
 }
 
 @compute @workgroup_size(64)
-fn totals(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-          @builtin(local_invocation_index) lid: u32) {
+fn totals(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, l: Lanes) {
+  let lid = l.lid;
   let r = group_id(wid, nwg);
   if (r >= p.tensors) { return; }
   let first = bitcast<u32>(m[p.table + 2u * r]);
   let count = bitcast<u32>(m[p.table + 2u * r + 1u]);
   var s = 0.0;
   for (var k = lid; k < count; k += WG) { s += m[p.partials + first + k]; }
-  let total = wg_sum(s, lid);
+  let total = lanes_sum(s, l);
   if (lid == 0u) { m[p.sums + r] = total; }
 }
 
