@@ -859,6 +859,55 @@ static void test_half(void) {
   g_dtype = GK_F32;
 }
 
+// f16/bf16 results rounded to nearest even as the reference rounds them:
+// add and mul with alpha 1 (one correctly rounded f32 operation, then the
+// rounding to 16 bits) give ref's bits, packed (contiguous) and staged
+// (strided), on random values and on pairs whose results are ties, f16
+// subnormals or overflow (inf); inf times 0 stays NaN.
+static void test_rounding(void) {
+  const double u8 = ldexp(1, -8), u11 = ldexp(1, -11), s12 = ldexp(1, -12);
+  const double pairs[][2] = {{1 + 2 * u8, u8}, {1, u8}, {-(1 + 2 * u8), -u8}, {1 + 2 * u11, u11}, {1, u11},
+                             {65504, 16}, {65504, 8}, {s12, 1.5 * s12}, {s12, 1.25 * s12},
+                             {u8, u8 * (1 + 2 * u11)}, {INFINITY, 0}, {-3, 1e-3}};
+  int npairs = (int)(sizeof pairs / sizeof *pairs);
+  g_variant = "";
+  for (g_dtype = GK_F16; g_dtype <= GK_BF16; g_dtype++)
+    for (gk_op op = GK_OP_ADD; op <= GK_OP_MUL; op++)
+      for (layout lay = CONTIGUOUS; lay <= STRIDED; lay += STRIDED - CONTIGUOUS) {
+        int64_t n = 301;
+        gk_op_desc d = make(op, 1, &n);
+        d.binary.b_rank = 1;
+        d.binary.b_shape[0] = n;
+        char name[320];
+        describe(&d, lay, name, sizeof name);
+        argset in, ref, got;
+        plan_build(&roles, &d, lay, NULL, &in);
+        for (int i = 0; i < npairs; i++) {
+          tset(&in.b[GK_ARG_A].t, i, pairs[i][0]);
+          tset(&in.b[GK_ARG_B].t, i, pairs[i][1]);
+        }
+        clone_outputs(&roles, &d, &in, lay, &ref);
+        clone_outputs(&roles, &d, &in, lay, &got);
+        check(run_desc(&d, GK_BACKEND_REF, &ref) == GK_SUCCESS, "%s: ref: %s", name, gk_last_error());
+        check(run_desc(&d, GK_BACKEND_WEBGPU, &got) == GK_SUCCESS, "%s: %s", name, gk_last_error());
+        const gk_tensor *want = &ref.b[GK_ARG_Y].t, *have = &got.b[GK_ARG_Y].t;
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; i++) {
+          uint16_t w = ((const uint16_t *)want->data)[elem_offset(want, i)];
+          uint16_t h = ((const uint16_t *)have->data)[elem_offset(have, i)];
+          bool both_nan = isnan(tget(want, i)) && isnan(tget(have, i));
+          wrong += w != h && !both_nan;
+        }
+        check(wrong == 0, "%s: %lld of %lld results are not ref's bits", name, (long long)wrong, (long long)n);
+        check(tbuf_canaries_intact(&got.b[GK_ARG_Y]), "%s: bytes outside y were written", name);
+        free_outputs(&roles, &d, &got);
+        free_outputs(&roles, &d, &ref);
+        argset_free(&in);
+        configs++;
+      }
+  g_dtype = GK_F32;
+}
+
 // f16 and bf16 tensors where they lie: packed runs (tensors from a word,
 // an odd count's last word shared with the canary), staged ones (a start
 // in the middle of a word, its other half another tensor's; in place;
@@ -979,6 +1028,7 @@ static const struct {
                 {"binary", test_binary}, {"conv1d", test_conv1d}, {"scan", test_scan},
                 {"dispatch", test_past_one_dispatch}, {"placement", test_placement},
                 {"split", test_split}, {"half", test_half}, {"placement_half", test_placement_half},
+                {"rounding", test_rounding},
                 {"bad_input", test_bad_input}};
 
 int main(int argc, char **argv) {
