@@ -5,7 +5,12 @@
 // of parameter gradients, bit-identical repeated runs, and no byte written
 // outside an output's elements; bad input on the GPU path (wrong device,
 // a tensor past its buffer, an index out of range, an unsupported dtype:
-// a status and message, nothing written). Built for WebAssembly (make wasm) and run
+// a status and message, nothing written). The same in f16 and bf16 (each
+// op's first configurations, contiguous: read and written in place where
+// the family packs them; strided: staged), with f32 parameters for the
+// norms, linear and the scan, and 16-bit tensors at 2-byte places (a start
+// in the middle of a word, the other half of its edge words untouched);
+// their rounding to nearest even gives ref's bits. Built for WebAssembly (make wasm) and run
 // in Node by tests/wasm/webgpu_ops.mjs, which hands it a WebGPU device;
 // without one the test fails with the reason.
 //
@@ -202,7 +207,8 @@ static bool g_quick;
 // or f32 with f16/bf16 tensors); in f16 and bf16 each op runs its first
 // HALF_CONFIGS configurations (odd sizes, past one workgroup), contiguous
 // (f16/bf16 tensors read and written in place where the family packs them)
-// and strided (staged through the arena).
+// and strided (staged through the arena); with --quick the first,
+// contiguous.
 static gk_dtype g_dtype = GK_F32;
 static int g_param_dtype = GK_DTYPE_SAME;
 enum { HALF_CONFIGS = 4 };
@@ -210,13 +216,13 @@ static int half_seen[GK_OP_COUNT_];
 
 static void run_layouts(const gk_op_desc *d, const char *variant) {
   g_variant = variant;
-  if (g_quick && ops_seen[d->op] >= 1) return;
   if (d->dtype != GK_F32) {
-    if (half_seen[d->op]++ >= HALF_CONFIGS) return;
+    if (half_seen[d->op]++ >= (g_quick ? 1 : HALF_CONFIGS)) return;
     test_config(d, CONTIGUOUS);
     if (!g_quick) test_config(d, STRIDED);
     return;
   }
+  if (g_quick && ops_seen[d->op] >= 1) return;
   for (int lay = 0; lay < (g_quick ? 1 : LAYOUT_COUNT); lay++) test_config(d, (layout)lay);
 }
 

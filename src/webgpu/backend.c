@@ -15,6 +15,9 @@
 // contiguous tensor is read and written where it lies (place_bound below);
 // only what cannot be bound so goes through the arena, and a run whose
 // tensors are over the binding limit runs in pieces (wg_run_kernel).
+// f16 and bf16 tensors are staged as f32 (stage.wgsl converts them in and,
+// rounding to nearest even, back out), unless the family reads and writes
+// them in place as words of two elements (wg_family.packed, prepare).
 #include "webgpu.h"
 #include "kernels.h"
 

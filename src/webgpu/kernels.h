@@ -108,7 +108,8 @@ const wg_family *wg_family_of(const gk_plan *plan);
 // The arena outside a plan's run (the optimizers, optim.c), in 4-byte
 // words: reserve at least `words` (refused over maxStorageBufferBindingSize,
 // before anything is queued); stage tensor t into its slot or back out of
-// it (a copy, or the gather/scatter shader when strided); dispatch
+// it (a copy, or the gather/scatter shaders when strided or f16/bf16,
+// which are f32 in the slot); dispatch
 // `pipeline` on it with the parameter words `params`; queue a write of host
 // words into it; read words back (waits for everything queued).
 gk_status wg_arena_reserve(uint64_t words);
