@@ -869,12 +869,12 @@ static void test_half(void) {
 // add and mul with alpha 1 (one correctly rounded f32 operation, then the
 // rounding to 16 bits) give ref's bits, packed (contiguous) and staged
 // (strided), on random values and on pairs whose results are ties, f16
-// subnormals or overflow (inf); inf times 0 stays NaN.
+// subnormals (read and written) or overflow (inf); inf times 0 stays NaN.
 static void test_rounding(void) {
   const double u8 = ldexp(1, -8), u11 = ldexp(1, -11), s12 = ldexp(1, -12);
   const double pairs[][2] = {{1 + 2 * u8, u8}, {1, u8}, {-(1 + 2 * u8), -u8}, {1 + 2 * u11, u11}, {1, u11},
                              {65504, 16}, {65504, 8}, {s12, 1.5 * s12}, {s12, 1.25 * s12},
-                             {u8, u8 * (1 + 2 * u11)}, {INFINITY, 0}, {-3, 1e-3}};
+                             {u8, u8 * (1 + 2 * u11)}, {ldexp(1, -20), ldexp(3, -24)}, {INFINITY, 0}, {-3, 1e-3}};
   int npairs = (int)(sizeof pairs / sizeof *pairs);
   g_variant = "";
   for (g_dtype = GK_F16; g_dtype <= GK_BF16; g_dtype++)
@@ -941,7 +941,8 @@ static void test_placement_half(void) {
     check_placed("add 16-bit, y in b from the middle of a word", &add,
                  (placed[]){{GK_ARG_A, 0}, {GK_ARG_B, 301}, {GK_ARG_Y, 301}}, 3);
     check_placed("mul backward 16-bit, packed", &mul_bwd,
-                 (placed[]){{GK_ARG_DY, 0}, {GK_ARG_A, 512}, {GK_ARG_B, 1024}, {GK_ARG_DA, 1536}, {GK_ARG_DB, 2048}}, 5);
+                 (placed[]){{GK_ARG_DY, 0}, {GK_ARG_A, 512}, {GK_ARG_B, 1024}, {GK_ARG_DA, 1536}, {GK_ARG_DB, 2048}},
+                 5);
     check_placed("mul backward 16-bit, neighbours", &mul_bwd,
                  (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 302}, {GK_ARG_B, 603}, {GK_ARG_DA, 904}, {GK_ARG_DB, 1205}}, 5);
     gk_op_desc glu = make(GK_OP_GLU, 2, gshape), swiglu_bwd = backward_of(make(GK_OP_SWIGLU, 1, &n));
@@ -965,11 +966,11 @@ static void test_placement_half(void) {
     gk_op_desc ln_bwd = backward_of(ln);
     ln_bwd.accumulate = 1;
     check_placed("layernorm 16-bit, f32 weight and bias, neighbours", &ln,
-                 (placed[]){{GK_ARG_X, 1}, {GK_ARG_WEIGHT, 232}, {GK_ARG_BIAS, 298}, {GK_ARG_Y, 364}, {GK_ARG_MEAN, 596},
-                            {GK_ARG_RSTD, 610}}, 6);
+                 (placed[]){{GK_ARG_X, 1}, {GK_ARG_WEIGHT, 232}, {GK_ARG_BIAS, 298}, {GK_ARG_Y, 364},
+                            {GK_ARG_MEAN, 596}, {GK_ARG_RSTD, 610}}, 6);
     check_placed("layernorm backward 16-bit, f32 weight, accumulating, neighbours", &ln_bwd,
-                 (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 232}, {GK_ARG_WEIGHT, 464}, {GK_ARG_RSTD, 530}, {GK_ARG_MEAN, 544},
-                            {GK_ARG_DX, 559}, {GK_ARG_DWEIGHT, 790}, {GK_ARG_DBIAS, 856}}, 8);
+                 (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 232}, {GK_ARG_WEIGHT, 464}, {GK_ARG_RSTD, 530},
+                            {GK_ARG_MEAN, 544}, {GK_ARG_DX, 559}, {GK_ARG_DWEIGHT, 790}, {GK_ARG_DBIAS, 856}}, 8);
     gk_op_desc softmax = make(GK_OP_SOFTMAX, 2, srows);
     check_placed("softmax 16-bit, in place from the middle of a word", &softmax,
                  (placed[]){{GK_ARG_X, 5}, {GK_ARG_Y, 5}}, 2);

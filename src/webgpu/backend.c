@@ -260,7 +260,8 @@ gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
   }
   int entry = into_arena ? GATHER : !half ? SCATTER : contiguous ? SCATTER16_WORDS : SCATTER16;
   const wg_binding bindings[2] = {{1, id, 0, 0}, {2, arena->id, 0, 0}};
-  return dispatch(stage_pipelines[entry], bindings, 2, p, (uint64_t)gk_ceil_div(entry == SCATTER16_WORDS ? words : n, 64));
+  uint64_t invocations = entry == SCATTER16_WORDS ? words : (uint64_t)n;
+  return dispatch(stage_pipelines[entry], bindings, 2, p, (uint64_t)gk_ceil_div((int64_t)invocations, 64));
 }
 
 // ---------------------------------------------------------------- runs

@@ -63,7 +63,9 @@ fn forward16(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     if (2u * w < p.n) {
       let x = half_pair(v16[p.v + w], HALF);
       let r = vec2f(act(ACT, x.x, APPROX, p.beta, p.threshold), act(ACT, x.y, APPROX, p.beta, p.threshold));
-      y16[p.y + w] = half_word_of(r, HALF, w, p.n, y16[p.y + w]);
+      var word = half_word(r, HALF);
+      if (half_tail(w, p.n)) { word = half_keep_upper(word, y16[p.y + w]); }
+      y16[p.y + w] = word;
     }
   }
 }
@@ -82,7 +84,9 @@ fn backward16(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
       } else {
         g = vec2f(act_grad(ACT, v.x, APPROX, p.beta, p.threshold), act_grad(ACT, v.y, APPROX, p.beta, p.threshold));
       }
-      dx16[p.dx + w] = half_word_of(half_pair(dy16[p.dy + w], HALF) * g, HALF, w, p.n, dx16[p.dx + w]);
+      var word = half_word(half_pair(dy16[p.dy + w], HALF) * g, HALF);
+      if (half_tail(w, p.n)) { word = half_keep_upper(word, dx16[p.dx + w]); }
+      dx16[p.dx + w] = word;
     }
   }
 }

@@ -121,14 +121,18 @@ fn forward16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups)
   if (2u * w >= p.n) { return; }
   let a = half_pair(a16[p.a + w], HALF);
   let b = half_pair(b16[p.b + w], HALF);
-  y16[p.y + w] = half_word_of(select(a + p.alpha * b, p.alpha * a * b, IS_MUL == 1u), HALF, w, p.n, y16[p.y + w]);
+  var word = half_word(select(a + p.alpha * b, p.alpha * a * b, IS_MUL == 1u), HALF);
+  if (half_tail(w, p.n)) { word = half_keep_upper(word, y16[p.y + w]); }
+  y16[p.y + w] = word;
 }
 
 @compute @workgroup_size(64)
 fn reduce_grad16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let w = flat_id(gid, nwg);
   if (2u * w >= p.n) { return; }
-  g_add16[p.y + w] = half_word_of(p.alpha * half_pair(dy16[p.a + w], HALF), HALF, w, p.n, g_add16[p.y + w]);
+  var word = half_word(p.alpha * half_pair(dy16[p.a + w], HALF), HALF);
+  if (half_tail(w, p.n)) { word = half_keep_upper(word, g_add16[p.y + w]); }
+  g_add16[p.y + w] = word;
 }
 
 @compute @workgroup_size(64)
@@ -136,5 +140,7 @@ fn reduce_grad_mul16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_wor
   let w = flat_id(gid, nwg);
   if (2u * w >= p.n) { return; }
   let g = p.alpha * (half_pair(dy16[p.a + w], HALF) * half_pair(other16[p.b + w], HALF));
-  g_mul16[p.y + w] = half_word_of(g, HALF, w, p.n, g_mul16[p.y + w]);
+  var word = half_word(g, HALF);
+  if (half_tail(w, p.n)) { word = half_keep_upper(word, g_mul16[p.y + w]); }
+  g_mul16[p.y + w] = word;
 }

@@ -91,7 +91,9 @@ fn forward16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups)
   if (2u * w >= p.n) { return; }
   let a = half_pair(x16[p.x + w], HALF);
   let b = half_pair(gate16[p.gate + w], HALF);
-  y16[p.y + w] = half_word_of(vec2f(gated(a.x, b.x), gated(a.y, b.y)), HALF, w, p.n, y16[p.y + w]);
+  var word = half_word(vec2f(gated(a.x, b.x), gated(a.y, b.y)), HALF);
+  if (half_tail(w, p.n)) { word = half_keep_upper(word, y16[p.y + w]); }
+  y16[p.y + w] = word;
 }
 
 @compute @workgroup_size(64)
@@ -113,8 +115,14 @@ fn backward16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups
   let b = half_pair(gate16[p.gate + w], HALF);
   let d0 = gated_grad(dy.x, a.x, b.x);
   let d1 = gated_grad(dy.y, a.y, b.y);
-  dx16[p.dx + w] = half_word_of(vec2f(d0.x, d1.x), HALF, w, p.n, dx16[p.dx + w]);
-  dgate16[p.dgate + w] = half_word_of(vec2f(d0.y, d1.y), HALF, w, p.n, dgate16[p.dgate + w]);
+  var da = half_word(vec2f(d0.x, d1.x), HALF);
+  var db = half_word(vec2f(d0.y, d1.y), HALF);
+  if (half_tail(w, p.n)) {
+    da = half_keep_upper(da, dx16[p.dx + w]);
+    db = half_keep_upper(db, dgate16[p.dgate + w]);
+  }
+  dx16[p.dx + w] = da;
+  dgate16[p.dgate + w] = db;
 }
 
 @compute @workgroup_size(64)
