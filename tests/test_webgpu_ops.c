@@ -211,7 +211,7 @@ static bool g_quick;
 // contiguous.
 static gk_dtype g_dtype = GK_F32;
 static int g_param_dtype = GK_DTYPE_SAME;
-enum { HALF_CONFIGS = 4 };
+enum { HALF_CONFIGS = 3 };
 static int half_seen[GK_OP_COUNT_];
 
 static void run_layouts(const gk_op_desc *d, const char *variant) {
