@@ -290,8 +290,9 @@ static uint32_t bindable_scratch(wg_run *r, uint64_t words) {
 // maxStorageBufferBindingSize (r->oversized: the run is then split,
 // wg_run_kernel) gets a range of the arena of its own instead and is
 // staged as in arena runs. f16/bf16 tensors are bound where they lie only
-// in a packed run (r->packed: wg_family.packed), and only from a word;
-// else they are staged, as f32.
+// in a packed run (r->packed: wg_family.packed), and only of an even count
+// from a word (whole words, none shared with what lies beside them); else
+// they are staged, as f32.
 static void place_bound(wg_run *r) {
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
     const gk_tensor *t = r->t[k];
@@ -301,8 +302,9 @@ static void place_bound(wg_run *r) {
     wg_binding *b = &r->bind[k];
     void *handle;
     size_t offset;
-    bool direct = bytes > 0 && (!is_16bit(t->dtype) || r->packed) && gk_tensor_is_contiguous(t) &&
-                  gk_buffer_resolve(&gk_webgpu_backend, t, &handle, &offset) && offset % 4 == 0;
+    bool direct = bytes > 0 && (!is_16bit(t->dtype) || (r->packed && numel % 2 == 0)) &&
+                  gk_tensor_is_contiguous(t) && gk_buffer_resolve(&gk_webgpu_backend, t, &handle, &offset) &&
+                  offset % 4 == 0;
     if (direct) {
       uint64_t base = offset / 256 * 256, size = offset + bytes - base;
       *b = (wg_binding){0, wg_buffer_id(handle), (uint32_t)base, (uint32_t)size};

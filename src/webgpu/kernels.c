@@ -30,14 +30,14 @@ static int norm_dim(int dim, int rank) { return dim < 0 ? dim + rank : dim; }
 
 // ---------------------------------------------------------------- activations
 // Bindings: forward x, y; backward the saved tensor (x, or y with
-// act.from_output), dy, dx. 256 elements a workgroup, or 256 words of two
+// act.from_output), dy, dx. 256 elements a workgroup, or 64 words of two
 // in a packed run.
 static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   gk_arg_kind saved = gk_activation_saved(d);
   int64_t n = r->units;
   const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {saved, GK_ARG_DY, GK_ARG_DX};
-  uint64_t groups = (uint64_t)gk_ceil_div(r->packed ? (n + 1) / 2 : n, 256);
+  uint64_t groups = r->packed ? groups_for(n / 2) : (uint64_t)gk_ceil_div(n, 256);
   uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, groups, 2, forward)
                                            : wg_pass_bound(r, 0, groups, 3, backward);
   p[0] = r->slot[d->direction == GK_FORWARD ? GK_ARG_X : saved];
@@ -90,7 +90,7 @@ static gk_status plan_gated(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   bool split = d->gated.form == GK_GATED_SPLIT;
   int64_t half = split ? gated_half(d) : 0, n = split ? r->units * half : r->units;
-  uint64_t groups = groups_for(r->packed ? (n + 1) / 2 : n);
+  uint64_t groups = groups_for(r->packed ? n / 2 : n);
   static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_Y},
                            backward[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_DY, GK_ARG_DX, GK_ARG_DGATE},
                            forward_split[] = {GK_ARG_X, GK_ARG_Y}, backward_split[] = {GK_ARG_X, GK_ARG_DY, GK_ARG_DX};
@@ -157,7 +157,7 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
   if (d->direction == GK_FORWARD) {
     int64_t n = prod(ys, 0, R);
     static const gk_arg_kind bind[] = {GK_ARG_A, GK_ARG_B, GK_ARG_Y};
-    uint32_t *p = wg_pass_bound(r, 0, groups_for(r->packed ? (n + 1) / 2 : n), 3, bind);
+    uint32_t *p = wg_pass_bound(r, 0, groups_for(r->packed ? n / 2 : n), 3, bind);
     p[0] = r->slot[GK_ARG_A];
     p[1] = r->slot[GK_ARG_B];
     p[2] = r->slot[GK_ARG_Y];
@@ -180,7 +180,7 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
     const uint32_t *ostr = g ? astr : bstr;
     int64_t n = prod(gs, 0, R);
     const gk_arg_kind bind[] = {GK_ARG_DY, mul ? other : out, out};
-    uint32_t *p = wg_pass_bound(r, 0, groups_for(r->packed ? (n + 1) / 2 : n), mul ? 3 : 2, bind);
+    uint32_t *p = wg_pass_bound(r, 0, groups_for(r->packed ? n / 2 : n), mul ? 3 : 2, bind);
     p[0] = r->slot[GK_ARG_DY];
     p[1] = mul ? r->slot[other] : 0;
     p[2] = r->slot[out];

@@ -97,9 +97,10 @@ typedef struct wg_family {
   // then has a twin "<entry>16" (override HALF: 1 f16, 2 bf16) reading and
   // writing words of two elements (shaders/half.wgsl), parameters as for
   // f32 but the slots in words. A run is packed (wg_run.packed) when every
-  // tensor is contiguous, starts on a word and can be bound where it lies;
-  // plan() then sizes its dispatch by words. Else the 16-bit tensors are
-  // staged through the arena as f32.
+  // tensor is contiguous, of an even count, starts on a word and can be
+  // bound where it lies (so no word holds anything else); plan() then
+  // sizes its dispatch by words, one invocation each. Else the 16-bit
+  // tensors are staged through the arena as f32.
   bool (*packed)(const gk_plan *plan);
 } wg_family;
 

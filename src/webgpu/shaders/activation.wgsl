@@ -10,9 +10,9 @@
 // FROM_OUTPUT are override constants of the plan's pipelines, so the
 // compiler keeps only the code the plan runs.
 // forward16, backward16: the same on f16 (HALF = 1) or bf16 (HALF = 2)
-// tensors bound where they lie, an invocation taking 4 words of two
-// elements (half.wgsl), f32 math; p.<name> are then word offsets, p.n
-// still elements.
+// tensors of an even count bound where they lie, one invocation per word
+// of two elements (half.wgsl), f32 math; p.<name> are then word offsets,
+// p.n still elements.
 override ACT: u32;
 override APPROX: u32;
 override FROM_OUTPUT: u32;
@@ -55,38 +55,24 @@ fn backward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
 }
 
 @compute @workgroup_size(64)
-fn forward16(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-             @builtin(local_invocation_index) lid: u32) {
-  let first = group_id(wid, nwg) * 256u + lid;
-  for (var k = 0u; k < 4u; k++) {
-    let w = first + 64u * k;
-    if (2u * w < p.n) {
-      let x = half_pair(v16[p.v + w], HALF);
-      let r = vec2f(act(ACT, x.x, APPROX, p.beta, p.threshold), act(ACT, x.y, APPROX, p.beta, p.threshold));
-      var word = half_word(r, HALF);
-      if (half_tail(w, p.n)) { word = half_keep_upper(word, y16[p.y + w]); }
-      y16[p.y + w] = word;
-    }
-  }
+fn forward16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let w = flat_id(gid, nwg);
+  if (2u * w >= p.n) { return; }
+  let x = half_pair(v16[p.v + w], HALF);
+  y16[p.y + w] = half_word(vec2f(act(ACT, x.x, APPROX, p.beta, p.threshold),
+                                 act(ACT, x.y, APPROX, p.beta, p.threshold)), HALF);
 }
 
 @compute @workgroup_size(64)
-fn backward16(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-              @builtin(local_invocation_index) lid: u32) {
-  let first = group_id(wid, nwg) * 256u + lid;
-  for (var k = 0u; k < 4u; k++) {
-    let w = first + 64u * k;
-    if (2u * w < p.n) {
-      let v = half_pair(v16[p.v + w], HALF);
-      var g: vec2f;
-      if (FROM_OUTPUT == 1u) {
-        g = vec2f(act_grad_y(ACT, v.x), act_grad_y(ACT, v.y));
-      } else {
-        g = vec2f(act_grad(ACT, v.x, APPROX, p.beta, p.threshold), act_grad(ACT, v.y, APPROX, p.beta, p.threshold));
-      }
-      var word = half_word(half_pair(dy16[p.dy + w], HALF) * g, HALF);
-      if (half_tail(w, p.n)) { word = half_keep_upper(word, dx16[p.dx + w]); }
-      dx16[p.dx + w] = word;
-    }
+fn backward16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let w = flat_id(gid, nwg);
+  if (2u * w >= p.n) { return; }
+  let v = half_pair(v16[p.v + w], HALF);
+  var g: vec2f;
+  if (FROM_OUTPUT == 1u) {
+    g = vec2f(act_grad_y(ACT, v.x), act_grad_y(ACT, v.y));
+  } else {
+    g = vec2f(act_grad(ACT, v.x, APPROX, p.beta, p.threshold), act_grad(ACT, v.y, APPROX, p.beta, p.threshold));
   }
+  dx16[p.dx + w] = half_word(half_pair(dy16[p.dy + w], HALF) * g, HALF);
 }

@@ -11,9 +11,9 @@
 // forward a, b, y; reduce_grad (add) dy, g; reduce_grad_mul dy, the other
 // operand, g. Add or mul is an override constant of the plan's pipelines.
 // The entry points <name>16: nothing broadcast, f16 (HALF = 1) or bf16
-// (HALF = 2) tensors bound where they lie, one invocation per word of two
-// elements (half.wgsl), f32 math; p.<name> are then word offsets, p.n still
-// elements.
+// (HALF = 2) tensors of an even count bound where they lie, one invocation
+// per word of two elements (half.wgsl), f32 math; p.<name> are then word
+// offsets, p.n still elements.
 override IS_MUL: u32;
 override HALF: u32 = 1u;
 struct Params {
@@ -121,18 +121,14 @@ fn forward16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups)
   if (2u * w >= p.n) { return; }
   let a = half_pair(a16[p.a + w], HALF);
   let b = half_pair(b16[p.b + w], HALF);
-  var word = half_word(select(a + p.alpha * b, p.alpha * a * b, IS_MUL == 1u), HALF);
-  if (half_tail(w, p.n)) { word = half_keep_upper(word, y16[p.y + w]); }
-  y16[p.y + w] = word;
+  y16[p.y + w] = half_word(select(a + p.alpha * b, p.alpha * a * b, IS_MUL == 1u), HALF);
 }
 
 @compute @workgroup_size(64)
 fn reduce_grad16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let w = flat_id(gid, nwg);
   if (2u * w >= p.n) { return; }
-  var word = half_word(p.alpha * half_pair(dy16[p.a + w], HALF), HALF);
-  if (half_tail(w, p.n)) { word = half_keep_upper(word, g_add16[p.y + w]); }
-  g_add16[p.y + w] = word;
+  g_add16[p.y + w] = half_word(p.alpha * half_pair(dy16[p.a + w], HALF), HALF);
 }
 
 @compute @workgroup_size(64)
@@ -140,7 +136,5 @@ fn reduce_grad_mul16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_wor
   let w = flat_id(gid, nwg);
   if (2u * w >= p.n) { return; }
   let g = p.alpha * (half_pair(dy16[p.a + w], HALF) * half_pair(other16[p.b + w], HALF));
-  var word = half_word(g, HALF);
-  if (half_tail(w, p.n)) { word = half_keep_upper(word, g_mul16[p.y + w]); }
-  g_mul16[p.y + w] = word;
+  g_mul16[p.y + w] = half_word(g, HALF);
 }

@@ -15,10 +15,10 @@ override HALF: u32 = 1u;
 //   forward x, gate, y;            forward_split x, y
 //   backward x, gate, dy, dx, dgate;  backward_split x, dy, dx
 // The entry points <name>16 do the same on f16 (HALF = 1) or bf16 (HALF =
-// 2) tensors bound where they lie, one invocation per word of y (two
-// elements, half.wgsl; the split form's half even, so that x's words hold
-// two elements of one half), f32 math; p.<name> are then word offsets,
-// p.n and p.half still elements.
+// 2) tensors of even counts bound where they lie, one invocation per word
+// of y (two elements, half.wgsl; the split form's half even, so that x's
+// words hold two elements of one half), f32 math; p.<name> are then word
+// offsets, p.n and p.half still elements.
 struct Params { x: u32, gate: u32, y: u32, dy: u32, dx: u32, dgate: u32, n: u32, half: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
@@ -91,9 +91,7 @@ fn forward16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups)
   if (2u * w >= p.n) { return; }
   let a = half_pair(x16[p.x + w], HALF);
   let b = half_pair(gate16[p.gate + w], HALF);
-  var word = half_word(vec2f(gated(a.x, b.x), gated(a.y, b.y)), HALF);
-  if (half_tail(w, p.n)) { word = half_keep_upper(word, y16[p.y + w]); }
-  y16[p.y + w] = word;
+  y16[p.y + w] = half_word(vec2f(gated(a.x, b.x), gated(a.y, b.y)), HALF);
 }
 
 @compute @workgroup_size(64)
@@ -115,14 +113,8 @@ fn backward16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups
   let b = half_pair(gate16[p.gate + w], HALF);
   let d0 = gated_grad(dy.x, a.x, b.x);
   let d1 = gated_grad(dy.y, a.y, b.y);
-  var da = half_word(vec2f(d0.x, d1.x), HALF);
-  var db = half_word(vec2f(d0.y, d1.y), HALF);
-  if (half_tail(w, p.n)) {
-    da = half_keep_upper(da, dx16[p.dx + w]);
-    db = half_keep_upper(db, dgate16[p.dgate + w]);
-  }
-  dx16[p.dx + w] = da;
-  dgate16[p.dgate + w] = db;
+  dx16[p.dx + w] = half_word(vec2f(d0.x, d1.x), HALF);
+  dgate16[p.dgate + w] = half_word(vec2f(d0.y, d1.y), HALF);
 }
 
 @compute @workgroup_size(64)

@@ -30,8 +30,3 @@ fn half_pair(word: u32, mode: u32) -> vec2f {
   return vec2f(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
 }
 fn half_word(v: vec2f, mode: u32) -> u32 { return half_bits(v.x, mode) | (half_bits(v.y, mode) << 16u); }
-// Word w of a tensor of n elements is its last with n odd: the word's
-// upper half lies past the tensor, and a store keeps what was there
-// (half_keep_upper of the new word and the old; read only then).
-fn half_tail(w: u32, n: u32) -> bool { return 2u * w + 1u == n; }
-fn half_keep_upper(word: u32, old: u32) -> u32 { return (word & 0xffffu) | (old & 0xffff0000u); }
