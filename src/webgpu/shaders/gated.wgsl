@@ -85,13 +85,19 @@ fn backward_split(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgr
   split_dx[p.dx + h.y] = d.y;
 }
 
+// Two elements as words: y = a act(b); (da, db).
+fn gated16(a: vec2f, b: vec2f) -> u32 { return half_word(vec2f(gated(a.x, b.x), gated(a.y, b.y)), HALF); }
+fn gated_grad16(dy: vec2f, a: vec2f, b: vec2f) -> vec2u {
+  let d0 = gated_grad(dy.x, a.x, b.x);
+  let d1 = gated_grad(dy.y, a.y, b.y);
+  return vec2u(half_word(vec2f(d0.x, d1.x), HALF), half_word(vec2f(d0.y, d1.y), HALF));
+}
+
 @compute @workgroup_size(64)
 fn forward16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let w = flat_id(gid, nwg);
   if (2u * w >= p.n) { return; }
-  let a = half_pair(x16[p.x + w], HALF);
-  let b = half_pair(gate16[p.gate + w], HALF);
-  y16[p.y + w] = half_word(vec2f(gated(a.x, b.x), gated(a.y, b.y)), HALF);
+  y16[p.y + w] = gated16(half_pair(x16[p.x + w], HALF), half_pair(gate16[p.gate + w], HALF));
 }
 
 @compute @workgroup_size(64)
@@ -99,22 +105,17 @@ fn forward_split16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workg
   let w = flat_id(gid, nwg);
   if (2u * w >= p.n) { return; }
   let h = halves(2u * w) / 2u;
-  let a = half_pair(x16[p.x + h.x], HALF);
-  let b = half_pair(x16[p.x + h.y], HALF);
-  split_y16[p.y + w] = half_word(vec2f(gated(a.x, b.x), gated(a.y, b.y)), HALF);
+  split_y16[p.y + w] = gated16(half_pair(x16[p.x + h.x], HALF), half_pair(x16[p.x + h.y], HALF));
 }
 
 @compute @workgroup_size(64)
 fn backward16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let w = flat_id(gid, nwg);
   if (2u * w >= p.n) { return; }
-  let dy = half_pair(dy16[p.dy + w], HALF);
-  let a = half_pair(x16[p.x + w], HALF);
-  let b = half_pair(gate16[p.gate + w], HALF);
-  let d0 = gated_grad(dy.x, a.x, b.x);
-  let d1 = gated_grad(dy.y, a.y, b.y);
-  dx16[p.dx + w] = half_word(vec2f(d0.x, d1.x), HALF);
-  dgate16[p.dgate + w] = half_word(vec2f(d0.y, d1.y), HALF);
+  let d = gated_grad16(half_pair(dy16[p.dy + w], HALF), half_pair(x16[p.x + w], HALF),
+                       half_pair(gate16[p.gate + w], HALF));
+  dx16[p.dx + w] = d.x;
+  dgate16[p.dgate + w] = d.y;
 }
 
 @compute @workgroup_size(64)
@@ -122,11 +123,8 @@ fn backward_split16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_work
   let w = flat_id(gid, nwg);
   if (2u * w >= p.n) { return; }
   let h = halves(2u * w) / 2u;
-  let dy = half_pair(split_dy16[p.dy + w], HALF);
-  let a = half_pair(x16[p.x + h.x], HALF);
-  let b = half_pair(x16[p.x + h.y], HALF);
-  let d0 = gated_grad(dy.x, a.x, b.x);
-  let d1 = gated_grad(dy.y, a.y, b.y);
-  split_dx16[p.dx + h.x] = half_word(vec2f(d0.x, d1.x), HALF);
-  split_dx16[p.dx + h.y] = half_word(vec2f(d0.y, d1.y), HALF);
+  let d = gated_grad16(half_pair(split_dy16[p.dy + w], HALF), half_pair(x16[p.x + h.x], HALF),
+                       half_pair(x16[p.x + h.y], HALF));
+  split_dx16[p.dx + h.x] = d.x;
+  split_dx16[p.dx + h.y] = d.y;
 }
