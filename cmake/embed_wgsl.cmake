@@ -1,15 +1,17 @@
 # Embed the WebGPU backend's WGSL shaders in the library (cmake -P, run by
 # the build when a shader changes): for each src/webgpu/shaders/<name>.wgsl
-# but common.wgsl and the reductions reduce*.wgsl, a NUL-terminated `const
-# char gk_wgsl_<name>[]` holding common.wgsl followed by the shader
-# (stage.wgsl alone: it binds its own buffers). The shaders with row
-# reductions (softmax, norm, cross_entropy, optim) get reduce.wgsl after
-# common.wgsl, and a second text gk_wgsl_<name>_subgroups: reduce_subgroups.wgsl
-# (it begins with `enable subgroups;`, which must come first), common.wgsl,
-# the shader. Arguments: -DSHADER_DIR=... -DOUT=...
+# but common.wgsl, half.wgsl and the reductions reduce*.wgsl, a
+# NUL-terminated `const char gk_wgsl_<name>[]` holding half.wgsl (the
+# f16/bf16 conversions), common.wgsl and the shader (stage.wgsl without
+# common.wgsl: it binds its own buffers). The shaders with row reductions
+# (softmax, norm, cross_entropy, optim) get reduce.wgsl before the shader,
+# and a second text gk_wgsl_<name>_subgroups: reduce_subgroups.wgsl (it
+# begins with `enable subgroups;`, which must come first), half.wgsl,
+# common.wgsl, the shader. Arguments: -DSHADER_DIR=... -DOUT=...
 file(GLOB shaders "${SHADER_DIR}/*.wgsl")
 list(SORT shaders)
 file(READ "${SHADER_DIR}/common.wgsl" common_hex HEX)
+file(READ "${SHADER_DIR}/half.wgsl" half_hex HEX)
 file(READ "${SHADER_DIR}/reduce.wgsl" reduce_hex HEX)
 file(READ "${SHADER_DIR}/reduce_subgroups.wgsl" subgroups_hex HEX)
 set(reductions cross_entropy norm optim softmax)
@@ -22,18 +24,18 @@ function(embed name hex)
 endfunction()
 foreach(shader ${shaders})
   get_filename_component(name "${shader}" NAME_WE)
-  if(name STREQUAL "common" OR name MATCHES "^reduce")
+  if(name STREQUAL "common" OR name STREQUAL "half" OR name MATCHES "^reduce")
     continue()
   endif()
   file(READ "${shader}" hex HEX)
   list(FIND reductions ${name} reduction)
   if(reduction GREATER -1)
-    embed(${name} "${common_hex}${reduce_hex}${hex}")
-    embed(${name}_subgroups "${subgroups_hex}${common_hex}${hex}")
+    embed(${name} "${half_hex}${common_hex}${reduce_hex}${hex}")
+    embed(${name}_subgroups "${subgroups_hex}${half_hex}${common_hex}${hex}")
   elseif(name STREQUAL "stage")
-    embed(${name} "${hex}")
+    embed(${name} "${half_hex}${hex}")
   else()
-    embed(${name} "${common_hex}${hex}")
+    embed(${name} "${half_hex}${common_hex}${hex}")
   endif()
 endforeach()
 file(WRITE "${OUT}.tmp" "${text}")

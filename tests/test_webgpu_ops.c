@@ -7,7 +7,12 @@
 // a tensor past its buffer, an index out of range, an unsupported dtype:
 // a status and message, nothing written); the optional features: the row
 // reductions in subgroups and plain on an adapter with subgroups, and the
-// per-dispatch GPU times (timestamp-query) or their refusal. Built for WebAssembly (make wasm) and run
+// per-dispatch GPU times (timestamp-query) or their refusal. The same in f16
+// and bf16 (each op's first configurations, contiguous: read and written in
+// place where the family packs them; strided: staged), with f32 parameters
+// for the norms, linear and the scan, and 16-bit tensors at 2-byte places
+// (a start in the middle of a word, the other half of its edge words
+// untouched); their rounding to nearest even gives ref's bits. Built for WebAssembly (make wasm) and run
 // in Node by tests/wasm/webgpu_ops.mjs, which hands it a WebGPU device;
 // without one the test fails with the reason.
 //
@@ -82,17 +87,18 @@ static const char *describe(const gk_op_desc *d, layout lay, char *buf, size_t n
   char shape[128] = "";
   for (int i = 0; i < d->rank; i++)
     snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ",%lld" : "%lld", (long long)d->shape[i]);
-  snprintf(buf, n, "%s %s f32 [%s] %s %s", gk_op_name(d->op), d->direction == GK_FORWARD ? "fwd" : "bwd", shape,
+  snprintf(buf, n, "%s %s %s%s [%s] %s %s", gk_op_name(d->op), d->direction == GK_FORWARD ? "fwd" : "bwd",
+           gk_dtype_name(d->dtype), d->param_dtype == GK_F32 && d->dtype != GK_F32 ? " (f32 params)" : "", shape,
            g_variant, layout_name[lay]);
   return buf;
 }
 
-// The f32 tolerance, widened as the CPU op tests widen it: sums of many
-// products (linear, matmul), the scan's parameter gradients (sums over
-// batch, steps and states).
+// The output dtype's tolerance, the f32 one widened as the CPU op tests
+// widen it: sums of many products (linear, matmul), the scan's parameter
+// gradients (sums over batch, steps and states).
 static tol tol_for(const gk_op_desc *d, int k, gk_dtype dt) {
   tol t = tol_of(dt);
-  if (d->op == GK_OP_LINEAR || d->op == GK_OP_MATMUL) t.atol = 1e-4;
+  if ((d->op == GK_OP_LINEAR || d->op == GK_OP_MATMUL) && t.atol < 1e-4) t.atol = 1e-4;
   if (d->op == GK_OP_SELECTIVE_SCAN && is_param_grad(d, k)) {
     t.rtol *= 4;
     t.atol *= 4;
@@ -132,8 +138,8 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
     tbuf want = tbuf_make(GK_F64, o.b[k].t.rank, o.b[k].t.shape, CONTIGUOUS);
     int64_t n = gk_tensor_numel(&want.t);
     for (int64_t i = 0; i < n; i++) tset(&want.t, i, tget(&prior[k].t, i) + tget(&ref_out->b[k].t, i));
-    tol tl = tol_for(bwd, k, GK_F32);
-    tl.rtol *= 2;
+    tol tl = tol_for(bwd, k, o.b[k].t.dtype);
+    tl.rtol *= 2;  // two roundings in 16 bits: of the reference's gradient and of the sum
     tl.atol *= 2;
     double r = tcompare(&o.b[k].t, &want.t, tl, false);
     check(r <= 1.0, "%s accumulate: %s off by %.3g tolerances", name, gk_arg_name((gk_arg_kind)k), r);
@@ -199,16 +205,34 @@ static void test_config(const gk_op_desc *cfg, layout lay) {
 }
 
 static bool g_quick;
+// The op tests' dtype, and their parameters' (param_dtype: GK_DTYPE_SAME,
+// or f32 with f16/bf16 tensors); in f16 and bf16 each op runs its first
+// HALF_CONFIGS configurations (odd sizes, past one workgroup), contiguous
+// (f16/bf16 tensors read and written in place where the family packs them)
+// and strided (staged through the arena); with --quick the first,
+// contiguous.
+static gk_dtype g_dtype = GK_F32;
+static int g_param_dtype = GK_DTYPE_SAME;
+enum { HALF_CONFIGS = 3 };
+static int half_seen[GK_OP_COUNT_];
 
 static void run_layouts(const gk_op_desc *d, const char *variant) {
   g_variant = variant;
+  if (d->dtype != GK_F32) {
+    if (half_seen[d->op]++ >= (g_quick ? 1 : HALF_CONFIGS)) return;
+    test_config(d, CONTIGUOUS);
+    if (!g_quick) test_config(d, STRIDED);
+    return;
+  }
   if (g_quick && ops_seen[d->op] >= 1) return;
   for (int lay = 0; lay < (g_quick ? 1 : LAYOUT_COUNT); lay++) test_config(d, (layout)lay);
 }
 
 static gk_op_desc make(gk_op op, int rank, const int64_t *shape) {
   gk_op_desc d;
-  gk_op_desc_init(&d, op, GK_FORWARD, GK_F32, rank, shape);
+  gk_op_desc_init(&d, op, GK_FORWARD, g_dtype, rank, shape);
+  if (op == GK_OP_RMSNORM || op == GK_OP_LAYERNORM || op == GK_OP_LINEAR || op == GK_OP_SELECTIVE_SCAN)
+    d.param_dtype = g_param_dtype;
   return d;
 }
 #define MAKE(op, ...) make(op, sizeof((int64_t[]){__VA_ARGS__}) / 8, (int64_t[]){__VA_ARGS__})
@@ -356,8 +380,8 @@ static void test_attention(void) {
 
 static void test_binary(void) {
   struct { int rank; int64_t shape[3]; int b_rank; int64_t b_shape[3]; } cases[] = {
-      {2, {5, 7}, 2, {5, 7}}, {2, {5, 7}, 2, {1, 7}}, {2, {5, 7}, 2, {5, 1}}, {3, {3, 4, 33}, 1, {33}},
-      {2, {5, 1}, 3, {2, 1, 9}}, {2, {70, 3}, 0, {0}}, {1, {130}, 1, {130}}};
+      {2, {5, 7}, 2, {5, 7}}, {1, {130}, 1, {130}}, {2, {5, 7}, 2, {1, 7}}, {2, {5, 7}, 2, {5, 1}},
+      {3, {3, 4, 33}, 1, {33}}, {2, {5, 1}, 3, {2, 1, 9}}, {2, {70, 3}, 0, {0}}};
   for (gk_op op = GK_OP_ADD; op <= GK_OP_MUL; op++)
     for (size_t s = 0; s < sizeof cases / sizeof *cases; s++) {
       gk_op_desc d = make(op, cases[s].rank, cases[s].shape);
@@ -519,6 +543,15 @@ static void test_bad_input(void) {
   check(st == GK_ERR_UNSUPPORTED && strstr(gk_last_error(), "f32"), "f64 relu on webgpu: status %d, '%s'", st,
         gk_last_error());
   gk_plan_destroy(none);
+  // The optimizers' hooks take f32 only: bf16 gradients refused, naming them.
+  gk_buffer *hb = filled_buffer(n / 2, 1.0f);
+  gk_tensor half_grad = device_tensor(hb, GK_BF16, 1, &n);
+  double norm = 0;
+  st = gk_clip_grad_norm(1, &half_grad, 1.0, &norm);
+  check(st == GK_ERR_UNSUPPORTED && strstr(gk_last_error(), "grads[0]") && strstr(gk_last_error(), "bf16"),
+        "clipping bf16 grads on webgpu: status %d, '%s'", st, gk_last_error());
+  check(untouched(hb, n / 2, 1.0f), "refused clipping wrote its bf16 grads");
+  gk_buffer_free(hb);
   gk_plan_destroy(ceplan);
   gk_plan_destroy(bigplan);
   gk_plan_destroy(plan);
@@ -529,19 +562,38 @@ static void test_bad_input(void) {
 
 // ---------------------------------------------------------------- tensors bound where they lie
 
-// A tensor of a run placed in one shared buffer at word `at`.
+// A tensor of a run placed in one shared buffer at `at`: a word, or for
+// an f16/bf16 description a 2-byte unit (its f32 and index tensors at even
+// units).
 typedef struct placed {
   gk_arg_kind kind;
   int64_t at;
 } placed;
 
+enum { CANARY_BYTE = 0xA5 };
+
+// A WebGPU buffer of `bytes` bytes (rounded up to a word), each CANARY_BYTE.
+static gk_buffer *canary_buffer(int64_t bytes) {
+  size_t size = (size_t)(bytes + 3) / 4 * 4;
+  gk_buffer *b = NULL;
+  check(gk_buffer_alloc(GK_BACKEND_WEBGPU, size, &b) == GK_SUCCESS, "gk_buffer_alloc: %s", gk_last_error());
+  unsigned char *v = malloc(size);
+  memset(v, CANARY_BYTE, size);
+  if (b) gk_buffer_upload(b, 0, v, size);
+  free(v);
+  return b;
+}
+
 // The families that bind each tensor by itself read and write contiguous
 // tensors in their own buffers, and stage through the arena what WebGPU
 // would not let them bind (overlapping ranges: in-place runs, neighbours
-// within 256 bytes). Run d with its tensors at the words `pl` of one
-// buffer (two kinds at the same word: in place) and require the bits of
-// the same run on tensors in buffers of their own, inputs not in place
-// unchanged, and every other word of the buffer untouched.
+// within 256 bytes; f16/bf16 tensors outside a packed run or not starting
+// on a word). Run d with its tensors at `pl` in one buffer (two kinds at
+// the same place: in place) and require the bits of the same run on
+// tensors in buffers of their own, inputs not in place unchanged, and
+// every other byte of the buffer untouched (the other half of a word a
+// 16-bit tensor shares included). Uploads and downloads at 2-byte offsets
+// of odd lengths go through the ragged-edge path.
 static uint32_t g_packed_limit;  // check_split: the binding limit of the run in one buffer
 
 static void check_placed(const char *what, const gk_op_desc *desc, const placed *pl, int np) {
@@ -550,61 +602,63 @@ static void check_placed(const char *what, const gk_op_desc *desc, const placed 
   gk_plan *plan = NULL;
   check(gk_plan_create(&d, &plan) == GK_SUCCESS, "%s: plan: %s", what, gk_last_error());
   if (!plan) return;
-  const float canary = -7.0f;
+  int64_t unit = gk_dtype_size(d.dtype) == 2 ? 2 : 4;
   gk_arg own[8], packed[8];
   gk_buffer *own_buf[8] = {0};
-  float *data[8] = {0}, *expect[8] = {0};
-  int64_t n[8] = {0}, words = 0;  // n: each tensor's words
+  unsigned char *data[8] = {0}, *expect[8] = {0};
+  int64_t n[8] = {0}, at[8] = {0}, bytes = 0;  // n, at: each tensor's bytes and first byte
   for (int i = 0; i < np; i++) {
     int rank;
     int64_t shape[GK_MAX_RANK];
     gk_plan_arg_shape(plan, pl[i].kind, &rank, shape);
-    gk_dtype dt = is_index_kind(pl[i].kind) ? d.index_dtype : GK_F32;
+    gk_dtype dt = expected_arg_dtype(&d, pl[i].kind);
     gk_tensor t;
     gk_tensor_init(&t, NULL, dt, rank, shape);
-    n[i] = gk_tensor_numel(&t) * (dt == GK_I64 ? 2 : 1);
-    data[i] = malloc((size_t)n[i] * 4);
-    expect[i] = malloc((size_t)n[i] * 4);
+    n[i] = gk_tensor_numel(&t) * (int64_t)gk_dtype_size(dt);
+    at[i] = pl[i].at * unit;
+    check(at[i] % (int64_t)gk_dtype_size(dt) == 0, "%s: %s placed off its alignment", what, gk_arg_name(pl[i].kind));
+    data[i] = malloc((size_t)n[i] + 1);  // (+ 1: an empty tensor's)
+    expect[i] = malloc((size_t)n[i] + 1);
     bool output = is_output(&d, pl[i].kind);
-    for (int64_t e = 0; e < n[i]; e++) data[i][e] = output ? canary : (float)rng_uniform(-3, 3);
     t.data = data[i];
-    if (is_index_kind(pl[i].kind)) fill_input(&d, &t, pl[i].kind);  // indices in range
+    memset(data[i], CANARY_BYTE, (size_t)n[i]);
+    if (!output) fill_input(&d, &t, pl[i].kind);
     // An output in place takes its input's values.
     for (int j = 0; j < np; j++)
       if (output && j != i && pl[j].at == pl[i].at && !is_output(&d, pl[j].kind) && data[j])
-        memcpy(data[i], data[j], (size_t)n[i] * 4);
-    own_buf[i] = filled_buffer(n[i], 0.0f);
-    gk_buffer_upload(own_buf[i], 0, data[i], (size_t)n[i] * 4);
+        memcpy(data[i], data[j], (size_t)n[i]);
+    own_buf[i] = canary_buffer(n[i]);
+    gk_buffer_upload(own_buf[i], 0, data[i], (size_t)n[i]);
     own[i] = (gk_arg){pl[i].kind, device_tensor(own_buf[i], dt, rank, shape)};
     packed[i] = own[i];
-    if (pl[i].at + n[i] > words) words = pl[i].at + n[i];
+    if (at[i] + n[i] > bytes) bytes = at[i] + n[i];
   }
-  words += 70;
+  bytes += 280;
   check(gk_plan_run(plan, own, np, NULL, 0) == GK_SUCCESS, "%s: run on own buffers: %s", what, gk_last_error());
-  for (int i = 0; i < np; i++) gk_buffer_download(own_buf[i], 0, expect[i], (size_t)n[i] * 4);
-  gk_buffer *shared = filled_buffer(words, canary);
+  for (int i = 0; i < np; i++) gk_buffer_download(own_buf[i], 0, expect[i], (size_t)n[i]);
+  gk_buffer *shared = canary_buffer(bytes);
   for (int i = 0; i < np; i++) {
-    packed[i].tensor.data = (char *)gk_buffer_address(shared) + pl[i].at * 4;
-    if (!is_output(&d, pl[i].kind)) gk_buffer_upload(shared, (size_t)pl[i].at * 4, data[i], (size_t)n[i] * 4);
+    packed[i].tensor.data = (char *)gk_buffer_address(shared) + at[i];
+    if (!is_output(&d, pl[i].kind)) gk_buffer_upload(shared, (size_t)at[i], data[i], (size_t)n[i]);
   }
   gk_webgpu_test_binding_limit(g_packed_limit);
   check(gk_plan_run(plan, packed, np, NULL, 0) == GK_SUCCESS, "%s: run in one buffer: %s", what, gk_last_error());
   gk_webgpu_test_binding_limit(0);
-  float *got = malloc((size_t)words * 4);
-  gk_buffer_download(shared, 0, got, (size_t)words * 4);
-  bool *covered = calloc((size_t)words, 1);
+  unsigned char *got = malloc((size_t)bytes);
+  gk_buffer_download(shared, 0, got, (size_t)bytes);
+  bool *covered = calloc((size_t)bytes, 1);
   for (int i = 0; i < np; i++) {
     bool written = is_output(&d, pl[i].kind), overwritten = false;
     for (int j = 0; j < np; j++) overwritten |= j != i && pl[j].at == pl[i].at && is_output(&d, pl[j].kind);
     if (overwritten && !written) continue;  // an input in place: its output is checked
-    const float *want = written ? expect[i] : data[i];
-    check(!memcmp(got + pl[i].at, want, (size_t)n[i] * 4), "%s: %s differs from the run on buffers of its own",
-          what, gk_arg_name(pl[i].kind));
-    memset(covered + pl[i].at, 1, (size_t)n[i]);
+    const unsigned char *want = written ? expect[i] : data[i];
+    check(!memcmp(got + at[i], want, (size_t)n[i]), "%s: %s differs from the run on buffers of its own", what,
+          gk_arg_name(pl[i].kind));
+    memset(covered + at[i], 1, (size_t)n[i]);
   }
-  for (int64_t w = 0; w < words; w++)
-    if (!covered[w] && got[w] != canary) {
-      check(false, "%s: word %lld, outside every tensor, was written", what, (long long)w);
+  for (int64_t b = 0; b < bytes; b++)
+    if (!covered[b] && got[b] != CANARY_BYTE) {
+      check(false, "%s: byte %lld, outside every tensor, was written", what, (long long)b);
       break;
     }
   free(covered);
@@ -796,6 +850,169 @@ static void test_split(void) {
   configs++;
 }
 
+// f16 and bf16: every op family (run_layouts: the first configurations,
+// contiguous and strided), then norms, linear and the scan with f32
+// parameters.
+static void test_half(void) {
+  void (*const op_tests[])(void) = {test_activations, test_gated, test_norms, test_linear_matmul, test_softmax,
+                                    test_cross_entropy, test_embedding, test_rope, test_attention, test_binary,
+                                    test_conv1d, test_scan};
+  for (g_dtype = GK_F16; g_dtype <= GK_BF16; g_dtype++) {
+    memset(half_seen, 0, sizeof half_seen);
+    for (size_t t = 0; t < sizeof op_tests / sizeof *op_tests; t++) op_tests[t]();
+    memset(half_seen, 0, sizeof half_seen);
+    g_param_dtype = GK_F32;
+    test_norms();
+    test_linear_matmul();
+    test_scan();
+    g_param_dtype = GK_DTYPE_SAME;
+  }
+  g_dtype = GK_F32;
+}
+
+// f16/bf16 results rounded to nearest even as the reference rounds them:
+// add and mul with alpha 1 (one correctly rounded f32 operation, then the
+// rounding to 16 bits) give ref's bits, packed (contiguous) and staged
+// (strided), on random values and on pairs whose results are ties, f16
+// subnormals (read and written) or overflow (inf); inf times 0 stays NaN.
+static void test_rounding(void) {
+  const double u8 = ldexp(1, -8), u11 = ldexp(1, -11), s12 = ldexp(1, -12);
+  const double pairs[][2] = {{1 + 2 * u8, u8}, {1, u8}, {-(1 + 2 * u8), -u8}, {1 + 2 * u11, u11}, {1, u11},
+                             {65504, 16}, {65504, 8}, {s12, 1.5 * s12}, {s12, 1.25 * s12},
+                             {u8, u8 * (1 + 2 * u11)}, {ldexp(1, -20), ldexp(3, -24)}, {INFINITY, 0}, {-3, 1e-3}};
+  int npairs = (int)(sizeof pairs / sizeof *pairs);
+  g_variant = "";
+  for (g_dtype = GK_F16; g_dtype <= GK_BF16; g_dtype++)
+    for (gk_op op = GK_OP_ADD; op <= GK_OP_MUL; op++)
+      for (layout lay = CONTIGUOUS; lay <= STRIDED; lay += STRIDED - CONTIGUOUS) {
+        int64_t n = 300;
+        gk_op_desc d = make(op, 1, &n);
+        d.binary.b_rank = 1;
+        d.binary.b_shape[0] = n;
+        char name[320];
+        describe(&d, lay, name, sizeof name);
+        argset in, ref, got;
+        plan_build(&roles, &d, lay, NULL, &in);
+        for (int i = 0; i < npairs; i++) {
+          tset(&in.b[GK_ARG_A].t, i, pairs[i][0]);
+          tset(&in.b[GK_ARG_B].t, i, pairs[i][1]);
+        }
+        clone_outputs(&roles, &d, &in, lay, &ref);
+        clone_outputs(&roles, &d, &in, lay, &got);
+        check(run_desc(&d, GK_BACKEND_REF, &ref) == GK_SUCCESS, "%s: ref: %s", name, gk_last_error());
+        check(run_desc(&d, GK_BACKEND_WEBGPU, &got) == GK_SUCCESS, "%s: %s", name, gk_last_error());
+        const gk_tensor *want = &ref.b[GK_ARG_Y].t, *have = &got.b[GK_ARG_Y].t;
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; i++) {
+          uint16_t w = ((const uint16_t *)want->data)[elem_offset(want, i)];
+          uint16_t h = ((const uint16_t *)have->data)[elem_offset(have, i)];
+          bool both_nan = isnan(tget(want, i)) && isnan(tget(have, i));
+          wrong += w != h && !both_nan;
+        }
+        check(wrong == 0, "%s: %lld of %lld results are not ref's bits", name, (long long)wrong, (long long)n);
+        check(tbuf_canaries_intact(&got.b[GK_ARG_Y]), "%s: bytes outside y were written", name);
+        free_outputs(&roles, &d, &got);
+        free_outputs(&roles, &d, &ref);
+        argset_free(&in);
+        configs++;
+      }
+  g_dtype = GK_F32;
+}
+
+// f16 and bf16 tensors where they lie: packed runs (even counts from a
+// word), staged ones (an odd count, its last word's other half the
+// canary; a start in the middle of a word, its other half another
+// tensor's; in place; neighbours), the two giving the same bits; f32
+// parameters beside 16-bit tensors; runs split in pieces. Places in 2-byte
+// units.
+static void test_placement_half(void) {
+  for (g_dtype = GK_F16; g_dtype <= GK_BF16; g_dtype++) {
+    int64_t n = 301, even = 300, rows[2] = {7, 33}, srows[2] = {5, 41}, gshape[2] = {6, 42}, big = 3001;
+    gk_op_desc relu = make(GK_OP_RELU, 1, &n), relu_even = make(GK_OP_RELU, 1, &even);
+    gk_op_desc gelu_bwd = backward_of(make(GK_OP_GELU, 1, &n)), gelu_bwd_even = backward_of(make(GK_OP_GELU, 1, &even));
+    check_placed("relu 16-bit, packed", &relu_even, (placed[]){{GK_ARG_X, 0}, {GK_ARG_Y, 512}}, 2);
+    check_placed("relu 16-bit, an odd count (staged)", &relu, (placed[]){{GK_ARG_X, 0}, {GK_ARG_Y, 512}}, 2);
+    check_placed("relu 16-bit, y from the middle of x's last word", &relu, (placed[]){{GK_ARG_X, 0}, {GK_ARG_Y, 301}},
+                 2);
+    check_placed("relu 16-bit, in place from the middle of a word", &relu, (placed[]){{GK_ARG_X, 3}, {GK_ARG_Y, 3}}, 2);
+    check_placed("gelu backward 16-bit, packed", &gelu_bwd_even,
+                 (placed[]){{GK_ARG_X, 0}, {GK_ARG_DY, 512}, {GK_ARG_DX, 1024}}, 3);
+    check_placed("gelu backward 16-bit, neighbours in shared words", &gelu_bwd,
+                 (placed[]){{GK_ARG_X, 1}, {GK_ARG_DY, 302}, {GK_ARG_DX, 603}}, 3);
+    gk_op_desc add = make(GK_OP_ADD, 1, &even), mul = make(GK_OP_MUL, 1, &n);
+    add.binary.b_rank = mul.binary.b_rank = 1;
+    add.binary.b_shape[0] = even;
+    mul.binary.b_shape[0] = n;
+    add.binary.alpha = 0.5;
+    mul.binary.alpha = 1.5;
+    gk_op_desc mul_bwd = backward_of(mul), mul_bwd_even = mul_bwd;
+    mul_bwd_even.shape[0] = mul_bwd_even.binary.b_shape[0] = even;
+    check_placed("add 16-bit, packed", &add, (placed[]){{GK_ARG_A, 0}, {GK_ARG_B, 512}, {GK_ARG_Y, 1024}}, 3);
+    check_placed("add 16-bit, y in b from the middle of a word", &add,
+                 (placed[]){{GK_ARG_A, 1}, {GK_ARG_B, 301}, {GK_ARG_Y, 301}}, 3);
+    check_placed("mul backward 16-bit, packed", &mul_bwd_even,
+                 (placed[]){{GK_ARG_DY, 0}, {GK_ARG_A, 512}, {GK_ARG_B, 1024}, {GK_ARG_DA, 1536}, {GK_ARG_DB, 2048}},
+                 5);
+    check_placed("mul backward 16-bit, neighbours", &mul_bwd,
+                 (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 302}, {GK_ARG_B, 603}, {GK_ARG_DA, 904}, {GK_ARG_DB, 1205}}, 5);
+    gk_op_desc glu = make(GK_OP_GLU, 2, gshape), swiglu_bwd = backward_of(make(GK_OP_SWIGLU, 1, &even));
+    glu.gated.form = GK_GATED_SPLIT;
+    glu.gated.dim = -1;
+    swiglu_bwd.gated.form = GK_GATED_TWO_TENSOR;
+    gk_op_desc glu_bwd = backward_of(glu), glu_rows = glu;
+    glu_rows.gated.dim = 0;  // a half of 3 x 42: whole words (the last dim's half, 21, is not)
+    check_placed("glu split 16-bit, an odd half (staged)", &glu, (placed[]){{GK_ARG_X, 0}, {GK_ARG_Y, 512}}, 2);
+    check_placed("glu split backward 16-bit, an odd half (staged)", &glu_bwd,
+                 (placed[]){{GK_ARG_DY, 0}, {GK_ARG_X, 512}, {GK_ARG_DX, 1024}}, 3);
+    check_placed("glu split 16-bit along dim 0, packed", &glu_rows, (placed[]){{GK_ARG_X, 0}, {GK_ARG_Y, 512}}, 2);
+    check_placed("glu split 16-bit along dim 0, neighbours", &glu_rows, (placed[]){{GK_ARG_X, 1}, {GK_ARG_Y, 253}}, 2);
+    check_placed("swiglu backward 16-bit, packed", &swiglu_bwd,
+                 (placed[]){{GK_ARG_DY, 0}, {GK_ARG_X, 512}, {GK_ARG_GATE, 1024}, {GK_ARG_DX, 1536},
+                            {GK_ARG_DGATE, 2048}}, 5);
+    gk_op_desc ln = make(GK_OP_LAYERNORM, 2, rows);
+    ln.norm.normalized_rank = 1;
+    ln.norm.has_weight = ln.norm.has_bias = 1;
+    ln.param_dtype = GK_F32;
+    gk_op_desc ln_bwd = backward_of(ln);
+    ln_bwd.accumulate = 1;
+    check_placed("layernorm 16-bit, f32 weight and bias, neighbours", &ln,
+                 (placed[]){{GK_ARG_X, 1}, {GK_ARG_WEIGHT, 232}, {GK_ARG_BIAS, 298}, {GK_ARG_Y, 364},
+                            {GK_ARG_MEAN, 596}, {GK_ARG_RSTD, 610}}, 6);
+    check_placed("layernorm backward 16-bit, f32 weight, accumulating, neighbours", &ln_bwd,
+                 (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 232}, {GK_ARG_WEIGHT, 464}, {GK_ARG_RSTD, 530},
+                            {GK_ARG_MEAN, 544}, {GK_ARG_DX, 559}, {GK_ARG_DWEIGHT, 790}, {GK_ARG_DBIAS, 856}}, 8);
+    gk_op_desc softmax = make(GK_OP_SOFTMAX, 2, srows);
+    check_placed("softmax 16-bit, in place from the middle of a word", &softmax,
+                 (placed[]){{GK_ARG_X, 5}, {GK_ARG_Y, 5}}, 2);
+    int64_t logits[2] = {6, 11}, positions[2] = {3, 7};
+    gk_op_desc ce = make(GK_OP_CROSS_ENTROPY, 2, logits);
+    ce.index_dtype = GK_I64;
+    ce.ce.fused_grad = 1;
+    check_placed("cross-entropy fused 16-bit, i64 targets, neighbours", &ce,
+                 (placed[]){{GK_ARG_LOGITS, 1}, {GK_ARG_TARGET, 68}, {GK_ARG_LOSS, 92}, {GK_ARG_DLOGITS, 95}}, 4);
+    gk_op_desc emb = make(GK_OP_EMBEDDING, 2, positions);
+    emb.embedding.num_embeddings = 6;
+    emb.embedding.dim = 9;
+    emb.index_dtype = GK_I32;
+    gk_op_desc emb_bwd = backward_of(emb);
+    emb_bwd.accumulate = 1;
+    check_placed("embedding 16-bit, table from the middle of a word", &emb,
+                 (placed[]){{GK_ARG_WEIGHT, 3}, {GK_ARG_INDEX, 58}, {GK_ARG_Y, 101}}, 3);
+    check_placed("embedding backward 16-bit, accumulating, neighbours", &emb_bwd,
+                 (placed[]){{GK_ARG_INDEX, 0}, {GK_ARG_DY, 42}, {GK_ARG_DWEIGHT, 231}}, 3);
+    int64_t big_even = big - 1;
+    gk_op_desc relu_big = make(GK_OP_RELU, 1, &big), relu_big_even = make(GK_OP_RELU, 1, &big_even);
+    gk_op_desc add_big = make(GK_OP_ADD, 1, &big);
+    add_big.binary.b_rank = 1;
+    add_big.binary.b_shape[0] = big;
+    check_split("relu 16-bit split, packed", &relu_big_even, 4000, (placed[]){{GK_ARG_X, 0}, {GK_ARG_Y, 3072}}, 2);
+    check_split("relu 16-bit split, neighbours", &relu_big, 4000, (placed[]){{GK_ARG_X, 1}, {GK_ARG_Y, 3002}}, 2);
+    check_split("add 16-bit split, y in a", &add_big, 4000,
+                (placed[]){{GK_ARG_A, 3}, {GK_ARG_B, 3004}, {GK_ARG_Y, 3}}, 3);
+  }
+  g_dtype = GK_F32;
+}
+
 static void test_placement(void) {
   int64_t n = 300, rows[2] = {7, 50};
   gk_op_desc relu = make(GK_OP_RELU, 1, &n), gelu_bwd = make(GK_OP_GELU, 1, &n);
@@ -976,6 +1193,7 @@ static const struct {
                 {"binary", test_binary}, {"conv1d", test_conv1d}, {"scan", test_scan},
                 {"dispatch", test_past_one_dispatch}, {"placement", test_placement},
                 {"split", test_split}, {"reductions", test_reductions}, {"timestamps", test_timestamps},
+                {"half", test_half}, {"placement_half", test_placement_half}, {"rounding", test_rounding},
                 {"bad_input", test_bad_input}};
 
 int main(int argc, char **argv) {

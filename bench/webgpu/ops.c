@@ -4,16 +4,19 @@
 // inputs uploaded once, 3 warm-up runs, then `runs` runs issued back to
 // back and one gk_backend_synchronize; prints "name ms-per-run".
 //
-// Options: --timestamps: also each run's GPU time (the sum of its
-// dispatches' times, timestamp-query; gk_webgpu_timing), "name ms-per-run
-// gpu-ms-per-run dispatches-per-run", or "# no timestamp-query on this
-// adapter ..." first where the device lacks it; --plain-reductions: the
-// plain row reductions where the device has subgroups (to compare them);
-// --repeat N: the best of N batches of runs, each timed by itself (for a
-// loaded machine); other arguments: run only the cases so named.
+// Options: f32, f16 or bf16: the tensors' dtype (the norms' statistics
+// stay f32; default f32); --timestamps: also each run's GPU time (the sum of
+// its dispatches' times, timestamp-query; gk_webgpu_timing), "name
+// ms-per-run gpu-ms-per-run dispatches-per-run", or "# no timestamp-query
+// on this adapter ..." first where the device lacks it; --plain-reductions:
+// the plain row reductions where the device has subgroups (to compare
+// them); --repeat N: the best of N batches of runs, each timed by itself
+// (for a loaded machine); other arguments: run only the cases so named.
 #include "gradkern.h"
 #include "webgpu/webgpu.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +33,19 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// Time desc on WebGPU: every argument a device buffer of random f32.
+static gk_dtype g_dtype = GK_F32;  // f32, f16 or bf16
+
+// The bits of v (|v| < 1) in dt, truncated (good enough for random inputs).
+static uint32_t bits_of(float v, gk_dtype dt) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  if (dt == GK_BF16) return u >> 16;
+  int e = (int)((u >> 23) & 0xff) - 127 + 15;
+  return ((u >> 16) & 0x8000) | (e > 0 ? (uint32_t)e << 10 | ((u >> 13) & 0x3ff) : 0);
+}
+
+// Time desc on WebGPU: every argument a device buffer of random values
+// (the statistics f32, the rest g_dtype); when cases are named, only those.
 static int time_case(const char *name, gk_op_desc d, int runs) {
   bool wanted = !nonly;
   for (int i = 0; i < nonly; i++) wanted |= !strcmp(name, only[i]);
@@ -50,10 +65,16 @@ static int time_case(const char *name, gk_op_desc d, int runs) {
     gk_plan_arg_shape(plan, (gk_arg_kind)k, &rank, shape);
     if (rank < 0) continue;
     gk_tensor t;
-    gk_tensor_init(&t, NULL, GK_F32, rank, shape);
-    size_t count = (size_t)gk_tensor_numel(&t), bytes = count * 4 ? count * 4 : 4;
-    float *v = malloc(bytes);
-    for (size_t i = 0; i < count; i++) v[i] = (float)((double)rand() / RAND_MAX) - 0.5f + (k == GK_ARG_RSTD ? 1.0f : 0.0f);
+    gk_dtype dt = k == GK_ARG_RSTD || k == GK_ARG_MEAN ? GK_F32 : d.dtype;
+    gk_tensor_init(&t, NULL, dt, rank, shape);
+    size_t count = (size_t)gk_tensor_numel(&t), es = gk_dtype_size(dt), bytes = count * es ? count * es : 4;
+    unsigned char *v = malloc(bytes);
+    for (size_t i = 0; i < count; i++) {
+      float x = (float)((double)rand() / RAND_MAX) - 0.5f + (k == GK_ARG_RSTD ? 0.5f : 0.0f);
+      uint32_t b = bits_of(x, dt);
+      if (es == 4) memcpy(v + 4 * i, &x, 4);
+      else memcpy(v + 2 * i, &b, 2);  // little-endian: the low 16 bits
+    }
     gk_buffer_alloc(GK_BACKEND_WEBGPU, bytes, &bufs[n]);
     gk_buffer_upload(bufs[n], 0, v, bytes);
     free(v);
@@ -97,7 +118,7 @@ static int time_case(const char *name, gk_op_desc d, int runs) {
 
 static gk_op_desc desc(gk_op op, gk_direction dir, int rank, const int64_t *shape) {
   gk_op_desc d;
-  gk_op_desc_init(&d, op, dir, GK_F32, rank, shape);
+  gk_op_desc_init(&d, op, dir, g_dtype, rank, shape);
   return d;
 }
 
@@ -105,7 +126,9 @@ int main(int argc, char **argv) {
   int bad = 0;
   only = calloc((size_t)argc, sizeof *only);
   for (int a = 1; a < argc; a++) {
-    if (argv[a][0] != '-') only[nonly++] = argv[a];
+    if (!strcmp(argv[a], "f16") || !strcmp(argv[a], "bf16") || !strcmp(argv[a], "f32"))
+      g_dtype = argv[a][0] == 'b' ? GK_BF16 : argv[a][1] == '1' ? GK_F16 : GK_F32;
+    else if (argv[a][0] != '-') only[nonly++] = argv[a];
     if (!strcmp(argv[a], "--repeat") && a + 1 < argc) repeats = atoi(argv[++a]);
     if (!strcmp(argv[a], "--plain-reductions")) gk_webgpu_test_plain_reductions(true);
     if (strcmp(argv[a], "--timestamps")) continue;
@@ -133,6 +156,11 @@ int main(int argc, char **argv) {
       act.act.from_output = dir;
       bad |= time_case(name, act, 10);
     }
+    gk_op_desc add = desc(GK_OP_ADD, (gk_direction)dir, 1, &flat);
+    add.binary.b_rank = 1;
+    add.binary.b_shape[0] = flat;
+    snprintf(name, sizeof name, "add_1M%s", suffix);
+    bad |= time_case(name, add, 10);
     gk_op_desc ln = desc(GK_OP_LAYERNORM, (gk_direction)dir, 2, rows);
     snprintf(name, sizeof name, "layernorm_1024x1024%s", suffix);
     bad |= time_case(name, ln, 10);

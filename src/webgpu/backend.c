@@ -15,6 +15,9 @@
 // contiguous tensor is read and written where it lies (place_bound below);
 // only what cannot be bound so goes through the arena, and a run whose
 // tensors are over the binding limit runs in pieces (wg_run_kernel).
+// f16 and bf16 tensors are staged as f32 (stage.wgsl converts them in and,
+// rounding to nearest even, back out), unless the family reads and writes
+// them in place as words of two elements (wg_family.packed, prepare).
 #include "webgpu.h"
 #include "kernels.h"
 
@@ -261,14 +264,21 @@ gk_status wg_arena_read(uint32_t slot, void *dst, uint32_t words) {
 
 // ---------------------------------------------------------------- staging
 
-static uint32_t gather_pipeline, scatter_pipeline;
+enum { GATHER, SCATTER, SCATTER16, SCATTER16_WORDS, STAGE_ENTRIES };
+static uint32_t stage_pipelines[STAGE_ENTRIES];
 
-static int elem_words(gk_dtype dt) { return dt == GK_I64 ? 2 : 1; }
+static bool is_16bit(gk_dtype dt) { return dt == GK_F16 || dt == GK_BF16; }
+// Arena words of an element: f16/bf16 are staged as f32, i64 takes two.
+static int slot_words(gk_dtype dt) { return dt == GK_I64 ? 2 : 1; }
 
-// Between tensor t and its arena slot: a copy when t is contiguous, else
-// the gather (into the arena) or scatter (out of it) shader. Parameters of
-// stage.wgsl: src_base, count, words per element, rank, slot; shape and
-// strides (in words) from word 8 and 16.
+// Between tensor t and its arena slot (stage.wgsl): a copy when t is
+// contiguous in 4-byte elements, else the gather (into the arena) or a
+// scatter (out of it) shader; f16/bf16 always by the shaders, which convert
+// (to f32 exactly; back rounded to nearest even), a contiguous output by
+// whole words of its buffer, leaving the halves of its edge words that lie
+// outside it as they were. Parameters of stage.wgsl: base, count, words per
+// element, rank, slot, mode, first word, words; shape and strides (in words,
+// or elements for 16-bit) from word 8 and 16.
 gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
   int64_t n = gk_tensor_numel(t);
   if (n == 0) return GK_SUCCESS;
@@ -276,25 +286,31 @@ gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
   size_t offset;
   if (!gk_buffer_resolve(&gk_webgpu_backend, t, &handle, &offset))
     return gk_fail(GK_ERR_BAD_DEVICE, "webgpu: a tensor is not inside one WebGPU buffer");
-  int ew = elem_words(t->dtype);
+  bool half = is_16bit(t->dtype), contiguous = gk_tensor_is_contiguous(t);
+  int ew = slot_words(t->dtype);
   uint32_t id = wg_buffer_id(handle);
-  if (gk_tensor_is_contiguous(t)) {
+  if (contiguous && !half) {
     uint32_t bytes = (uint32_t)(n * ew * 4);
     if (into_arena) gkwg_buffer_copy(id, (uint32_t)offset, arena->id, slot * 4, bytes);
     else gkwg_buffer_copy(arena->id, slot * 4, id, (uint32_t)offset, bytes);
     return GK_SUCCESS;
   }
-  if (!gather_pipeline) {
-    gather_pipeline = wg_pipeline_create(gk_wgsl_stage, "gather", "");
-    scatter_pipeline = wg_pipeline_create(gk_wgsl_stage, "scatter", "");
+  if (!stage_pipelines[GATHER]) {
+    static const char *const entries[STAGE_ENTRIES] = {"gather", "scatter", "scatter16", "scatter16_words"};
+    for (int e = 0; e < STAGE_ENTRIES; e++) stage_pipelines[e] = wg_pipeline_create(gk_wgsl_stage, entries[e], "");
   }
-  uint32_t p[WG_PARAM_WORDS] = {(uint32_t)(offset / 4), (uint32_t)n, (uint32_t)ew, (uint32_t)t->rank, slot};
+  uint32_t base = (uint32_t)(offset / (half ? 2 : 4)), first_word = base / 2;
+  uint32_t words = half ? (uint32_t)((base + n - 1) / 2 - first_word + 1) : 0;
+  uint32_t p[WG_PARAM_WORDS] = {base, (uint32_t)n, (uint32_t)ew, (uint32_t)t->rank, slot,
+                                t->dtype == GK_F16 ? 1u : t->dtype == GK_BF16 ? 2u : 0u, first_word, words};
   for (int d = 0; d < t->rank; d++) {
     p[8 + d] = (uint32_t)t->shape[d];
     p[16 + d] = (uint32_t)(int32_t)(t->strides[d] * ew);
   }
+  int entry = into_arena ? GATHER : !half ? SCATTER : contiguous ? SCATTER16_WORDS : SCATTER16;
   const wg_binding bindings[2] = {{1, id, 0, 0}, {2, arena->id, 0, 0}};
-  return dispatch(into_arena ? gather_pipeline : scatter_pipeline, bindings, 2, p, (uint64_t)gk_ceil_div(n, 64));
+  uint64_t invocations = entry == SCATTER16_WORDS ? words : (uint64_t)n;
+  return dispatch(stage_pipelines[entry], bindings, 2, p, (uint64_t)gk_ceil_div((int64_t)invocations, 64));
 }
 
 // ---------------------------------------------------------------- runs
@@ -315,22 +331,28 @@ static uint32_t bindable_scratch(wg_run *r, uint64_t words) {
 // Where a bound family's run reads and writes each tensor. A contiguous
 // tensor is bound where it lies: its buffer from the 256-byte boundary at
 // or below its first byte (every adapter's minStorageBufferOffsetAlignment
-// is at most 256) to its end, the tensor at word slot[k] of that range.
-// WebGPU rejects a dispatch whose writable bindings overlap (all bindings
-// are read_write here), so a tensor whose range overlaps one placed before
-// it (an in-place run; a neighbour within 256 bytes), a strided one, or one
-// whose range is over maxStorageBufferBindingSize (r->oversized: the run
-// is then split, wg_run_kernel) gets a range of the arena of its own
-// instead and is staged as in arena runs.
+// is at most 256) to its end (rounded up to a word), the tensor at word
+// slot[k] of that range. WebGPU rejects a dispatch whose writable bindings
+// overlap (all bindings are read_write here), so a tensor whose range
+// overlaps one placed before it (an in-place run; a neighbour within 256
+// bytes), a strided one, or one whose range is over
+// maxStorageBufferBindingSize (r->oversized: the run is then split,
+// wg_run_kernel) gets a range of the arena of its own instead and is
+// staged as in arena runs. f16/bf16 tensors are bound where they lie only
+// in a packed run (r->packed: wg_family.packed), and only of an even count
+// from a word (whole words, none shared with what lies beside them); else
+// they are staged, as f32.
 static void place_bound(wg_run *r) {
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
     const gk_tensor *t = r->t[k];
     if (!t) continue;
-    uint64_t bytes = (uint64_t)gk_tensor_numel(t) * elem_words(t->dtype) * 4;
+    uint64_t numel = (uint64_t)gk_tensor_numel(t), words = numel * slot_words(t->dtype);
+    uint64_t bytes = (numel * gk_dtype_size(t->dtype) + 3) / 4 * 4;
     wg_binding *b = &r->bind[k];
     void *handle;
     size_t offset;
-    bool direct = bytes > 0 && gk_tensor_is_contiguous(t) && gk_buffer_resolve(&gk_webgpu_backend, t, &handle, &offset) &&
+    bool direct = bytes > 0 && (!is_16bit(t->dtype) || (r->packed && numel % 2 == 0)) &&
+                  gk_tensor_is_contiguous(t) && gk_buffer_resolve(&gk_webgpu_backend, t, &handle, &offset) &&
                   offset % 4 == 0;
     if (direct) {
       uint64_t base = offset / 256 * 256, size = offset + bytes - base;
@@ -344,8 +366,8 @@ static void place_bound(wg_run *r) {
     }
     if (direct) continue;
     r->staged[k] = true;
-    r->stage_at[k] = bindable_scratch(r, bytes / 4);
-    r->bind[k] = (wg_binding){0, 0, r->stage_at[k] * 4, bytes ? (uint32_t)bytes : 4};
+    r->stage_at[k] = bindable_scratch(r, words);
+    r->bind[k] = (wg_binding){0, 0, r->stage_at[k] * 4, words ? (uint32_t)(words * 4) : 4};
     r->slot[k] = 0;
   }
 }
@@ -390,8 +412,20 @@ uint32_t wg_f32(double v) {
   return u;
 }
 
+// A plan whose family reads and writes its f16/bf16 tensors in place as
+// words of two elements (wg_family.packed): every tensor of the plan in the
+// same 16-bit dtype.
+static bool packable(const gk_plan *plan) {
+  const wg_family *f = wg_family_of(plan);
+  if (!f->packed || !is_16bit(plan->desc.dtype) || !f->packed(plan)) return false;
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (plan->args[k].used && plan->args[k].dtype != plan->desc.dtype) return false;
+  return true;
+}
+
 typedef struct wg_state {
   uint32_t pipeline[WG_MAX_ENTRIES];
+  uint32_t packed[WG_MAX_ENTRIES];  // the "<entry>16" pipelines of a packed family's f16/bf16 plan
   int npipelines;
   bool subgroups;        // built from wg_family.subgroup_source
   wg_buffer *constants;  // wg_family.constants, uploaded at init
@@ -410,6 +444,16 @@ static gk_status wg_init(gk_plan *plan) {
     const char *entry = entries[st->npipelines];
     st->pipeline[st->npipelines] = wg_pipeline_create(st->subgroups ? f->subgroup_source : f->source, entry, overrides);
     wg_pipeline_label(st->pipeline[st->npipelines], f->name, entry);
+  }
+  if (packable(plan)) {
+    char entry[64], packed_overrides[160];
+    snprintf(packed_overrides, sizeof packed_overrides, "%s%sHALF=%d", overrides, overrides[0] ? "," : "",
+             plan->desc.dtype == GK_F16 ? 1 : 2);
+    for (int i = 0; i < st->npipelines; i++) {
+      snprintf(entry, sizeof entry, "%s16", entries[i]);
+      st->packed[i] = wg_pipeline_create(f->source, entry, packed_overrides);
+      wg_pipeline_label(st->packed[i], f->name, entry);
+    }
   }
   if (f->constants) {
     float *data = NULL;
@@ -439,27 +483,39 @@ static gk_status wg_init(gk_plan *plan) {
 static void wg_fini(gk_plan *plan) {
   wg_state *st = plan->state;
   if (!st) return;
-  for (int i = 0; i < st->npipelines; i++) wg_pipeline_destroy(st->pipeline[i]);
+  for (int i = 0; i < st->npipelines; i++) {
+    wg_pipeline_destroy(st->pipeline[i]);
+    if (st->packed[i]) wg_pipeline_destroy(st->packed[i]);
+  }
   if (st->constants) wg_free(st->constants);
   free(st);
   plan->state = NULL;
 }
 
 // Place the tensors t of a run over `units` units (wg_family.split) and
-// plan its passes.
+// plan its passes. A packable plan's run is packed when every tensor can be
+// bound where it lies (then none is staged); else its tensors are placed
+// again, the f16/bf16 ones staged.
 static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t units, wg_run *r) {
   const wg_family *f = wg_family_of(plan);
   const wg_state *st = plan->state;
-  memset(r, 0, sizeof *r);
-  r->plan = plan;
-  r->t = t;
-  r->units = units;
-  if (f->bound) place_bound(r);
-  else
+  for (int attempt = packable(plan) ? 0 : 1; attempt < 2; attempt++) {
+    memset(r, 0, sizeof *r);
+    r->plan = plan;
+    r->t = t;
+    r->units = units;
+    r->packed = attempt == 0;
+    if (!f->bound) break;
+    place_bound(r);
+    bool staged = false;
+    for (int k = 0; k < GK_ARG_COUNT_; k++) staged |= r->staged[k];
+    if (!r->packed || !staged) break;
+  }
+  if (!f->bound)
     for (int k = 0; k < GK_ARG_COUNT_; k++)
       if (t[k]) {
         r->staged[k] = true;
-        r->slot[k] = r->stage_at[k] = wg_scratch(r, (uint64_t)gk_tensor_numel(t[k]) * elem_words(t[k]->dtype));
+        r->slot[k] = r->stage_at[k] = wg_scratch(r, (uint64_t)gk_tensor_numel(t[k]) * slot_words(t[k]->dtype));
       }
   if (st->constants) r->bind[WG_ARG_CONSTANTS] = (wg_binding){0, st->constants->id, 0, st->constant_words * 4};
   gk_status s = f->plan(plan, r);
@@ -487,7 +543,8 @@ static gk_status execute(const gk_plan *plan, const wg_run *r) {
       b[j].binding = 2 + (uint32_t)j;
       if (!b[j].id) b[j].id = arena->id;
     }
-    s = dispatch(st->pipeline[ps->entry], b, (uint32_t)ps->nbind, ps->p, ps->groups);
+    s = dispatch(r->packed ? st->packed[ps->entry] : st->pipeline[ps->entry], b, (uint32_t)ps->nbind, ps->p,
+                 ps->groups);
   }
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
     if (r->staged[k] && plan->args[k].is_output) s = wg_stage(args[k], r->stage_at[k], false);
@@ -496,14 +553,15 @@ static gk_status execute(const gk_plan *plan, const wg_run *r) {
 }
 
 // Units of a piece of a split run: as many as keep every piece's ranges,
-// all staged at worst, with the whole tensors, the stand-ins of absent
-// ones and the 256-byte alignments, within the binding limit. 0: none fit,
-// or a tensor to be split is strided.
+// all staged at worst (4 bytes an f16/bf16 element: staged as f32), with
+// the whole tensors, the stand-ins of absent ones and the 256-byte
+// alignments, within the binding limit. 0: none fit, or a tensor to be
+// split is strided.
 static int64_t piece_units(const gk_tensor *const *args, const int64_t *per_unit) {
   uint64_t fixed = 256 * 4, per = 0;  // the stand-ins of absent tensors (wg_pass_bound: 3 at most)
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
     if (!args[k]) continue;
-    uint64_t size = (uint64_t)elem_words(args[k]->dtype) * 4;
+    uint64_t size = (uint64_t)slot_words(args[k]->dtype) * 4;
     if (per_unit[k] && !gk_tensor_is_contiguous(args[k])) return 0;
     if (per_unit[k]) per += (uint64_t)per_unit[k] * size;
     else fixed += (uint64_t)gk_tensor_numel(args[k]) * size;
@@ -533,7 +591,7 @@ static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, v
       piece[k] = args[k];
       if (!args[k] || !per_unit[k]) continue;
       int64_t n = count * per_unit[k];
-      char *at = (char *)args[k]->data + u0 * per_unit[k] * elem_words(args[k]->dtype) * 4;
+      char *at = (char *)args[k]->data + u0 * per_unit[k] * (int64_t)gk_dtype_size(args[k]->dtype);
       gk_tensor_init(&view[k], at, args[k]->dtype, 1, &n);
       view[k].device = args[k]->device;
       view[k].device_id = args[k]->device_id;
@@ -545,14 +603,11 @@ static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, v
   return s;
 }
 
-// f32 tensors (and i32/i64 indices) only; then what the family declines.
+// f32, f16 and bf16 tensors (and i32/i64 indices); then what the family declines.
 static const char *wg_decline(const gk_plan *plan) {
-  for (int k = 0; k < GK_ARG_COUNT_; k++) {
-    if (!plan->args[k].used) continue;
-    gk_dtype dt = plan->args[k].dtype;
-    if (dt != GK_F32 && dt != GK_I32 && dt != GK_I64)
-      return "the WebGPU kernels compute in f32 only (f64, f16 and bf16 are not written)";
-  }
+  for (int k = 0; k < GK_ARG_COUNT_; k++)
+    if (plan->args[k].used && plan->args[k].dtype == GK_F64)
+      return "the WebGPU kernels compute in f32 (f16 and bf16 stored; f64 is not written)";
   const wg_family *f = wg_family_of(plan);
   if (!f) return "no WGSL kernel for this op yet";
   return f->decline ? f->decline(plan) : NULL;
@@ -560,9 +615,12 @@ static const char *wg_decline(const gk_plan *plan) {
 
 static void wg_precision(const gk_plan *plan, gk_plan_info *info) {
   const wg_state *st = plan->state;
-  info->math = st && st->subgroups ? "f32 math in WGSL (the device's exp/log), row sums and maxima by subgroupAdd/"
-                                     "subgroupMax in subgroups, then across them in order; no float atomics"
-                                   : "f32 math in WGSL (the device's exp/log), sums in a fixed order, no float atomics";
+  info->math = st && st->subgroups
+                   ? "f32 math in WGSL (the device's exp/log; f16/bf16 stored, converted without the shader-f16 "
+                     "feature, rounded to nearest even), row sums and maxima by subgroupAdd/subgroupMax in "
+                     "subgroups, then across them in order; no float atomics"
+                   : "f32 math in WGSL (the device's exp/log; f16/bf16 stored, converted without the shader-f16 "
+                     "feature, rounded to nearest even), sums in a fixed order, no float atomics";
   info->accumulator = GK_F32;
   info->deterministic = 1;
 }

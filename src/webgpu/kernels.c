@@ -32,13 +32,14 @@ static int norm_dim(int dim, int rank) { return dim < 0 ? dim + rank : dim; }
 
 // ---------------------------------------------------------------- activations
 // Bindings: forward x, y; backward the saved tensor (x, or y with
-// act.from_output), dy, dx. 256 elements a workgroup.
+// act.from_output), dy, dx. 256 elements a workgroup, or 64 words of two
+// in a packed run.
 static gk_status plan_activation(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   gk_arg_kind saved = gk_activation_saved(d);
   int64_t n = r->units;
   const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_Y}, backward[] = {saved, GK_ARG_DY, GK_ARG_DX};
-  uint64_t groups = (uint64_t)gk_ceil_div(n, 256);  // 256 elements a workgroup
+  uint64_t groups = r->packed ? groups_for(n / 2) : (uint64_t)gk_ceil_div(n, 256);
   uint32_t *p = d->direction == GK_FORWARD ? wg_pass_bound(r, 0, groups, 2, forward)
                                            : wg_pass_bound(r, 0, groups, 3, backward);
   p[0] = r->slot[d->direction == GK_FORWARD ? GK_ARG_X : saved];
@@ -58,6 +59,11 @@ static int64_t split_elementwise(const gk_plan *plan, gk_arg_kind of, int64_t *p
 }
 static int64_t split_activation(const gk_plan *plan, int64_t *per_unit) {
   return split_elementwise(plan, gk_activation_saved(&plan->desc), per_unit);
+}
+// Every tensor of an activation has the description's shape: packed always.
+static bool packed_activation(const gk_plan *plan) {
+  (void)plan;
+  return true;
 }
 
 // The override constants of activation.wgsl and gated.wgsl: the activation
@@ -86,13 +92,14 @@ static gk_status plan_gated(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   bool split = d->gated.form == GK_GATED_SPLIT;
   int64_t half = split ? gated_half(d) : 0, n = split ? r->units * half : r->units;
+  uint64_t groups = groups_for(r->packed ? n / 2 : n);
   static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_Y},
                            backward[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_DY, GK_ARG_DX, GK_ARG_DGATE},
                            forward_split[] = {GK_ARG_X, GK_ARG_Y}, backward_split[] = {GK_ARG_X, GK_ARG_DY, GK_ARG_DX};
-  uint32_t *p = d->direction == GK_FORWARD ? split ? wg_pass_bound(r, 1, groups_for(n), 2, forward_split)
-                                                   : wg_pass_bound(r, 0, groups_for(n), 3, forward)
-                : split ? wg_pass_bound(r, 1, groups_for(n), 3, backward_split)
-                        : wg_pass_bound(r, 0, groups_for(n), 5, backward);
+  uint32_t *p = d->direction == GK_FORWARD ? split ? wg_pass_bound(r, 1, groups, 2, forward_split)
+                                                   : wg_pass_bound(r, 0, groups, 3, forward)
+                : split ? wg_pass_bound(r, 1, groups, 3, backward_split)
+                        : wg_pass_bound(r, 0, groups, 5, backward);
   const gk_arg_kind kinds[] = {GK_ARG_X, GK_ARG_GATE, GK_ARG_Y, GK_ARG_DY, GK_ARG_DX, GK_ARG_DGATE};
   for (int i = 0; i < 6; i++) p[i] = r->slot[kinds[i]];
   p[6] = (uint32_t)n;
@@ -108,6 +115,11 @@ static int64_t split_gated(const gk_plan *plan, int64_t *per_unit) {
   per_unit[GK_ARG_X] = per_unit[GK_ARG_DX] = 2 * half;
   per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = half;
   return half ? numel_of(plan, GK_ARG_X) / (2 * half) : 0;
+}
+// Packed: the two-tensor form; the split form where a half-row is even, so
+// that a word never straddles the two halves.
+static bool packed_gated(const gk_plan *plan) {
+  return plan->desc.gated.form != GK_GATED_SPLIT || gated_half(&plan->desc) % 2 == 0;
 }
 
 // ---------------------------------------------------------------- add, mul
@@ -147,7 +159,7 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
   if (d->direction == GK_FORWARD) {
     int64_t n = prod(ys, 0, R);
     static const gk_arg_kind bind[] = {GK_ARG_A, GK_ARG_B, GK_ARG_Y};
-    uint32_t *p = wg_pass_bound(r, 0, groups_for(n), 3, bind);
+    uint32_t *p = wg_pass_bound(r, 0, groups_for(r->packed ? n / 2 : n), 3, bind);
     p[0] = r->slot[GK_ARG_A];
     p[1] = r->slot[GK_ARG_B];
     p[2] = r->slot[GK_ARG_Y];
@@ -170,7 +182,7 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
     const uint32_t *ostr = g ? astr : bstr;
     int64_t n = prod(gs, 0, R);
     const gk_arg_kind bind[] = {GK_ARG_DY, mul ? other : out, out};
-    uint32_t *p = wg_pass_bound(r, 0, groups_for(n), mul ? 3 : 2, bind);
+    uint32_t *p = wg_pass_bound(r, 0, groups_for(r->packed ? n / 2 : n), mul ? 3 : 2, bind);
     p[0] = r->slot[GK_ARG_DY];
     p[1] = mul ? r->slot[other] : 0;
     p[2] = r->slot[out];
@@ -194,6 +206,8 @@ static int64_t split_binary(const gk_plan *plan, int64_t *per_unit) {
   split_elementwise(plan, GK_ARG_A, per_unit);
   return prod(d->shape, 0, d->rank);
 }
+// Packed when nothing is broadcast.
+static bool packed_binary(const gk_plan *plan) { return unbroadcast(&plan->desc); }
 static void binary_overrides(const gk_plan *plan, char *text, size_t cap) {
   snprintf(text, cap, "IS_MUL=%d", plan->desc.op == GK_OP_MUL);
 }
@@ -570,17 +584,18 @@ static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
 static const wg_family activation = {.name = "activation", .source = gk_wgsl_activation, .forward = {"forward"},
                                      .backward = {"backward"}, .plan = plan_activation,
                                      .overrides = activation_overrides, .bound = true,
-                                     .split = split_activation};
+                                     .split = split_activation, .packed = packed_activation};
 static const wg_family gated = {.name = "gated", .source = gk_wgsl_gated, .forward = {"forward", "forward_split"},
                                 .backward = {"backward", "backward_split"}, .plan = plan_gated,
-                                .overrides = gated_overrides, .bound = true, .split = split_gated};
+                                .overrides = gated_overrides, .bound = true, .split = split_gated,
+                                .packed = packed_gated};
 // add and mul: one shader; their backward passes bind different tensors.
 static const wg_family add = {.name = "add", .source = gk_wgsl_binary, .forward = {"forward"},
                               .backward = {"reduce_grad"}, .plan = plan_binary, .overrides = binary_overrides,
-                              .bound = true, .split = split_binary};
+                              .bound = true, .split = split_binary, .packed = packed_binary};
 static const wg_family mul = {.name = "mul", .source = gk_wgsl_binary, .forward = {"forward"},
                               .backward = {"reduce_grad_mul"}, .plan = plan_binary, .overrides = binary_overrides,
-                              .bound = true, .split = split_binary};
+                              .bound = true, .split = split_binary, .packed = packed_binary};
 static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .subgroup_source = gk_wgsl_norm_subgroups,
                                .forward = {"forward"},
                                .backward = {"backward_dx", "backward_params"}, .plan = plan_norm,

@@ -41,6 +41,7 @@ typedef struct wg_run {
   uint64_t words;
   int64_t units;               // split families: the units (wg_family.split) this run covers
   bool oversized;              // a tensor's range is over the binding limit
+  bool packed;                 // f16/bf16 tensors bound where they lie, two elements a word (wg_family.packed)
   wg_pass_t pass[WG_MAX_PASSES];
   int npass;
   bool overflow;
@@ -94,6 +95,16 @@ typedef struct wg_family {
   // whole units (wg_run_kernel); plan() then covers r->units units of
   // tensors that start at the piece.
   int64_t (*split)(const gk_plan *plan, int64_t *per_unit);
+  // Bound families whose shaders also take f16/bf16 tensors where they lie
+  // (NULL: never): whether they do for this description. Each entry point
+  // then has a twin "<entry>16" (override HALF: 1 f16, 2 bf16) reading and
+  // writing words of two elements (shaders/half.wgsl), parameters as for
+  // f32 but the slots in words. A run is packed (wg_run.packed) when every
+  // tensor is contiguous, of an even count, starts on a word and can be
+  // bound where it lies (so no word holds anything else); plan() then
+  // sizes its dispatch by words, one invocation each. Else the 16-bit
+  // tensors are staged through the arena as f32.
+  bool (*packed)(const gk_plan *plan);
 } wg_family;
 
 const wg_family *wg_family_of(const gk_plan *plan);
@@ -101,7 +112,8 @@ const wg_family *wg_family_of(const gk_plan *plan);
 // The arena outside a plan's run (the optimizers, optim.c), in 4-byte
 // words: reserve at least `words` (refused over maxStorageBufferBindingSize,
 // before anything is queued); stage tensor t into its slot or back out of
-// it (a copy, or the gather/scatter shader when strided); dispatch
+// it (a copy, or the gather/scatter shaders when strided or f16/bf16,
+// which are f32 in the slot); dispatch
 // `pipeline` on it with the parameter words `params`; queue a write of host
 // words into it; read words back (waits for everything queued).
 gk_status wg_arena_reserve(uint64_t words);

@@ -10,7 +10,12 @@
 // Each tensor is bound by itself, starting at its word p.<name> there:
 // forward a, b, y; reduce_grad (add) dy, g; reduce_grad_mul dy, the other
 // operand, g. Add or mul is an override constant of the plan's pipelines.
+// The entry points <name>16: nothing broadcast, f16 (HALF = 1) or bf16
+// (HALF = 2) tensors of an even count bound where they lie, one invocation
+// per word of two elements (half.wgsl), f32 math; p.<name> are then word
+// offsets, p.n still elements.
 override IS_MUL: u32;
+override HALF: u32 = 1u;
 struct Params {
   a: u32, b: u32, y: u32, n: u32, rank: u32, pad0: u32, alpha: f32, other: u32,
   shape: array<vec4<u32>, 2>,       // y's shape (forward) / g's shape in y's dims (reduce_grad)
@@ -26,6 +31,13 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> g_add: array<f32>;
 @group(0) @binding(3) var<storage, read_write> other: array<f32>;
 @group(0) @binding(4) var<storage, read_write> g_mul: array<f32>;
+@group(0) @binding(2) var<storage, read_write> a16: array<u32>;
+@group(0) @binding(3) var<storage, read_write> b16: array<u32>;
+@group(0) @binding(4) var<storage, read_write> y16: array<u32>;
+@group(0) @binding(2) var<storage, read_write> dy16: array<u32>;
+@group(0) @binding(3) var<storage, read_write> g_add16: array<u32>;
+@group(0) @binding(3) var<storage, read_write> other16: array<u32>;
+@group(0) @binding(4) var<storage, read_write> g_mul16: array<u32>;
 
 fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 { return v[d / 4u][d % 4u]; }
 
@@ -101,4 +113,28 @@ fn reduce_grad_mul(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workg
     sum += dy[p.a + at.x] * other[p.b + at.y];
   }
   g_mul[p.y + i] = p.alpha * sum;
+}
+
+@compute @workgroup_size(64)
+fn forward16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let w = flat_id(gid, nwg);
+  if (2u * w >= p.n) { return; }
+  let a = half_pair(a16[p.a + w], HALF);
+  let b = half_pair(b16[p.b + w], HALF);
+  y16[p.y + w] = half_word(select(a + p.alpha * b, p.alpha * a * b, IS_MUL == 1u), HALF);
+}
+
+@compute @workgroup_size(64)
+fn reduce_grad16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let w = flat_id(gid, nwg);
+  if (2u * w >= p.n) { return; }
+  g_add16[p.y + w] = half_word(p.alpha * half_pair(dy16[p.a + w], HALF), HALF);
+}
+
+@compute @workgroup_size(64)
+fn reduce_grad_mul16(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let w = flat_id(gid, nwg);
+  if (2u * w >= p.n) { return; }
+  let g = p.alpha * (half_pair(dy16[p.a + w], HALF) * half_pair(other16[p.b + w], HALF));
+  g_mul16[p.y + w] = half_word(g, HALF);
 }
