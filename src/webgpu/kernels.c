@@ -209,7 +209,7 @@ static int64_t split_binary(const gk_plan *plan, int64_t *per_unit) {
 // Packed when nothing is broadcast.
 static bool packed_binary(const gk_plan *plan) { return unbroadcast(&plan->desc); }
 static void binary_overrides(const gk_plan *plan, char *text, size_t cap) {
-  snprintf(text, cap, "IS_MUL=%d", plan->desc.op == GK_OP_MUL);
+  snprintf(text, cap, "IS_MUL=%d,BROADCAST=%d", plan->desc.op == GK_OP_MUL, !unbroadcast(&plan->desc));
 }
 
 // ---------------------------------------------------------------- norms

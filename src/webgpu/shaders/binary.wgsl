@@ -9,12 +9,16 @@
 // broadcast along (red_shape: y's size there, 1 elsewhere).
 // Each tensor is bound by itself, starting at its word p.<name> there:
 // forward a, b, y; reduce_grad (add) dy, g; reduce_grad_mul dy, the other
-// operand, g. Add or mul is an override constant of the plan's pipelines.
+// operand, g. Add or mul is an override constant of the plan's pipelines,
+// and so is whether anything is broadcast (BROADCAST = 0: element i of
+// every tensor is element i of the run, no index arithmetic; a loop of
+// divisions and a private array per element cost llvmpipe 10-30x).
 // The entry points <name>16: nothing broadcast, f16 (HALF = 1) or bf16
 // (HALF = 2) tensors of an even count bound where they lie, one invocation
 // per word of two elements (half.wgsl), f32 math; p.<name> are then word
 // offsets, p.n still elements.
 override IS_MUL: u32;
+override BROADCAST: u32 = 1u;
 override HALF: u32 = 1u;
 struct Params {
   a: u32, b: u32, y: u32, n: u32, rank: u32, pad0: u32, alpha: f32, other: u32,
@@ -45,15 +49,19 @@ fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 { return v[d / 4u][d % 4u]; }
 fn forward(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let i = flat_id(gid, nwg);
   if (i >= p.n) { return; }
-  var rest = i;
-  var ia = 0u;
-  var ib = 0u;
-  for (var d = i32(p.rank) - 1; d >= 0; d--) {
-    let n = dim(p.shape, u32(d));
-    let k = rest % n;
-    rest /= n;
-    ia += k * dim(p.a_str, u32(d));
-    ib += k * dim(p.b_str, u32(d));
+  var ia = i;
+  var ib = i;
+  if (BROADCAST == 1u) {
+    var rest = i;
+    ia = 0u;
+    ib = 0u;
+    for (var d = i32(p.rank) - 1; d >= 0; d--) {
+      let n = dim(p.shape, u32(d));
+      let k = rest % n;
+      rest /= n;
+      ia += k * dim(p.a_str, u32(d));
+      ib += k * dim(p.b_str, u32(d));
+    }
   }
   let a = a[p.a + ia];
   let b = b[p.b + ib];
@@ -96,6 +104,10 @@ fn term(g: Reduced, r: u32) -> vec2u {
 fn reduce_grad(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let i = flat_id(gid, nwg);
   if (i >= p.n) { return; }
+  if (BROADCAST == 0u) {
+    g_add[p.y + i] = p.alpha * dy[p.a + i];
+    return;
+  }
   let g = reduced(i);
   var sum = 0.0;
   for (var r = 0u; r < g.count; r++) { sum += dy[p.a + term(g, r).x]; }
@@ -106,6 +118,10 @@ fn reduce_grad(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroup
 fn reduce_grad_mul(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let i = flat_id(gid, nwg);
   if (i >= p.n) { return; }
+  if (BROADCAST == 0u) {
+    g_mul[p.y + i] = p.alpha * (dy[p.a + i] * other[p.b + i]);
+    return;
+  }
   let g = reduced(i);
   var sum = 0.0;
   for (var r = 0u; r < g.count; r++) {
