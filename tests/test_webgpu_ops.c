@@ -384,27 +384,57 @@ static void test_conv1d(void) {
     }
 }
 
-static void test_scan(void) {
-  static const shape_case shapes[] = {{3, {2, 4, 9}}, {3, {1, 2, 70}}};
-  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-    for (int v = 0; v < 5; v++) {
-      gk_op_desc d = make(GK_OP_SELECTIVE_SCAN, 3, shapes[s].shape);
-      d.scan.d_state = s ? 16 : 4;
-      d.scan.chunk_size = s ? 64 : 4;
-      gk_scan_layout lay[] = {GK_SCAN_BATCH, GK_SCAN_SHARED, GK_SCAN_GROUPED, GK_SCAN_BATCH, GK_SCAN_SHARED};
-      d.scan.b_layout = lay[v];
-      d.scan.c_layout = lay[(v + 1) % 5];
-      if (d.scan.b_layout == GK_SCAN_GROUPED || d.scan.c_layout == GK_SCAN_GROUPED)
-        d.scan.groups = (d.scan.b_layout == GK_SCAN_BATCH || d.scan.c_layout == GK_SCAN_BATCH) ? 1 : 2;
-      d.scan.has_D = v != 1;
-      d.scan.has_z = v >= 2;
-      d.scan.has_delta_bias = v == 3 || v == 4;
-      d.scan.delta_softplus = v >= 3;
-      d.scan.has_initial_state = v == 4;
-      d.scan.has_final_state = v == 4;
-      run_layouts(&d, (const char *[]){"batch/shared", "shared/grouped", "grouped/batch z",
-                                       "batch/shared softplus", "shared/batch states"}[v]);
+// Every option of the scan in five variants: D, z, delta_bias, softplus, the
+// B/C layouts (shared, per batch, grouped), initial and final states.
+static void scan_variants(const int64_t *shape, int64_t N, int64_t chunk_size, bool all_layouts) {
+  for (int v = 0; v < 5; v++) {
+    gk_op_desc d = make(GK_OP_SELECTIVE_SCAN, 3, shape);
+    d.scan.d_state = N;
+    d.scan.chunk_size = chunk_size;
+    gk_scan_layout lay[] = {GK_SCAN_BATCH, GK_SCAN_SHARED, GK_SCAN_GROUPED, GK_SCAN_BATCH, GK_SCAN_SHARED};
+    d.scan.b_layout = lay[v];
+    d.scan.c_layout = lay[(v + 1) % 5];
+    if (d.scan.b_layout == GK_SCAN_GROUPED || d.scan.c_layout == GK_SCAN_GROUPED)
+      d.scan.groups = (d.scan.b_layout == GK_SCAN_BATCH || d.scan.c_layout == GK_SCAN_BATCH) ? 1 : 2;
+    d.scan.has_D = v != 1;
+    d.scan.has_z = v >= 2;
+    d.scan.has_delta_bias = v == 3 || v == 4;
+    d.scan.delta_softplus = v >= 3;
+    d.scan.has_initial_state = v == 4;
+    d.scan.has_final_state = v == 4;
+    const char *name = (const char *[]){"batch/shared", "shared/grouped", "grouped/batch z", "batch/shared softplus",
+                                        "shared/batch states"}[v];
+    if (all_layouts) run_layouts(&d, name);
+    else if (!g_quick || !ops_seen[d.op]) {
+      g_variant = name;
+      test_config(&d, CONTIGUOUS);
     }
+  }
+}
+
+// Both kernels (gk_webgpu_test_scan_path), each plan created and run with
+// the knob set. The sequential one at 9 and 70 steps. The parallel one
+// cuts the sequence into chunks of 8 x 64 / S steps (S the power of two >=
+// d_state: 32 steps at d_state 16, 128 at 4, 64 at 5, 8 at 64): one step,
+// an odd length below a chunk, one chunk, past one, many with a ragged end,
+// saved states every chunk_size steps across its chunks; then the
+// choice by shape on both sides of it.
+static void test_scan(void) {
+  static const struct { int64_t shape[3], N, T; bool all_layouts; } sequential[] = {
+      {{2, 4, 9}, 4, 4, true}, {{1, 2, 70}, 16, 64, true}},
+      parallel[] = {{{1, 2, 1}, 16, 64, false},  {{2, 4, 17}, 16, 4, true},   {{1, 2, 32}, 16, 64, false},
+                    {{1, 2, 45}, 16, 16, true},  {{1, 2, 173}, 16, 7, false}, {{2, 2, 300}, 4, 100, false},
+                    {{1, 2, 70}, 5, 64, false},  {{1, 2, 21}, 64, 5, false}},
+      by_shape[] = {{{2, 4, 9}, 16, 64, false}, {{1, 2, 70}, 16, 64, false}};
+  gk_webgpu_test_scan_path(1);
+  for (size_t s = 0; s < sizeof sequential / sizeof *sequential; s++)
+    scan_variants(sequential[s].shape, sequential[s].N, sequential[s].T, sequential[s].all_layouts);
+  gk_webgpu_test_scan_path(2);
+  for (size_t s = 0; s < sizeof parallel / sizeof *parallel; s++)
+    scan_variants(parallel[s].shape, parallel[s].N, parallel[s].T, parallel[s].all_layouts);
+  gk_webgpu_test_scan_path(0);
+  for (size_t s = 0; s < sizeof by_shape / sizeof *by_shape; s++)
+    scan_variants(by_shape[s].shape, by_shape[s].N, by_shape[s].T, by_shape[s].all_layouts);
 }
 
 // Past one dispatch: more workgroups than maxComputeWorkgroupsPerDimension
