@@ -587,6 +587,7 @@ static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
   if (npc > 1) {
     p[54] = wg_scratch(r, (uint64_t)(nb * nd * npc * N * 4));
     p[55] = wg_scratch(r, (uint64_t)(nb * nd * npc * N * 2));
+    p[57] = wg_scratch(r, chunks * 64 * 4);
     memcpy(wg_pass(r, 0, chunks), p, sizeof p);
     memcpy(wg_pass(r, 1, groups_for(nb * nd * N)), p, sizeof p);
   }

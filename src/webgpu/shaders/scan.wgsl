@@ -45,7 +45,7 @@ struct Params {
   N: u32, T: u32, nchunks: u32, b_var: u32, Gb: u32, c_var: u32, Gc: u32, has_D: u32,
   has_z: u32, has_db: u32, softplus: u32, has_init: u32, has_final: u32, has_dfinal: u32, has_dinit: u32,
   accumulate: u32, red_src: u32, red_dst: u32, red_groups: u32,
-  Tc: u32, npc: u32, red_chunks: u32, tot: u32, carry: u32, backward: u32,
+  Tc: u32, npc: u32, red_chunks: u32, tot: u32, carry: u32, backward: u32, segs: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 
@@ -219,16 +219,20 @@ var<workgroup> ks_fa: array<f32, 64>;          // the segments' maps, scanned in
 var<workgroup> ks_fb: array<f32, 64>;
 var<workgroup> ks_ra: array<f32, 64>;
 var<workgroup> ks_rr: array<f32, 64>;
+var<workgroup> chunk_dt: array<f32, 512>;      // (Tc), Tc <= SEG 64: dt_t of the chunk's steps
 var<workgroup> step_h: array<f32, 512>;        // (Tc, S), Tc S = SEG 64: h_t of a step and state
+var<workgroup> step_a: array<f32, 512>;        // (Tc, S): a_t
 var<workgroup> step_y: array<f32, 512>;        // (Tc, S): a state's parts of a step's sums over n
 var<workgroup> step_du: array<f32, 512>;
-var<workgroup> step_dt: array<f32, 512>;
+var<workgroup> step_ddt: array<f32, 512>;
 
 // An invocation of a parallel pass: channel bd = (b, d), chunk j starting at
 // step c0, state n (on: n < N), segment seg, its steps [s0, s1) (empty
-// past L or off), A[d, n].
+// past L or off), A[d, n]; B_t[n] at B0 + t Bt (Bt 0 when shared), C_t[n]
+// likewise (no division in the walks).
 struct Lane {
   bd: u32, b: u32, d: u32, j: u32, c0: u32, n: u32, seg: u32, on: bool, s0: u32, s1: u32, A: f32,
+  B0: u32, Bt: u32, C0: u32, Ct: u32,
 }
 fn lane_of(li: u32, w: u32) -> Lane {
   let S = lanes();
@@ -243,16 +247,28 @@ fn lane_of(li: u32, w: u32) -> Lane {
   l.on = l.n < p.N;
   l.s0 = min(p.L, l.c0 + l.seg * SEG);
   l.s1 = select(l.s0, min(p.L, l.s0 + SEG), l.on);
-  l.A = select(0.0, m[p.A + l.d * p.N + min(l.n, p.N - 1u)], l.on);
+  let n = min(l.n, p.N - 1u);
+  l.A = select(0.0, m[p.A + l.d * p.N + n], l.on);
+  l.B0 = p.Bm + bc_at(p.b_var, p.Gb, l.b, l.d, n, 0u);
+  l.Bt = p.b_var;
+  l.C0 = p.Cm + bc_at(p.c_var, p.Gc, l.b, l.d, n, 0u);
+  l.Ct = p.c_var;
   return l;
 }
-fn b_of(l: Lane, t: u32) -> f32 { return m[p.Bm + bc_at(p.b_var, p.Gb, l.b, l.d, l.n, t)]; }
-fn c_of(l: Lane, t: u32) -> f32 { return m[p.Cm + bc_at(p.c_var, p.Gc, l.b, l.d, l.n, t)]; }
+fn b_of(l: Lane, t: u32) -> f32 { return m[l.B0 + t * l.Bt]; }
+fn c_of(l: Lane, t: u32) -> f32 { return m[l.C0 + t * l.Ct]; }
 // dy'_t = dy_t silu(z_t) (dy_t without z).
 fn dy_gated(bd: u32, t: u32) -> f32 {
   let dy = m[p.dy + bd * p.L + t];
   if (p.has_z == 1u) { return dy * silu(m[p.z + bd * p.L + t]); }
   return dy;
+}
+
+// dt of the chunk's steps into chunk_dt, once for all its lanes. Call from
+// uniform control flow.
+fn load_dt(li: u32, l: Lane) {
+  for (var lt = li; lt < p.Tc && l.c0 + lt < p.L; lt += 64u) { chunk_dt[lt] = dt_of(dt_raw(l.bd, l.c0 + lt)); }
+  workgroupBarrier();
 }
 
 // The maps of the lane's segment, composed over its steps in order:
@@ -263,7 +279,7 @@ fn segment_maps(l: Lane, with_adjoint: bool) -> vec3f {
   var fb = 0.0;
   var rr = 0.0;
   for (var t = l.s0; t < l.s1; t++) {
-    let dt = dt_of(dt_raw(l.bd, t));
+    let dt = chunk_dt[t - l.c0];
     let a = exp(dt * l.A);
     fb = a * fb + dt * b_of(l, t) * m[p.u + l.bd * p.L + t];
     fa = a * fa;
@@ -309,33 +325,56 @@ fn scan_segments(li: u32, f: vec2f, r: vec2f) {
   workgroupBarrier();
 }
 
+// After scan_segments: the maps of the segments before the lane's in its
+// chunk, composed (fa, fb), and of those after it (ra, rr); identities at
+// the ends.
+fn exclusive(li: u32) -> vec4f {
+  let S = lanes();
+  let seg = li / S;
+  var e = vec4f(1.0, 0.0, 1.0, 0.0);
+  if (seg > 0u) { e = vec4f(ks_fa[li - S], ks_fb[li - S], e.zw); }
+  if (seg + 1u < segments()) { e = vec4f(e.xy, ks_ra[li + S], ks_rr[li + S]); }
+  return e;
+}
+// exclusive() of the lane in workgroup w: where totals left it past one
+// chunk, else composed and scanned here. Call from uniform control flow.
+fn segment_prefixes(li: u32, w: u32, l: Lane, with_adjoint: bool) -> vec4f {
+  if (p.npc > 1u) {
+    let at = p.segs + (w * 64u + li) * 4u;
+    return vec4f(m[at], m[at + 1u], m[at + 2u], m[at + 3u]);
+  }
+  let maps = segment_maps(l, with_adjoint);
+  scan_segments(li, maps.xy, maps.xz);
+  return exclusive(li);
+}
+
 // The state entering the lane's segment: the chunk's (the initial state for
-// chunk 0, else carry's) through the segments before it.
-fn segment_state(l: Lane, li: u32) -> f32 {
+// chunk 0, else carry's) through the segments before it (pre.xy).
+fn segment_state(l: Lane, pre: vec4f) -> f32 {
   var h = 0.0;
   if (l.j > 0u) { h = m[p.carry + ((l.bd * p.npc + l.j) * p.N + l.n) * 2u]; }
   else if (p.has_init == 1u) { h = m[p.init + l.bd * p.N + l.n]; }
-  if (l.seg > 0u) { h = ks_fa[li - lanes()] * h + ks_fb[li - lanes()]; }
-  return select(0.0, h, l.on);
+  return select(0.0, pre.x * h + pre.y, l.on);
 }
 // The adjoint entering the lane's segment from its end: the chunk's (dfinal
-// for the last chunk, else carry's) through the segments after it.
-fn segment_adjoint(l: Lane, li: u32) -> f32 {
+// for the last chunk, else carry's) through the segments after it (pre.zw).
+fn segment_adjoint(l: Lane, pre: vec4f) -> f32 {
   var w = 0.0;
   if (l.j + 1u < p.npc) { w = m[p.carry + ((l.bd * p.npc + l.j) * p.N + l.n) * 2u + 1u]; }
   else if (p.has_dfinal == 1u) { w = m[p.dfinal + l.bd * p.N + l.n]; }
-  if (l.seg + 1u < segments()) { w = ks_ra[li + lanes()] * w + ks_rr[li + lanes()]; }
-  return select(0.0, w, l.on);
+  return select(0.0, pre.z * w + pre.w, l.on);
 }
 
-// Per workgroup (b, d, chunk j): the chunk's maps tot[(bd, j, n)] = (fa, fb, ra, rr)
-// (the adjoint's with p.backward).
+// Per workgroup w = (b, d, chunk j): the chunk's maps tot[(bd, j, n)] = (fa,
+// fb, ra, rr) (the adjoint's with p.backward), and each lane's exclusive()
+// in segs[w, li].
 @compute @workgroup_size(64)
 fn totals(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3u,
           @builtin(num_workgroups) nwg: vec3u) {
   let w = group_id(wid, nwg);
   if (w >= p.nb * p.nd * p.npc) { return; }
   let l = lane_of(li, w);
+  load_dt(li, l);
   let maps = segment_maps(l, p.backward == 1u);
   scan_segments(li, maps.xy, maps.xz);
   let at = p.tot + ((l.bd * p.npc + l.j) * p.N + l.n) * 4u;
@@ -347,6 +386,12 @@ fn totals(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: 
     m[at + 2u] = ks_ra[li];
     m[at + 3u] = ks_rr[li];
   }
+  let e = exclusive(li);
+  let to = p.segs + (w * 64u + li) * 4u;
+  m[to] = e.x;
+  m[to + 1u] = e.y;
+  m[to + 2u] = e.z;
+  m[to + 3u] = e.w;
 }
 
 // Per (b, d, n), over the chunks in order: the state entering chunk j >= 1
@@ -385,12 +430,15 @@ fn forward_chunks(@builtin(local_invocation_index) li: u32, @builtin(workgroup_i
   if (w >= p.nb * p.nd * p.npc) { return; }
   let S = lanes();
   let l = lane_of(li, w);
-  let maps = segment_maps(l, false);
-  scan_segments(li, maps.xy, maps.xz);
-  var h = segment_state(l, li);
+  load_dt(li, l);
+  var h = segment_state(l, segment_prefixes(li, w, l, false));
+  var saved = (l.s0 + p.T - 1u) / p.T;         // the next saved state, before step saved T
   for (var t = l.s0; t < l.s1; t++) {
-    if (t % p.T == 0u) { m[p.chunks + (l.bd * p.nchunks + t / p.T) * p.N + l.n] = h; }
-    let dt = dt_of(dt_raw(l.bd, t));
+    if (t == saved * p.T) {
+      m[p.chunks + (l.bd * p.nchunks + saved) * p.N + l.n] = h;
+      saved++;
+    }
+    let dt = chunk_dt[t - l.c0];
     h = exp(dt * l.A) * h + dt * b_of(l, t) * m[p.u + l.bd * p.L + t];
     step_y[(t - l.c0) * S + l.n] = c_of(l, t) * h;
   }
@@ -408,10 +456,10 @@ fn forward_chunks(@builtin(local_invocation_index) li: u32, @builtin(workgroup_i
 
 // Per workgroup (b, d, chunk j): each lane walks its segment forward for its
 // states (step_h), then backward from its entering adjoint, writing its parts
-// of the steps' sums (step_y, step_du, step_dt), per-batch dB/dC partials and
+// of the steps' sums (step_y, step_du, step_ddt), per-batch dB/dC partials and
 // dinit (chunk 0, segment 0); then each step's du, ddelta, dz, one step per
 // invocation. The chunk's parameter sums go to pA, pB, pC (per (bd, j, n)),
-// pD, pdb (per (bd, j)): over segments, and invocations as a tree, in order.
+// pD, pdb (per (bd, j)): over segments, and over invocations, in order.
 @compute @workgroup_size(64)
 fn backward_chunks(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3u,
                    @builtin(num_workgroups) nwg: vec3u) {
@@ -419,15 +467,17 @@ fn backward_chunks(@builtin(local_invocation_index) li: u32, @builtin(workgroup_
   if (w >= p.nb * p.nd * p.npc) { return; }
   let S = lanes();
   let l = lane_of(li, w);
-  let maps = segment_maps(l, true);
-  scan_segments(li, maps.xy, maps.xz);
-  let h0 = segment_state(l, li);
-  var g = segment_adjoint(l, li);
+  load_dt(li, l);
+  let pre = segment_prefixes(li, w, l, true);
+  let h0 = segment_state(l, pre);
+  var g = segment_adjoint(l, pre);
   var h = h0;
   for (var t = l.s0; t < l.s1; t++) {
-    let dt = dt_of(dt_raw(l.bd, t));
-    h = exp(dt * l.A) * h + dt * b_of(l, t) * m[p.u + l.bd * p.L + t];
+    let dt = chunk_dt[t - l.c0];
+    let a = exp(dt * l.A);
+    h = a * h + dt * b_of(l, t) * m[p.u + l.bd * p.L + t];
     step_h[(t - l.c0) * S + l.n] = h;
+    step_a[(t - l.c0) * S + l.n] = a;
   }
   var sA = 0.0;
   var sB = 0.0;                                // shared B's and C's
@@ -435,12 +485,12 @@ fn backward_chunks(@builtin(local_invocation_index) li: u32, @builtin(workgroup_
   for (var t = l.s1; t > l.s0; t--) {
     let s = t - 1u;                            // the step
     let at_lt = (s - l.c0) * S + l.n;
-    let dt = dt_of(dt_raw(l.bd, s));
+    let dt = chunk_dt[s - l.c0];
     let u = m[p.u + l.bd * p.L + s];
     let dy = dy_gated(l.bd, s);
     let Bt = b_of(l, s);
     let Ct = c_of(l, s);
-    let at = exp(dt * l.A);
+    let at = step_a[at_lt];
     let hprev = select(h0, step_h[at_lt - S], s > l.s0);
     let hn = step_h[at_lt];
     let gn = g + Ct * dy;
@@ -450,7 +500,7 @@ fn backward_chunks(@builtin(local_invocation_index) li: u32, @builtin(workgroup_
     if (p.b_var == 1u) { m[p.pB + (l.bd * p.N + l.n) * p.L + s] = dB; } else { sB += dB; }
     step_y[at_lt] = Ct * hn;
     step_du[at_lt] = gn * dt * Bt;
-    step_dt[at_lt] = gn * (l.A * at * hprev + Bt * u);
+    step_ddt[at_lt] = gn * (l.A * at * hprev + Bt * u);
     sA += gn * dt * at * hprev;
     g = at * gn;
   }
@@ -479,18 +529,18 @@ fn backward_chunks(@builtin(local_invocation_index) li: u32, @builtin(workgroup_
     var ddt = 0.0;
     for (var k = 0u; k < p.N; k++) {
       du += step_du[lt * S + k];
-      ddt += step_dt[lt * S + k];
+      ddt += step_ddt[lt * S + k];
     }
     if (p.softplus == 1u && raw <= 20.0) { ddt *= sigmoid(raw); }
     sdb += ddt;
     m[p.du + at] = du;
     m[p.ddelta + at] = ddt;
   }
-  let chunk_D = wg_sum(sD, li);
-  let chunk_db = wg_sum(sdb, li);
   ks_fa[li] = sA;
   ks_fb[li] = sB;
   ks_ra[li] = sC;
+  ks_rr[li] = sD;
+  chunk_dt[li] = sdb;
   workgroupBarrier();
   let bdj = l.bd * p.npc + l.j;
   if (l.on && l.seg == 0u) {
@@ -507,8 +557,14 @@ fn backward_chunks(@builtin(local_invocation_index) li: u32, @builtin(workgroup_
     if (p.c_var == 0u) { m[p.pC + bdj * p.N + l.n] = tC; }
   }
   if (li == 0u) {
-    m[p.pD + bdj] = chunk_D;
-    m[p.pdb + bdj] = chunk_db;
+    var tD = 0.0;
+    var tdb = 0.0;
+    for (var k = 0u; k < 64u; k++) {
+      tD += ks_rr[k];
+      tdb += chunk_dt[k];
+    }
+    m[p.pD + bdj] = tD;
+    m[p.pdb + bdj] = tdb;
   }
 }
 
