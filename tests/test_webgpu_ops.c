@@ -414,17 +414,21 @@ static void scan_variants(const int64_t *shape, int64_t N, int64_t chunk_size, b
 
 // Both kernels (gk_webgpu_test_scan_path), each plan created and run with
 // the knob set. The sequential one at 9 and 70 steps. The parallel one
-// cuts the sequence into chunks of 8 x 64 / S steps (S the power of two >=
-// d_state: 32 steps at d_state 16, 128 at 4, 64 at 5, 8 at 64): one step,
-// an odd length below a chunk, one chunk, past one, many with a ragged end,
-// saved states every chunk_size steps across its chunks; then the
-// choice by shape on both sides of it.
+// scans blocks of 8 x 64 / S steps (S the power of two >= d_state: 32 steps
+// at d_state 16, 128 at 4, 64 at 5, 8 at 64), a workgroup a chunk of R
+// blocks: with one block a chunk, at one step, an odd length below a
+// block, one block, past one, many with a ragged end; with the most blocks
+// a chunk (R up to 512 / S), one chunk of several blocks and several
+// chunks of several blocks, ragged; saved states every chunk_size steps
+// across its blocks; then the choice by shape on both sides of it.
 static void test_scan(void) {
   static const struct { int64_t shape[3], N, T; bool all_layouts; } sequential[] = {
       {{2, 4, 9}, 4, 4, true}, {{1, 2, 70}, 16, 64, true}},
       parallel[] = {{{1, 2, 1}, 16, 64, false},  {{2, 4, 17}, 16, 4, true},   {{1, 2, 32}, 16, 64, false},
                     {{1, 2, 45}, 16, 16, true},  {{1, 2, 173}, 16, 7, false}, {{2, 2, 300}, 4, 100, false},
                     {{1, 2, 70}, 5, 64, false},  {{1, 2, 21}, 64, 5, false}},
+      blocks[] = {{{1, 2, 1}, 16, 64, false},  {{1, 2, 173}, 16, 7, true},  {{1, 2, 100}, 64, 5, false},
+                  {{2, 2, 1100}, 16, 64, false}, {{1, 2, 300}, 4, 100, false}},
       by_shape[] = {{{2, 4, 9}, 16, 64, false}, {{1, 2, 70}, 16, 64, false}};
   gk_webgpu_test_scan_path(1);
   for (size_t s = 0; s < sizeof sequential / sizeof *sequential; s++)
@@ -432,6 +436,9 @@ static void test_scan(void) {
   gk_webgpu_test_scan_path(2);
   for (size_t s = 0; s < sizeof parallel / sizeof *parallel; s++)
     scan_variants(parallel[s].shape, parallel[s].N, parallel[s].T, parallel[s].all_layouts);
+  gk_webgpu_test_scan_path(3);
+  for (size_t s = 0; s < sizeof blocks / sizeof *blocks; s++)
+    scan_variants(blocks[s].shape, blocks[s].N, blocks[s].T, blocks[s].all_layouts);
   gk_webgpu_test_scan_path(0);
   for (size_t s = 0; s < sizeof by_shape / sizeof *by_shape; s++)
     scan_variants(by_shape[s].shape, by_shape[s].N, by_shape[s].T, by_shape[s].all_layouts);

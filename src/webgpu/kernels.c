@@ -571,24 +571,44 @@ static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
-// Parallel over time: a workgroup per chunk of Tc steps of a channel;
-// totals and carry only past one chunk (scan.wgsl).
+// Which scan kernel a plan runs: 0 by shape, 1 sequential, 2 parallel, 3
+// parallel with the most blocks a chunk (gk_webgpu_test_scan_path).
+static int scan_path_knob;
+void gk_webgpu_test_scan_path(int path) { scan_path_knob = path; }
+
+// Parallel over time: a workgroup per chunk of R blocks of SCAN_SEG P
+// steps of a channel, walked block after block. R makes about
+// SCAN_WORKGROUPS workgroups (at least one block each, R S <= 512 for
+// block_h): enough to fill a large GPU, while a CPU adapter (llvmpipe,
+// where each workgroup costs tens of microseconds) gets no more than that.
+// totals runs past one chunk or one block a chunk, carry past one chunk.
+enum { SCAN_WORKGROUPS = 4096 };
 static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state;
-  int64_t Tc = SCAN_SEG * (64 / scan_lanes(N)), npc = gk_ceil_div(L, Tc);
+  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state, S = scan_lanes(N);
+  int64_t block = SCAN_SEG * (64 / S), blocks = gk_ceil_div(L, block);
+  int64_t R = scan_path_knob == 3 ? blocks : nb * nd * blocks / SCAN_WORKGROUPS;
+  if (R > 512 / S) R = 512 / S;
+  if (R > blocks) R = blocks;
+  if (R < 1) R = 1;
+  int64_t npc = gk_ceil_div(blocks, R);
+  R = gk_ceil_div(blocks, npc);  // the fewest blocks a chunk for npc chunks
   bool fwd = d->direction == GK_FORWARD;
   uint32_t p[WG_PARAM_WORDS] = {0};
   scan_params(plan, r, p);
-  p[51] = (uint32_t)Tc;
+  p[51] = (uint32_t)(R * block);
   p[52] = (uint32_t)npc;
   p[56] = !fwd;
+  p[58] = (uint32_t)R;
   uint64_t chunks = (uint64_t)(nb * nd * npc);
-  if (npc > 1) {
-    p[54] = wg_scratch(r, (uint64_t)(nb * nd * npc * N * 4));
-    p[55] = wg_scratch(r, (uint64_t)(nb * nd * npc * N * 2));
-    p[57] = wg_scratch(r, chunks * 64 * 4);
+  if (npc > 1 || R > 1) {
+    p[54] = wg_scratch(r, chunks * (uint64_t)N * 4);
+    p[57] = wg_scratch(r, chunks * (uint64_t)R * 64 * 4);
+    if (!fwd) p[59] = wg_scratch(r, chunks * (uint64_t)(R * N * 4));
     memcpy(wg_pass(r, 0, chunks), p, sizeof p);
+  }
+  if (npc > 1) {
+    p[55] = wg_scratch(r, chunks * (uint64_t)N * 2);
     memcpy(wg_pass(r, 1, groups_for(nb * nd * N)), p, sizeof p);
   }
   if (fwd) {
@@ -596,9 +616,9 @@ static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
     return GK_SUCCESS;
   }
   bool b_var = p[35], c_var = p[37];
-  p[24] = wg_scratch(r, (uint64_t)(nb * nd * npc * N));
-  p[25] = wg_scratch(r, (uint64_t)(nb * nd * npc));
-  p[26] = wg_scratch(r, (uint64_t)(nb * nd * npc));
+  p[24] = wg_scratch(r, chunks * (uint64_t)N);
+  p[25] = wg_scratch(r, chunks);
+  p[26] = wg_scratch(r, chunks);
   p[27] = wg_scratch(r, (uint64_t)(nb * nd * N * (b_var ? L : npc)));
   p[28] = wg_scratch(r, (uint64_t)(nb * nd * N * (c_var ? L : npc)));
   memcpy(wg_pass(r, 2, chunks), p, sizeof p);
@@ -606,17 +626,12 @@ static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
-// Which scan kernel a plan runs: 0 by shape, 1 sequential, 2 parallel
-// (gk_webgpu_test_scan_path).
-static int scan_path_knob;
-void gk_webgpu_test_scan_path(int path) { scan_path_knob = path; }
-
 // The parallel scan from SCAN_PARALLEL_MIN_L steps on: PLACEHOLDER
 enum { SCAN_PARALLEL_MIN_L = 16 };
 static bool scan_is_parallel(const gk_plan *plan) {
   int64_t L = plan->desc.shape[2];
   if (L == 0 || scan_path_knob == 1) return false;
-  return scan_path_knob == 2 || L >= SCAN_PARALLEL_MIN_L;
+  return scan_path_knob >= 2 || L >= SCAN_PARALLEL_MIN_L;
 }
 
 // ---------------------------------------------------------------- the table

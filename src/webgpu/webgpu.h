@@ -65,7 +65,8 @@ GK_WEBGPU_IMPORT(wait) int32_t gkwg_wait(char *message, uint32_t cap);
 void gk_webgpu_test_binding_limit(uint32_t bytes);
 // A test and bench knob: plans of the selective scan created from now on
 // (and run before the knob changes) take the sequential kernel (1), the
-// parallel one (2, where L > 0), or choose by shape (0).
+// parallel one (2; 3: with the most blocks a workgroup; where L > 0), or
+// choose by shape (0).
 void gk_webgpu_test_scan_path(int path);
 
 #endif
