@@ -581,7 +581,8 @@ void gk_webgpu_test_scan_path(int path) { scan_path_knob = path; }
 // SCAN_WORKGROUPS workgroups (at least one block each, R S <= 512 for
 // block_h): enough to fill a large GPU, while a CPU adapter (llvmpipe,
 // where each workgroup costs tens of microseconds) gets no more than that.
-// totals runs past one chunk or one block a chunk, carry past one chunk.
+// totals runs past one chunk (backward: or one block a chunk), carry past
+// one chunk.
 enum { SCAN_WORKGROUPS = 4096 };
 static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
@@ -601,7 +602,7 @@ static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
   p[56] = !fwd;
   p[58] = (uint32_t)R;
   uint64_t chunks = (uint64_t)(nb * nd * npc);
-  if (npc > 1 || R > 1) {
+  if (npc > 1 || (R > 1 && !fwd)) {
     p[54] = wg_scratch(r, chunks * (uint64_t)N * 4);
     p[57] = wg_scratch(r, chunks * (uint64_t)R * 64 * 4);
     if (!fwd) p[59] = wg_scratch(r, chunks * (uint64_t)(R * N * 4));

@@ -342,8 +342,9 @@ fn exclusive(li: u32) -> vec4f {
   if (seg + 1u < segments()) { e = vec4f(e.xy, ks_ra[li + S], ks_rr[li + S]); }
   return e;
 }
-// Whether totals ran (past one chunk, or more than one block a chunk).
-fn totals_ran() -> bool { return p.npc > 1u || p.R > 1u; }
+// Whether totals ran: past one chunk, or backward past one block a chunk
+// (forward hands the state from block to block itself).
+fn totals_ran() -> bool { return p.npc > 1u || (p.R > 1u && p.backward == 1u); }
 // exclusive() of lane li in block r of workgroup w: where totals left it,
 // else composed and scanned here. Call from uniform control flow.
 fn segment_prefixes(li: u32, w: u32, r: u32, l: Lane, with_adjoint: bool) -> vec4f {
