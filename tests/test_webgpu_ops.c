@@ -385,9 +385,12 @@ static void test_conv1d(void) {
 }
 
 // Every option of the scan in five variants: D, z, delta_bias, softplus, the
-// B/C layouts (shared, per batch, grouped), initial and final states.
-static void scan_variants(const int64_t *shape, int64_t N, int64_t chunk_size, bool all_layouts) {
+// B/C layouts (shared, per batch, grouped), initial and final states; those
+// in the bit mask `variants`.
+enum { SCAN_ALL = 31, SCAN_Z_STATES = 4 | 16 };  // variants 2 (grouped/batch z), 4 (states)
+static void scan_variants(const int64_t *shape, int64_t N, int64_t chunk_size, bool all_layouts, int variants) {
   for (int v = 0; v < 5; v++) {
+    if (!(variants >> v & 1)) continue;
     gk_op_desc d = make(GK_OP_SELECTIVE_SCAN, 3, shape);
     d.scan.d_state = N;
     d.scan.chunk_size = chunk_size;
@@ -420,28 +423,35 @@ static void scan_variants(const int64_t *shape, int64_t N, int64_t chunk_size, b
 // block, one block, past one, many with a ragged end; with the most blocks
 // a chunk (R up to 512 / S), one chunk of several blocks and several
 // chunks of several blocks, ragged; saved states every chunk_size steps
-// across its blocks; then the choice by shape on both sides of it.
+// across its blocks; then the choice by shape on both sides of it (the
+// sequential kernel gives wrong results at 2100 steps on Dawn over llvmpipe).
+typedef struct scan_case {
+  int64_t shape[3], N, T;  // (B, D, L), d_state, chunk_size
+  bool all_layouts;
+  int variants;
+} scan_case;
+
 static void test_scan(void) {
-  static const struct { int64_t shape[3], N, T; bool all_layouts; } sequential[] = {
-      {{2, 4, 9}, 4, 4, true}, {{1, 2, 70}, 16, 64, true}},
-      parallel[] = {{{1, 2, 1}, 16, 64, false},  {{2, 4, 17}, 16, 4, true},   {{1, 2, 32}, 16, 64, false},
-                    {{1, 2, 45}, 16, 16, true},  {{1, 2, 173}, 16, 7, false}, {{2, 2, 300}, 4, 100, false},
-                    {{1, 2, 70}, 5, 64, false},  {{1, 2, 21}, 64, 5, false}},
-      blocks[] = {{{1, 2, 1}, 16, 64, false},  {{1, 2, 173}, 16, 7, true},  {{1, 2, 100}, 64, 5, false},
-                  {{2, 2, 1100}, 16, 64, false}, {{1, 2, 300}, 4, 100, false}},
-      by_shape[] = {{{2, 4, 9}, 16, 64, false}, {{1, 2, 70}, 16, 64, false}};
-  gk_webgpu_test_scan_path(1);
-  for (size_t s = 0; s < sizeof sequential / sizeof *sequential; s++)
-    scan_variants(sequential[s].shape, sequential[s].N, sequential[s].T, sequential[s].all_layouts);
-  gk_webgpu_test_scan_path(2);
-  for (size_t s = 0; s < sizeof parallel / sizeof *parallel; s++)
-    scan_variants(parallel[s].shape, parallel[s].N, parallel[s].T, parallel[s].all_layouts);
-  gk_webgpu_test_scan_path(3);
-  for (size_t s = 0; s < sizeof blocks / sizeof *blocks; s++)
-    scan_variants(blocks[s].shape, blocks[s].N, blocks[s].T, blocks[s].all_layouts);
+  static const scan_case sequential[] = {
+      {{2, 4, 9}, 4, 4, true, SCAN_ALL}, {{1, 2, 70}, 16, 64, false, SCAN_ALL}},
+      parallel[] = {{{1, 2, 1}, 16, 64, false, SCAN_Z_STATES},  {{2, 4, 17}, 16, 4, true, SCAN_ALL},
+                    {{1, 2, 32}, 16, 64, false, SCAN_Z_STATES}, {{1, 2, 45}, 16, 16, false, SCAN_Z_STATES},
+                    {{1, 2, 173}, 16, 7, false, SCAN_ALL},      {{2, 2, 300}, 4, 100, false, SCAN_Z_STATES},
+                    {{1, 2, 70}, 5, 64, false, SCAN_Z_STATES},  {{1, 2, 21}, 64, 5, false, SCAN_Z_STATES}},
+      blocks[] = {{{1, 2, 1}, 16, 64, false, SCAN_Z_STATES},    {{1, 2, 173}, 16, 7, false, SCAN_ALL},
+                  {{1, 2, 100}, 64, 5, false, SCAN_Z_STATES},   {{1, 2, 1100}, 16, 64, false, SCAN_Z_STATES},
+                  {{1, 2, 300}, 4, 100, false, SCAN_Z_STATES}},
+      by_shape[] = {{{2, 4, 9}, 16, 64, false, 16}, {{1, 2, 2100}, 16, 64, false, SCAN_Z_STATES}};
+  const struct { int path; size_t n; const scan_case *cases; } runs[] = {
+      {1, sizeof sequential / sizeof *sequential, sequential}, {2, sizeof parallel / sizeof *parallel, parallel},
+      {3, sizeof blocks / sizeof *blocks, blocks}, {0, sizeof by_shape / sizeof *by_shape, by_shape}};
+  for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+    gk_webgpu_test_scan_path(runs[i].path);
+    for (size_t s = 0; s < runs[i].n; s++)
+      scan_variants(runs[i].cases[s].shape, runs[i].cases[s].N, runs[i].cases[s].T, runs[i].cases[s].all_layouts,
+                    runs[i].cases[s].variants);
+  }
   gk_webgpu_test_scan_path(0);
-  for (size_t s = 0; s < sizeof by_shape / sizeof *by_shape; s++)
-    scan_variants(by_shape[s].shape, by_shape[s].N, by_shape[s].T, by_shape[s].all_layouts);
 }
 
 // Past one dispatch: more workgroups than maxComputeWorkgroupsPerDimension

@@ -627,8 +627,14 @@ static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
-// The parallel scan from SCAN_PARALLEL_MIN_L steps on: PLACEHOLDER
-enum { SCAN_PARALLEL_MIN_L = 16 };
+// The parallel scan from SCAN_PARALLEL_MIN_L steps on. Below, the
+// sequential kernel is as fast on llvmpipe (2 cores; forward about even,
+// backward up to 2x faster at 64 to 4096 steps: the parallel one walks
+// every step two or three times) and Mamba trains at 64 steps. Past it,
+// the sequential kernel's one invocation walks every step, and Dawn on
+// llvmpipe gets wrong results past about 2000 steps (backward; 5000
+// forward; see the README); and a GPU needs the parallel one for few channels.
+enum { SCAN_PARALLEL_MIN_L = 512 };
 static bool scan_is_parallel(const gk_plan *plan) {
   int64_t L = plan->desc.shape[2];
   if (L == 0 || scan_path_knob == 1) return false;
