@@ -24,6 +24,7 @@ static double last_ms;  // time_case's figure
 // (printed unless quiet; kept in last_ms).
 static int time_case_quiet(const char *name, gk_op_desc d, int runs, int quiet) {
   d.backend = GK_BACKEND_WEBGPU;
+  last_ms = -1;
   gk_plan *plan;
   if (gk_plan_create(&d, &plan)) {
     fprintf(stderr, "%s: %s\n", name, gk_last_error());
@@ -115,7 +116,8 @@ static int bench_scan(int reps, int only) {
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1 && !strcmp(argv[1], "scan")) return bench_scan(argc > 2 ? atoi(argv[2]) : 5, argc > 3 ? atoi(argv[3]) : -1);
+  if (argc > 1 && !strcmp(argv[1], "scan"))
+    return bench_scan(argc > 2 ? atoi(argv[2]) : 5, argc > 3 ? atoi(argv[3]) : -1);
   int bad = 0;
   for (int dir = 0; dir < 2; dir++) {
     const char *suffix = dir ? "_bwd" : "";

@@ -23,20 +23,24 @@
 // backward.
 // Parallel: steps (a1, b1) then (a2, b2) compose to (a2 a1, a2 b1 + b2), and
 // the adjoint g runs the same recurrence backward (a map w -> a_t (C_t dy'_t
-// + w) per step). The sequence is cut into chunks of Tc = SEG P steps, P = 64
-// / S; a workgroup takes one chunk of one channel, invocation li = seg S + n
-// the SEG steps of segment seg for state n:
+// + w) per step). The sequence is cut into blocks of SEG P steps, P = 64 /
+// S, and chunks of R blocks (Tc = R SEG P steps); a workgroup takes one
+// chunk of one channel, block by block; in a block, invocation li = seg S +
+// n takes the SEG steps of segment seg for state n:
 //   totals   each invocation composes its segment walking forward; a
 //            Kogge-Stone scan over the P segments in workgroup memory gives
-//            the chunk's maps (forward h -> fa h + fb; backward w -> ra w + rr)
+//            each segment the maps of the segments before and after it
+//            (stored) and the block's maps (forward h -> fa h + fb; backward
+//            w -> ra w + rr), composed over the blocks into the chunk's
 //   carry    per (b, d, n), over the chunks in order: the state entering
 //            each chunk (from the initial state) and, backward, the
-//            adjoint entering it from the end (from dfinal)
-//   forward_chunks / backward_chunks   the segment maps again, scanned,
-//            applied to the chunk's carry: each invocation's state at its
+//            adjoint entering it from its end (from dfinal)
+//   forward_chunks / backward_chunks   per block, the segment maps applied
+//            to what enters the block: each invocation's state at its
 //            segment's start (and adjoint at its end), then its steps; the
 //            sums over n through workgroup memory, one step per invocation.
-// A sequence of one chunk skips totals and carry.
+// Forward runs totals and carry past one chunk (within a chunk a block hands
+// its state to the next), backward past one block.
 struct Params {
   u: u32, delta: u32, A: u32, Bm: u32, Cm: u32, Dv: u32, z: u32, dbias: u32,
   init: u32, y: u32, chunks: u32, final_st: u32, dy: u32, dfinal: u32, du: u32, ddelta: u32,
