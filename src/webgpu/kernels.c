@@ -626,14 +626,17 @@ static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
-// The parallel scan from SCAN_PARALLEL_MIN_L steps on. Below, the
-// sequential kernel is as fast on llvmpipe (2 cores; forward about even,
-// backward up to 2x faster at 64 to 4096 steps: the parallel one walks
-// every step two or three times) and Mamba trains at 64 steps. Past it,
-// the sequential kernel's one invocation walks every step, and Dawn on
-// llvmpipe gets wrong results past about 2000 steps (backward; 5000
-// forward; see the README); and a GPU needs the parallel one for few channels.
-enum { SCAN_PARALLEL_MIN_L = 512 };
+// The parallel scan from SCAN_PARALLEL_MIN_L steps on (bench/webgpu's
+// `ops scan`, sequential time over parallel, Mamba's options, N = 16):
+// on Dawn's Vulkan backend over lavapipe 1.02x to 2.2x at every shape
+// from 16 to 4096 steps (1.4x to 1.9x at Mamba's B 32 x D 128 x 64 steps);
+// on Dawn's OpenGL ES backend over llvmpipe 0.5x to 1.6x (1.3x, 1.6x at
+// Mamba's shape; 0.8x, 0.9x at 16 steps; the backward of 64 channels at
+// 4096 steps 0.5x: the parallel kernel walks each step two or three
+// times). Under 64 steps the sequential kernel keeps its one pass. Past
+// about 2000 steps the sequential kernel's one invocation per channel gets
+// wrong results on llvmpipe (see the README).
+enum { SCAN_PARALLEL_MIN_L = 64 };
 static bool scan_is_parallel(const gk_plan *plan) {
   int64_t L = plan->desc.shape[2];
   if (L == 0 || scan_path_knob == 1) return false;
