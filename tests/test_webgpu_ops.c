@@ -413,27 +413,78 @@ static void test_conv1d(void) {
     }
 }
 
-static void test_scan(void) {
-  static const shape_case shapes[] = {{3, {2, 4, 9}}, {3, {1, 2, 70}}};
-  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-    for (int v = 0; v < 5; v++) {
-      gk_op_desc d = make(GK_OP_SELECTIVE_SCAN, 3, shapes[s].shape);
-      d.scan.d_state = s ? 16 : 4;
-      d.scan.chunk_size = s ? 64 : 4;
-      gk_scan_layout lay[] = {GK_SCAN_BATCH, GK_SCAN_SHARED, GK_SCAN_GROUPED, GK_SCAN_BATCH, GK_SCAN_SHARED};
-      d.scan.b_layout = lay[v];
-      d.scan.c_layout = lay[(v + 1) % 5];
-      if (d.scan.b_layout == GK_SCAN_GROUPED || d.scan.c_layout == GK_SCAN_GROUPED)
-        d.scan.groups = (d.scan.b_layout == GK_SCAN_BATCH || d.scan.c_layout == GK_SCAN_BATCH) ? 1 : 2;
-      d.scan.has_D = v != 1;
-      d.scan.has_z = v >= 2;
-      d.scan.has_delta_bias = v == 3 || v == 4;
-      d.scan.delta_softplus = v >= 3;
-      d.scan.has_initial_state = v == 4;
-      d.scan.has_final_state = v == 4;
-      run_layouts(&d, (const char *[]){"batch/shared", "shared/grouped", "grouped/batch z",
-                                       "batch/shared softplus", "shared/batch states"}[v]);
+// Every option of the scan in five variants: D, z, delta_bias, softplus, the
+// B/C layouts (shared, per batch, grouped), initial and final states.
+static const char *const scan_variant_name[] = {"batch/shared", "shared/grouped", "grouped/batch z",
+                                                "batch/shared softplus", "shared/batch states"};
+static gk_op_desc scan_desc(const int64_t *shape, int64_t N, int64_t chunk_size, int v) {
+  gk_op_desc d = make(GK_OP_SELECTIVE_SCAN, 3, shape);
+  d.scan.d_state = N;
+  d.scan.chunk_size = chunk_size;
+  gk_scan_layout lay[] = {GK_SCAN_BATCH, GK_SCAN_SHARED, GK_SCAN_GROUPED, GK_SCAN_BATCH, GK_SCAN_SHARED};
+  d.scan.b_layout = lay[v];
+  d.scan.c_layout = lay[(v + 1) % 5];
+  if (d.scan.b_layout == GK_SCAN_GROUPED || d.scan.c_layout == GK_SCAN_GROUPED)
+    d.scan.groups = (d.scan.b_layout == GK_SCAN_BATCH || d.scan.c_layout == GK_SCAN_BATCH) ? 1 : 2;
+  d.scan.has_D = v != 1;
+  d.scan.has_z = v >= 2;
+  d.scan.has_delta_bias = v == 3 || v == 4;
+  d.scan.delta_softplus = v >= 3;
+  d.scan.has_initial_state = v == 4;
+  d.scan.has_final_state = v == 4;
+  return d;
+}
+// The variants in the bit mask `variants`.
+enum { SCAN_ALL = 31, SCAN_Z_STATES = 4 | 16 };  // variants 2 (grouped/batch z), 4 (states)
+static void scan_variants(const int64_t *shape, int64_t N, int64_t chunk_size, bool all_layouts, int variants) {
+  for (int v = 0; v < 5; v++) {
+    if (!(variants >> v & 1)) continue;
+    gk_op_desc d = scan_desc(shape, N, chunk_size, v);
+    if (all_layouts) run_layouts(&d, scan_variant_name[v]);
+    else {
+      g_variant = scan_variant_name[v];
+      test_config(&d, CONTIGUOUS);
     }
+  }
+}
+
+typedef struct scan_case {
+  int64_t shape[3], N, T;  // (B, D, L), d_state, chunk_size
+  bool all_layouts;
+  int variants;
+} scan_case;
+
+static void test_scan(void) {
+  if (g_quick) {  // one configuration of each kernel, with every option of variant 4
+    for (int path = 1; path <= 2; path++) {
+      gk_webgpu_test_scan_path(path);
+      gk_op_desc d = scan_desc((const int64_t[]){2, 4, 45}, 16, 16, 4);
+      g_variant = scan_variant_name[4];
+      test_config(&d, CONTIGUOUS);
+    }
+    gk_webgpu_test_scan_path(0);
+    return;
+  }
+  static const scan_case sequential[] = {
+      {{2, 4, 9}, 4, 4, true, SCAN_ALL}, {{1, 2, 70}, 16, 64, false, SCAN_ALL}},
+      parallel[] = {{{1, 2, 1}, 16, 64, false, SCAN_Z_STATES},  {{2, 4, 17}, 16, 4, true, SCAN_ALL},
+                    {{1, 2, 32}, 16, 64, false, SCAN_Z_STATES}, {{1, 2, 45}, 16, 16, false, SCAN_Z_STATES},
+                    {{1, 2, 173}, 16, 7, false, SCAN_ALL},      {{2, 2, 300}, 4, 100, false, SCAN_Z_STATES},
+                    {{1, 2, 70}, 5, 64, false, SCAN_Z_STATES},  {{1, 2, 21}, 64, 5, false, SCAN_Z_STATES}},
+      blocks[] = {{{1, 2, 1}, 16, 64, false, SCAN_Z_STATES},    {{1, 2, 173}, 16, 7, false, SCAN_ALL},
+                  {{1, 2, 100}, 64, 5, false, SCAN_Z_STATES},   {{1, 2, 1100}, 16, 64, false, SCAN_Z_STATES},
+                  {{1, 2, 300}, 4, 100, false, SCAN_Z_STATES}},
+      by_shape[] = {{{2, 4, 9}, 16, 64, false, 16}, {{1, 2, 2100}, 16, 64, false, SCAN_Z_STATES}};
+  const struct { int path; size_t n; const scan_case *cases; } runs[] = {
+      {1, sizeof sequential / sizeof *sequential, sequential}, {2, sizeof parallel / sizeof *parallel, parallel},
+      {3, sizeof blocks / sizeof *blocks, blocks}, {0, sizeof by_shape / sizeof *by_shape, by_shape}};
+  for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+    gk_webgpu_test_scan_path(runs[i].path);
+    for (size_t s = 0; s < runs[i].n; s++)
+      scan_variants(runs[i].cases[s].shape, runs[i].cases[s].N, runs[i].cases[s].T, runs[i].cases[s].all_layouts,
+                    runs[i].cases[s].variants);
+  }
+  gk_webgpu_test_scan_path(0);
 }
 
 // Past one dispatch: more workgroups than maxComputeWorkgroupsPerDimension

@@ -34,6 +34,7 @@ static double now(void) {
 }
 
 static gk_dtype g_dtype = GK_F32;  // f32, f16 or bf16
+static double last_ms;             // time_case's figure (wall time per run)
 
 // The bits of v (|v| < 1) in dt, truncated (good enough for random inputs).
 static uint32_t bits_of(float v, gk_dtype dt) {
@@ -46,7 +47,9 @@ static uint32_t bits_of(float v, gk_dtype dt) {
 
 // Time desc on WebGPU: every argument a device buffer of random values
 // (the statistics f32, the rest g_dtype); when cases are named, only those.
-static int time_case(const char *name, gk_op_desc d, int runs) {
+// Printed unless quiet; kept in last_ms.
+static int time_case_quiet(const char *name, gk_op_desc d, int runs, bool quiet) {
+  last_ms = -1;
   bool wanted = !nonly;
   for (int i = 0; i < nonly; i++) wanted |= !strcmp(name, only[i]);
   if (!wanted) return 0;
@@ -105,16 +108,16 @@ static int time_case(const char *name, gk_op_desc d, int runs) {
       gpu = gpu_ns / runs * 1e-6 < gpu ? gpu_ns / runs * 1e-6 : gpu;
     }
   }
-  if (timed) {
-    printf("%s %.4f %.4f %d\n", name, wall, gpu, count / runs);
-  } else {
-    printf("%s %.4f\n", name, wall);
-  }
+  last_ms = wall;
+  if (!quiet && timed) printf("%s %.4f %.4f %d\n", name, wall, gpu, count / runs);
+  else if (!quiet) printf("%s %.4f\n", name, wall);
   fflush(stdout);
   for (int i = 0; i < n; i++) gk_buffer_free(bufs[i]);
   gk_plan_destroy(plan);
   return 0;
 }
+
+static int time_case(const char *name, gk_op_desc d, int runs) { return time_case_quiet(name, d, runs, false); }
 
 static gk_op_desc desc(gk_op op, gk_direction dir, int rank, const int64_t *shape) {
   gk_op_desc d;
@@ -122,7 +125,50 @@ static gk_op_desc desc(gk_op op, gk_direction dir, int rank, const int64_t *shap
   return d;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+// The selective scan as Mamba runs it (D, z, delta_bias, softplus, per-batch
+// B and C, d_state 16) at the default training shape, shorter and longer
+// ones, forward and backward: the sequential kernel (1) and the parallel one
+// (2) in turn, `reps` times each; prints each shape's median and range per
+// kernel and the ratio of the medians. shape_only >= 0: that shape alone.
+static int bench_scan(int reps, int shape_only) {
+  static const int64_t shapes[][3] = {{32, 128, 16}, {32, 128, 64}, {8, 128, 64},  {1, 64, 256},
+                                      {1, 64, 1024}, {1, 64, 4096}, {1, 512, 1024}, {1, 1536, 256}};
+  int bad = 0;
+  printf("shape dir: sequential median (min-max) ms | parallel median (min-max) ms | seq/par\n");
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int dir = 0; dir < 2 && (shape_only < 0 || (size_t)shape_only == s); dir++) {
+      gk_op_desc d = desc(GK_OP_SELECTIVE_SCAN, (gk_direction)dir, 3, shapes[s]);
+      d.scan.d_state = 16;
+      d.scan.has_D = d.scan.has_z = d.scan.has_delta_bias = d.scan.delta_softplus = 1;
+      int64_t work = shapes[s][0] * shapes[s][1] * shapes[s][2];
+      int runs = work >= (1 << 18) ? 2 : 5;
+      double ms[2][64];
+      int n = reps < 64 ? reps : 64;
+      for (int i = 0; i < n; i++)
+        for (int path = 1; path <= 2; path++) {
+          gk_webgpu_test_scan_path(path);
+          bad |= time_case_quiet("scan", d, runs, true);
+          ms[path - 1][i] = last_ms;
+        }
+      gk_webgpu_test_scan_path(0);
+      for (int k = 0; k < 2; k++) qsort(ms[k], (size_t)n, sizeof **ms, cmp_double);
+      printf("B%lld D%lld L%lld %s: %.3f (%.3f-%.3f) | %.3f (%.3f-%.3f) | %.2f\n", (long long)shapes[s][0],
+             (long long)shapes[s][1], (long long)shapes[s][2], dir ? "bwd" : "fwd", ms[0][n / 2], ms[0][0],
+             ms[0][n - 1], ms[1][n / 2], ms[1][0], ms[1][n - 1], ms[0][n / 2] / ms[1][n / 2]);
+      fflush(stdout);
+    }
+  return bad;
+}
+
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "scan"))
+    return bench_scan(argc > 2 ? atoi(argv[2]) : 5, argc > 3 ? atoi(argv[3]) : -1);
   int bad = 0;
   only = calloc((size_t)argc, sizeof *only);
   for (int a = 1; a < argc; a++) {

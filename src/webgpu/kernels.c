@@ -533,34 +533,66 @@ static const char *decline_scan(const gk_plan *plan) {
   return plan->desc.scan.d_state > 64 ? "d_state over 64 (a lane per state, 64 to a workgroup)" : NULL;
 }
 
-static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
+// Steps per invocation of the parallel scan (scan.wgsl's SEG): a block is
+// SCAN_SEG x 64 / S steps (S lanes per channel, the power of two >= N): 32
+// at N = 16.
+enum { SCAN_SEG = 8 };
+static int64_t scan_lanes(int64_t N) {
+  int64_t lanes = 1;
+  while (lanes < N) lanes <<= 1;
+  return lanes;
+}
+
+// The parameter words both kernels share (scan.wgsl's Params up to red_groups).
+static void scan_params(const gk_plan *plan, const wg_run *r, uint32_t *p) {
   const gk_op_desc *d = &plan->desc;
   int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state, T = d->scan.chunk_size;
-  int64_t nchunks = gk_ceil_div(L, T);
   bool b_var = d->scan.b_layout != GK_SCAN_SHARED, c_var = d->scan.c_layout != GK_SCAN_SHARED;
-  int64_t Gb = d->scan.b_layout == GK_SCAN_GROUPED ? d->scan.groups : 1;
-  int64_t Gc = d->scan.c_layout == GK_SCAN_GROUPED ? d->scan.groups : 1;
-  uint32_t p[WG_PARAM_WORDS] = {0};
   const gk_arg_kind kinds[] = {GK_ARG_U, GK_ARG_DELTA, GK_ARG_A, GK_ARG_B, GK_ARG_C, GK_ARG_D, GK_ARG_Z,
                                GK_ARG_DELTA_BIAS, GK_ARG_INITIAL_STATE, GK_ARG_Y, GK_ARG_CHUNK_STATES,
                                GK_ARG_FINAL_STATE, GK_ARG_DY, GK_ARG_DFINAL_STATE, GK_ARG_DU, GK_ARG_DDELTA,
                                GK_ARG_DA, GK_ARG_DB, GK_ARG_DC, GK_ARG_DD, GK_ARG_DZ, GK_ARG_DDELTA_BIAS,
                                GK_ARG_DINITIAL_STATE};
   for (int i = 0; i < 23; i++) p[i] = r->slot[kinds[i]];
-  const int64_t words[] = {nb, nd, L, N, T, nchunks, b_var, Gb, c_var, Gc, d->scan.has_D, d->scan.has_z,
+  const int64_t words[] = {nb, nd, L, N, T, gk_ceil_div(L, T), b_var,
+                           d->scan.b_layout == GK_SCAN_GROUPED ? d->scan.groups : 1, c_var,
+                           d->scan.c_layout == GK_SCAN_GROUPED ? d->scan.groups : 1, d->scan.has_D, d->scan.has_z,
                            d->scan.has_delta_bias, d->scan.delta_softplus, r->t[GK_ARG_INITIAL_STATE] != NULL,
                            r->t[GK_ARG_FINAL_STATE] != NULL, r->t[GK_ARG_DFINAL_STATE] != NULL,
                            r->t[GK_ARG_DINITIAL_STATE] != NULL, d->accumulate};
   for (int i = 0; i < 19; i++) p[29 + i] = (uint32_t)words[i];
-  // Workgroups of 64 / S channels, S lanes each (scan.wgsl's lanes()).
-  int64_t lanes = 1;
-  while (lanes < N) lanes <<= 1;
-  uint64_t groups = (uint64_t)gk_ceil_div(nb * nd, 64 / lanes);
+}
+
+// The backward's reductions: parameter sums over the batch (and `chunks`
+// partials per channel), then per-batch dB and dC over their groups.
+static void scan_reductions(const gk_plan *plan, wg_run *r, uint32_t *p, int entry, int64_t chunks) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state;
+  p[53] = (uint32_t)chunks;
+  memcpy(wg_pass(r, entry, groups_for(nd * N)), p, WG_PARAM_WORDS * sizeof *p);
+  for (int bc = 0; bc < 2; bc++) {
+    if (!p[bc ? 37 : 35]) continue;  // c_var, b_var
+    uint32_t *q = wg_pass(r, entry + 1, groups_for(nb * p[bc ? 38 : 36] * N * L));
+    memcpy(q, p, WG_PARAM_WORDS * sizeof *p);
+    q[48] = p[bc ? 28 : 27];
+    q[49] = r->slot[bc ? GK_ARG_DC : GK_ARG_DB];
+    q[50] = p[bc ? 38 : 36];
+  }
+}
+
+// Sequential in time: workgroups of 64 / S channels, S lanes each.
+static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state, T = d->scan.chunk_size;
+  uint32_t p[WG_PARAM_WORDS] = {0};
+  scan_params(plan, r, p);
+  uint64_t groups = (uint64_t)gk_ceil_div(nb * nd, 64 / scan_lanes(N));
   if (d->direction == GK_FORWARD) {
     memcpy(wg_pass(r, 0, groups), p, sizeof p);
     return GK_SUCCESS;
   }
   // Scratch: each channel's chunk states, then the per-(batch, channel) sums.
+  bool b_var = p[35], c_var = p[37];
   p[23] = wg_scratch(r, (uint64_t)(nb * nd * (T + 1) * N));
   p[24] = wg_scratch(r, (uint64_t)(nb * nd * N));
   p[25] = wg_scratch(r, (uint64_t)(nb * nd));
@@ -568,16 +600,80 @@ static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
   p[27] = wg_scratch(r, (uint64_t)(nb * nd * N * (b_var ? L : 1)));
   p[28] = wg_scratch(r, (uint64_t)(nb * nd * N * (c_var ? L : 1)));
   memcpy(wg_pass(r, 0, groups), p, sizeof p);
-  memcpy(wg_pass(r, 1, groups_for(nd * N)), p, sizeof p);
-  for (int bc = 0; bc < 2; bc++) {
-    if (!(bc ? c_var : b_var)) continue;
-    uint32_t *q = wg_pass(r, 2, groups_for(nb * (bc ? Gc : Gb) * N * L));
-    memcpy(q, p, sizeof p);
-    q[48] = p[bc ? 28 : 27];
-    q[49] = r->slot[bc ? GK_ARG_DC : GK_ARG_DB];
-    q[50] = (uint32_t)(bc ? Gc : Gb);
-  }
+  scan_reductions(plan, r, p, 1, 1);
   return GK_SUCCESS;
+}
+
+// Which scan kernel a plan runs: 0 by shape, 1 sequential, 2 parallel, 3
+// parallel with the most blocks a chunk (gk_webgpu_test_scan_path).
+static int scan_path_knob;
+void gk_webgpu_test_scan_path(int path) { scan_path_knob = path; }
+
+// Parallel over time: a workgroup per chunk of R blocks of SCAN_SEG P
+// steps of a channel (P = 64 / S), walked block after block. R makes about
+// SCAN_WORKGROUPS workgroups (at least one block each, R S <= 512 for
+// block_h): 4096 x 64 invocations fill a large GPU; on llvmpipe 512 and
+// 4096 timed the same within the noise. totals runs past one chunk
+// (backward: or one block a chunk), carry past one chunk.
+enum { SCAN_WORKGROUPS = 4096 };
+static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state, S = scan_lanes(N);
+  int64_t block = SCAN_SEG * (64 / S), blocks = gk_ceil_div(L, block);
+  int64_t R = scan_path_knob == 3 ? blocks : nb * nd * blocks / SCAN_WORKGROUPS;
+  if (R > 512 / S) R = 512 / S;
+  if (R > blocks) R = blocks;
+  if (R < 1) R = 1;
+  int64_t npc = gk_ceil_div(blocks, R);
+  R = gk_ceil_div(blocks, npc);  // the fewest blocks a chunk for npc chunks
+  bool fwd = d->direction == GK_FORWARD;
+  uint32_t p[WG_PARAM_WORDS] = {0};
+  scan_params(plan, r, p);
+  p[51] = (uint32_t)(R * block);
+  p[52] = (uint32_t)npc;
+  p[56] = !fwd;
+  p[58] = (uint32_t)R;
+  uint64_t chunks = (uint64_t)(nb * nd * npc);
+  if (npc > 1 || (R > 1 && !fwd)) {
+    p[54] = wg_scratch(r, chunks * (uint64_t)N * 4);
+    p[57] = wg_scratch(r, chunks * (uint64_t)R * 64 * 4);
+    if (!fwd) p[59] = wg_scratch(r, chunks * (uint64_t)(R * N * 4));
+    memcpy(wg_pass(r, 0, chunks), p, sizeof p);
+  }
+  if (npc > 1) {
+    p[55] = wg_scratch(r, chunks * (uint64_t)N * 2);
+    memcpy(wg_pass(r, 1, groups_for(nb * nd * N)), p, sizeof p);
+  }
+  if (fwd) {
+    memcpy(wg_pass(r, 2, chunks), p, sizeof p);
+    return GK_SUCCESS;
+  }
+  bool b_var = p[35], c_var = p[37];
+  p[24] = wg_scratch(r, chunks * (uint64_t)N);
+  p[25] = wg_scratch(r, chunks);
+  p[26] = wg_scratch(r, chunks);
+  p[27] = wg_scratch(r, (uint64_t)(nb * nd * N * (b_var ? L : npc)));
+  p[28] = wg_scratch(r, (uint64_t)(nb * nd * N * (c_var ? L : npc)));
+  memcpy(wg_pass(r, 2, chunks), p, sizeof p);
+  scan_reductions(plan, r, p, 3, npc);
+  return GK_SUCCESS;
+}
+
+// The parallel scan from SCAN_PARALLEL_MIN_L steps on (bench/webgpu's
+// `ops scan`, sequential time over parallel, Mamba's options, N = 16):
+// on Dawn's Vulkan backend over lavapipe 1.02x to 2.2x at every shape
+// from 16 to 4096 steps (1.4x to 1.9x at Mamba's B 32 x D 128 x 64 steps);
+// on Dawn's OpenGL ES backend over llvmpipe 0.5x to 1.6x (1.3x, 1.6x at
+// Mamba's shape; 0.8x, 0.9x at 16 steps; the backward of 64 channels at
+// 4096 steps 0.5x: the parallel kernel walks each step two or three
+// times). Under 64 steps the sequential kernel keeps its one pass. Past
+// about 2000 steps the sequential kernel's one invocation per channel gets
+// wrong results on llvmpipe (see the README).
+enum { SCAN_PARALLEL_MIN_L = 64 };
+static bool scan_is_parallel(const gk_plan *plan) {
+  int64_t L = plan->desc.shape[2];
+  if (L == 0 || scan_path_knob == 1) return false;
+  return scan_path_knob >= 2 || L >= SCAN_PARALLEL_MIN_L;
 }
 
 // ---------------------------------------------------------------- the table
@@ -621,6 +717,11 @@ static const wg_family conv1d = {.name = "conv1d", .source = gk_wgsl_conv1d, .fo
 static const wg_family scan = {.name = "scan", .source = gk_wgsl_scan, .forward = {"forward"},
                                .backward = {"backward", "reduce_params", "reduce_bc"}, .decline = decline_scan,
                                .plan = plan_scan};
+static const wg_family scan_parallel = {.name = "scan_parallel", .source = gk_wgsl_scan,
+                                        .forward = {"totals", "carry", "forward_chunks"},
+                                        .backward = {"totals", "carry", "backward_chunks", "reduce_params",
+                                                     "reduce_bc"},
+                                        .decline = decline_scan, .plan = plan_scan_parallel};
 static const wg_family softmax = {.name = "softmax", .source = gk_wgsl_softmax,
                                   .subgroup_source = gk_wgsl_softmax_subgroups, .forward = {"forward"},
                                   .backward = {"backward", "backward_vec4"}, .plan = plan_softmax,
@@ -641,7 +742,7 @@ const wg_family *wg_family_of(const gk_plan *plan) {
   case GK_OP_ROPE: return &rope;
   case GK_OP_ATTENTION: return &attention;
   case GK_OP_CONV1D: return &conv1d;
-  case GK_OP_SELECTIVE_SCAN: return &scan;
+  case GK_OP_SELECTIVE_SCAN: return scan_is_parallel(plan) ? &scan_parallel : &scan;
   default: return NULL;
   }
 }

@@ -104,5 +104,10 @@ void gk_webgpu_test_plain_reductions(bool plain);
 // Whether plans created now use the subgroup reductions: the device has
 // subgroups and the knob above is off.
 bool wg_subgroups(void);
+// A test and bench knob: plans of the selective scan created from now on
+// (and run before the knob changes) take the sequential kernel (1), the
+// parallel one (2; 3: with the most blocks a workgroup; where L > 0), or
+// choose by shape (0).
+void gk_webgpu_test_scan_path(int path);
 
 #endif
