@@ -73,6 +73,12 @@ try {
   const processors = await page.evaluate(() => navigator.hardwareConcurrency);
   check(threads === processors,
         `the page's worker runs the module with threads (gradkern-threads.wasm): ${threads} of ${processors} processors`);
+  // Chromium has relaxed SIMD on: the worker loads the relaxed-SIMD module with threads where it validates.
+  const relaxed = await page.evaluate(async () => (await import(new URL('../wasm/gradkern.mjs', location.href)))
+    .hasRelaxedSimd());
+  const build = /build: ([a-z-]+)/.exec(env.text)?.[1];
+  check(relaxed && build === 'relaxed-threads',
+        `the page's worker runs the relaxed-SIMD module (Chromium validates relaxed SIMD: ${relaxed}): build ${build}`);
   check(env.backend === 'wasm' && /on the CPU in WebAssembly/.test(env.note),
         `the page trains in WebAssembly, as ?backend=wasm asks: ${env.note}`);
 
