@@ -117,10 +117,11 @@ uninstall:
 	DESTDIR="$(DESTDIR)" scripts/uninstall.sh $(BUILD)/install_manifest.txt
 
 # WebAssembly speed (bench/wasm): every op in Node, gradkern.wasm on one
-# thread against the native library on one thread and TensorFlow.js's
+# thread (and gradkern-relaxed.wasm: Node's flag turns relaxed SIMD on)
+# against the native library on one thread and TensorFlow.js's
 # WebAssembly backend, in the same run (BENCH_ARGS: --quick, --op NAME, --json).
 bench-wasm: bench-deps build wasm bench/wasm/node_modules/.package-lock.json
-	node --no-liftoff bench/wasm/bench_wasm.mjs --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
+	node --no-liftoff --experimental-wasm-relaxed-simd bench/wasm/bench_wasm.mjs --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
 
 bench/wasm/node_modules/.package-lock.json: bench/wasm/package.json bench/wasm/package-lock.json
 	cd bench/wasm && npm ci --no-audit --no-fund
