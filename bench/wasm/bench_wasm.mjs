@@ -21,7 +21,7 @@
 // Each figure is the median of up to 10 runs (3 with --quick) after a
 // warm-up, as gradkern bench takes them; the relaxed module's figure and the
 // SIMD one's it is compared with are the best of runs of the two taken in
-// turn (A B A B ..., up to 10 each), so that other processes' load on a
+// turn (A B A B ..., 3 to 10 each), so that other processes' load on a
 // shared machine falls on both alike. The wasm runs call gk_plan_run on
 // tensors that stay in the module's memory (no copies in the timing).
 // TensorFlow.js gives gradients through tf.grads (the forward pass runs
@@ -226,7 +226,7 @@ function timeWasm(gk, r, direction) {
   }
 }
 
-// Row r in modules a and b taken in turn after a warm-up of each, up to
+// Row r in modules a and b taken in turn after a warm-up of each, 3 to
 // `repeat` runs of each within the time budget: each one's best, in ms.
 function timeWasmAB(a, b, r, direction) {
   const wa = wasmRun(a, r, direction), wb = wasmRun(b, r, direction);
@@ -237,7 +237,7 @@ function timeWasmAB(a, b, r, direction) {
       return performance.now() - t0;
     };
     const warm = (timed(wa.run) + timed(wb.run)) / 1000;
-    const reps = Math.max(1, Math.min(repeat, warm * repeat > budgetS ? Math.floor(budgetS / warm) : repeat));
+    const reps = Math.max(3, Math.min(repeat, warm * repeat > budgetS ? Math.floor(budgetS / warm) : repeat));
     let bestA = Infinity, bestB = Infinity;
     for (let i = 0; i < reps; i++) {
       bestA = Math.min(bestA, timed(wa.run));

@@ -190,10 +190,12 @@ try {
   await page.waitForFunction(() => window.gradkernPage.samples.at(-1)?.exitCode != null, { timeout: 60_000, polling: 250 });
   const pageSample = await page.evaluate(() => window.gradkernPage.samples.at(-1));
   let moduleSample = '';
+  // Node runs the page's build: relaxed SIMD, fused or not, changes the logits' last bits.
+  const relaxedFlag = build?.startsWith('relaxed') ? ['--experimental-wasm-relaxed-simd'] : [];
   try {
-    moduleSample = (await run(process.execPath, [join(opts.root, 'wasm', 'gradkern.mjs'), 'sample', '--checkpoint',
-                                                 llamaCheckpoint, '--prompt', 'gradkern ', '--tokens', '40',
-                                                 '--temperature', '0.8', '--seed', '1'],
+    moduleSample = (await run(process.execPath, [...relaxedFlag, join(opts.root, 'wasm', 'gradkern.mjs'), 'sample',
+                                                 '--checkpoint', llamaCheckpoint, '--prompt', 'gradkern ',
+                                                 '--tokens', '40', '--temperature', '0.8', '--seed', '1'],
                               { cwd: opts.root, env: { ...process.env, GK_WASM_DIR: join(opts.root, 'build', 'wasm') } })).stdout;
   } catch (err) {
     moduleSample = `(failed: ${err.message})`;
