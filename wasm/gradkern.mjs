@@ -966,7 +966,7 @@ async function main(argv) {
   const run = {
     command: argv[0], args: argv.slice(1), cwd: process.cwd(), terminal: !!process.stdout.isTTY,
     env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GK_'))),
-    module: dir && join(dir, MODULE_FILES[await defaultBuild(hasSimd(), threads)]), threads,
+    module: dir && join(dir, MODULE_FILES[await defaultBuild(hasSimd(), hasRelaxedSimd(), threads)]), threads,
   };
   if (run.command === 'sample' || !asksWebgpu(run.args)) return trainOnHostFiles(run);
   const { nodeDevice, WebGpuHost } = await import('./webgpu.mjs');
