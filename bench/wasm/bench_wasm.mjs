@@ -421,7 +421,8 @@ if (opts.json) {
                 `${pct(r.native_ms, r.wasm_ms)} | ${f(r.wasm_all_ms)} | ${ratio(r.wasm_ms, r.wasm_all_ms)} | ` +
                 `${f(r.gflop_s, 1)} | ${f(r.relaxed_ms)} | ${ratio(r.ab_simd_ms, r.relaxed_ms)} | ` +
                 `${f(r.relaxed_gflop_s, 1)} | ${f(r.native_avx2_gflop_s, 1)} | ` +
-                `${pct(r.relaxed_gflop_s, r.native_avx2_gflop_s)} | ${f(r.tfjs_ms)} | ${ratio(r.tfjs_ms, r.wasm_ms)} | ` +
+                `${pct(r.relaxed_gflop_s, r.native_avx2_gflop_s)} | ${f(r.tfjs_ms)} | ` +
+                `${ratio(r.tfjs_ms, r.wasm_ms)} | ` +
                 `${note} |`);
   }
 }
