@@ -32,8 +32,11 @@ build: deps
 # library and the training code as static archives (libgradkern.a,
 # libgradkern_nn.a, libgradkern_nn_args.a) and the modules, in $(BUILD)/wasm,
 # with WebAssembly SIMD; then gradkern-plain.wasm, the same without SIMD,
-# built in $(BUILD)/wasm-plain, and gradkern-threads.wasm, the SIMD build with
-# shared memory and a thread pool, in $(BUILD)/wasm-threads.
+# built in $(BUILD)/wasm-plain, gradkern-threads.wasm, the SIMD build with
+# shared memory and a thread pool, in $(BUILD)/wasm-threads, and the two SIMD
+# modules again with relaxed SIMD (clang 16), gradkern-relaxed.wasm and
+# gradkern-relaxed-threads.wasm, in $(BUILD)/wasm-relaxed and
+# $(BUILD)/wasm-relaxed-threads.
 wasm: wasm-deps
 	@cmake -S . -B $(BUILD)/wasm -DCMAKE_TOOLCHAIN_FILE=cmake/wasm32-wasi.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD)/wasm -j $(JOBS)
@@ -43,6 +46,13 @@ wasm: wasm-deps
 	@cmake -S . -B $(BUILD)/wasm-threads -DCMAKE_TOOLCHAIN_FILE=cmake/wasm32-wasi.cmake -DCMAKE_BUILD_TYPE=Release \
 	  -DGK_WASM_THREADS=ON -DGK_WASM_OUT=$(abspath $(BUILD)/wasm) >/dev/null
 	@cmake --build $(BUILD)/wasm-threads -j $(JOBS) --target gradkern_wasm
+	@cmake -S . -B $(BUILD)/wasm-relaxed -DCMAKE_TOOLCHAIN_FILE=cmake/wasm32-wasi.cmake -DCMAKE_BUILD_TYPE=Release \
+	  -DGK_WASM_RELAXED=ON -DGK_WASM_OUT=$(abspath $(BUILD)/wasm) >/dev/null
+	@cmake --build $(BUILD)/wasm-relaxed -j $(JOBS) --target gradkern_wasm
+	@cmake -S . -B $(BUILD)/wasm-relaxed-threads -DCMAKE_TOOLCHAIN_FILE=cmake/wasm32-wasi.cmake \
+	  -DCMAKE_BUILD_TYPE=Release -DGK_WASM_RELAXED=ON -DGK_WASM_THREADS=ON \
+	  -DGK_WASM_OUT=$(abspath $(BUILD)/wasm) >/dev/null
+	@cmake --build $(BUILD)/wasm-relaxed-threads -j $(JOBS) --target gradkern_wasm
 
 # The main job: a small Mamba trained on the selective-copying task
 # (gradkern train --help for the options; TRAIN_ARGS adds some).
@@ -107,10 +117,11 @@ uninstall:
 	DESTDIR="$(DESTDIR)" scripts/uninstall.sh $(BUILD)/install_manifest.txt
 
 # WebAssembly speed (bench/wasm): every op in Node, gradkern.wasm on one
-# thread against the native library on one thread and TensorFlow.js's
+# thread (and gradkern-relaxed.wasm: Node's flag turns relaxed SIMD on)
+# against the native library on one thread and TensorFlow.js's
 # WebAssembly backend, in the same run (BENCH_ARGS: --quick, --op NAME, --json).
 bench-wasm: bench-deps build wasm bench/wasm/node_modules/.package-lock.json
-	node --no-liftoff bench/wasm/bench_wasm.mjs --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
+	node --no-liftoff --experimental-wasm-relaxed-simd bench/wasm/bench_wasm.mjs --gradkern $(BUILD)/gradkern $(BENCH_ARGS)
 
 bench/wasm/node_modules/.package-lock.json: bench/wasm/package.json bench/wasm/package-lock.json
 	cd bench/wasm && npm ci --no-audit --no-fund

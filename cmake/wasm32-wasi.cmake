@@ -6,11 +6,19 @@
 # GK_WASM_SIMD (ON by default): compile everything with -msimd128, the CPU
 # backend's "simd128" level; OFF gives the plain build for hosts without SIMD.
 # GK_WASM_THREADS (OFF by default): ON gives the build with threads.
+# GK_WASM_RELAXED (OFF by default): ON adds -mrelaxed-simd, the CPU backend's
+# "simd128-relaxed" level, compiled by clang 16 (apt-get install clang-16
+# lld-16 libclang-rt-16-dev-wasm32: clang 14 emits the pre-standard
+# relaxed-SIMD opcodes, which hosts reject).
 set(CMAKE_SYSTEM_NAME Generic)
 set(CMAKE_SYSTEM_PROCESSOR wasm32)
 set(GK_WASM ON)
 
-set(CMAKE_C_COMPILER clang)
+if(GK_WASM_RELAXED)
+  set(CMAKE_C_COMPILER clang-16)
+else()
+  set(CMAKE_C_COMPILER clang)
+endif()
 set(CMAKE_C_COMPILER_TARGET wasm32-wasi)
 set(CMAKE_AR llvm-ar CACHE FILEPATH "")
 set(CMAKE_RANLIB llvm-ranlib CACHE FILEPATH "")
@@ -24,6 +32,10 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 # -DGK_WASM_SIMD=OFF: the plain build, for hosts without WebAssembly SIMD.
 if(NOT DEFINED GK_WASM_SIMD OR GK_WASM_SIMD)
   set(CMAKE_C_FLAGS_INIT -msimd128)
+endif()
+# -DGK_WASM_RELAXED=ON: the relaxed-SIMD build (gradkern-relaxed.wasm).
+if(GK_WASM_RELAXED)
+  string(APPEND CMAKE_C_FLAGS_INIT " -mrelaxed-simd")
 endif()
 # -DGK_WASM_THREADS=ON: the build with shared memory and a thread pool
 # (gradkern-threads.wasm): atomics and bulk memory in every object, and

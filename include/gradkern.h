@@ -653,7 +653,8 @@ typedef struct gk_plan_info {
   const char *isa;           ///< instruction set it runs: "avx512bf16" (AVX-512 with bf16 dot products),
                              ///< "avx512", "avx2" or "scalar" (CPU kernels: the best the CPU has, or the one
                              ///< GK_ISA=avx512bf16|avx512|avx2|scalar forces; ref: "scalar");
-                             ///< in WebAssembly "simd128" (the SIMD module) or "scalar"
+                             ///< in WebAssembly "simd128" (the SIMD modules), "simd128-relaxed" (the
+                             ///< relaxed-SIMD ones) or "scalar"
   const char *math;          ///< how it computes, e.g. "f32 math, round-to-nearest-even store"
   gk_dtype accumulator;      ///< dtype of sums inside the kernel
   int deterministic;         ///< 1: bit-identical for any run and thread count

@@ -54,7 +54,7 @@ export class GradKernError extends Error {
 
 export interface Plan {
   readonly kernel: string;          // e.g. 'rmsnorm_fwd__cpu_threads'
-  readonly isa: string;             // 'simd128' or 'scalar' (the module's level); 'scalar' for ref kernels
+  readonly isa: string;             // 'simd128-relaxed', 'simd128' or 'scalar' (the module's level); 'scalar' for ref
   readonly workspaceBytes: number;
   readonly args: PlanArg[];
   /**
@@ -107,8 +107,10 @@ export interface KernelTime { kernel: string; beginNs: number; ms: number; }
 
 export interface GradKern {
   readonly version: string;                // gk_version()
-  readonly simd: boolean;                  // a SIMD module (gradkern.wasm, gradkern-threads.wasm) or the plain one
-  readonly build: 'simd' | 'plain' | 'threads';  // which module: gradkern.wasm, gradkern-plain.wasm, gradkern-threads.wasm
+  readonly simd: boolean;                  // a SIMD module (every build but gradkern-plain.wasm) or the plain one
+  /** Which module, from its CPU level (Plan.isa) and memory: gradkern.wasm, gradkern-plain.wasm,
+   *  gradkern-threads.wasm, gradkern-relaxed.wasm, gradkern-relaxed-threads.wasm. */
+  readonly build: 'simd' | 'plain' | 'threads' | 'relaxed' | 'relaxed-threads';
   readonly ops: string[];                  // op names, by gk_op value
   readonly exports: WebAssembly.Exports;   // the module's own exports (the C API, malloc, free)
   readonly memory: WebAssembly.Memory;
@@ -153,10 +155,16 @@ export interface GradKern {
 export interface LoadOptions {
   /** The module: a URL or path, its bytes, or a compiled module. Default, from build/wasm beside this file's
    *  directory: gradkern-threads.wasm where threads can run (threadsUnavailable() is null) and more than one is
-   *  wanted, else gradkern.wasm, or gradkern-plain.wasm where the host has no SIMD. */
+   *  wanted, else gradkern.wasm, or gradkern-plain.wasm where the host has no SIMD; each SIMD one as
+   *  gradkern-relaxed-threads.wasm or gradkern-relaxed.wasm where relaxed SIMD is used (LoadOptions.relaxed). */
   module?: string | URL | BufferSource | WebAssembly.Module;
   /** Use a SIMD module (default: hasSimd()). */
   simd?: boolean;
+  /** Use a relaxed-SIMD module (default: hasRelaxedSimd()): its matrix products use relaxed multiply-adds,
+   *  fused or not as the host decides, so results differ from the SIMD module's in the last bits (and from
+   *  one host to another), but not with the number of threads. false forces the SIMD module; true where
+   *  the host has no relaxed SIMD fails to compile. Ignored without SIMD. */
+  relaxed?: boolean;
   /** Threads, the caller's included (1..1024): load() starts threads - 1 workers (wasm/thread.mjs) on the
    *  module's shared memory, each with an 8 MiB stack, and resolves once they run. Default: the processors
    *  the host reports (navigator.hardwareConcurrency, os.availableParallelism()) where threads can run,
@@ -175,10 +183,13 @@ export interface LoadOptions {
   webgpu?: object;
 }
 
-/** Instantiate gradkern.wasm, gradkern-plain.wasm or gradkern-threads.wasm (LoadOptions.module). */
+/** Instantiate gradkern.wasm, gradkern-plain.wasm, gradkern-threads.wasm or a relaxed one (LoadOptions.module). */
 export function load(options?: LoadOptions): Promise<GradKern>;
 /** Whether this host runs WebAssembly SIMD. */
 export function hasSimd(): boolean;
+/** Whether this host runs WebAssembly relaxed SIMD (browsers with it on; Node 20 with
+ *  --experimental-wasm-relaxed-simd). */
+export function hasRelaxedSimd(): boolean;
 /** Why this thread cannot run gradkern-threads.wasm's pool (no shared memory: a page not cross-origin
  *  isolated; a page's own thread, which may not wait; no Worker), or null if it can. */
 export function threadsUnavailable(): string | null;

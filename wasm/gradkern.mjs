@@ -54,6 +54,15 @@ export function hasSimd() {
                                               10, 8, 1, 6, 0, 0x41, 0, 0xfd, 0x0f, 0x0b]));
 }
 
+// Whether this host runs WebAssembly relaxed SIMD (a module whose one
+// function is an f32x4.relaxed_madd of its three v128 arguments; Node 20
+// validates it only with --experimental-wasm-relaxed-simd).
+export function hasRelaxedSimd() {
+  return WebAssembly.validate(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 0x60, 3, 0x7b, 0x7b, 0x7b, 1, 0x7b,
+                                              3, 2, 1, 0, 10, 13, 1, 11, 0, 0x20, 0, 0x20, 1, 0x20, 2,
+                                              0xfd, 0x85, 0x02, 0x0b]));
+}
+
 // Why this host cannot run gradkern-threads.wasm's pool, or null if it can:
 // it needs shared memory (browsers give it only to cross-origin isolated
 // pages), a thread that may block (memory.atomic.wait traps on a browser
@@ -74,7 +83,8 @@ async function hostProcessors() {
   return globalThis.navigator?.hardwareConcurrency ?? 1;
 }
 
-const MODULE_FILES = { simd: 'gradkern.wasm', plain: 'gradkern-plain.wasm', threads: 'gradkern-threads.wasm' };
+const MODULE_FILES = { simd: 'gradkern.wasm', plain: 'gradkern-plain.wasm', threads: 'gradkern-threads.wasm',
+                       relaxed: 'gradkern-relaxed.wasm', 'relaxed-threads': 'gradkern-relaxed-threads.wasm' };
 
 async function compileModule(source, build) {  // source: options.module
   if (source instanceof WebAssembly.Module) return source;
@@ -484,12 +494,12 @@ class Wasi {
 
 // gradkern.wasm, instantiated: see gradkern.d.ts.
 class GradKern {
-  constructor(instance, memory, build, wasi, webgpu) {
+  constructor(instance, memory, isThreads, wasi, webgpu) {
     this.exports = instance.exports;
     this.webgpu = webgpu;        // the gk_webgpu imports (webgpu.mjs)
     this.memory = memory;
-    this.build = build;
-    this.simd = build !== 'plain';
+    this.build = buildOf(isThreads, this.cString(instance.exports.gkjs_isa()));
+    this.simd = this.build !== 'plain';
     this.wasi = wasi;
     this.trainHooks = null;
     const e = this.exports;
@@ -833,11 +843,20 @@ const THREAD_STACK_BYTES = 8 << 20;
 // The module load() picks when none is given: the build with threads where
 // the host can run them (threadsUnavailable) and has more than one
 // processor, unless one thread is asked for; else the SIMD build, or the
-// plain one on hosts without WebAssembly SIMD.
-async function defaultBuild(simd, threads) {
+// plain one on hosts without WebAssembly SIMD. Each SIMD build in its
+// relaxed-SIMD version where relaxed is true.
+async function defaultBuild(simd, relaxed, threads) {
   if (!simd) return 'plain';
-  if (threads === 1 || threadsUnavailable()) return 'simd';
-  return threads > 1 || (await hostProcessors()) > 1 ? 'threads' : 'simd';
+  const withThreads = threads !== 1 && !threadsUnavailable() && (threads > 1 || (await hostProcessors()) > 1);
+  if (relaxed) return withThreads ? 'relaxed-threads' : 'relaxed';
+  return withThreads ? 'threads' : 'simd';
+}
+
+// The build of an instance, from its imports and the CPU backend's level.
+function buildOf(isThreads, isa) {
+  if (isa === 'scalar') return 'plain';
+  if (isa === 'simd128-relaxed') return isThreads ? 'relaxed-threads' : 'relaxed';
+  return isThreads ? 'threads' : 'simd';
 }
 
 // Start the pool's threads (wasm/thread.mjs) for a threads-build instance:
@@ -880,16 +899,16 @@ async function startThreads(module, memory, exports, count) {
   while (exports.gk_get_num_threads() < count + 1) await new Promise((r) => setTimeout(r, 1));
 }
 
-// Load gradkern.wasm, gradkern-plain.wasm or gradkern-threads.wasm (see
-// gradkern.d.ts for the options).
+// Load gradkern.wasm, gradkern-plain.wasm, gradkern-threads.wasm or their
+// relaxed-SIMD versions (see gradkern.d.ts for the options).
 export async function load(options = {}) {
   const asked = options.threads;
   if (asked !== undefined && (!Number.isInteger(asked) || asked < 1 || asked > 1024))
     throw new RangeError(`gradkern: threads = ${asked} is not an integer in 1..1024`);
   const simd = options.simd ?? hasSimd();
-  const module = await compileModule(options.module, await defaultBuild(simd, asked));
+  const relaxed = simd && (options.relaxed ?? hasRelaxedSimd());
+  const module = await compileModule(options.module, await defaultBuild(simd, relaxed, asked));
   const isThreads = WebAssembly.Module.imports(module).some((i) => i.kind === 'memory');
-  const build = isThreads ? 'threads' : simd ? 'simd' : 'plain';
   const why = isThreads ? threadsUnavailable() : 'the module is not gradkern-threads.wasm';
   if (asked > 1 && why) throw new Error(`gradkern: threads = ${asked}: ${!simd ? 'no WebAssembly SIMD here' : why}`);
   const threads = isThreads && !why ? asked ?? Math.min(await hostProcessors(), 1024) : 1;
@@ -910,7 +929,7 @@ export async function load(options = {}) {
   }
   e._initialize();
   if (threads > 1) await startThreads(module, memory, e, threads - 1);
-  self.gk = new GradKern(instance, wasi.memory, build, wasi, webgpu);
+  self.gk = new GradKern(instance, wasi.memory, isThreads, wasi, webgpu);
   return self.gk;
 }
 
@@ -952,7 +971,7 @@ async function main(argv) {
   const run = {
     command: argv[0], args: argv.slice(1), cwd: process.cwd(), terminal: !!process.stdout.isTTY,
     env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GK_'))),
-    module: dir && join(dir, MODULE_FILES[await defaultBuild(hasSimd(), threads)]), threads,
+    module: dir && join(dir, MODULE_FILES[await defaultBuild(hasSimd(), hasRelaxedSimd(), threads)]), threads,
   };
   if (run.command === 'sample' || !asksWebgpu(run.args)) return trainOnHostFiles(run);
   const { nodeDevice, WebGpuHost } = await import('./webgpu.mjs');

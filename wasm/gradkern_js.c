@@ -146,6 +146,9 @@ const char *GKJS_EXPORT(gkjs_plan_isa)(const gk_plan *plan) {
   return gk_plan_get_info(plan, &info) == GK_SUCCESS ? info.isa : "";
 }
 
+// The CPU backend's instruction-set level, one per module: "simd128-relaxed", "simd128" or "scalar".
+const char *GKJS_EXPORT(gkjs_isa)(void) { return gk_isa_name(gk_isa_level()); }
+
 gk_arg *GKJS_EXPORT(gkjs_args_new)(int n) { return n > 0 ? calloc((size_t)n, sizeof(gk_arg)) : NULL; }
 
 // args[i] = a contiguous tensor of `kind` at data.

@@ -207,7 +207,8 @@ $('backend').addEventListener('change', showBackend);
 worker.onmessage = ({ data }) => {
   switch (data.type) {
     case 'ready':
-      $('env').textContent = `WebAssembly SIMD: ${data.simd ? 'yes' : 'no'} · threads: ${data.threads} · ` +
+      $('env').textContent = `WebAssembly SIMD: ${data.simd ? 'yes' : 'no'} · build: ${data.build} · ` +
+        `threads: ${data.threads} · ` +
         `cross-origin isolated: ${window.crossOriginIsolated ? 'yes' : 'no (the Stop button and WebGPU need it)'} · ` +
         `WebGPU: ${data.webgpu.available ? data.webgpu.device : 'no'}`;
       chooseBackend(data.webgpu);

@@ -32,7 +32,8 @@ let gkPromise = null;
 async function init({ webgpu }) {
   const gk = await load({ webgpu: webgpu ? workerLink(webgpu, post) : null });
   const { available, reason, device } = gk.backends().find((b) => b.name === 'webgpu');
-  post({ type: 'ready', simd: hasSimd(), threads: gk.getNumThreads(), webgpu: { available, reason, device } });
+  post({ type: 'ready', simd: hasSimd(), build: gk.build, threads: gk.getNumThreads(),
+         webgpu: { available, reason, device } });
   return gk;
 }
 

@@ -1,13 +1,16 @@
 // make bench-wasm: every op forward and backward in Node, gradkern's
-// WebAssembly modules (build/wasm/gradkern.wasm, SIMD128, one thread; and
-// gradkern-threads.wasm on every processor) side by side with the native
+// WebAssembly modules (build/wasm/gradkern.wasm, SIMD128, one thread;
+// gradkern-threads.wasm on every processor; and, where relaxed SIMD
+// validates, gradkern-relaxed.wasm on one thread) side by side with the native
 // library on one thread (`gradkern bench --json`, run
-// from here in the same session, GK_NUM_THREADS=1) and with TensorFlow.js's
+// from here in the same session, GK_NUM_THREADS=1; for the products also
+// with GK_ISA=avx2) and with TensorFlow.js's
 // WebAssembly backend (XNNPACK, SIMD, one thread) on the ops it has, at the
 // shapes of `gradkern bench` (f32; rows of 4096 x 2048, attention at T = 1024),
 // and a training step of the default Mamba.
 //
-//   node --no-liftoff bench/wasm/bench_wasm.mjs --gradkern build/gradkern [--json] [--quick] [--op NAME[,NAME...]]
+//   node --no-liftoff [--experimental-wasm-relaxed-simd] bench/wasm/bench_wasm.mjs --gradkern build/gradkern
+//        [--json] [--quick] [--op NAME[,NAME...]]
 //
 // --no-liftoff (make bench-wasm passes it): V8 compiles each WebAssembly
 // function with its optimizing compiler on first call. By default a
@@ -16,7 +19,10 @@
 // to 2x slower than the steady state a training loop runs in.
 //
 // Each figure is the median of up to 10 runs (3 with --quick) after a
-// warm-up, as gradkern bench takes them. The wasm runs call gk_plan_run on
+// warm-up, as gradkern bench takes them; the relaxed module's figure and the
+// SIMD one's it is compared with are the best of runs of the two taken in
+// turn (A B A B ..., 3 to 10 each), so that other processes' load on a
+// shared machine falls on both alike. The wasm runs call gk_plan_run on
 // tensors that stay in the module's memory (no copies in the timing).
 // TensorFlow.js gives gradients through tf.grads (the forward pass runs
 // again inside it): its backward figure is the tf.grads time minus its
@@ -144,8 +150,12 @@ for (const name of opts.only ?? []) {
 // The module's C API, as gradkern.mjs's Plan.run uses it, but with the
 // tensors allocated once in the module's memory.
 const DTYPE_CODES = ['f32', 'f64', 'f16', 'bf16', 'i32', 'i64']; // gk_dtype's values
-const { load, threadsUnavailable } = await import(pathToFileURL(resolve(repoRoot, 'wasm/gradkern.mjs')).href);
-const gk = await load({ threads: 1 });
+const { load, threadsUnavailable, hasRelaxedSimd } =
+  await import(pathToFileURL(resolve(repoRoot, 'wasm/gradkern.mjs')).href);
+const gk = await load({ threads: 1, relaxed: false });
+// gradkern-relaxed.wasm on one thread, where this Node runs relaxed SIMD
+// (--experimental-wasm-relaxed-simd; make bench-wasm passes it).
+const gkRelaxed = hasRelaxedSimd() ? await load({ threads: 1, relaxed: true }) : null;
 // gradkern-threads.wasm on every processor (Node always has threads; the
 // column is empty on a one-processor machine).
 const gkAll = !threadsUnavailable() && cpus().length > 1 ? await load({ threads: cpus().length }) : null;
@@ -154,7 +164,9 @@ const gkAll = !threadsUnavailable() && cpus().length > 1 ? await load({ threads:
 const fromY = (r, direction) => r.fromOutput && direction === 'backward';
 const shapeTextOf = (r, direction) => r.shapeText + (fromY(r, direction) ? ' (dy, y) -> dx' : '');
 
-function timeWasm(gk, r, direction) {
+// A plan of row r in module gk with its tensors in the module's memory:
+// run() runs it once; release() frees it all.
+function wasmRun(gk, r, direction) {
   const e = gk.exports;
   const plan = gk.plan({ ...r.desc, direction, dtype: 'f32', ...(fromY(r, direction) ? { act: { from_output: 1 } } : {}) });
   const ALIGN = 64, ptrs = [];
@@ -187,14 +199,54 @@ function timeWasm(gk, r, direction) {
       ptrs.push(base);
       ws = Math.ceil(base / ALIGN) * ALIGN;
     }
-    let status = 0;
-    const ms = medianMs(() => { status ||= e.gk_plan_run(plan.ptr, args, plan.args.length, ws, plan.workspaceBytes); });
-    if (status !== 0) throw gk.lastError(status);
-    return { ms, kernel: plan.kernel };
-  } finally {
+    const release = () => {
+      e.free(args);
+      ptrs.forEach((p) => e.free(p));
+      plan.destroy();
+    };
+    const run = () => {
+      const status = e.gk_plan_run(plan.ptr, args, plan.args.length, ws, plan.workspaceBytes);
+      if (status !== 0) throw gk.lastError(status);
+    };
+    return { run, release, kernel: plan.kernel };
+  } catch (err) {
     e.free(args);
     ptrs.forEach((p) => e.free(p));
     plan.destroy();
+    throw err;
+  }
+}
+
+function timeWasm(gk, r, direction) {
+  const w = wasmRun(gk, r, direction);
+  try {
+    return { ms: medianMs(w.run), kernel: w.kernel };
+  } finally {
+    w.release();
+  }
+}
+
+// Row r in modules a and b taken in turn after a warm-up of each, 3 to
+// `repeat` runs of each within the time budget: each one's best, in ms.
+function timeWasmAB(a, b, r, direction) {
+  const wa = wasmRun(a, r, direction), wb = wasmRun(b, r, direction);
+  try {
+    const timed = (fn) => {
+      const t0 = performance.now();
+      fn();
+      return performance.now() - t0;
+    };
+    const warm = (timed(wa.run) + timed(wb.run)) / 1000;
+    const reps = Math.max(3, Math.min(repeat, warm * repeat > budgetS ? Math.floor(budgetS / warm) : repeat));
+    let bestA = Infinity, bestB = Infinity;
+    for (let i = 0; i < reps; i++) {
+      bestA = Math.min(bestA, timed(wa.run));
+      bestB = Math.min(bestB, timed(wb.run));
+    }
+    return { a: bestA, b: bestB };
+  } finally {
+    wa.release();
+    wb.release();
   }
 }
 
@@ -254,9 +306,11 @@ function timeTf(spec) {
 
 // ------------------------------------------------------------- native
 const execFileP = promisify(execFile);
-async function nativeRows(op) {
+// gradkern bench's rows of op on one thread; isa: the GK_ISA level, or the best.
+async function nativeRows(op, isa) {
+  const env = { ...process.env, GK_NUM_THREADS: '1', ...(isa ? { GK_ISA: isa } : {}) };
   const { stdout } = await execFileP(opts.gradkern, ['bench', '--json', '--op', op, ...(opts.quick ? ['--quick'] : [])],
-                                     { env: { ...process.env, GK_NUM_THREADS: '1' }, maxBuffer: 1 << 24 });
+                                     { env, maxBuffer: 1 << 24 });
   return JSON.parse(stdout);
 }
 
@@ -265,9 +319,13 @@ const results = [];
 const ops = [...new Set(wanted.map((r) => r.op))];
 for (const op of ops) {
   log(`${op}: native`);
-  let native = [];
+  let native = [], nativeAvx2 = [];
   try {
     native = await nativeRows(op);
+    if (wanted.some((w) => w.op === op && w.flops)) {
+      log(`${op}: native, GK_ISA=avx2`);
+      nativeAvx2 = await nativeRows(op, 'avx2');
+    }
   } catch (err) {
     log(`${op}: gradkern bench failed: ${err.message}`);
   }
@@ -283,13 +341,18 @@ for (const op of ops) {
     }
     for (const [d, direction] of r.dirs.entries()) {
       log(`${op} ${direction}: wasm`);
-      const n = native.find((x) => x.direction === direction && x.dtype === 'f32' && x.shape === shapeTextOf(r, direction));
-      let wasm = null, wasmAll = null, error = null;
+      const same = (x) => x.direction === direction && x.dtype === 'f32' && x.shape === shapeTextOf(r, direction);
+      const n = native.find(same), n2 = nativeAvx2.find(same);
+      let wasm = null, wasmAll = null, ab = null, error = null;
       try {
         wasm = timeWasm(gk, r, direction);
         if (gkAll) {
           log(`${op} ${direction}: wasm, ${gkAll.getNumThreads()} threads`);
           wasmAll = timeWasm(gkAll, r, direction);
+        }
+        if (gkRelaxed) {
+          log(`${op} ${direction}: wasm, SIMD and relaxed SIMD in turn`);
+          ab = timeWasmAB(gk, gkRelaxed, r, direction);
         }
       } catch (err) {
         error = err.message;
@@ -300,7 +363,9 @@ for (const op of ops) {
         wasm_ms: wasm?.ms ?? null, wasm_all_ms: wasmAll?.ms ?? null, wasm_kernel: wasm?.kernel ?? null,
         tfjs_ms: tfTimes ? tfTimes[direction] : null, tfjs_note: r.tf?.note ?? null,
         gflop_s: wasm && r.flops ? r.flops[d] / (wasm.ms * 1e6) : null,
-        native_gflop_s: n?.gflop_s ?? null, error,
+        native_gflop_s: n?.gflop_s ?? null, native_avx2_gflop_s: n2?.gflop_s ?? null,
+        ab_simd_ms: ab?.a ?? null, relaxed_ms: ab?.b ?? null,
+        relaxed_gflop_s: ab && r.flops ? r.flops[d] / (ab.b * 1e6) : null, error,
       };
       results.push(res);
       log(JSON.stringify(res));
@@ -332,6 +397,8 @@ const tiering = process.execArgv.includes('--no-liftoff') ? 'V8 --no-liftoff (op
 const conditions = `Node ${process.version}, ${tiering}, ${cpus()[0]?.model ?? 'unknown CPU'} (${cpus().length} cores, load average ` +
   `${loadavg()[0].toFixed(1)} at the end); gradkern ${gk.version} wasm ${gk.simd ? 'SIMD128' : 'without SIMD'}, 1 thread ` +
   `(gradkern.wasm) and ${gkAll ? `${gkAll.getNumThreads()} threads (gradkern-threads.wasm)` : 'no threads (one processor)'}; ` +
+  `${gkRelaxed ? 'relaxed SIMD, 1 thread (gradkern-relaxed.wasm), best of runs in turn with gradkern.wasm' :
+    'no relaxed SIMD (node --experimental-wasm-relaxed-simd runs gradkern-relaxed.wasm)'}; ` +
   `native gradkern bench with GK_NUM_THREADS=1 in the same run; ${tfInfo}; f32; ` +
   `median of up to ${repeat} runs after a warm-up`;
 if (opts.json) {
@@ -343,13 +410,19 @@ if (opts.json) {
   console.log(conditions + '\n');
   const nt = gkAll ? `${gkAll.getNumThreads()}T` : 'NT';
   console.log(`| op | dir | shape | native 1T ms | wasm 1T ms | wasm 1T speed of native 1T | wasm ${nt} ms | wasm ${nt} speedup over 1T | ` +
-              'wasm 1T GFLOP/s | tfjs-wasm 1T ms | gradkern wasm 1T speedup vs tfjs | note |');
-  console.log('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+              'wasm 1T GFLOP/s | relaxed 1T ms | relaxed speedup over wasm 1T (in turn) | relaxed 1T GFLOP/s | ' +
+              'native AVX2 1T GFLOP/s | relaxed 1T speed of native AVX2 1T | tfjs-wasm 1T ms | ' +
+              'gradkern wasm 1T speedup vs tfjs | note |');
+  console.log('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const r of results) {
     const note = [r.note ?? '', r.tfjs_note ? `tfjs: ${r.tfjs_note}` : '', r.error ? `failed: ${r.error}` : '']
       .filter(Boolean).join('; ');
     console.log(`| ${r.op} | ${r.direction} | ${r.shape} | ${f(r.native_ms)} | ${f(r.wasm_ms)} | ` +
                 `${pct(r.native_ms, r.wasm_ms)} | ${f(r.wasm_all_ms)} | ${ratio(r.wasm_ms, r.wasm_all_ms)} | ` +
-                `${f(r.gflop_s, 1)} | ${f(r.tfjs_ms)} | ${ratio(r.tfjs_ms, r.wasm_ms)} | ${note} |`);
+                `${f(r.gflop_s, 1)} | ${f(r.relaxed_ms)} | ${ratio(r.ab_simd_ms, r.relaxed_ms)} | ` +
+                `${f(r.relaxed_gflop_s, 1)} | ${f(r.native_avx2_gflop_s, 1)} | ` +
+                `${pct(r.relaxed_gflop_s, r.native_avx2_gflop_s)} | ${f(r.tfjs_ms)} | ` +
+                `${ratio(r.tfjs_ms, r.wasm_ms)} | ` +
+                `${note} |`);
   }
 }

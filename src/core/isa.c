@@ -18,9 +18,9 @@
 static gk_isa level = GK_ISA_SCALAR;
 static pthread_once_t level_once = PTHREAD_ONCE_INIT;
 
-static const char *const names[] = {"scalar", "avx2", "avx512", "avx512bf16", "simd128"};
+static const char *const names[] = {"scalar", "avx2", "avx512", "avx512bf16", "simd128", "simd128-relaxed"};
 
-const char *gk_isa_name(gk_isa l) { return l >= GK_ISA_SCALAR && l <= GK_ISA_SIMD128 ? names[l] : "?"; }
+const char *gk_isa_name(gk_isa l) { return l >= GK_ISA_SCALAR && l <= GK_ISA_SIMD128_RELAXED ? names[l] : "?"; }
 
 // The best level this CPU runs.
 static gk_isa cpu_level(void) {
@@ -36,6 +36,8 @@ static gk_isa cpu_level(void) {
   // checked by __builtin_cpu_supports("avx512f") above).
   bool bf16 = avx512 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
   return bf16 ? GK_ISA_AVX512BF16 : avx512 ? GK_ISA_AVX512 : avx2 ? GK_ISA_AVX2 : GK_ISA_SCALAR;
+#elif defined(__wasm_relaxed_simd__)
+  return GK_ISA_SIMD128_RELAXED;
 #elif defined(__wasm_simd128__)
   return GK_ISA_SIMD128;
 #else

@@ -11,9 +11,11 @@
 // one (a level above what the CPU has is lowered to the best it has, with a
 // warning on stderr, as is an unknown name). Off x86-64 there is one level: under WebAssembly
 // "simd128" when the module is compiled with -msimd128 (the same loops,
-// vectorized to 128-bit wasm SIMD) and "scalar" for the plain build (a wasm
-// module cannot switch levels at run time: a host without SIMD cannot even
-// load one that has it); elsewhere "scalar".
+// vectorized to 128-bit wasm SIMD), "simd128-relaxed" when it is also
+// compiled with -mrelaxed-simd (the same, with the f32 and f64 matrix-product
+// microkernels on relaxed multiply-adds, cpu/gemm.c), and "scalar" for the
+// plain build (a wasm module cannot switch levels at run time: a host without
+// SIMD cannot even load one that has it); elsewhere "scalar".
 //
 // The pattern, in a kernel file:
 //   GK_INLINE void fwd_task_body(void *ctx, int64_t task) { ... }
@@ -32,12 +34,13 @@ typedef enum gk_isa {
   GK_ISA_AVX2 = 1,
   GK_ISA_AVX512 = 2,
   GK_ISA_AVX512BF16 = 3,
-  GK_ISA_SIMD128 = 4
+  GK_ISA_SIMD128 = 4,
+  GK_ISA_SIMD128_RELAXED = 5
 } gk_isa;
 
 // The level in use (cpuid, lowered by GK_ISA), fixed after the first call.
 gk_isa gk_isa_level(void);
-// "avx512bf16", "avx512", "avx2", "simd128" or "scalar".
+// "avx512bf16", "avx512", "avx2", "simd128", "simd128-relaxed" or "scalar".
 const char *gk_isa_name(gk_isa level);
 // Whether the CPU has AMX-BF16 tiles and Linux grants their state to this
 // process (asked once per call with arch_prctl): "not present", or a phrase

@@ -7,8 +7,10 @@
 // (core/isa.h).
 //
 // Every element of C is one chain c = fma(a_k, b_k, c) over k = 0 .. K-1 in
-// order (mul then add on the baseline ISA), whatever the blocking, tile sizes
-// or thread count, so results are bit-identical for any number of threads.
+// order (mul then add on the baseline ISA; WebAssembly's relaxed madd at the
+// simd128-relaxed level, fused or not as the host decides, the same for every
+// madd), whatever the blocking, tile sizes or thread count, so results are
+// bit-identical for any number of threads.
 //
 // At the avx512bf16 level a product whose A and B are both bf16 runs instead
 // on the bf16 dot-product instruction (vdpbf16ps): the panels keep bf16,

@@ -6,16 +6,33 @@
 // |wasm - native| <= atol + rtol |native|. Then every op and direction at
 // sizes that split into many tasks gives the same bits in the module with
 // threads, on one thread and on two, as in the SIMD module.
-// Run by ctest (wasm_ops), which sets GK_WASM_DIR (the modules) and
-// GK_WASM_REFERENCE (the reference files).
+// With GK_WASM_RELAXED=1, under node --experimental-wasm-relaxed-simd
+// (wasm_ops_relaxed), the same in the relaxed-SIMD modules instead
+// (gradkern-relaxed.wasm, and gradkern-relaxed-threads.wasm on two threads:
+// the same bits as gradkern-relaxed.wasm on one thread and on two), and
+// load()'s choice of them; without it, load() falling back to the SIMD
+// modules where relaxed SIMD does not validate (Node without the flag).
+// Run by ctest (wasm_ops, wasm_ops_relaxed), which sets GK_WASM_DIR (the
+// modules) and GK_WASM_REFERENCE (the reference files).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { load } from '../../wasm/gradkern.mjs';
+import { hasRelaxedSimd, load } from '../../wasm/gradkern.mjs';
 
 const wasmDir = process.env.GK_WASM_DIR;
 const refDir = process.env.GK_WASM_REFERENCE;
+const relaxed = process.env.GK_WASM_RELAXED === '1';
+// The modules against native: file, SIMD, the CPU level, threads.
+const MODULES = relaxed
+  ? [['gradkern-relaxed.wasm', true, 'simd128-relaxed', 1],
+     ['gradkern-relaxed-threads.wasm', true, 'simd128-relaxed', 2]]
+  : [['gradkern.wasm', true, 'simd128', 1], ['gradkern-plain.wasm', false, 'scalar', 1],
+     ['gradkern-threads.wasm', true, 'simd128', 2]];
+// The single-threaded module and the one with threads whose bits must agree.
+const [SINGLE, THREADED] = relaxed ? ['gradkern-relaxed.wasm', 'gradkern-relaxed-threads.wasm']
+  : ['gradkern.wasm', 'gradkern-threads.wasm'];
+const simdOnly = { skip: relaxed && 'wasm_ops runs it' };
 
 // f16 / bf16 bit patterns to numbers (written here, not taken from the library under test).
 function f16ToNumber(h) {
@@ -52,8 +69,7 @@ function worstError(got, want, rtol, atol) {
 
 test('the reference files and modules are there', () => {
   assert.ok(wasmDir && refDir, 'GK_WASM_DIR and GK_WASM_REFERENCE must be set (ctest sets them)');
-  for (const f of [join(refDir, 'manifest.json'), join(refDir, 'data.bin'), join(wasmDir, 'gradkern.wasm'),
-                   join(wasmDir, 'gradkern-plain.wasm'), join(wasmDir, 'gradkern-threads.wasm')])
+  for (const f of [join(refDir, 'manifest.json'), join(refDir, 'data.bin'), ...MODULES.map(([f]) => join(wasmDir, f))])
     assert.ok(existsSync(f), `${f} is missing (make wasm builds the modules; wasm_reference writes the rest)`);
 });
 
@@ -67,8 +83,7 @@ function tensorOf(t) {
   return new Type(bytes.buffer);
 }
 
-for (const [file, simd, isa, threads] of [['gradkern.wasm', true, 'simd128', 1], ['gradkern-plain.wasm', false, 'scalar', 1],
-                                          ['gradkern-threads.wasm', true, 'simd128', 2]]) {
+for (const [file, simd, isa, threads] of MODULES) {
   test(`${file}: every op and direction against native`, async (t) => {
     assert.ok(cases.length > 0, 'no reference cases were written');
     const gk = await load({ module: join(wasmDir, file), simd, threads });
@@ -137,10 +152,11 @@ function largeInputs(gk, plan, desc) {
 
 const bytesOf = (arr) => Buffer.from(arr.buffer, arr.byteOffset, arr.byteLength);
 
-test('gradkern-threads.wasm on 1 and 2 threads: the same bits as gradkern.wasm', async (t) => {
-  const simd = await load({ module: join(wasmDir, 'gradkern.wasm'), simd: true });
-  const threaded = await load({ module: join(wasmDir, 'gradkern-threads.wasm'), threads: 2 });
-  assert.equal(threaded.build, 'threads');
+test(`${THREADED} on 1 and 2 threads: the same bits as ${SINGLE}`, async (t) => {
+  const simd = await load({ module: join(wasmDir, SINGLE), simd: true });
+  const threaded = await load({ module: join(wasmDir, THREADED), threads: 2 });
+  assert.equal(simd.build, relaxed ? 'relaxed' : 'simd');
+  assert.equal(threaded.build, relaxed ? 'relaxed-threads' : 'threads');
   assert.equal(simd.getNumThreads(), 1);
   for (const desc of LARGE) {
     await t.test(`${desc.op} ${desc.direction} ${desc.dtype} [${desc.shape}]`, () => {
@@ -153,7 +169,7 @@ test('gradkern-threads.wasm on 1 and 2 threads: the same bits as gradkern.wasm',
         assert.equal(threaded.getNumThreads(), n);
         const got = threaded.run(desc, inputs);
         for (const [name, arr] of Object.entries(want))
-          assert.ok(bytesOf(got[name]).equals(bytesOf(arr)), `${name} on ${n} thread(s) differs from gradkern.wasm`);
+          assert.ok(bytesOf(got[name]).equals(bytesOf(arr)), `${name} on ${n} thread(s) differs from ${SINGLE}`);
       }
     });
   }
@@ -161,7 +177,21 @@ test('gradkern-threads.wasm on 1 and 2 threads: the same bits as gradkern.wasm',
   assert.throws(() => threaded.setNumThreads(0), /n = 0 is outside 1\.\.1024/);
 });
 
-test('threads: load() refuses what it cannot give, naming the reason', async () => {
+// The build load() picks from build/wasm beside wasm/ (where make wasm puts
+// the modules), the relaxed option forcing one or the other.
+test('load() picks the relaxed-SIMD modules where relaxed SIMD validates, else the SIMD ones', async () => {
+  assert.equal(hasRelaxedSimd(), relaxed,
+               `hasRelaxedSimd() with${relaxed ? '' : 'out'} --experimental-wasm-relaxed-simd`);
+  const prefix = relaxed ? 'relaxed-' : '';
+  assert.equal((await load()).build, `${prefix}threads`);
+  assert.equal((await load({ threads: 1 })).build, relaxed ? 'relaxed' : 'simd');
+  assert.equal((await load({ relaxed: false })).build, 'threads');
+  assert.equal((await load({ simd: false })).build, 'plain');
+  if (relaxed) assert.equal((await load({ relaxed: true, threads: 1 })).build, 'relaxed');
+  else await assert.rejects(load({ relaxed: true }), /relaxed-simd/);
+});
+
+test('threads: load() refuses what it cannot give, naming the reason', simdOnly, async () => {
   await assert.rejects(load({ module: join(wasmDir, 'gradkern.wasm'), threads: 2 }),
                        /threads = 2: the module is not gradkern-threads\.wasm/);
   await assert.rejects(load({ threads: 0 }), /threads = 0 is not an integer in 1\.\.1024/);
@@ -172,7 +202,7 @@ test('threads: load() refuses what it cannot give, naming the reason', async () 
   assert.equal(one.getNumThreads(), 1, 'no more threads than the pool has');
 });
 
-test('bad input: exceptions carry the library\'s message and status; nothing is run', async () => {
+test('bad input: exceptions carry the library\'s message and status; nothing is run', simdOnly, async () => {
   const gk = await load({ module: join(wasmDir, 'gradkern.wasm') });
   const x = new Float32Array(32), weight = new Float32Array(8);
   const rms = { op: 'rmsnorm', direction: 'forward', dtype: 'f32', shape: [4, 8] };

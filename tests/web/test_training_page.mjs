@@ -73,6 +73,12 @@ try {
   const processors = await page.evaluate(() => navigator.hardwareConcurrency);
   check(threads === processors,
         `the page's worker runs the module with threads (gradkern-threads.wasm): ${threads} of ${processors} processors`);
+  // Chromium has relaxed SIMD on: the worker loads the relaxed-SIMD module with threads where it validates.
+  const relaxed = await page.evaluate(async () => (await import(new URL('../wasm/gradkern.mjs', location.href)))
+    .hasRelaxedSimd());
+  const build = /build: ([a-z-]+)/.exec(env.text)?.[1];
+  check(relaxed && build === 'relaxed-threads',
+        `the page's worker runs the relaxed-SIMD module (Chromium validates relaxed SIMD: ${relaxed}): build ${build}`);
   check(env.backend === 'wasm' && /on the CPU in WebAssembly/.test(env.note),
         `the page trains in WebAssembly, as ?backend=wasm asks: ${env.note}`);
 
@@ -184,10 +190,12 @@ try {
   await page.waitForFunction(() => window.gradkernPage.samples.at(-1)?.exitCode != null, { timeout: 60_000, polling: 250 });
   const pageSample = await page.evaluate(() => window.gradkernPage.samples.at(-1));
   let moduleSample = '';
+  // Node runs the page's build: relaxed SIMD, fused or not, changes the logits' last bits.
+  const relaxedFlag = build?.startsWith('relaxed') ? ['--experimental-wasm-relaxed-simd'] : [];
   try {
-    moduleSample = (await run(process.execPath, [join(opts.root, 'wasm', 'gradkern.mjs'), 'sample', '--checkpoint',
-                                                 llamaCheckpoint, '--prompt', 'gradkern ', '--tokens', '40',
-                                                 '--temperature', '0.8', '--seed', '1'],
+    moduleSample = (await run(process.execPath, [...relaxedFlag, join(opts.root, 'wasm', 'gradkern.mjs'), 'sample',
+                                                 '--checkpoint', llamaCheckpoint, '--prompt', 'gradkern ',
+                                                 '--tokens', '40', '--temperature', '0.8', '--seed', '1'],
                               { cwd: opts.root, env: { ...process.env, GK_WASM_DIR: join(opts.root, 'build', 'wasm') } })).stdout;
   } catch (err) {
     moduleSample = `(failed: ${err.message})`;
