@@ -682,7 +682,9 @@ def user_table(a, gk):
         return "%.2fx" % v if v is not None else "-"
     def of_bound(r, kind):
         b = r.get("bound_%s_ms" % kind)
-        return "%.0f%%, %.0f%%" % (100 * b / r["gradkern_%s_ms" % kind], 100 * b / r["torch_%s_ms" % kind]) if b else "-"
+        if not b:
+            return "-"
+        return "%.0f%%, %.0f%%" % (100 * b / r["gradkern_%s_ms" % kind], 100 * b / r["torch_%s_ms" % kind])
     for r in rows:
         note = names.get(r["op"], "") if r["speedup_dy"] is not None or r["op"] not in MATRIX_OPS else REFUSED
         bound = "%.2f, %.2f" % (r["bound_dy_ms"], r["bound_sum_ms"]) if "bound_dy_ms" in r else "-"

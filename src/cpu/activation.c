@@ -5,7 +5,10 @@
 // loop, in place. Otherwise each task walks its range in
 // chunks of CHUNK elements, loaded as f32 (f64 for f64) straight from the
 // tensor when it is contiguous in that dtype, else converted into a stack
-// buffer, computed by a plain loop, and stored back (rounded to nearest even).
+// buffer, computed by a plain loop, and stored back (rounded to nearest even);
+// an input whose every stride is 0 (the dy autograd hands over for
+// y.sum()) is converted once a task, one chunk of its value serving every
+// chunk.
 // When every tensor is contiguous bf16 (or every one f16), the loop itself
 // widens each 16-bit element to f32 in a register and narrows the result
 // (round to nearest even) as it stores it: no buffer, the same bits.
@@ -30,6 +33,7 @@ typedef struct ew_job {
   int64_t in_es[MAX_IN];         // their element sizes
   gk_dtype half16;               // GK_BF16 or GK_F16 when every tensor is contiguous in it, else GK_F32
   bool direct;                   // every tensor contiguous in the compute dtype (f32, or f64 for f64)
+  bool in_one_value[MAX_IN];     // inputs whose every stride is 0 (autograd's dy of y.sum()): loaded once a task
 } ew_job;
 
 // The compute loops, for T = float (S = f32) and T = double (S = f64), on
@@ -109,6 +113,8 @@ GK_INLINE void ew_prefetch(const ew_job *j, int64_t s, int64_t next) {
     const T *in[MAX_IN];                                                                   \
     T *out[MAX_OUT];                                                                       \
     int64_t start = task * TASK_ELEMS, end = gk_min64(j->n, start + TASK_ELEMS);           \
+    for (int k = 0; k < j->nin; k++) /* one value: a chunk of it, for every chunk */       \
+      if (j->in_one_value[k]) in[k] = gk_chunk_in_##S(j->in[k], start, gk_min64(CHUNK, end - start), inbuf[k]); \
     if (j->direct) { /* the task's whole range in one loop, no chunks */                   \
       for (int k = 0; k < j->nin; k++) in[k] = (const T *)j->in[k]->data + start;          \
       for (int k = 0; k < j->nout; k++) out[k] = (T *)j->out[k]->data + start;             \
@@ -118,7 +124,8 @@ GK_INLINE void ew_prefetch(const ew_job *j, int64_t s, int64_t next) {
     for (int64_t s = start; s < end; s += CHUNK) {                                         \
       int64_t m = gk_min64(CHUNK, end - s);                                                \
       ew_prefetch(j, s + m, gk_min64(CHUNK, end - s - m));                                 \
-      for (int k = 0; k < j->nin; k++) in[k] = gk_chunk_in_##S(j->in[k], s, m, inbuf[k]);  \
+      for (int k = 0; k < j->nin; k++)                                                     \
+        if (!j->in_one_value[k]) in[k] = gk_chunk_in_##S(j->in[k], s, m, inbuf[k]);        \
       for (int k = 0; k < j->nout; k++) out[k] = gk_chunk_out_##S(j->out[k], s, outbuf[k]); \
       ew_compute_##S(j, in, out, m);                                                       \
       for (int k = 0; k < j->nout; k++) gk_chunk_commit_##S(j->out[k], s, m, out[k], outbuf[k]); \
@@ -155,6 +162,8 @@ static gk_status ew_run(ew_job *j) {
   bool all16 = dt == GK_BF16 || dt == GK_F16;
   for (int k = 0; k < j->nin; k++) {
     j->in_bytes[k] = gk_tensor_is_contiguous(j->in[k]) ? (const char *)j->in[k]->data : NULL;
+    j->in_one_value[k] = !j->in_bytes[k];
+    for (int d = 0; d < j->in[k]->rank; d++) j->in_one_value[k] = j->in_one_value[k] && j->in[k]->strides[d] == 0;
     j->in_es[k] = (int64_t)gk_elem_size(j->in[k]->dtype);
     all16 = all16 && j->in_bytes[k] && j->in[k]->dtype == dt;
   }
@@ -170,7 +179,7 @@ static gk_status ew_run(ew_job *j) {
 static gk_status cpu_activation_fwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
   (void)ws;
   ew_job j = {EW_ACT_FWD, gk_act_of(&plan->desc), 1, 1, {a[GK_ARG_X]}, {a[GK_ARG_Y]},
-              gk_tensor_numel(a[GK_ARG_X]), {0}, {0}, GK_F32, false};
+              gk_tensor_numel(a[GK_ARG_X]), {0}, {0}, GK_F32, false, {0}};
   return ew_run(&j);
 }
 
@@ -179,7 +188,7 @@ static gk_status cpu_activation_bwd(const gk_plan *plan, const gk_kernel_args a,
   (void)ws;
   const gk_tensor *v = a[gk_activation_saved(&plan->desc)];
   ew_job j = {plan->desc.act.from_output ? EW_ACT_BWD_Y : EW_ACT_BWD, gk_act_of(&plan->desc), 2, 1, {a[GK_ARG_DY], v},
-              {a[GK_ARG_DX]}, gk_tensor_numel(v), {0}, {0}, GK_F32, false};
+              {a[GK_ARG_DX]}, gk_tensor_numel(v), {0}, {0}, GK_F32, false, {0}};
   return ew_run(&j);
 }
 
@@ -188,7 +197,7 @@ static gk_status cpu_gated_fwd(const gk_plan *plan, const gk_kernel_args a, void
   gk_tensor va, vb;
   gk_gated_views(plan, a, &va, &vb, NULL, NULL);
   ew_job j = {EW_GATED_FWD, gk_act_of(&plan->desc), 2, 1, {&va, &vb}, {a[GK_ARG_Y]}, gk_tensor_numel(&va), {0}, {0},
-              GK_F32, false};
+              GK_F32, false, {0}};
   return ew_run(&j);
 }
 
@@ -197,7 +206,7 @@ static gk_status cpu_gated_bwd(const gk_plan *plan, const gk_kernel_args a, void
   gk_tensor va, vb, vda, vdb;
   gk_gated_views(plan, a, &va, &vb, &vda, &vdb);
   ew_job j = {EW_GATED_BWD, gk_act_of(&plan->desc), 3, 2, {a[GK_ARG_DY], &va, &vb}, {&vda, &vdb},
-              gk_tensor_numel(&va), {0}, {0}, GK_F32, false};
+              gk_tensor_numel(&va), {0}, {0}, GK_F32, false, {0}};
   return ew_run(&j);
 }
 
