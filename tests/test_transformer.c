@@ -511,6 +511,25 @@ static void test_rope(void) {
     d.rope.offset = 5;
     fd_every_backend(d);
   }
+  // dy broadcast from one value (every stride 0: the dy autograd hands the
+  // backward of y.sum()), over more rows than one task of the CPU kernel.
+  for (int v = 0; v < 4; v++) {
+    int64_t rows[4] = {2, 40, 8, 64};
+    gk_op_desc d = make(GK_OP_ROPE, 4, rows);
+    d.direction = GK_BACKWARD;
+    d.rope.layout = v & 1 ? GK_ROPE_BHTD : GK_ROPE_BTHD;
+    d.rope.pairing = v & 2 ? GK_ROPE_INTERLEAVED : GK_ROPE_HALF;
+    for (size_t t = 0; t < 4; t++) {
+      d.dtype = dtypes[t];
+      argset s, ref_out;
+      plan_build(&roles, &d, CONTIGUOUS, NULL, &s);
+      gk_tensor *dy = &s.b[GK_ARG_DY].t;
+      for (int k = 0; k < dy->rank; k++) dy->strides[k] = 0;
+      compare_backends(&roles, &d, CONTIGUOUS, &s, &ref_out);
+      free_outputs(&roles, &d, &ref_out);
+      argset_free(&s);
+    }
+  }
   int64_t big[4] = {2, 100, 4, 128};
   gk_op_desc d = make(GK_OP_ROPE, 4, big);
   d.rope.offset = 1000;

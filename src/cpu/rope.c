@@ -10,7 +10,9 @@
 // (gcc's vector extension), each vector read whole before it is written, so
 // y may be x: rows of tensors contiguous in the accumulator type in place,
 // other contiguous tensors (f16, bf16) in blocks of rows converted by one
-// chunk of BLOCK elements, others row by row through chunks of PAIRS pairs.
+// chunk of BLOCK elements, an input whose every stride is 0 (y.sum()'s dy)
+// from one row of its value converted once a task, others row by row
+// through chunks of PAIRS pairs.
 #include "../ops/transformer.h"
 
 #include <math.h>
@@ -28,6 +30,9 @@ typedef struct rope_job {
   double sign;
   const double *inv_freq;    // [h]
   void *cs, *sn;             // cos, sin tables
+  // Every stride of in 0 (the dy autograd hands over for y.sum()), a row
+  // fits in BLOCK and out is flat: one row of its value serves every row.
+  bool in_one_value;
 } rope_job;
 
 #define LOAD(v, p) memcpy(&(v), (p), sizeof(v))
@@ -120,6 +125,7 @@ typedef struct rope_job {
   GK_INLINE void rope_task_##S(const rope_job *j, int64_t task) {                               \
     T_ xbuf[BLOCK], ybuf[BLOCK];                                                                \
     int64_t r0 = task * j->rows_per_task, end = gk_min64(j->rows, r0 + j->rows_per_task);       \
+    const T_ *one_row = j->in_one_value ? gk_chunk_in_##S(j->in, 0, j->Dh, xbuf) : NULL;         \
     int64_t tw = j->half ? j->h : j->Dh, Dh = j->Dh;  /* table row width */                     \
     /* t of row r, advanced row by row: rows (B, T, H) keep their t for H rows */               \
     int64_t per_t = j->d->rope.layout == GK_ROPE_BTHD ? j->d->shape[2] : 1;                     \
@@ -129,8 +135,12 @@ typedef struct rope_job {
       int64_t nb = j->block_rows ? gk_min64(j->block_rows, end - r) : 1, rb = r;                \
       const T_ *x = NULL;                                                                       \
       T_ *y = NULL;                                                                             \
+      int64_t x_row = Dh; /* x's row stride: 0 for one_row */                                   \
       if (j->in_flat && j->out_flat) {                                                          \
         x = (const T_ *)j->in_flat + r * Dh;                                                    \
+        y = (T_ *)j->out_flat + r * Dh;                                                         \
+      } else if (one_row) {                                                                     \
+        x = one_row, x_row = 0;                                                                 \
         y = (T_ *)j->out_flat + r * Dh;                                                         \
       } else if (j->block_rows) {                                                               \
         x = gk_chunk_in_##S(j->in, r * Dh, nb * Dh, xbuf);                                      \
@@ -138,7 +148,7 @@ typedef struct rope_job {
       }                                                                                         \
       for (int64_t q = 0; q < nb; q++, r++) {                                                   \
         const T_ *c = (const T_ *)j->cs + t * tw, *s = (const T_ *)j->sn + t * tw;              \
-        if (x) rope_rot_##S(j, y + q * Dh, x + q * Dh, c, s);                                   \
+        if (x) rope_rot_##S(j, y + q * Dh, x + q * x_row, c, s);                                \
         else rope_row_##S(j, r, c, s);                                                          \
         if (--left == 0) {                                                                      \
           left = per_t;                                                                         \
@@ -189,7 +199,7 @@ static gk_status cpu_rope(const gk_plan *plan, const gk_tensor *in, const gk_ten
   const gk_op_desc *d = &plan->desc;
   rope_job j = {d, in, out, flat_of(in), flat_of(out), seq_len(d), d->shape[3] / 2, d->shape[3],
                 d->shape[0] * d->shape[1] * d->shape[2], 0, 0, 0, d->rope.pairing == GK_ROPE_HALF, sign, ws, NULL,
-                NULL};
+                NULL, false};
   if (j.h == 0 || j.rows == 0) return GK_SUCCESS;
   double *inv_freq = ws;
   for (int64_t i = 0; i < j.h; i++) inv_freq[i] = gk_rope_angle(d, 1, i);
@@ -197,6 +207,8 @@ static gk_status cpu_rope(const gk_plan *plan, const gk_tensor *in, const gk_ten
   j.sn = (char *)j.cs + table_bytes(d);
   j.rows_per_task = gk_ceil_div(TASK_ELEMS, j.Dh);
   if (j.Dh <= BLOCK && gk_tensor_is_contiguous(in) && gk_tensor_is_contiguous(out)) j.block_rows = BLOCK / j.Dh;
+  j.in_one_value = j.Dh <= BLOCK && j.out_flat && !gk_tensor_is_contiguous(in);
+  for (int k = 0; k < in->rank; k++) j.in_one_value = j.in_one_value && in->strides[k] == 0;
   j.t_per_task = gk_ceil_div(TABLE_ELEMS, j.h);
   gk_parallel_for(gk_ceil_div(j.T, j.t_per_task), table_task, &j);
   gk_parallel_for(gk_ceil_div(j.rows, j.rows_per_task), rope_task, &j);
