@@ -269,6 +269,18 @@ static inline void compare_backends(const plan_roles *r, const gk_op_desc *d, la
   compare_backends_recording(r, d, lay, s, ref_out, NULL);
 }
 
+// d's backward with dy broadcast from one value (every stride 0: the dy
+// autograd hands the backward of y.sum()) against the reference.
+static inline void compare_one_value_dy(const plan_roles *r, const gk_op_desc *d) {
+  argset s, ref_out;
+  plan_build(r, d, CONTIGUOUS, NULL, &s);
+  gk_tensor *dy = &s.b[GK_ARG_DY].t;
+  for (int k = 0; k < dy->rank; k++) dy->strides[k] = 0;
+  compare_backends(r, d, CONTIGUOUS, &s, &ref_out);
+  free_outputs(r, d, &ref_out);
+  argset_free(&s);
+}
+
 // ---------------------------------------------------------------- threads
 
 // The CPU kernel, run on the inputs of `in` with 1, 2 and 3 threads, gives
