@@ -67,9 +67,9 @@ gk_status gk_describe_scan(gk_plan *plan) {
   if (status != GK_SUCCESS) return status;
   gk_scan_dims s = gk_scan_dims_of(d);
   // Element counts of the chunk states (B D N nchunks) and of B/C (B G N L).
-  int64_t G = s.Gb > s.Gc ? s.Gb : s.Gc, n1 = s.B * s.D, n2 = s.B * s.L;
-  int64_t f1[2] = {s.N, s.nchunks > 0 ? s.nchunks : 1}, f2[2] = {s.N, G > 0 ? G : 1};
-  for (int i = 0; i < 2; i++)
+  int64_t G = s.Gb > s.Gc ? s.Gb : s.Gc, n1 = s.B, n2 = s.B;
+  int64_t f1[3] = {s.D, s.N, s.nchunks > 0 ? s.nchunks : 1}, f2[3] = {s.L, s.N, G > 0 ? G : 1};
+  for (int i = 0; i < 3; i++)
     if (__builtin_mul_overflow(n1, f1[i], &n1) || __builtin_mul_overflow(n2, f2[i], &n2) ||
         n1 > (INT64_MAX >> 4) || n2 > (INT64_MAX >> 4))
       return gk_fail(GK_ERR_BAD_SHAPE, "selective_scan: desc.shape with desc.scan.d_state = %lld: the element "

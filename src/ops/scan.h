@@ -20,7 +20,7 @@ static inline gk_scan_dims gk_scan_dims_of(const gk_op_desc *d) {
   s.L = d->shape[2];
   s.N = d->scan.d_state;
   s.T = d->scan.chunk_size;
-  s.nchunks = (s.L + s.T - 1) / s.T;
+  s.nchunks = s.L / s.T + (s.L % s.T != 0);  // ceil without L + T - 1, which overflows near INT64_MAX
   s.var_b = d->scan.b_layout != GK_SCAN_SHARED;
   s.var_c = d->scan.c_layout != GK_SCAN_SHARED;
   s.Gb = d->scan.b_layout == GK_SCAN_GROUPED ? d->scan.groups : s.var_b;
