@@ -262,44 +262,31 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
       }                                                                                    \
     }                                                                                      \
   }                                                                                        \
-  /* backward pass 2 over a piece, one loop: dx, and pdw += dy xhat, pdb += dy when */  \
-  /* HAS_DW, HAS_DB (constants where it is called, so each form is its own loop and */     \
-  /* none loads through NULL; w likewise with HAS_W). dx goes a line at a time, */          \
-  /* prefetching the same line of the next row of x and dy (at xn, dyn, es bytes an */      \
-  /* element; NULL when rows are not evenly spaced): memory is busy while this row is */    \
-  /* written. */                                                                           \
-  GK_INLINE void grad_out_form_##SFX(const E *restrict x, const E *restrict dy, const T *restrict w, \
-                                     E *restrict dx, T *restrict pdw, T *restrict pdb, int64_t m, \
-                                     T mean, T rstd, T mean_g, T mean_gx, const char *xn,  \
-                                     const char *dyn, int64_t es, bool has_w, bool has_dw, bool has_db) { \
+  /* backward pass 2 over a piece: dx; pdw += dy xhat, pdb += dy (each may be NULL). */   \
+  /* dx goes a line at a time, prefetching the same line of the next row of x and dy */    \
+  /* (at xn, dyn, es bytes an element; NULL when rows are not evenly spaced): memory */    \
+  /* is busy while this row is written. Pointer tests stay outside the inner loops, */     \
+  /* so none becomes a masked load through NULL. */                                        \
+  GK_INLINE void grad_out_##SFX(const E *restrict x, const E *restrict dy, const T *restrict w, \
+                                E *restrict dx, T *restrict pdw, T *restrict pdb, int64_t m, \
+                                T mean, T rstd, T mean_g, T mean_gx, const char *xn,       \
+                                const char *dyn, int64_t es) {                             \
     for (int64_t i0 = 0; i0 < m; i0 += LINE / (int64_t)sizeof(E)) {                        \
       int64_t i1 = gk_min64(m, i0 + LINE / (int64_t)sizeof(E));                            \
       /* each tested: x's rows may be evenly spaced and dy's not (NULL + i is UB) */       \
       if (xn) __builtin_prefetch(xn + i0 * es);                                            \
       if (dyn) __builtin_prefetch(dyn + i0 * es);                                          \
-      for (int64_t i = i0; i < i1; i++) {                                                  \
-        T d = LD(dy[i]), xhat = (LD(x[i]) - mean) * rstd;                                  \
-        dx[i] = ST(rstd * ((has_w ? d * w[i] : d) - mean_g - xhat * mean_gx));             \
-        if (has_dw) pdw[i] += d * xhat;                                                    \
-        if (has_db) pdb[i] += d;                                                           \
-      }                                                                                    \
+      if (w)                                                                               \
+        for (int64_t i = i0; i < i1; i++)                                                  \
+          dx[i] = ST(rstd * (LD(dy[i]) * w[i] - mean_g - (LD(x[i]) - mean) * rstd * mean_gx)); \
+      else                                                                                 \
+        for (int64_t i = i0; i < i1; i++)                                                  \
+          dx[i] = ST(rstd * (LD(dy[i]) - mean_g - (LD(x[i]) - mean) * rstd * mean_gx));    \
     }                                                                                      \
-  }                                                                                        \
-  GK_INLINE void grad_out_##SFX(const E *restrict x, const E *restrict dy, const T *restrict w, \
-                                E *restrict dx, T *restrict pdw, T *restrict pdb, int64_t m, \
-                                T mean, T rstd, T mean_g, T mean_gx, const char *xn,       \
-                                const char *dyn, int64_t es) {                             \
-    /* (has_w, has_dw, has_db) as bits 2, 1, 0 */                                          \
-    switch ((w != NULL) * 4 + (pdw != NULL) * 2 + (pdb != NULL)) {                         \
-    case 0: grad_out_form_##SFX(x, dy, w, dx, pdw, pdb, m, mean, rstd, mean_g, mean_gx, xn, dyn, es, 0, 0, 0); break; \
-    case 1: grad_out_form_##SFX(x, dy, w, dx, pdw, pdb, m, mean, rstd, mean_g, mean_gx, xn, dyn, es, 0, 0, 1); break; \
-    case 2: grad_out_form_##SFX(x, dy, w, dx, pdw, pdb, m, mean, rstd, mean_g, mean_gx, xn, dyn, es, 0, 1, 0); break; \
-    case 3: grad_out_form_##SFX(x, dy, w, dx, pdw, pdb, m, mean, rstd, mean_g, mean_gx, xn, dyn, es, 0, 1, 1); break; \
-    case 4: grad_out_form_##SFX(x, dy, w, dx, pdw, pdb, m, mean, rstd, mean_g, mean_gx, xn, dyn, es, 1, 0, 0); break; \
-    case 5: grad_out_form_##SFX(x, dy, w, dx, pdw, pdb, m, mean, rstd, mean_g, mean_gx, xn, dyn, es, 1, 0, 1); break; \
-    case 6: grad_out_form_##SFX(x, dy, w, dx, pdw, pdb, m, mean, rstd, mean_g, mean_gx, xn, dyn, es, 1, 1, 0); break; \
-    default: grad_out_form_##SFX(x, dy, w, dx, pdw, pdb, m, mean, rstd, mean_g, mean_gx, xn, dyn, es, 1, 1, 1); break; \
-    }                                                                                      \
+    if (pdw)                                                                               \
+      for (int64_t i = 0; i < m; i++) pdw[i] += LD(dy[i]) * ((LD(x[i]) - mean) * rstd);    \
+    if (pdb)                                                                               \
+      for (int64_t i = 0; i < m; i++) pdb[i] += LD(dy[i]);                                 \
   }                                                                                        \
   GK_INLINE void norm_bwd_task_##SFX(const norm_job *j, int64_t group) {                   \
     const gk_tensor *const *a = j->a;                                                      \
