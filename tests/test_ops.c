@@ -330,8 +330,9 @@ int main(void) {
   static const shape_case act_shapes[] = {{0, {0}}, {1, {1}}, {1, {7}}, {3, {3, 5, 17}}, {4, {2, 1, 4, 9}},
                                           {2, {300, 33}}, {1, {0}}};
   static const shape_case gated_shapes[] = {{3, {4, 6, 8}}, {3, {2, 1, 6}}, {2, {3, 130}}, {1, {2}}};
+  // (5, 4100): long rows, forward in blocks of rows (src/cpu/norm.c), a whole block and a part
   static const shape_case norm_shapes[] = {{2, {5, 7}}, {3, {3, 4, 33}}, {2, {2, 1030}}, {2, {130, 16}}, {2, {3, 8300}},
-                                           {1, {9}}, {3, {1, 1, 5}}};
+                                           {1, {9}}, {3, {1, 1, 5}}, {2, {5, 4100}}};
   double worst_fd = 0;
   for (size_t t = 0; t < 4; t++) {
     gk_dtype dt = dtypes[t];

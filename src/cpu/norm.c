@@ -15,8 +15,13 @@
 // compute type in place, others converted into a buffer) and every pass reads
 // it from the cache (the row buffers take 128 KiB of stack in f32, 256 KiB in
 // f64); w and b are taken once per task. Longer rows are walked
-// in CHUNK pieces, taken again in each pass. Row sums run over LANES partial
-// sums (lane = column % LANES), which the compiler keeps in vector registers.
+// in CHUNK pieces, taken again in each pass. Forward rows of more than
+// LONG_ROW_BYTES read and written in place (8192 f32: 32 KiB, where x, w, b
+// and y of a row no longer fit L1 together) go in blocks of ROW_BLOCK rows:
+// the statistics of each, then y COLUMN_BLOCK columns at a time across the
+// block, so each piece of w and b is read from L1 for all its rows. Row
+// sums run over LANES partial sums (lane = column % LANES), which the
+// compiler keeps in vector registers.
 // While backward writes dx of a row, it prefetches the next row of x and dy.
 // When x and y (backward: x, dy and dx) have contiguous rows of bf16 (or all
 // of f16), every pass reads the 16-bit row in place, widening each element
@@ -30,6 +35,9 @@
 #include <string.h>
 
 enum { CHUNK = 512, ROW_MAX = 8192, LANES = 32, ROW_TASK_ELEMS = 32768, GROUPS = 64, LINE = 64 };
+// Forward rows of more than LONG_ROW_BYTES that are read and written in place
+// go in blocks of ROW_BLOCK rows, their outputs COLUMN_BLOCK columns at a time.
+enum { LONG_ROW_BYTES = 8192, ROW_BLOCK = 4, COLUMN_BLOCK = 1024 };
 
 // The rows of a tensor (its trailing nr dims): the view of row 0 and the
 // bytes from one row to the next, 0 when the leading dims do not step evenly.
@@ -49,6 +57,7 @@ typedef struct norm_job {
   void *partials;      // backward: [groups][nparams][C] accumulator-typed sums
   int nparams;
   gk_dtype half16;     // GK_BF16 or GK_F16 when the rows of x, y / x, dy, dx are contiguous in it, else GK_F32
+  bool long_rows;      // forward: rows of more than LONG_ROW_BYTES, read and written in place
 } norm_job;
 
 static row_walk row_walk_of(const gk_tensor *t, int nr) {
@@ -80,15 +89,15 @@ GK_INLINE void row_seek(const row_walk *w, int nr, int64_t r, gk_tensor *row) {
   else *row = gk_tensor_row(w->t, nr, r);
 }
 
-// Whether the rows of w (none: true) are contiguous, of 16-bit dtype dt.
-static bool rows_16(const row_walk *w, gk_dtype dt) {
+// Whether the rows of w (none: true) are contiguous, of dtype dt.
+static bool rows_in(const row_walk *w, gk_dtype dt) {
   return !w->t || (w->t->dtype == dt && gk_tensor_is_contiguous(&w->row0));
 }
 
 static norm_job job_of(const gk_plan *plan, const gk_tensor *const *a, void *ws) {
   const gk_op_desc *d = &plan->desc;
   norm_job j = {plan, a, d->op == GK_OP_LAYERNORM, d->norm.normalized_rank, 1, 1, 1, {0}, {0}, {0}, {0}, ws, 0,
-                GK_F32};
+                GK_F32, false};
   for (int i = 0; i < d->rank; i++) {
     if (i < d->rank - j.nr) j.rows *= d->shape[i];
     else j.C *= d->shape[i];
@@ -101,9 +110,13 @@ static norm_job job_of(const gk_plan *plan, const gk_tensor *const *a, void *ws)
   }
   j.nparams = plan->args[GK_ARG_DWEIGHT].used + plan->args[GK_ARG_DBIAS].used;
   gk_dtype dt = d->dtype;
-  if (a && (dt == GK_BF16 || dt == GK_F16) && rows_16(&j.x, dt) && rows_16(&j.y, dt) && rows_16(&j.dy, dt) &&
-      rows_16(&j.dx, dt))
+  if (a && (dt == GK_BF16 || dt == GK_F16) && rows_in(&j.x, dt) && rows_in(&j.y, dt) && rows_in(&j.dy, dt) &&
+      rows_in(&j.dx, dt))
     j.half16 = dt;
+  // in place: 16-bit rows read as they are, or f32 (f64) rows contiguous in it
+  bool in_place = j.half16 != GK_F32 || ((dt == GK_F32 || dt == GK_F64) && rows_in(&j.x, dt) && rows_in(&j.y, dt) &&
+                                         rows_in(&j.dy, dt) && rows_in(&j.dx, dt));
+  j.long_rows = a && in_place && j.C <= ROW_MAX && j.C * (int64_t)gk_dtype_size(dt) > LONG_ROW_BYTES;
   return j;
 }
 
@@ -152,7 +165,7 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
     else                                                                                   \
       for (int64_t i = 0; i < m; i++) y[i] = ST((LD(x[i]) - mean) * rstd);                 \
   }                                                                                        \
-  GK_INLINE void norm_fwd_task_##SFX(const norm_job *j, int64_t task) {                    \
+  GK_INLINE void norm_fwd_rows_##SFX(const norm_job *j, int64_t task) {                    \
     const gk_tensor *const *a = j->a;                                                      \
     const gk_tensor *w = a[GK_ARG_WEIGHT], *b = a[GK_ARG_BIAS];                            \
     int64_t C = j->C, P = piece_len(C);                                                    \
@@ -181,6 +194,45 @@ static int64_t piece_len(int64_t C) { return C <= ROW_MAX ? C : CHUNK; }
       gk_set(a[GK_ARG_RSTD], r, rstd);                                                     \
       if (j->layer) gk_set(a[GK_ARG_MEAN], r, mean);                                       \
     }                                                                                      \
+  }                                                                                        \
+  /* long rows read and written in place, in blocks of ROW_BLOCK rows: the statistics */  \
+  /* of each, then the output COLUMN_BLOCK columns at a time over the block's rows, so a */ \
+  /* piece of w and b serves them all from L1 (a whole row of x, w, b and y does not fit) */ \
+  GK_INLINE void norm_fwd_long_rows_##SFX(const norm_job *j, int64_t task) {               \
+    const gk_tensor *const *a = j->a;                                                      \
+    const gk_tensor *w = a[GK_ARG_WEIGHT], *b = a[GK_ARG_BIAS];                            \
+    int64_t C = j->C;                                                                      \
+    T eps = (T)j->plan->desc.norm.eps, wb[ROW_MAX], bb[ROW_MAX];                           \
+    const T *wrow = w ? gk_chunk_in_##S(w, 0, C, wb) : NULL;                               \
+    const T *brow = b ? gk_chunk_in_##S(b, 0, C, bb) : NULL;                               \
+    int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                        \
+    for (int64_t r0 = task * j->rows_per_task; r0 < end; r0 += ROW_BLOCK) {                \
+      int64_t n = gk_min64(ROW_BLOCK, end - r0);                                           \
+      const E *xrow[ROW_BLOCK];                                                            \
+      E *yrow[ROW_BLOCK];                                                                  \
+      T mean[ROW_BLOCK], rstd[ROW_BLOCK];                                                  \
+      for (int64_t k = 0; k < n; k++) {                                                    \
+        gk_tensor x = j->x.row0, y = j->y.row0;                                            \
+        row_seek(&j->x, j->nr, r0 + k, &x);                                                \
+        row_seek(&j->y, j->nr, r0 + k, &y);                                                \
+        xrow[k] = (const E *)x.data;                                                       \
+        yrow[k] = (E *)y.data;                                                             \
+        mean[k] = j->layer ? row_sum_##SFX(&x, xrow[k], C, 0, 1, NULL) / (T)C : 0;         \
+        rstd[k] = (T)1 / sqrt(row_sum_##SFX(&x, xrow[k], C, mean[k], 2, NULL) / (T)C + eps); \
+        gk_set(a[GK_ARG_RSTD], r0 + k, rstd[k]);                                           \
+        if (j->layer) gk_set(a[GK_ARG_MEAN], r0 + k, mean[k]);                             \
+      }                                                                                    \
+      for (int64_t c = 0; c < C; c += COLUMN_BLOCK) {                                      \
+        int64_t m = gk_min64(COLUMN_BLOCK, C - c);                                         \
+        for (int64_t k = 0; k < n; k++)                                                    \
+          norm_out_##SFX(xrow[k] + c, wrow ? wrow + c : NULL, brow ? brow + c : NULL, yrow[k] + c, m, \
+                         mean[k], rstd[k]);                                                \
+      }                                                                                    \
+    }                                                                                      \
+  }                                                                                        \
+  GK_INLINE void norm_fwd_task_##SFX(const norm_job *j, int64_t task) {                    \
+    if (j->long_rows) norm_fwd_long_rows_##SFX(j, task);                                   \
+    else norm_fwd_rows_##SFX(j, task);                                                     \
   }                                                                                        \
   /* backward pass 1 over a piece: sg += g, sgx += g xhat, per lane */                     \
   GK_INLINE void grad_sums_##SFX(const E *restrict x, const E *restrict dy, const T *restrict w, \
