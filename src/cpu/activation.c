@@ -12,6 +12,8 @@
 // When every tensor is contiguous bf16 (or every one f16), the loop itself
 // widens each 16-bit element to f32 in a register and narrows the result
 // (round to nearest even) as it stores it: no buffer, the same bits.
+// Where every output is bf16 or f16, the activation is the h32 form of
+// act_math.h (cheaper, under 1e-4 relative error: below what 16 bits keep).
 // The next chunk of each contiguous input is prefetched while a chunk
 // computes, so the memory streams during the arithmetic.
 #include "../core/act_math.h"
@@ -34,6 +36,7 @@ typedef struct ew_job {
   gk_dtype half16;               // GK_BF16 or GK_F16 when every tensor is contiguous in it, else GK_F32
   bool direct;                   // every tensor contiguous in the compute dtype (f32, or f64 for f64)
   bool in_one_value[MAX_IN];     // inputs whose every stride is 0 (autograd's dy of y.sum()): loaded once a task
+  bool out16;                    // every output bf16 or f16: the h32 math
 } ew_job;
 
 // The compute loops, for T = float (S = f32) and T = double (S = f64), on
@@ -97,8 +100,15 @@ typedef struct ew_job {
   }
 GK_DEFINE_EW_COMPUTE(ew_compute_f32, float, f32, float, EW_SAME, EW_SAME)
 GK_DEFINE_EW_COMPUTE(ew_compute_f64, double, f64, double, EW_SAME, EW_SAME)
-GK_DEFINE_EW_COMPUTE(ew_compute_bf16, float, f32, uint16_t, gk_bf16_to_f32_inline, gk_f32_to_bf16_inline)
-GK_DEFINE_EW_COMPUTE(ew_compute_f16, float, f32, uint16_t, gk_f16_to_f32_inline, gk_f32_to_f16_inline)
+// Results stored in 16 bits take the h32 math (act_math.h: cheaper, under
+// 1e-4 relative), whether converted in registers or through the f32 buffers.
+GK_DEFINE_EW_COMPUTE(ew_compute_h32, float, h32, float, EW_SAME, EW_SAME)
+GK_DEFINE_EW_COMPUTE(ew_compute_bf16, float, h32, uint16_t, gk_bf16_to_f32_inline, gk_f32_to_bf16_inline)
+GK_DEFINE_EW_COMPUTE(ew_compute_f16, float, h32, uint16_t, gk_f16_to_f32_inline, gk_f32_to_f16_inline)
+GK_INLINE void ew_compute_f32_or_h32(const ew_job *j, const float *const *in, float *const *out, int64_t n) {
+  if (j->out16) ew_compute_h32(j, in, out, n);
+  else ew_compute_f32(j, in, out, n);
+}
 
 // The next chunk of each contiguous input on its way while this one computes.
 GK_INLINE void ew_prefetch(const ew_job *j, int64_t s, int64_t next) {
@@ -107,7 +117,7 @@ GK_INLINE void ew_prefetch(const ew_job *j, int64_t s, int64_t next) {
       __builtin_prefetch(j->in_bytes[k] + s * j->in_es[k] + b);
 }
 
-#define GK_DEFINE_EW_TASK(T, S)                                                            \
+#define GK_DEFINE_EW_TASK(T, S, COMPUTE)                                                   \
   GK_INLINE void ew_task_##S(const ew_job *j, int64_t task) {                                 \
     T inbuf[MAX_IN][CHUNK], outbuf[MAX_OUT][CHUNK];                                        \
     const T *in[MAX_IN];                                                                   \
@@ -118,7 +128,7 @@ GK_INLINE void ew_prefetch(const ew_job *j, int64_t s, int64_t next) {
     if (j->direct) { /* the task's whole range in one loop, no chunks */                   \
       for (int k = 0; k < j->nin; k++) in[k] = (const T *)j->in[k]->data + start;          \
       for (int k = 0; k < j->nout; k++) out[k] = (T *)j->out[k]->data + start;             \
-      ew_compute_##S(j, in, out, end - start);                                             \
+      COMPUTE(j, in, out, end - start);                                                    \
       return;                                                                              \
     }                                                                                      \
     for (int64_t s = start; s < end; s += CHUNK) {                                         \
@@ -127,12 +137,12 @@ GK_INLINE void ew_prefetch(const ew_job *j, int64_t s, int64_t next) {
       for (int k = 0; k < j->nin; k++)                                                     \
         if (!j->in_one_value[k]) in[k] = gk_chunk_in_##S(j->in[k], s, m, inbuf[k]);        \
       for (int k = 0; k < j->nout; k++) out[k] = gk_chunk_out_##S(j->out[k], s, outbuf[k]); \
-      ew_compute_##S(j, in, out, m);                                                       \
+      COMPUTE(j, in, out, m);                                                              \
       for (int k = 0; k < j->nout; k++) gk_chunk_commit_##S(j->out[k], s, m, out[k], outbuf[k]); \
     }                                                                                      \
   }
-GK_DEFINE_EW_TASK(float, f32)
-GK_DEFINE_EW_TASK(double, f64)
+GK_DEFINE_EW_TASK(float, f32, ew_compute_f32_or_h32)
+GK_DEFINE_EW_TASK(double, f64, ew_compute_f64)
 
 // Every tensor contiguous bf16 (f16): converted in registers, chunk by chunk.
 GK_INLINE void ew_task_16(const ew_job *j, int64_t task) {
@@ -169,6 +179,8 @@ static gk_status ew_run(ew_job *j) {
   }
   for (int k = 0; k < j->nout; k++) all16 = all16 && gk_tensor_is_contiguous(j->out[k]) && j->out[k]->dtype == dt;
   j->half16 = all16 ? dt : GK_F32;
+  j->out16 = true;
+  for (int k = 0; k < j->nout; k++) j->out16 = j->out16 && (j->out[k]->dtype == GK_BF16 || j->out[k]->dtype == GK_F16);
   j->direct = dt == GK_F32 || dt == GK_F64;
   for (int k = 0; k < j->nin; k++) j->direct = j->direct && j->in_bytes[k] && j->in[k]->dtype == dt;
   for (int k = 0; k < j->nout; k++) j->direct = j->direct && gk_tensor_is_contiguous(j->out[k]) && j->out[k]->dtype == dt;
@@ -179,7 +191,7 @@ static gk_status ew_run(ew_job *j) {
 static gk_status cpu_activation_fwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
   (void)ws;
   ew_job j = {EW_ACT_FWD, gk_act_of(&plan->desc), 1, 1, {a[GK_ARG_X]}, {a[GK_ARG_Y]},
-              gk_tensor_numel(a[GK_ARG_X]), {0}, {0}, GK_F32, false, {0}};
+              gk_tensor_numel(a[GK_ARG_X]), {0}, {0}, GK_F32, false, {0}, false};
   return ew_run(&j);
 }
 
@@ -188,7 +200,7 @@ static gk_status cpu_activation_bwd(const gk_plan *plan, const gk_kernel_args a,
   (void)ws;
   const gk_tensor *v = a[gk_activation_saved(&plan->desc)];
   ew_job j = {plan->desc.act.from_output ? EW_ACT_BWD_Y : EW_ACT_BWD, gk_act_of(&plan->desc), 2, 1, {a[GK_ARG_DY], v},
-              {a[GK_ARG_DX]}, gk_tensor_numel(v), {0}, {0}, GK_F32, false, {0}};
+              {a[GK_ARG_DX]}, gk_tensor_numel(v), {0}, {0}, GK_F32, false, {0}, false};
   return ew_run(&j);
 }
 
@@ -197,7 +209,7 @@ static gk_status cpu_gated_fwd(const gk_plan *plan, const gk_kernel_args a, void
   gk_tensor va, vb;
   gk_gated_views(plan, a, &va, &vb, NULL, NULL);
   ew_job j = {EW_GATED_FWD, gk_act_of(&plan->desc), 2, 1, {&va, &vb}, {a[GK_ARG_Y]}, gk_tensor_numel(&va), {0}, {0},
-              GK_F32, false, {0}};
+              GK_F32, false, {0}, false};
   return ew_run(&j);
 }
 
@@ -206,7 +218,7 @@ static gk_status cpu_gated_bwd(const gk_plan *plan, const gk_kernel_args a, void
   gk_tensor va, vb, vda, vdb;
   gk_gated_views(plan, a, &va, &vb, &vda, &vdb);
   ew_job j = {EW_GATED_BWD, gk_act_of(&plan->desc), 3, 2, {a[GK_ARG_DY], &va, &vb}, {&vda, &vdb},
-              gk_tensor_numel(&va), {0}, {0}, GK_F32, false, {0}};
+              gk_tensor_numel(&va), {0}, {0}, GK_F32, false, {0}, false};
   return ew_run(&j);
 }
 
