@@ -401,7 +401,9 @@ uint32_t *wg_pass_bound(wg_run *r, int entry, uint64_t groups, int nbind, const 
 }
 
 void wg_bound_scratch(wg_run *r, uint64_t words) {
-  r->bind[WG_ARG_SCRATCH] = (wg_binding){0, 0, bindable_scratch(r, words) * 4, (uint32_t)((words ? words : 1) * 4)};
+  uint32_t bytes = (uint32_t)((words ? words : 1) * 4);
+  r->bind[WG_ARG_SCRATCH] = r->run_scratch ? (wg_binding){0, r->run_scratch, 0, bytes}
+                                           : (wg_binding){0, 0, bindable_scratch(r, words) * 4, bytes};
   r->slot[WG_ARG_SCRATCH] = 0;
 }
 
@@ -492,11 +494,14 @@ static void wg_fini(gk_plan *plan) {
   plan->state = NULL;
 }
 
-// Place the tensors t of a run over `units` units (wg_family.split) and
-// plan its passes. A packable plan's run is packed when every tensor can be
-// bound where it lies (then none is staged); else its tensors are placed
-// again, the f16/bf16 ones staged.
-static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t units, wg_run *r) {
+// Place the tensors t of a run over `units` units (wg_family.split) from
+// unit `first_unit` of `all_units` (a piece of a split run; its scratch in
+// buffer `run_scratch`, or 0: the arena) and plan its passes. A packable
+// plan's run is packed when every tensor can be bound where it lies (then
+// none is staged); else its tensors are placed again, the f16/bf16 ones
+// staged.
+static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t first_unit, int64_t units,
+                         int64_t all_units, uint32_t run_scratch, wg_run *r) {
   const wg_family *f = wg_family_of(plan);
   const wg_state *st = plan->state;
   for (int attempt = packable(plan) ? 0 : 1; attempt < 2; attempt++) {
@@ -504,6 +509,9 @@ static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t
     r->plan = plan;
     r->t = t;
     r->units = units;
+    r->first_unit = first_unit;
+    r->all_units = all_units;
+    r->run_scratch = run_scratch;
     r->packed = attempt == 0;
     if (!f->bound) break;
     place_bound(r);
@@ -523,15 +531,23 @@ static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t
   return s;
 }
 
-// Stage in, dispatch the passes, stage out.
-static gk_status execute(const gk_plan *plan, const wg_run *r) {
+// Stage in, dispatch passes [first, end), stage out: the staged tensors
+// those passes bind (an arena pass, binding none by itself: every one).
+static gk_status execute(const gk_plan *plan, const wg_run *r, int first, int end) {
   const wg_state *st = plan->state;
   const gk_tensor *const *args = r->t;
+  if (end > r->npass) end = r->npass;
+  bool bound[WG_KINDS] = {0};
+  for (int i = first; i < end; i++) {
+    if (!r->pass[i].nbind) memset(bound, 1, sizeof bound);
+    for (int j = 0; j < r->pass[i].nbind; j++) bound[r->pass[i].bind[j]] = true;
+  }
   gk_status s = wg_arena_reserve(r->words);
   if (s != GK_SUCCESS) return s;
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (r->staged[k] && (!plan->args[k].is_output || plan->desc.accumulate)) s = wg_stage(args[k], r->stage_at[k], true);
-  for (int i = 0; i < r->npass && s == GK_SUCCESS; i++) {
+    if (r->staged[k] && bound[k] && (!plan->args[k].is_output || plan->desc.accumulate))
+      s = wg_stage(args[k], r->stage_at[k], true);
+  for (int i = first; i < end && s == GK_SUCCESS; i++) {
     const wg_pass_t *ps = &r->pass[i];
     if (!ps->nbind) {
       s = wg_arena_dispatch(st->pipeline[ps->entry], ps->p, ps->groups);
@@ -547,59 +563,103 @@ static gk_status execute(const gk_plan *plan, const wg_run *r) {
                  ps->groups);
   }
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (r->staged[k] && plan->args[k].is_output) s = wg_stage(args[k], r->stage_at[k], false);
+    if (r->staged[k] && bound[k] && plan->args[k].is_output) s = wg_stage(args[k], r->stage_at[k], false);
   gkwg_submit();
   return s;
 }
 
-// Units of a piece of a split run: as many as keep every piece's ranges,
-// all staged at worst (4 bytes an f16/bf16 element: staged as f32), with
-// the whole tensors, the stand-ins of absent ones and the 256-byte
-// alignments, within the binding limit. 0: none fit, or a tensor to be
-// split is strided.
-static int64_t piece_units(const gk_tensor *const *args, const int64_t *per_unit) {
-  uint64_t fixed = 256 * 4, per = 0;  // the stand-ins of absent tensors (wg_pass_bound: 3 at most)
+// Units of a piece of a split run (*step): as many as keep every piece's
+// ranges, all staged at worst (4 bytes an f16/bf16 element: staged as f32),
+// with the whole tensors, the stand-ins of absent ones and the 256-byte
+// alignments, within the binding limit; 0 where the family splits none of
+// the tensors. Refused, naming the tensor: a tensor to be split that is
+// strided, or a unit that does not fit.
+static gk_status piece_units(const gk_plan *plan, const gk_tensor *const *args, const int64_t *per_unit,
+                             int64_t *step) {
+  const char *family = wg_family_of(plan)->name;
+  uint64_t fixed = 256 * 4, per = 0, widest = 0;  // (the stand-ins of absent tensors: wg_pass_bound, 3 at most)
+  int widest_kind = 0;
+  *step = 0;
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
     if (!args[k]) continue;
-    uint64_t size = (uint64_t)slot_words(args[k]->dtype) * 4;
-    if (per_unit[k] && !gk_tensor_is_contiguous(args[k])) return 0;
-    if (per_unit[k]) per += (uint64_t)per_unit[k] * size;
-    else fixed += (uint64_t)gk_tensor_numel(args[k]) * size;
+    uint64_t size = (uint64_t)slot_words(args[k]->dtype) * 4, unit = (uint64_t)per_unit[k] * size;
+    if (per_unit[k] && !gk_tensor_is_contiguous(args[k]))
+      return gk_fail(GK_ERR_UNSUPPORTED,
+                     "webgpu: %s: the run is over the device's maxStorageBufferBindingSize %u and %s is strided "
+                     "(only contiguous tensors are split into pieces)",
+                     family, binding_limit(), gk_arg_name((gk_arg_kind)k));
+    if (unit > widest) {
+      widest = unit;
+      widest_kind = k;
+    }
+    per += unit;
+    if (!per_unit[k]) fixed += (uint64_t)gk_tensor_numel(args[k]) * size;
     fixed += 256;
   }
   uint64_t limit = binding_limit();
-  return per && limit > fixed ? (int64_t)((limit - fixed) / per) : 0;
+  if (!per) return GK_SUCCESS;
+  if (limit <= fixed || (limit - fixed) / per == 0)
+    return gk_fail(GK_ERR_UNSUPPORTED,
+                   "webgpu: %s: one unit of the split run (%s: %llu bytes; %llu bytes with the other tensors split) "
+                   "and what every piece binds whole (%llu bytes) are over the device's "
+                   "maxStorageBufferBindingSize %u",
+                   family, gk_arg_name((gk_arg_kind)widest_kind), (unsigned long long)widest,
+                   (unsigned long long)per, (unsigned long long)fixed, binding_limit());
+  *step = (int64_t)((limit - fixed) / per);
+  return GK_SUCCESS;
 }
 
 static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, void *workspace) {
   (void)workspace;
   const wg_family *f = wg_family_of(plan);
-  int64_t per_unit[GK_ARG_COUNT_] = {0}, units = f->split ? f->split(plan, per_unit) : 0;
+  int64_t per_unit[GK_ARG_COUNT_] = {0}, units = f->split ? f->split(plan, per_unit) : 0, step = 0;
   wg_run r;
-  gk_status s = prepare(plan, args, units, &r);
+  gk_status s = prepare(plan, args, 0, units, units, 0, &r);
+  if (s == GK_SUCCESS && f->split && (r.oversized || r.words * 4 > binding_limit()))
+    s = piece_units(plan, args, per_unit, &step);
   if (s != GK_SUCCESS) return s;
+  if (step == 0 || step >= units) return execute(plan, &r, 0, r.npass);
   // Over the binding limit: in pieces of whole units (elements, rows), each
   // binding sub-ranges of the tensors split (per_unit: elements a unit),
-  // the others whole, as a run of its own (placed, staged where it must be).
-  int64_t step = f->split && (r.oversized || r.words * 4 > binding_limit()) ? piece_units(args, per_unit) : 0;
-  if (step == 0 || step >= units) return execute(plan, &r);
-  for (int64_t u0 = 0; u0 < units && s == GK_SUCCESS; u0 += step) {
-    int64_t count = units - u0 < step ? units - u0 : step;
-    gk_tensor view[GK_ARG_COUNT_];
-    const gk_tensor *piece[GK_ARG_COUNT_] = {0};
-    for (int k = 0; k < GK_ARG_COUNT_; k++) {
-      piece[k] = args[k];
-      if (!args[k] || !per_unit[k]) continue;
-      int64_t n = count * per_unit[k];
-      char *at = (char *)args[k]->data + u0 * per_unit[k] * (int64_t)gk_dtype_size(args[k]->dtype);
-      gk_tensor_init(&view[k], at, args[k]->dtype, 1, &n);
-      view[k].device = args[k]->device;
-      view[k].device_id = args[k]->device_id;
-      piece[k] = &view[k];
-    }
-    s = prepare(plan, piece, count, &r);
-    if (s == GK_SUCCESS) s = execute(plan, &r);
+  // the others whole, as a run of its own (placed, staged where it must be);
+  // a run of passes after the other over every piece, a whole pass once.
+  // The scratch (its whole run's size) is one buffer for every piece.
+  wg_buffer *scratch = NULL;
+  uint32_t scratch_bytes = r.bind[WG_ARG_SCRATCH].size;
+  if (scratch_bytes > binding_limit())
+    return gk_fail(GK_ERR_UNSUPPORTED,
+                   "webgpu: %s: the split run's scratch (%u bytes) is over the device's maxStorageBufferBindingSize %u",
+                   f->name, scratch_bytes, binding_limit());
+  if (scratch_bytes) {
+    void *h;
+    s = wg_alloc(scratch_bytes, &h);
+    if (s != GK_SUCCESS) return s;
+    scratch = h;
   }
+  int npass = r.npass;
+  bool whole[WG_MAX_PASSES];
+  for (int i = 0; i < npass; i++) whole[i] = r.pass[i].whole;
+  for (int first = 0, end; first < npass && s == GK_SUCCESS; first = end) {
+    for (end = first + 1; !whole[first] && end < npass && !whole[end];) end++;
+    for (int64_t u0 = 0; u0 < units && s == GK_SUCCESS; u0 += whole[first] ? units : step) {
+      int64_t count = units - u0 < step ? units - u0 : step;
+      gk_tensor view[GK_ARG_COUNT_];
+      const gk_tensor *piece[GK_ARG_COUNT_] = {0};
+      for (int k = 0; k < GK_ARG_COUNT_; k++) {
+        piece[k] = args[k];
+        if (!args[k] || !per_unit[k]) continue;
+        int64_t n = count * per_unit[k];
+        char *at = (char *)args[k]->data + u0 * per_unit[k] * (int64_t)gk_dtype_size(args[k]->dtype);
+        gk_tensor_init(&view[k], at, args[k]->dtype, 1, &n);
+        view[k].device = args[k]->device;
+        view[k].device_id = args[k]->device_id;
+        piece[k] = &view[k];
+      }
+      s = prepare(plan, piece, u0, count, units, scratch ? scratch->id : 0, &r);
+      if (s == GK_SUCCESS) s = execute(plan, &r, first, end);
+    }
+  }
+  if (scratch) wg_free(scratch);
   return s;
 }
 

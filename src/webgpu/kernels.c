@@ -397,23 +397,37 @@ static const char *decline_cross_entropy(const gk_plan *plan) {
                                                   : NULL;
 }
 
+// A piece of a split run (split_cross_entropy) covers rows first_unit ...
+// of all_units: per_row and grad on its rows, total (whole) on every row.
 static gk_status plan_cross_entropy(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t V = d->shape[d->rank - 1], rows = prod(d->shape, 0, d->rank - 1);
+  int64_t V = d->shape[d->rank - 1], rows = r->units, all_rows = r->all_units;
   bool fwd = d->direction == GK_FORWARD, grad = !fwd || d->ce.fused_grad;
   static const gk_arg_kind per_row[] = {WG_ARG_SCRATCH, GK_ARG_LOGITS, GK_ARG_TARGET},
                            total[] = {WG_ARG_SCRATCH, GK_ARG_LOSS},
                            gradient[] = {WG_ARG_SCRATCH, GK_ARG_LOGITS, GK_ARG_TARGET, GK_ARG_DLOSS, GK_ARG_DLOGITS};
-  wg_bound_scratch(r, 3 * (uint64_t)rows + 1);
+  wg_bound_scratch(r, 3 * (uint64_t)all_rows + 1);
   uint32_t p[WG_PARAM_WORDS] = {r->slot[GK_ARG_LOGITS], r->slot[GK_ARG_TARGET], r->slot[GK_ARG_LOSS],
                                 r->slot[GK_ARG_DLOGITS], r->slot[GK_ARG_DLOSS], 0,
                                 (uint32_t)rows, (uint32_t)V, index_words(d), (uint32_t)(int32_t)d->ce.ignore_index,
                                 d->ce.reduction == GK_REDUCTION_MEAN, wg_f32(d->ce.label_smoothing),
-                                wg_f32(d->ce.grad_scale), fwd && d->ce.fused_grad, fwd, 0x7fc00000u};
+                                wg_f32(d->ce.grad_scale), fwd && d->ce.fused_grad, fwd, 0x7fc00000u,
+                                (uint32_t)all_rows, (uint32_t)r->first_unit};
   memcpy(wg_pass_bound(r, 0, (uint64_t)rows, 3, per_row), p, sizeof p);
   memcpy(wg_pass_bound(r, 1, 1, 2, total), p, sizeof p);
+  r->pass[r->npass - 1].whole = true;
   if (grad) memcpy(wg_pass_bound(r, 2, groups_for(rows * V), 5, gradient), p, sizeof p);
   return GK_SUCCESS;
+}
+// Split by rows: logits and dlogits a row a unit, targets one index, loss
+// and dloss whole. The per-row losses of every piece stay in the run's
+// scratch for total, one fixed-order sum over all rows: the split run's
+// bits are the unsplit run's.
+static int64_t split_cross_entropy(const gk_plan *plan, int64_t *per_unit) {
+  const gk_op_desc *d = &plan->desc;
+  per_unit[GK_ARG_LOGITS] = per_unit[GK_ARG_DLOGITS] = d->shape[d->rank - 1];
+  per_unit[GK_ARG_TARGET] = 1;
+  return prod(d->shape, 0, d->rank - 1);
 }
 
 // ---------------------------------------------------------------- embedding
@@ -704,7 +718,8 @@ static const wg_family cross_entropy = {.name = "cross_entropy", .source = gk_wg
                                         .subgroup_source = gk_wgsl_cross_entropy_subgroups,
                                         .forward = {"per_row", "total", "grad"},
                                         .backward = {"per_row", "total", "grad"},
-                                        .decline = decline_cross_entropy, .plan = plan_cross_entropy, .bound = true};
+                                        .decline = decline_cross_entropy, .plan = plan_cross_entropy, .bound = true,
+                                        .split = split_cross_entropy};
 static const wg_family embedding = {.name = "embedding", .source = gk_wgsl_embedding, .forward = {"forward"},
                                     .backward = {"backward"}, .plan = plan_embedding, .bound = true};
 static const wg_family rope = {.name = "rope", .source = gk_wgsl_rope, .forward = {"rotate"}, .backward = {"rotate"},
