@@ -822,6 +822,92 @@ static void test_placement_more(void) {
                (placed[]){{GK_ARG_DLOSS, 0}, {GK_ARG_LOGITS, 2}, {GK_ARG_TARGET, 68}, {GK_ARG_DLOGITS, 2}}, 4);
 }
 
+// Run desc (on WebGPU) with the binding limit lowered to `limit`, its
+// tensors `kinds` filled with 0.5 (indices 0): refused, GK_ERR_UNSUPPORTED
+// with a message naming maxStorageBufferBindingSize (and `names`, where
+// given), nothing written to `out`.
+static void check_refused(const char *what, const gk_op_desc *desc, uint32_t limit, const gk_arg_kind *kinds, int n,
+                          gk_arg_kind out, const char *names) {
+  gk_op_desc d = *desc;
+  d.backend = GK_BACKEND_WEBGPU;
+  gk_plan *plan = NULL;
+  check(gk_plan_create(&d, &plan) == GK_SUCCESS, "%s: plan: %s", what, gk_last_error());
+  gk_arg args[8];
+  gk_buffer *bufs[8] = {0};
+  int64_t numel[8] = {0};
+  for (int i = 0; i < n && plan; i++) {
+    int rank;
+    int64_t shape[GK_MAX_RANK];
+    gk_plan_arg_shape(plan, kinds[i], &rank, shape);
+    gk_dtype dt = expected_arg_dtype(&d, kinds[i]);
+    gk_tensor t;
+    gk_tensor_init(&t, NULL, dt, rank, shape);
+    numel[i] = gk_tensor_numel(&t) * (int64_t)gk_dtype_size(dt) / 4;
+    bufs[i] = filled_buffer(numel[i], is_index_kind(kinds[i]) ? 0.0f : 0.5f);
+    args[i] = (gk_arg){kinds[i], device_tensor(bufs[i], dt, rank, shape)};
+  }
+  if (plan) {
+    gk_webgpu_test_binding_limit(limit);
+    gk_status st = gk_plan_run(plan, args, n, NULL, 0);
+    gk_webgpu_test_binding_limit(0);
+    const char *message = gk_last_error();
+    check(st == GK_ERR_UNSUPPORTED && strstr(message, "maxStorageBufferBindingSize") &&
+              (!names || strstr(message, names)),
+          "%s over the limit: status %d, '%s'", what, st, message);
+    for (int i = 0; i < n; i++)
+      if (kinds[i] == out) check(untouched(bufs[i], numel[i], 0.5f), "%s, refused, wrote %s", what, gk_arg_name(out));
+  }
+  for (int i = 0; i < n; i++)
+    if (bufs[i]) gk_buffer_free(bufs[i]);
+  gk_plan_destroy(plan);
+  configs++;
+}
+
+// Cross-entropy split by rows (45 x 29 logits, 5220 bytes, over `limit`:
+// uneven pieces), forward, backward and fused, each mean and sum, with and
+// without label smoothing and ignored rows: against ref and cpu (the
+// split run's total is its fixed-order sum over all rows: the unsplit
+// run's bits, required in place and between neighbours); a row over the
+// limit refused naming logits.
+static void test_split_cross_entropy(uint32_t limit) {
+  int64_t logits[2] = {45, 29}, wide[3] = {3, 13, 31}, long_rows[2] = {3, 1100};
+  for (int v = 0; v < 4; v++) {
+    gk_op_desc d = make(GK_OP_CROSS_ENTROPY, v == 3 ? 3 : 2, v == 3 ? wide : logits);
+    d.ce.reduction = v & 1 ? GK_REDUCTION_SUM : GK_REDUCTION_MEAN;
+    d.ce.label_smoothing = v ? 0.1 : 0;
+    d.ce.fused_grad = v >= 2;
+    d.ce.grad_scale = 0.75;
+    d.index_dtype = v & 1 ? GK_I64 : GK_I32;
+    g_ignore_frac = v ? 0.3 : 0;
+    g_variant = (const char *[]){"split mean", "split sum smooth", "split mean fused", "split sum fused"}[v];
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  g_ignore_frac = 0.3;
+  gk_op_desc ce = make(GK_OP_CROSS_ENTROPY, 2, logits);
+  ce.index_dtype = GK_I32;
+  ce.ce.fused_grad = 1;
+  ce.ce.label_smoothing = 0.1;
+  ce.ce.grad_scale = 0.5;
+  check_split("cross-entropy fused split, dlogits in logits", &ce, limit,
+              (placed[]){{GK_ARG_LOGITS, 3}, {GK_ARG_TARGET, 1310}, {GK_ARG_LOSS, 1360}, {GK_ARG_DLOGITS, 3}}, 4);
+  gk_op_desc ce_bwd = backward_of(ce);
+  ce_bwd.ce.fused_grad = 0;
+  ce_bwd.ce.reduction = GK_REDUCTION_SUM;
+  ce_bwd.index_dtype = GK_I64;
+  check_split("cross-entropy backward split, neighbours", &ce_bwd, limit,
+              (placed[]){{GK_ARG_DLOSS, 0}, {GK_ARG_LOGITS, 1}, {GK_ARG_TARGET, 1306}, {GK_ARG_DLOGITS, 1396}}, 4);
+  g_ignore_frac = 0;
+  gk_op_desc wide_rows = make(GK_OP_CROSS_ENTROPY, 2, long_rows);
+  wide_rows.index_dtype = GK_I32;
+  wide_rows.ce.fused_grad = 1;
+  wide_rows.ce.grad_scale = 1;
+  check_refused("cross-entropy fused, a row over the limit", &wide_rows, limit,
+                (gk_arg_kind[]){GK_ARG_LOGITS, GK_ARG_TARGET, GK_ARG_LOSS, GK_ARG_DLOGITS}, 4, GK_ARG_DLOGITS,
+                "logits");
+}
+
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
 // elements or rows, pieces ending within 256-byte blocks: far apart,
 // neighbours, in place; and a run that cannot be split refused.
@@ -871,34 +957,11 @@ static void test_split(void) {
               5);
   // LayerNorm's backward with dweight sums over every row: not split, refused with the reason.
   gk_op_desc ln_bwd = backward_of(ln);
-  ln_bwd.backend = GK_BACKEND_WEBGPU;
-  gk_plan *plan = NULL;
-  check(gk_plan_create(&ln_bwd, &plan) == GK_SUCCESS, "layernorm backward plan: %s", gk_last_error());
-  const gk_arg_kind kinds[] = {GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_RSTD, GK_ARG_MEAN, GK_ARG_DX, GK_ARG_DWEIGHT,
-                               GK_ARG_DBIAS};
-  gk_arg args[8];
-  gk_buffer *bufs[8] = {0};
-  for (int i = 0; i < 8 && plan; i++) {
-    int rank;
-    int64_t shape[GK_MAX_RANK];
-    gk_plan_arg_shape(plan, kinds[i], &rank, shape);
-    gk_tensor t;
-    gk_tensor_init(&t, NULL, GK_F32, rank, shape);
-    bufs[i] = filled_buffer(gk_tensor_numel(&t), 0.5f);
-    args[i] = (gk_arg){kinds[i], device_tensor(bufs[i], GK_F32, rank, shape)};
-  }
-  if (plan) {
-    gk_webgpu_test_binding_limit(limit);
-    gk_status st = gk_plan_run(plan, args, 8, NULL, 0);
-    gk_webgpu_test_binding_limit(0);
-    check(st == GK_ERR_UNSUPPORTED && strstr(gk_last_error(), "maxStorageBufferBindingSize"),
-          "layernorm backward with dweight over the limit: status %d, '%s'", st, gk_last_error());
-    check(untouched(bufs[5], 60 * 33, 0.5f), "a refused layernorm backward wrote dx");
-  }
-  for (int i = 0; i < 8; i++)
-    if (bufs[i]) gk_buffer_free(bufs[i]);
-  gk_plan_destroy(plan);
-  configs++;
+  check_refused("layernorm backward with dweight", &ln_bwd, limit,
+                (gk_arg_kind[]){GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_RSTD, GK_ARG_MEAN, GK_ARG_DX, GK_ARG_DWEIGHT,
+                                GK_ARG_DBIAS},
+                8, GK_ARG_DX, NULL);
+  test_split_cross_entropy(limit);
 }
 
 // f16 and bf16: every op family (run_layouts: the first configurations,
