@@ -908,6 +908,84 @@ static void test_split_cross_entropy(uint32_t limit) {
                 "logits");
 }
 
+// The embedding forward of `d` into y, a strided view (rows of D + 3,
+// staged through the arena), with the binding limit at `limit` (0: the
+// device's): every word of y's buffer, gaps included, into `out`.
+static void embedding_strided_y(const gk_op_desc *d, uint32_t limit, float *out) {
+  int64_t P = d->shape[0] * d->shape[1], V = d->embedding.num_embeddings, D = d->embedding.dim, row = D + 3;
+  gk_plan *plan = NULL;
+  check(gk_plan_create(d, &plan) == GK_SUCCESS, "embedding plan: %s", gk_last_error());
+  gk_buffer *w = filled_buffer(V * D, 0), *idx = filled_buffer(P, 0), *y = filled_buffer(P * row, -7);
+  float *wv = malloc((size_t)(V * D) * 4);
+  int32_t *iv = malloc((size_t)P * 4);
+  for (int64_t i = 0; i < V * D; i++) wv[i] = (float)i * 0.25f;
+  for (int64_t q = 0; q < P; q++) iv[q] = (int32_t)((q * 37 + 11) % V);
+  gk_buffer_upload(w, 0, wv, (size_t)(V * D) * 4);
+  gk_buffer_upload(idx, 0, iv, (size_t)P * 4);
+  int64_t wshape[2] = {V, D}, yshape[3] = {d->shape[0], d->shape[1], D};
+  gk_arg args[3] = {{GK_ARG_WEIGHT, device_tensor(w, GK_F32, 2, wshape)},
+                    {GK_ARG_INDEX, device_tensor(idx, GK_I32, 2, d->shape)},
+                    {GK_ARG_Y, device_tensor(y, GK_F32, 3, yshape)}};
+  args[2].tensor.strides[0] = d->shape[1] * row;
+  args[2].tensor.strides[1] = row;
+  gk_webgpu_test_binding_limit(limit);
+  check(plan && gk_plan_run(plan, args, 3, NULL, 0) == GK_SUCCESS, "embedding, y strided: %s", gk_last_error());
+  gk_webgpu_test_binding_limit(0);
+  gk_buffer_download(y, 0, out, (size_t)(P * row) * 4);
+  free(wv);
+  free(iv);
+  gk_buffer_free(w);
+  gk_buffer_free(idx);
+  gk_buffer_free(y);
+  gk_plan_destroy(plan);
+}
+
+// Embedding split by the rows of weight (forward) and dweight (backward):
+// 97 x 13 (5044 bytes, over `limit`, uneven pieces), 21 positions, a
+// padding row: against ref and cpu (and accumulate); the unsplit run's
+// bits with neighbours, and with y strided (staged: a piece writes some of
+// its rows, the others kept, gaps untouched); indices and y over the limit
+// (not split) refused naming y.
+static void test_split_embedding(uint32_t limit) {
+  int64_t positions[2] = {3, 7}, many[2] = {40, 30};
+  for (int i64 = 0; i64 < 2; i64++) {
+    gk_op_desc d = make(GK_OP_EMBEDDING, 2, positions);
+    d.embedding.num_embeddings = 97;
+    d.embedding.dim = 13;
+    d.embedding.padding_idx = i64 ? 5 : -1;
+    d.index_dtype = i64 ? GK_I64 : GK_I32;
+    g_variant = i64 ? "split i64 padding" : "split i32";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc emb = make(GK_OP_EMBEDDING, 2, positions);
+  emb.embedding.num_embeddings = 97;
+  emb.embedding.dim = 13;
+  emb.embedding.padding_idx = 2;
+  emb.index_dtype = GK_I32;
+  check_split("embedding split, neighbours", &emb, limit,
+              (placed[]){{GK_ARG_INDEX, 0}, {GK_ARG_WEIGHT, 21}, {GK_ARG_Y, 1282}}, 3);
+  gk_op_desc emb_bwd = backward_of(emb);
+  emb_bwd.index_dtype = GK_I64;
+  check_split("embedding backward split, neighbours", &emb_bwd, limit,
+              (placed[]){{GK_ARG_INDEX, 0}, {GK_ARG_DY, 42}, {GK_ARG_DWEIGHT, 315}}, 3);
+  gk_op_desc strided = emb;
+  strided.backend = GK_BACKEND_WEBGPU;
+  float whole_run[21 * 16], split_run[21 * 16];
+  embedding_strided_y(&strided, 0, whole_run);
+  embedding_strided_y(&strided, limit, split_run);
+  check(!memcmp(whole_run, split_run, sizeof whole_run), "embedding split, y strided: differs from the unsplit run");
+  configs++;
+  gk_op_desc long_emb = make(GK_OP_EMBEDDING, 2, many);
+  long_emb.embedding.num_embeddings = 97;
+  long_emb.embedding.dim = 13;
+  long_emb.embedding.padding_idx = -1;
+  long_emb.index_dtype = GK_I32;
+  check_refused("embedding, y over the limit", &long_emb, limit,
+                (gk_arg_kind[]){GK_ARG_WEIGHT, GK_ARG_INDEX, GK_ARG_Y}, 3, GK_ARG_Y, "y");
+}
+
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
 // elements or rows, pieces ending within 256-byte blocks: far apart,
 // neighbours, in place; and a run that cannot be split refused.
@@ -962,6 +1040,7 @@ static void test_split(void) {
                                 GK_ARG_DBIAS},
                 8, GK_ARG_DX, NULL);
   test_split_cross_entropy(limit);
+  test_split_embedding(limit);
 }
 
 // f16 and bf16: every op family (run_layouts: the first configurations,

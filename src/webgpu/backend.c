@@ -545,7 +545,7 @@ static gk_status execute(const gk_plan *plan, const wg_run *r, int first, int en
   gk_status s = wg_arena_reserve(r->words);
   if (s != GK_SUCCESS) return s;
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (r->staged[k] && bound[k] && (!plan->args[k].is_output || plan->desc.accumulate))
+    if (r->staged[k] && bound[k] && (!plan->args[k].is_output || plan->desc.accumulate || r->partial_outputs))
       s = wg_stage(args[k], r->stage_at[k], true);
   for (int i = first; i < end && s == GK_SUCCESS; i++) {
     const wg_pass_t *ps = &r->pass[i];
@@ -573,12 +573,14 @@ static gk_status execute(const gk_plan *plan, const wg_run *r, int first, int en
 // with the whole tensors, the stand-ins of absent ones and the 256-byte
 // alignments, within the binding limit; 0 where the family splits none of
 // the tensors. Refused, naming the tensor: a tensor to be split that is
-// strided, or a unit that does not fit.
+// strided, tensors bound whole that leave no room, or a unit that does not
+// fit.
 static gk_status piece_units(const gk_plan *plan, const gk_tensor *const *args, const int64_t *per_unit,
                              int64_t *step) {
   const char *family = wg_family_of(plan)->name;
-  uint64_t fixed = 256 * 4, per = 0, widest = 0;  // (the stand-ins of absent tensors: wg_pass_bound, 3 at most)
-  int widest_kind = 0;
+  // (fixed: the stand-ins of absent tensors, wg_pass_bound, 3 at most)
+  uint64_t fixed = 256 * 4, per = 0, widest = 0, largest = 0;
+  int widest_kind = 0, largest_kind = 0;
   *step = 0;
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
     if (!args[k]) continue;
@@ -593,16 +595,25 @@ static gk_status piece_units(const gk_plan *plan, const gk_tensor *const *args, 
       widest_kind = k;
     }
     per += unit;
-    if (!per_unit[k]) fixed += (uint64_t)gk_tensor_numel(args[k]) * size;
-    fixed += 256;
+    uint64_t whole = per_unit[k] ? 0 : (uint64_t)gk_tensor_numel(args[k]) * size;
+    if (whole > largest) {
+      largest = whole;
+      largest_kind = k;
+    }
+    fixed += whole + 256;
   }
   uint64_t limit = binding_limit();
   if (!per) return GK_SUCCESS;
-  if (limit <= fixed || (limit - fixed) / per == 0)
+  if (limit <= fixed)
     return gk_fail(GK_ERR_UNSUPPORTED,
-                   "webgpu: %s: one unit of the split run (%s: %llu bytes; %llu bytes with the other tensors split) "
-                   "and what every piece binds whole (%llu bytes) are over the device's "
-                   "maxStorageBufferBindingSize %u",
+                   "webgpu: %s: what every piece of the split run binds whole (%s: %llu bytes; %llu in all) is over "
+                   "the device's maxStorageBufferBindingSize %u",
+                   family, gk_arg_name((gk_arg_kind)largest_kind), (unsigned long long)largest,
+                   (unsigned long long)fixed, binding_limit());
+  if ((limit - fixed) / per == 0)
+    return gk_fail(GK_ERR_UNSUPPORTED,
+                   "webgpu: %s: one unit of the split run (%s: %llu bytes; %llu with the other tensors split) and "
+                   "what every piece binds whole (%llu bytes) are over the device's maxStorageBufferBindingSize %u",
                    family, gk_arg_name((gk_arg_kind)widest_kind), (unsigned long long)widest,
                    (unsigned long long)per, (unsigned long long)fixed, binding_limit());
   *step = (int64_t)((limit - fixed) / per);

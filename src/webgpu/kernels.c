@@ -431,9 +431,11 @@ static int64_t split_cross_entropy(const gk_plan *plan, int64_t *per_unit) {
 }
 
 // ---------------------------------------------------------------- embedding
+// A piece of a split run (split_embedding) covers rows first_unit .. of
+// the weight (dweight): r->units of them.
 static gk_status plan_embedding(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t P = prod(d->shape, 0, d->rank), V = d->embedding.num_embeddings, D = d->embedding.dim;
+  int64_t P = prod(d->shape, 0, d->rank), V = r->units, D = d->embedding.dim;
   bool fwd = d->direction == GK_FORWARD;
   static const gk_arg_kind forward[] = {GK_ARG_INDEX, GK_ARG_WEIGHT, GK_ARG_Y},
                            backward[] = {GK_ARG_INDEX, GK_ARG_DY, GK_ARG_DWEIGHT};
@@ -446,7 +448,18 @@ static gk_status plan_embedding(const gk_plan *plan, wg_run *r) {
   p[8] = index_words(d);
   p[9] = (uint32_t)(int32_t)d->embedding.padding_idx;
   p[10] = (uint32_t)d->accumulate;
+  p[11] = (uint32_t)r->first_unit;
+  // A forward piece writes only the rows of y whose index is among its weight rows.
+  r->partial_outputs = fwd && V < r->all_units;
   return GK_SUCCESS;
+}
+// Split by the rows of weight (forward) or dweight (backward), D elements
+// each; the indices, y and dy whole: each piece copies, or sums in full,
+// the rows it covers, so a split run's bits are the unsplit run's.
+static int64_t split_embedding(const gk_plan *plan, int64_t *per_unit) {
+  const gk_op_desc *d = &plan->desc;
+  per_unit[d->direction == GK_FORWARD ? GK_ARG_WEIGHT : GK_ARG_DWEIGHT] = d->embedding.dim;
+  return d->embedding.num_embeddings;
 }
 
 // ---------------------------------------------------------------- RoPE
@@ -721,7 +734,8 @@ static const wg_family cross_entropy = {.name = "cross_entropy", .source = gk_wg
                                         .decline = decline_cross_entropy, .plan = plan_cross_entropy, .bound = true,
                                         .split = split_cross_entropy};
 static const wg_family embedding = {.name = "embedding", .source = gk_wgsl_embedding, .forward = {"forward"},
-                                    .backward = {"backward"}, .plan = plan_embedding, .bound = true};
+                                    .backward = {"backward"}, .plan = plan_embedding, .bound = true,
+                                    .split = split_embedding};
 static const wg_family rope = {.name = "rope", .source = gk_wgsl_rope, .forward = {"rotate"}, .backward = {"rotate"},
                                .plan = plan_rope, .constants = rope_constants, .bound = true};
 static const wg_family attention = {.name = "attention", .source = gk_wgsl_attention, .forward = {"forward"},

@@ -49,6 +49,7 @@ typedef struct wg_run {
   uint32_t run_scratch;        // a split run's buffer for wg_bound_scratch, shared by its pieces (0: the arena)
   bool oversized;              // a tensor's range is over the binding limit
   bool packed;                 // f16/bf16 tensors bound where they lie, two elements a word (wg_family.packed)
+  bool partial_outputs;        // a piece writes part of an output bound whole: staged outputs staged in too
   wg_pass_t pass[WG_MAX_PASSES];
   int npass;
   bool overflow;
