@@ -986,6 +986,41 @@ static void test_split_embedding(uint32_t limit) {
                 (gk_arg_kind[]){GK_ARG_WEIGHT, GK_ARG_INDEX, GK_ARG_Y}, 3, GK_ARG_Y, "y");
 }
 
+// Linear split by output feature (5 x 7 -> 211: W 5908 bytes, y 4220;
+// 3 x 4 x 8 -> 150, K a multiple of 4; over `limit`, uneven pieces), with
+// and without bias: against ref and cpu (and accumulate); the unsplit
+// run's bits (dx's sums carried from piece to piece, y's and dy's columns
+// staged a row at a time) with neighbours; x over the limit refused
+// naming x.
+static void test_split_linear(uint32_t limit) {
+  struct { int rank; int64_t shape[3], n; } lin[] = {{2, {5, 7}, 211}, {3, {3, 4, 8}, 150}};
+  for (int v = 0; v < 3; v++) {
+    gk_op_desc d = make(GK_OP_LINEAR, lin[v / 2].rank, lin[v / 2].shape);
+    d.linear.out_features = lin[v / 2].n;
+    d.linear.has_bias = v != 0;
+    g_variant = v ? "split bias" : "split";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  int64_t x[2] = {5, 7}, wide[2] = {3, 1100};
+  gk_op_desc lin_fwd = make(GK_OP_LINEAR, 2, x);
+  lin_fwd.linear.out_features = 211;
+  lin_fwd.linear.has_bias = 1;
+  check_split("linear split, neighbours", &lin_fwd, limit,
+              (placed[]){{GK_ARG_X, 0}, {GK_ARG_WEIGHT, 35}, {GK_ARG_BIAS, 1512}, {GK_ARG_Y, 1723}}, 4);
+  gk_op_desc lin_bwd = backward_of(lin_fwd);
+  check_split("linear backward split, neighbours", &lin_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 1056}, {GK_ARG_WEIGHT, 1091}, {GK_ARG_DX, 2568},
+                         {GK_ARG_DWEIGHT, 2603}, {GK_ARG_DBIAS, 4080}},
+              6);
+  gk_op_desc long_x = make(GK_OP_LINEAR, 2, wide);
+  long_x.linear.out_features = 5;
+  long_x.linear.has_bias = 0;
+  check_refused("linear, x over the limit", &long_x, limit, (gk_arg_kind[]){GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_Y}, 3,
+                GK_ARG_Y, "x");
+}
+
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
 // elements or rows, pieces ending within 256-byte blocks: far apart,
 // neighbours, in place; and a run that cannot be split refused.
@@ -1041,6 +1076,7 @@ static void test_split(void) {
                 8, GK_ARG_DX, NULL);
   test_split_cross_entropy(limit);
   test_split_embedding(limit);
+  test_split_linear(limit);
 }
 
 // f16 and bf16: every op family (run_layouts: the first configurations,

@@ -295,6 +295,19 @@ gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
     else gkwg_buffer_copy(arena->id, slot * 4, id, (uint32_t)offset, bytes);
     return GK_SUCCESS;
   }
+  // Contiguous rows in a buffer over the binding limit (a piece's columns
+  // of a split run's tensor, wg_run_kernel), which the shaders could not
+  // bind: a copy a row.
+  if (!half && t->rank == 2 && t->strides[1] == 1 && ((wg_buffer *)handle)->capacity > binding_limit()) {
+    uint32_t row_bytes = (uint32_t)(t->shape[1] * ew * 4);
+    for (int64_t i = 0; i < t->shape[0]; i++) {
+      uint32_t at = (uint32_t)(offset + (size_t)(i * t->strides[0] * ew * 4));
+      uint32_t in_slot = slot * 4 + (uint32_t)i * row_bytes;
+      if (into_arena) gkwg_buffer_copy(id, at, arena->id, in_slot, row_bytes);
+      else gkwg_buffer_copy(arena->id, in_slot, id, at, row_bytes);
+    }
+    return GK_SUCCESS;
+  }
   if (!stage_pipelines[GATHER]) {
     static const char *const entries[STAGE_ENTRIES] = {"gather", "scatter", "scatter16", "scatter16_words"};
     for (int e = 0; e < STAGE_ENTRIES; e++) stage_pipelines[e] = wg_pipeline_create(gk_wgsl_stage, entries[e], "");
@@ -576,7 +589,7 @@ static gk_status execute(const gk_plan *plan, const wg_run *r, int first, int en
 // strided, tensors bound whole that leave no room, or a unit that does not
 // fit.
 static gk_status piece_units(const gk_plan *plan, const gk_tensor *const *args, const int64_t *per_unit,
-                             int64_t *step) {
+                             const int64_t *outer, int64_t *step) {
   const char *family = wg_family_of(plan)->name;
   // (fixed: the stand-ins of absent tensors, wg_pass_bound, 3 at most)
   uint64_t fixed = 256 * 4, per = 0, widest = 0, largest = 0;
@@ -584,7 +597,7 @@ static gk_status piece_units(const gk_plan *plan, const gk_tensor *const *args, 
   *step = 0;
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
     if (!args[k]) continue;
-    uint64_t size = (uint64_t)slot_words(args[k]->dtype) * 4, unit = (uint64_t)per_unit[k] * size;
+    uint64_t size = (uint64_t)slot_words(args[k]->dtype) * 4, unit = (uint64_t)(outer[k] * per_unit[k]) * size;
     if (per_unit[k] && !gk_tensor_is_contiguous(args[k]))
       return gk_fail(GK_ERR_UNSUPPORTED,
                      "webgpu: %s: the run is over the device's maxStorageBufferBindingSize %u and %s is strided "
@@ -623,15 +636,18 @@ static gk_status piece_units(const gk_plan *plan, const gk_tensor *const *args, 
 static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, void *workspace) {
   (void)workspace;
   const wg_family *f = wg_family_of(plan);
-  int64_t per_unit[GK_ARG_COUNT_] = {0}, units = f->split ? f->split(plan, per_unit) : 0, step = 0;
+  int64_t per_unit[GK_ARG_COUNT_] = {0}, outer[GK_ARG_COUNT_], step = 0;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) outer[k] = 1;
+  int64_t units = f->split ? f->split(plan, per_unit, outer) : 0;
   wg_run r;
   gk_status s = prepare(plan, args, 0, units, units, 0, &r);
   if (s == GK_SUCCESS && f->split && (r.oversized || r.words * 4 > binding_limit()))
-    s = piece_units(plan, args, per_unit, &step);
+    s = piece_units(plan, args, per_unit, outer, &step);
   if (s != GK_SUCCESS) return s;
   if (step == 0 || step >= units) return execute(plan, &r, 0, r.npass);
-  // Over the binding limit: in pieces of whole units (elements, rows), each
-  // binding sub-ranges of the tensors split (per_unit: elements a unit),
+  // Over the binding limit: in pieces of whole units (elements, rows,
+  // columns), each binding sub-ranges of the tensors split (per_unit:
+  // elements a unit; in each of outer rows, a strided view, staged),
   // the others whole, as a run of its own (placed, staged where it must be);
   // a run of passes after the other over every piece, a whole pass once.
   // The scratch (its whole run's size) is one buffer for every piece.
@@ -659,9 +675,11 @@ static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, v
       for (int k = 0; k < GK_ARG_COUNT_; k++) {
         piece[k] = args[k];
         if (!args[k] || !per_unit[k]) continue;
-        int64_t n = count * per_unit[k];
+        // (outer[k] rows of count x per_unit[k] elements, units x per_unit[k] apart)
+        int64_t shape[2] = {outer[k], count * per_unit[k]};
         char *at = (char *)args[k]->data + u0 * per_unit[k] * (int64_t)gk_dtype_size(args[k]->dtype);
-        gk_tensor_init(&view[k], at, args[k]->dtype, 1, &n);
+        gk_tensor_init(&view[k], at, args[k]->dtype, outer[k] > 1 ? 2 : 1, outer[k] > 1 ? shape : shape + 1);
+        if (outer[k] > 1) view[k].strides[0] = units * per_unit[k];
         view[k].device = args[k]->device;
         view[k].device_id = args[k]->device_id;
         piece[k] = &view[k];

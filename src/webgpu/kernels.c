@@ -57,7 +57,8 @@ static int64_t split_elementwise(const gk_plan *plan, gk_arg_kind of, int64_t *p
   for (int k = 0; k < GK_ARG_COUNT_; k++) per_unit[k] = 1;
   return numel_of(plan, of);
 }
-static int64_t split_activation(const gk_plan *plan, int64_t *per_unit) {
+static int64_t split_activation(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
   return split_elementwise(plan, gk_activation_saved(&plan->desc), per_unit);
 }
 // Every tensor of an activation has the description's shape: packed always.
@@ -108,7 +109,8 @@ static gk_status plan_gated(const gk_plan *plan, wg_run *r) {
 }
 // Split by elements (two tensors) or by the index before the split dim (a
 // unit: both halves of x and dx, one half's worth of y and dy).
-static int64_t split_gated(const gk_plan *plan, int64_t *per_unit) {
+static int64_t split_gated(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
   const gk_op_desc *d = &plan->desc;
   if (d->gated.form != GK_GATED_SPLIT) return split_elementwise(plan, GK_ARG_X, per_unit);
   int64_t half = gated_half(d);
@@ -200,7 +202,8 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
 }
 
 // Split by elements when nothing is broadcast.
-static int64_t split_binary(const gk_plan *plan, int64_t *per_unit) {
+static int64_t split_binary(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
   const gk_op_desc *d = &plan->desc;
   if (!unbroadcast(d)) return 0;
   split_elementwise(plan, GK_ARG_A, per_unit);
@@ -245,7 +248,8 @@ static void norm_overrides(const gk_plan *plan, char *text, size_t cap) {
 // Split by rows: x, y, dy, dx a row a unit, mean and rstd one word, the
 // parameters whole; not the backward with parameter gradients, whose sums
 // run over every row.
-static int64_t split_norm(const gk_plan *plan, int64_t *per_unit) {
+static int64_t split_norm(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
   const gk_op_desc *d = &plan->desc;
   int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank);
   if (d->direction == GK_BACKWARD && (d->norm.has_weight || (d->op == GK_OP_LAYERNORM && d->norm.has_bias))) {
@@ -280,7 +284,8 @@ static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 // Split by the leading dims (a unit: one (len, inner) slab).
-static int64_t split_softmax(const gk_plan *plan, int64_t *per_unit) {
+static int64_t split_softmax(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
   const gk_op_desc *d = &plan->desc;
   int dim = norm_dim(d->softmax.dim, d->rank);
   for (int k = 0; k < GK_ARG_COUNT_; k++) per_unit[k] = prod(d->shape, dim, d->rank);
@@ -295,7 +300,7 @@ static void softmax_overrides(const gk_plan *plan, char *text, size_t cap) {
 typedef struct gemm {
   uint32_t a, b, c, bias;
   int64_t M, N, K, batches, kb;
-  int has_bias, accumulate;
+  int has_bias, accumulate, carry;
   int64_t a_bs, a_kbs, a_rs, a_cs, b_bs, b_kbs, b_rs, b_cs, c_bs, c_rs, c_cs;
 } gemm;
 
@@ -316,7 +321,7 @@ static void product(wg_run *r, gemm g) {
   if (g.M == 0 || g.N == 0 || g.batches == 0) return;
   uint32_t *p = wg_pass(r, product_by_vec4(&g) ? PRODUCT_VEC4 : PRODUCT,
                         (uint64_t)(gk_ceil_div(g.M, 32) * gk_ceil_div(g.N, 32) * g.batches));
-  const int64_t words[] = {g.a, g.b, g.c, g.bias, g.M, g.N, g.K, g.batches, g.kb, g.has_bias, g.accumulate, 0,
+  const int64_t words[] = {g.a, g.b, g.c, g.bias, g.M, g.N, g.K, g.batches, g.kb, g.has_bias, g.accumulate, g.carry,
                            g.a_bs, g.a_kbs, g.a_rs, g.a_cs, g.b_bs, g.b_kbs, g.b_rs, g.b_cs, g.c_bs, g.c_rs, g.c_cs};
   for (size_t i = 0; i < sizeof words / sizeof *words; i++) p[i] = (uint32_t)words[i];
 }
@@ -333,9 +338,13 @@ static void column_sum(wg_run *r, uint32_t dy, uint32_t dbias, int64_t M, int64_
 }
 
 // y (R x N) = x (R x K) W^T + b;  dx = dy W;  dW (+)= dy^T x;  db (+)= column sums of dy.
+// A piece of a split run (split_linear) covers the output features
+// first_unit .. + units (N of them here): those columns of y and dy, rows
+// of W and dW, elements of b and db; its dx product goes on with the sums
+// the pieces before it left in dx (carry, dx staged in).
 static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t K = d->shape[d->rank - 1], R = prod(d->shape, 0, d->rank - 1), N = d->linear.out_features;
+  int64_t K = d->shape[d->rank - 1], R = prod(d->shape, 0, d->rank - 1), N = r->units;
   const uint32_t *s = r->slot;
   if (d->direction == GK_FORWARD) {
     product(r, (gemm){.a = s[GK_ARG_X], .b = s[GK_ARG_WEIGHT], .c = s[GK_ARG_Y], .bias = s[GK_ARG_BIAS], .M = R,
@@ -343,13 +352,27 @@ static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
                       .b_rs = 1, .b_cs = K, .c_rs = N, .c_cs = 1});
     return GK_SUCCESS;
   }
+  bool carry = r->first_unit > 0;
+  r->partial_outputs = carry;
   product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_WEIGHT], .c = s[GK_ARG_DX], .M = R, .N = K, .K = N,
-                    .batches = 1, .kb = 1, .a_rs = N, .a_cs = 1, .b_rs = K, .b_cs = 1, .c_rs = K, .c_cs = 1});
+                    .batches = 1, .kb = 1, .carry = carry, .a_rs = N, .a_cs = 1, .b_rs = K, .b_cs = 1, .c_rs = K,
+                    .c_cs = 1});
   product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_X], .c = s[GK_ARG_DWEIGHT], .M = N, .N = K, .K = R,
                     .batches = 1, .kb = 1, .accumulate = d->accumulate, .a_rs = 1, .a_cs = N, .b_rs = K, .b_cs = 1,
                     .c_rs = K, .c_cs = 1});
   if (d->linear.has_bias) column_sum(r, s[GK_ARG_DY], s[GK_ARG_DBIAS], R, N, d->accumulate);
   return GK_SUCCESS;
+}
+// Split by output feature: rows of W and dW (K elements), elements of b
+// and db, a column of y and dy in each of their R rows; x and dx whole.
+// Each piece's dW and db sums run over every row; dx's sum over the
+// features carries from piece to piece in order: the unsplit run's bits.
+static int64_t split_linear(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  const gk_op_desc *d = &plan->desc;
+  per_unit[GK_ARG_WEIGHT] = per_unit[GK_ARG_DWEIGHT] = d->shape[d->rank - 1];
+  per_unit[GK_ARG_BIAS] = per_unit[GK_ARG_DBIAS] = per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = 1;
+  outer[GK_ARG_Y] = outer[GK_ARG_DY] = prod(d->shape, 0, d->rank - 1);
+  return d->linear.out_features;
 }
 
 // Y = op(A) op(B) per batch; dA = dY op(B)^T, dB = op(A)^T dY (summed over
@@ -423,7 +446,8 @@ static gk_status plan_cross_entropy(const gk_plan *plan, wg_run *r) {
 // and dloss whole. The per-row losses of every piece stay in the run's
 // scratch for total, one fixed-order sum over all rows: the split run's
 // bits are the unsplit run's.
-static int64_t split_cross_entropy(const gk_plan *plan, int64_t *per_unit) {
+static int64_t split_cross_entropy(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
   const gk_op_desc *d = &plan->desc;
   per_unit[GK_ARG_LOGITS] = per_unit[GK_ARG_DLOGITS] = d->shape[d->rank - 1];
   per_unit[GK_ARG_TARGET] = 1;
@@ -456,7 +480,8 @@ static gk_status plan_embedding(const gk_plan *plan, wg_run *r) {
 // Split by the rows of weight (forward) or dweight (backward), D elements
 // each; the indices, y and dy whole: each piece copies, or sums in full,
 // the rows it covers, so a split run's bits are the unsplit run's.
-static int64_t split_embedding(const gk_plan *plan, int64_t *per_unit) {
+static int64_t split_embedding(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
   const gk_op_desc *d = &plan->desc;
   per_unit[d->direction == GK_FORWARD ? GK_ARG_WEIGHT : GK_ARG_DWEIGHT] = d->embedding.dim;
   return d->embedding.num_embeddings;
@@ -724,7 +749,8 @@ static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .subgroup
                                .backward = {"backward_dx", "backward_params"}, .plan = plan_norm,
                                .overrides = norm_overrides, .bound = true, .split = split_norm};
 static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .forward = {"product", "product_vec4"},
-                                 .backward = {"product", "product_vec4", "column_sum"}, .plan = plan_linear};
+                                 .backward = {"product", "product_vec4", "column_sum"}, .plan = plan_linear,
+                                 .split = split_linear};
 static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .forward = {"product", "product_vec4"},
                                  .backward = {"product", "product_vec4"}, .plan = plan_matmul};
 static const wg_family cross_entropy = {.name = "cross_entropy", .source = gk_wgsl_cross_entropy,

@@ -49,7 +49,7 @@ typedef struct wg_run {
   uint32_t run_scratch;        // a split run's buffer for wg_bound_scratch, shared by its pieces (0: the arena)
   bool oversized;              // a tensor's range is over the binding limit
   bool packed;                 // f16/bf16 tensors bound where they lie, two elements a word (wg_family.packed)
-  bool partial_outputs;        // a piece writes part of an output bound whole: staged outputs staged in too
+  bool partial_outputs;        // a piece keeps, or adds to, what an output holds: staged outputs staged in too
   wg_pass_t pass[WG_MAX_PASSES];
   int npass;
   bool overflow;
@@ -98,13 +98,16 @@ typedef struct wg_family {
   // made with wg_pass_bound), so contiguous tensors are read and written
   // where they lie instead of being copied through the arena.
   bool bound;
-  // Bound families whose run can be split (NULL: it cannot): the units
-  // (elements, rows) a run covers, and for each tensor kind the elements
-  // of one unit (0: bound whole by every piece). A run whose tensors'
-  // ranges or arena are over maxStorageBufferBindingSize runs in pieces of
-  // whole units (wg_run_kernel); plan() then covers r->units units of
-  // tensors that start at the piece (r->first_unit of r->all_units).
-  int64_t (*split)(const gk_plan *plan, int64_t *per_unit);
+  // Families whose run can be split (NULL: it cannot): the units
+  // (elements, rows, columns) a run covers, and for each tensor kind the
+  // elements of one unit (0: bound whole by every piece) in each of its
+  // outer[k] blocks (filled with 1 before: a tensor of outer[k] rows of
+  // units x per_unit[k] elements, a piece taking the same columns of every
+  // row, a strided view). A run whose tensors' ranges or arena are over
+  // maxStorageBufferBindingSize runs in pieces of whole units
+  // (wg_run_kernel); plan() then covers r->units units of tensors that
+  // start at the piece (r->first_unit of r->all_units).
+  int64_t (*split)(const gk_plan *plan, int64_t *per_unit, int64_t *outer);
   // Bound families whose shaders also take f16/bf16 tensors where they lie
   // (NULL: never): whether they do for this description. Each entry point
   // then has a twin "<entry>16" (override HALF: 1 f16, 2 bf16) reading and
