@@ -1021,6 +1021,32 @@ static void test_split_linear(uint32_t limit) {
                 GK_ARG_Y, "x");
 }
 
+// Matmul split by column of Y (2 x 5 x 7 @ 7 x 211: B 5908 bytes shared,
+// twice that a batch each, Y 8440; over `limit`, uneven pieces): plain, B
+// transposed, B shared, A and B transposed with B shared, against ref and
+// cpu (and accumulate); the unsplit run's bits (dA's sums carried) with
+// neighbours.
+static void test_split_matmul(uint32_t limit) {
+  int64_t a[3] = {2, 5, 7};
+  for (int v = 0; v < 4; v++) {
+    gk_op_desc d = make(GK_OP_MATMUL, 3, a);
+    d.matmul.n = 211;
+    d.matmul.trans_a = v == 3;
+    d.matmul.trans_b = v == 1 || v == 3;
+    d.matmul.shared_b = v >= 2;
+    g_variant = (const char *[]){"split", "split tb", "split shared", "split ta tb shared"}[v];
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc mm = make(GK_OP_MATMUL, 3, a);
+  mm.matmul.n = 211;
+  gk_op_desc mm_bwd = backward_of(mm);
+  check_split("matmul backward split, neighbours", &mm_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 2111}, {GK_ARG_B, 2181}, {GK_ARG_DA, 5135}, {GK_ARG_DB, 5205}},
+              5);
+}
+
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
 // elements or rows, pieces ending within 256-byte blocks: far apart,
 // neighbours, in place; and a run that cannot be split refused.
@@ -1077,6 +1103,7 @@ static void test_split(void) {
   test_split_cross_entropy(limit);
   test_split_embedding(limit);
   test_split_linear(limit);
+  test_split_matmul(limit);
 }
 
 // f16 and bf16: every op family (run_layouts: the first configurations,

@@ -376,11 +376,14 @@ static int64_t split_linear(const gk_plan *plan, int64_t *per_unit, int64_t *out
 }
 
 // Y = op(A) op(B) per batch; dA = dY op(B)^T, dB = op(A)^T dY (summed over
-// the batch when B is shared), each written in its operand's layout.
+// the batch when B is shared), each written in its operand's layout. A
+// piece of a split run (split_matmul) covers the columns first_unit .. +
+// units (N of them here) of Y, dY, op(B) and its gradient; its dA product
+// goes on with the sums the pieces before it left in dA (carry).
 static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int ta = d->matmul.trans_a, tb = d->matmul.trans_b, shared = d->matmul.shared_b;
-  int64_t M = d->shape[d->rank - 2 + ta], K = d->shape[d->rank - 1 - ta], N = d->matmul.n;
+  int64_t M = d->shape[d->rank - 2 + ta], K = d->shape[d->rank - 1 - ta], N = r->units;
   int64_t nb = prod(d->shape, 0, d->rank - 2);
   int64_t a_bs = M * K, b_bs = shared ? 0 : K * N, y_bs = M * N;
   // op(A)[i, k] and op(B)[k, j] as (row, column) strides.
@@ -393,9 +396,11 @@ static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
     return GK_SUCCESS;
   }
   // dA[i, k] = sum_j dY[i, j] op(B)[k, j]: written at A's (i, k) strides.
+  bool carry = r->first_unit > 0;
+  r->partial_outputs = carry;
   product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_B], .c = s[GK_ARG_DA], .M = M, .N = K, .K = N, .batches = nb,
-                    .kb = 1, .a_bs = y_bs, .a_rs = N, .a_cs = 1, .b_bs = b_bs, .b_rs = b_cs, .b_cs = b_rs,
-                    .c_bs = a_bs, .c_rs = a_rs, .c_cs = a_cs});
+                    .kb = 1, .carry = carry, .a_bs = y_bs, .a_rs = N, .a_cs = 1, .b_bs = b_bs, .b_rs = b_cs,
+                    .b_cs = b_rs, .c_bs = a_bs, .c_rs = a_rs, .c_cs = a_cs});
   // dB[k, j] = sum_i op(A)[i, k] dY[i, j]: written at B's (k, j) strides.
   gemm g = {.a = s[GK_ARG_A], .b = s[GK_ARG_DY], .c = s[GK_ARG_DB], .M = K, .N = N, .K = M, .batches = nb, .kb = 1,
             .a_bs = a_bs, .a_rs = a_cs, .a_cs = a_rs, .b_bs = y_bs, .b_rs = N, .b_cs = 1, .c_bs = b_bs,
@@ -409,6 +414,22 @@ static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
   }
   product(r, g);
   return GK_SUCCESS;
+}
+// Split by column of Y: a column of Y and dY in each of their rows, of
+// op(B) and dB in each of theirs (a row of K elements of B stored
+// transposed); A and dA whole. Each piece's dB sums run over every row
+// (and batch); dA's over the columns carry from piece to piece in order:
+// the unsplit run's bits.
+static int64_t split_matmul(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  const gk_op_desc *d = &plan->desc;
+  int ta = d->matmul.trans_a, tb = d->matmul.trans_b;
+  int64_t M = d->shape[d->rank - 2 + ta], K = d->shape[d->rank - 1 - ta];
+  int64_t nb = prod(d->shape, 0, d->rank - 2), b_batches = d->matmul.shared_b ? 1 : nb;
+  per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = 1;
+  outer[GK_ARG_Y] = outer[GK_ARG_DY] = nb * M;
+  per_unit[GK_ARG_B] = per_unit[GK_ARG_DB] = tb ? K : 1;
+  outer[GK_ARG_B] = outer[GK_ARG_DB] = tb ? b_batches : b_batches * K;
+  return d->matmul.n;
 }
 
 // ---------------------------------------------------------------- cross-entropy
@@ -752,7 +773,8 @@ static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .fo
                                  .backward = {"product", "product_vec4", "column_sum"}, .plan = plan_linear,
                                  .split = split_linear};
 static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .forward = {"product", "product_vec4"},
-                                 .backward = {"product", "product_vec4"}, .plan = plan_matmul};
+                                 .backward = {"product", "product_vec4"}, .plan = plan_matmul,
+                                 .split = split_matmul};
 static const wg_family cross_entropy = {.name = "cross_entropy", .source = gk_wgsl_cross_entropy,
                                         .subgroup_source = gk_wgsl_cross_entropy_subgroups,
                                         .forward = {"per_row", "total", "grad"},
