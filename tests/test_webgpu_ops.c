@@ -863,6 +863,41 @@ static void check_refused(const char *what, const gk_op_desc *desc, uint32_t lim
   configs++;
 }
 
+// The norms' backward with parameter gradients split by rows (150 x 9,
+// 300 x 5: 5400, 6000 bytes, over `limit`, uneven pieces; each piece's
+// sums of dweight and dbias as partials, added up in piece order: the
+// unsplit run's values within the tolerance, not its bits): LayerNorm
+// with weight and bias, RMSNorm with weight, against ref and cpu (and
+// accumulate); a row over the limit refused naming x, and partials over
+// it (60 x 33: 30 pieces of 66 words) refused.
+static void test_split_norm_params(uint32_t limit) {
+  int64_t rows[2][2] = {{150, 9}, {300, 5}}, wide[2] = {3, 1100}, narrow[2] = {60, 33};
+  for (int ln = 0; ln < 2; ln++) {
+    gk_op_desc d = make(ln ? GK_OP_LAYERNORM : GK_OP_RMSNORM, 2, rows[ln]);
+    d.norm.normalized_rank = 1;
+    d.norm.has_weight = 1;
+    d.norm.has_bias = ln;
+    g_variant = "split";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc wide_bwd = backward_of(make(GK_OP_LAYERNORM, 2, wide));
+  wide_bwd.norm.normalized_rank = 1;
+  wide_bwd.norm.has_weight = wide_bwd.norm.has_bias = 1;
+  check_refused("layernorm backward, a row over the limit", &wide_bwd, limit,
+                (gk_arg_kind[]){GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_RSTD, GK_ARG_MEAN, GK_ARG_DX, GK_ARG_DWEIGHT,
+                                GK_ARG_DBIAS},
+                8, GK_ARG_DX, "x");
+  gk_op_desc many_bwd = backward_of(make(GK_OP_LAYERNORM, 2, narrow));
+  many_bwd.norm.normalized_rank = 1;
+  many_bwd.norm.has_weight = many_bwd.norm.has_bias = 1;
+  check_refused("layernorm backward, partials over the limit", &many_bwd, limit,
+                (gk_arg_kind[]){GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_RSTD, GK_ARG_MEAN, GK_ARG_DX, GK_ARG_DWEIGHT,
+                                GK_ARG_DBIAS},
+                8, GK_ARG_DX, "scratch");
+}
+
 // Cross-entropy split by rows (45 x 29 logits, 5220 bytes, over `limit`:
 // uneven pieces), forward, backward and fused, each mean and sum, with and
 // without label smoothing and ignored rows: against ref and cpu (the
@@ -1094,12 +1129,7 @@ static void test_split(void) {
   check_split("swiglu backward split, neighbours", &swiglu_bwd, limit,
               (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 3001}, {GK_ARG_GATE, 6001}, {GK_ARG_DX, 9001}, {GK_ARG_DGATE, 12001}},
               5);
-  // LayerNorm's backward with dweight sums over every row: not split, refused with the reason.
-  gk_op_desc ln_bwd = backward_of(ln);
-  check_refused("layernorm backward with dweight", &ln_bwd, limit,
-                (gk_arg_kind[]){GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_RSTD, GK_ARG_MEAN, GK_ARG_DX, GK_ARG_DWEIGHT,
-                                GK_ARG_DBIAS},
-                8, GK_ARG_DX, NULL);
+  test_split_norm_params(limit);
   test_split_cross_entropy(limit);
   test_split_embedding(limit);
   test_split_linear(limit);

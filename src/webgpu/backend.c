@@ -509,13 +509,14 @@ static void wg_fini(gk_plan *plan) {
 }
 
 // Place the tensors t of a run over `units` units (wg_family.split) from
-// unit `first_unit` of `all_units` (a piece of a split run; its scratch in
-// buffer `run_scratch`, or 0: the arena) and plan its passes. A packable
+// unit `first_unit` of `all_units` (piece `piece` of `pieces` of a split
+// run, pieces 0 for a run in one piece; its scratch in buffer
+// `run_scratch`, or 0: the arena) and plan its passes. A packable
 // plan's run is packed when every tensor can be bound where it lies (then
 // none is staged); else its tensors are placed again, the f16/bf16 ones
 // staged.
 static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t first_unit, int64_t units,
-                         int64_t all_units, uint32_t run_scratch, wg_run *r) {
+                         int64_t all_units, int64_t piece, int64_t pieces, uint32_t run_scratch, wg_run *r) {
   const wg_family *f = wg_family_of(plan);
   const wg_state *st = plan->state;
   for (int attempt = packable(plan) ? 0 : 1; attempt < 2; attempt++) {
@@ -525,6 +526,8 @@ static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t
     r->units = units;
     r->first_unit = first_unit;
     r->all_units = all_units;
+    r->piece = piece;
+    r->pieces = pieces;
     r->run_scratch = run_scratch;
     r->packed = attempt == 0;
     if (!f->bound) break;
@@ -634,6 +637,25 @@ static gk_status piece_units(const gk_plan *plan, const gk_tensor *const *args, 
   return GK_SUCCESS;
 }
 
+// The tensors of a piece of a split run: units u0 .. u0 + count of args,
+// views in `view` of the tensors split (per_unit: elements a unit; in each
+// of outer[k] rows, units x per_unit[k] elements apart: a strided view,
+// staged), the others whole.
+static void piece_of(const gk_tensor *const *args, const int64_t *per_unit, const int64_t *outer, int64_t units,
+                     int64_t u0, int64_t count, gk_tensor *view, const gk_tensor **piece) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    piece[k] = args[k];
+    if (!args[k] || !per_unit[k]) continue;
+    int64_t shape[2] = {outer[k], count * per_unit[k]};
+    char *at = (char *)args[k]->data + u0 * per_unit[k] * (int64_t)gk_dtype_size(args[k]->dtype);
+    gk_tensor_init(&view[k], at, args[k]->dtype, outer[k] > 1 ? 2 : 1, outer[k] > 1 ? shape : shape + 1);
+    if (outer[k] > 1) view[k].strides[0] = units * per_unit[k];
+    view[k].device = args[k]->device;
+    view[k].device_id = args[k]->device_id;
+    piece[k] = &view[k];
+  }
+}
+
 static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, void *workspace) {
   (void)workspace;
   const wg_family *f = wg_family_of(plan);
@@ -641,17 +663,22 @@ static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, v
   for (int k = 0; k < GK_ARG_COUNT_; k++) outer[k] = 1;
   int64_t units = f->split ? f->split(plan, per_unit, outer) : 0;
   wg_run r;
-  gk_status s = prepare(plan, args, 0, units, units, 0, &r);
+  gk_status s = prepare(plan, args, 0, units, units, 0, 0, 0, &r);
   if (s == GK_SUCCESS && f->split && (r.oversized || r.words * 4 > binding_limit()))
     s = piece_units(plan, args, per_unit, outer, &step);
   if (s != GK_SUCCESS) return s;
   if (step == 0 || step >= units) return execute(plan, &r, 0, r.npass);
   // Over the binding limit: in pieces of whole units (elements, rows,
-  // columns), each binding sub-ranges of the tensors split (per_unit:
-  // elements a unit; in each of outer rows, a strided view, staged),
-  // the others whole, as a run of its own (placed, staged where it must be);
-  // a run of passes after the other over every piece, a whole pass once.
-  // The scratch (its whole run's size) is one buffer for every piece.
+  // columns), each a run of its own (placed, staged where it must be); a
+  // run of passes after the other over every piece, a whole pass once. The
+  // scratch (its size as the first piece plans it) is one buffer for every
+  // piece.
+  int64_t pieces = gk_ceil_div(units, step);
+  gk_tensor view[GK_ARG_COUNT_];
+  const gk_tensor *piece[GK_ARG_COUNT_];
+  piece_of(args, per_unit, outer, units, 0, step, view, piece);
+  s = prepare(plan, piece, 0, step, units, 0, pieces, 0, &r);
+  if (s != GK_SUCCESS) return s;
   wg_buffer *scratch = NULL;
   uint32_t scratch_bytes = r.bind[WG_ARG_SCRATCH].size;
   if (scratch_bytes > binding_limit())
@@ -669,23 +696,10 @@ static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, v
   for (int i = 0; i < npass; i++) whole[i] = r.pass[i].whole;
   for (int first = 0, end; first < npass && s == GK_SUCCESS; first = end) {
     for (end = first + 1; !whole[first] && end < npass && !whole[end];) end++;
-    for (int64_t u0 = 0; u0 < units && s == GK_SUCCESS; u0 += whole[first] ? units : step) {
-      int64_t count = units - u0 < step ? units - u0 : step;
-      gk_tensor view[GK_ARG_COUNT_];
-      const gk_tensor *piece[GK_ARG_COUNT_] = {0};
-      for (int k = 0; k < GK_ARG_COUNT_; k++) {
-        piece[k] = args[k];
-        if (!args[k] || !per_unit[k]) continue;
-        // (outer[k] rows of count x per_unit[k] elements, units x per_unit[k] apart)
-        int64_t shape[2] = {outer[k], count * per_unit[k]};
-        char *at = (char *)args[k]->data + u0 * per_unit[k] * (int64_t)gk_dtype_size(args[k]->dtype);
-        gk_tensor_init(&view[k], at, args[k]->dtype, outer[k] > 1 ? 2 : 1, outer[k] > 1 ? shape : shape + 1);
-        if (outer[k] > 1) view[k].strides[0] = units * per_unit[k];
-        view[k].device = args[k]->device;
-        view[k].device_id = args[k]->device_id;
-        piece[k] = &view[k];
-      }
-      s = prepare(plan, piece, u0, count, units, scratch ? scratch->id : 0, &r);
+    for (int64_t i = 0; i < (whole[first] ? 1 : pieces) && s == GK_SUCCESS; i++) {
+      int64_t u0 = i * step, count = units - u0 < step ? units - u0 : step;
+      piece_of(args, per_unit, outer, units, u0, count, view, piece);
+      s = prepare(plan, piece, u0, count, units, i, pieces, scratch ? scratch->id : 0, &r);
       if (s == GK_SUCCESS) s = execute(plan, &r, first, end);
     }
   }

@@ -217,25 +217,42 @@ static void binary_overrides(const gk_plan *plan, char *text, size_t cap) {
 
 // ---------------------------------------------------------------- norms
 // Bindings: forward x, weight, mean, rstd, bias, y; backward_dx x, weight,
-// mean, rstd, dy, dx; backward_params x, dweight, mean, rstd, dy, dbias.
+// mean, rstd, dy, dx; backward_params x, dweight, mean, rstd, dy, dbias. A
+// piece of a split backward (r->pieces) writes its rows' parameter sums to
+// its partials in the run's scratch (param_partials: x, scratch, mean,
+// rstd, dy); combine_params (scratch, dweight, dbias), a whole pass, adds
+// them up in piece order.
+enum { NORM_DX, NORM_PARAMS, NORM_PARTIALS, NORM_COMBINE };
 static gk_status plan_norm(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank), rows = r->units;
   if (rows == 0) return GK_SUCCESS;
   static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_BIAS, GK_ARG_Y},
                            dx[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DX},
-                           params[] = {GK_ARG_X, GK_ARG_DWEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DBIAS};
-  bool fwd = d->direction == GK_FORWARD;
+                           params[] = {GK_ARG_X, GK_ARG_DWEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DBIAS},
+                           partials[] = {GK_ARG_X, WG_ARG_SCRATCH, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_DY},
+                           combine[] = {WG_ARG_SCRATCH, GK_ARG_DWEIGHT, GK_ARG_DBIAS};
+  bool fwd = d->direction == GK_FORWARD, sums = !fwd && (r->t[GK_ARG_DWEIGHT] || r->t[GK_ARG_DBIAS]);
+  if (sums && r->pieces) wg_bound_scratch(r, 2 * (uint64_t)(cols * r->pieces));
   uint32_t *p = wg_pass_bound(r, 0, (uint64_t)rows, 6, fwd ? forward : dx);
-  uint32_t *q = !fwd && (r->t[GK_ARG_DWEIGHT] || r->t[GK_ARG_DBIAS]) ? wg_pass_bound(r, 1, (uint64_t)cols, 6, params)
-                                                                     : NULL;
   const gk_arg_kind kinds[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_BIAS, GK_ARG_Y, GK_ARG_MEAN,
                                GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DX, GK_ARG_DWEIGHT, GK_ARG_DBIAS};
   for (int i = 0; i < 10; i++) p[i] = r->slot[kinds[i]];
   p[10] = (uint32_t)rows;
   p[11] = (uint32_t)cols;
   p[12] = wg_f32(d->norm.eps);
-  if (q) memcpy(q, p, WG_PARAM_WORDS * sizeof *p);
+  p[13] = (uint32_t)r->pieces;
+  if (!sums) return GK_SUCCESS;
+  if (!r->pieces) {
+    memcpy(wg_pass_bound(r, NORM_PARAMS, (uint64_t)cols, 6, params), p, WG_PARAM_WORDS * sizeof *p);
+    return GK_SUCCESS;
+  }
+  uint32_t *q = wg_pass_bound(r, NORM_PARTIALS, (uint64_t)cols, 5, partials);
+  memcpy(q, p, WG_PARAM_WORDS * sizeof *p);
+  q[8] = (uint32_t)(2 * cols * r->piece);  // dweight's sums, then dbias's
+  q[9] = q[8] + (uint32_t)cols;
+  memcpy(wg_pass_bound(r, NORM_COMBINE, groups_for(cols), 3, combine), p, WG_PARAM_WORDS * sizeof *p);
+  r->pass[r->npass - 1].whole = true;
   return GK_SUCCESS;
 }
 // LayerNorm or RMSNorm, weight, bias, accumulate: override constants.
@@ -246,16 +263,12 @@ static void norm_overrides(const gk_plan *plan, char *text, size_t cap) {
            d->accumulate);
 }
 // Split by rows: x, y, dy, dx a row a unit, mean and rstd one word, the
-// parameters whole; not the backward with parameter gradients, whose sums
-// run over every row.
+// parameters and their gradients whole (the backward's sums over every
+// row: partials a piece, added up once, plan_norm).
 static int64_t split_norm(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
   (void)outer;
   const gk_op_desc *d = &plan->desc;
   int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank);
-  if (d->direction == GK_BACKWARD && (d->norm.has_weight || (d->op == GK_OP_LAYERNORM && d->norm.has_bias))) {
-    // (units are still the rows: plan_norm reads them from r->units)
-    return prod(d->shape, 0, d->rank - d->norm.normalized_rank);
-  }
   const gk_arg_kind by_row[] = {GK_ARG_X, GK_ARG_Y, GK_ARG_DY, GK_ARG_DX};
   for (int i = 0; i < 4; i++) per_unit[by_row[i]] = cols;
   per_unit[GK_ARG_MEAN] = per_unit[GK_ARG_RSTD] = 1;
@@ -767,7 +780,8 @@ static const wg_family mul = {.name = "mul", .source = gk_wgsl_binary, .forward 
                               .bound = true, .split = split_binary, .packed = packed_binary};
 static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .subgroup_source = gk_wgsl_norm_subgroups,
                                .forward = {"forward"},
-                               .backward = {"backward_dx", "backward_params"}, .plan = plan_norm,
+                               .backward = {"backward_dx", "backward_params", "param_partials", "combine_params"},
+                               .plan = plan_norm,
                                .overrides = norm_overrides, .bound = true, .split = split_norm};
 static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .forward = {"product", "product_vec4"},
                                  .backward = {"product", "product_vec4", "column_sum"}, .plan = plan_linear,

@@ -46,6 +46,7 @@ typedef struct wg_run {
   int64_t units;               // split families: the units (wg_family.split) this run covers
   int64_t first_unit;          // ... the first of them among all_units, those of the whole run (a piece of it)
   int64_t all_units;
+  int64_t piece, pieces;       // ... which piece of how many (pieces 0: a run in one piece)
   uint32_t run_scratch;        // a split run's buffer for wg_bound_scratch, shared by its pieces (0: the arena)
   bool oversized;              // a tensor's range is over the binding limit
   bool packed;                 // f16/bf16 tensors bound where they lie, two elements a word (wg_family.packed)
