@@ -1082,6 +1082,29 @@ static void test_split_matmul(uint32_t limit) {
               5);
 }
 
+// RoPE split by row of Dh (2 x 13 x 3 x 16, 2 x 3 x 13 x 16: 4992 bytes,
+// over `limit`, uneven pieces; a row's position from its index in the
+// whole run), both layouts and pairings, offset 7: against ref and cpu;
+// the unsplit run's bits in place.
+static void test_split_rope(uint32_t limit) {
+  int64_t bthd[4] = {2, 13, 3, 16}, bhtd[4] = {2, 3, 13, 16};
+  for (int v = 0; v < 2; v++) {
+    gk_op_desc d = make(GK_OP_ROPE, 4, v ? bhtd : bthd);
+    d.rope.layout = v ? GK_ROPE_BHTD : GK_ROPE_BTHD;
+    d.rope.pairing = v ? GK_ROPE_INTERLEAVED : GK_ROPE_HALF;
+    d.rope.offset = 7;
+    g_variant = v ? "split bhtd interleaved" : "split bthd half";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc rope = make(GK_OP_ROPE, 4, bthd);
+  rope.rope.offset = 7;
+  check_split("rope split, in place", &rope, limit, (placed[]){{GK_ARG_X, 3}, {GK_ARG_Y, 3}}, 2);
+  gk_op_desc rope_bwd = backward_of(rope);
+  check_split("rope backward split, neighbours", &rope_bwd, limit, (placed[]){{GK_ARG_DY, 1}, {GK_ARG_DX, 1249}}, 2);
+}
+
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
 // elements or rows, pieces ending within 256-byte blocks: far apart,
 // neighbours, in place; and a run that cannot be split refused.
@@ -1134,6 +1157,7 @@ static void test_split(void) {
   test_split_embedding(limit);
   test_split_linear(limit);
   test_split_matmul(limit);
+  test_split_rope(limit);
 }
 
 // f16 and bf16: every op family (run_layouts: the first configurations,

@@ -541,10 +541,11 @@ static uint32_t rope_constants(const gk_plan *plan, float **data) {
   return (uint32_t)(2 * n);
 }
 
+// A piece of a split run (split_rope) covers rows first_unit .. + units.
 static gk_status plan_rope(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   bool fwd = d->direction == GK_FORWARD, bhtd = d->rope.layout == GK_ROPE_BHTD;
-  int64_t pairs = prod(d->shape, 0, 4) / 2;
+  int64_t pairs = r->units * (d->shape[3] / 2);
   const gk_arg_kind bind[] = {fwd ? GK_ARG_X : GK_ARG_DY, fwd ? GK_ARG_Y : GK_ARG_DX, WG_ARG_CONSTANTS};
   uint32_t *p = wg_pass_bound(r, 0, groups_for(pairs), 3, bind);
   p[0] = r->slot[fwd ? GK_ARG_X : GK_ARG_DY];
@@ -557,7 +558,15 @@ static gk_status plan_rope(const gk_plan *plan, wg_run *r) {
   p[7] = bhtd;
   p[8] = d->rope.pairing == GK_ROPE_INTERLEAVED;
   p[9] = !fwd;
+  p[10] = (uint32_t)r->first_unit;
   return GK_SUCCESS;
+}
+// Split by row of Dh elements (x, y, dy, dx); the table whole.
+static int64_t split_rope(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
+  const gk_op_desc *d = &plan->desc;
+  per_unit[GK_ARG_X] = per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = per_unit[GK_ARG_DX] = d->shape[3];
+  return prod(d->shape, 0, 3);
 }
 
 // ---------------------------------------------------------------- attention
@@ -799,7 +808,8 @@ static const wg_family embedding = {.name = "embedding", .source = gk_wgsl_embed
                                     .backward = {"backward"}, .plan = plan_embedding, .bound = true,
                                     .split = split_embedding};
 static const wg_family rope = {.name = "rope", .source = gk_wgsl_rope, .forward = {"rotate"}, .backward = {"rotate"},
-                               .plan = plan_rope, .constants = rope_constants, .bound = true};
+                               .plan = plan_rope, .constants = rope_constants, .bound = true,
+                               .split = split_rope};
 static const wg_family attention = {.name = "attention", .source = gk_wgsl_attention, .forward = {"forward"},
                                     .backward = {"delta", "dq", "dkv"}, .decline = decline_attention,
                                     .plan = plan_attention};
