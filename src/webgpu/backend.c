@@ -221,8 +221,8 @@ gk_status wg_arena_reserve(uint64_t words) {
   if (bytes > binding_limit())
     return gk_fail(GK_ERR_UNSUPPORTED,
                    "webgpu: the run needs %llu bytes of tensors and scratch, over the device's "
-                   "maxStorageBufferBindingSize %u (attention, conv1d and the scan are not split into pieces; "
-                   "the other families split only contiguous tensors)",
+                   "maxStorageBufferBindingSize %u (attention, conv1d, the scan and a broadcast add or mul are not "
+                   "split into pieces; the others split only contiguous tensors)",
                    (unsigned long long)bytes, binding_limit());
   if (arena && arena->capacity >= bytes) return GK_SUCCESS;
   if (arena) {
