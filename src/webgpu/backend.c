@@ -313,6 +313,11 @@ gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
     static const char *const entries[STAGE_ENTRIES] = {"gather", "scatter", "scatter16", "scatter16_words"};
     for (int e = 0; e < STAGE_ENTRIES; e++) stage_pipelines[e] = wg_pipeline_create(gk_wgsl_stage, entries[e], "");
   }
+  // A contiguous (16-bit) tensor's shader binds its range (from a 256-byte
+  // boundary), not its whole buffer, which may be over the binding limit.
+  size_t from = contiguous ? offset / 256 * 256 : 0;
+  uint32_t range = contiguous ? (uint32_t)((offset + (size_t)n * gk_dtype_size(t->dtype) + 3) / 4 * 4 - from) : 0;
+  offset -= from;
   uint32_t base = (uint32_t)(offset / (half ? 2 : 4)), first_word = base / 2;
   uint32_t words = half ? (uint32_t)((base + n - 1) / 2 - first_word + 1) : 0;
   uint32_t p[WG_PARAM_WORDS] = {base, (uint32_t)n, (uint32_t)ew, (uint32_t)t->rank, slot,
@@ -322,7 +327,7 @@ gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
     p[16 + d] = (uint32_t)(int32_t)(t->strides[d] * ew);
   }
   int entry = into_arena ? GATHER : !half ? SCATTER : contiguous ? SCATTER16_WORDS : SCATTER16;
-  const wg_binding bindings[2] = {{1, id, 0, 0}, {2, arena->id, 0, 0}};
+  const wg_binding bindings[2] = {{1, id, (uint32_t)from, range}, {2, arena->id, 0, 0}};
   uint64_t invocations = entry == SCATTER16_WORDS ? words : (uint64_t)n;
   return dispatch(stage_pipelines[entry], bindings, 2, p, (uint64_t)gk_ceil_div((int64_t)invocations, 64));
 }
