@@ -823,7 +823,7 @@ static void test_placement_more(void) {
 }
 
 // Run desc (on WebGPU) with the binding limit lowered to `limit`, its
-// tensors `kinds` filled with 0.5 (indices 0): refused, GK_ERR_UNSUPPORTED
+// tensors `kinds` filled with 0.5 (indices 0; as f32 words): refused, GK_ERR_UNSUPPORTED
 // with a message naming maxStorageBufferBindingSize (and `names`, where
 // given), nothing written to `out`.
 static void check_refused(const char *what, const gk_op_desc *desc, uint32_t limit, const gk_arg_kind *kinds, int n,
@@ -842,7 +842,7 @@ static void check_refused(const char *what, const gk_op_desc *desc, uint32_t lim
     gk_dtype dt = expected_arg_dtype(&d, kinds[i]);
     gk_tensor t;
     gk_tensor_init(&t, NULL, dt, rank, shape);
-    numel[i] = gk_tensor_numel(&t) * (int64_t)gk_dtype_size(dt) / 4;
+    numel[i] = (gk_tensor_numel(&t) * (int64_t)gk_dtype_size(dt) + 3) / 4;
     bufs[i] = filled_buffer(numel[i], is_index_kind(kinds[i]) ? 0.0f : 0.5f);
     args[i] = (gk_arg){kinds[i], device_tensor(bufs[i], dt, rank, shape)};
   }
@@ -900,7 +900,8 @@ static void test_split_norm_params(uint32_t limit) {
 
 // Cross-entropy split by rows (45 x 29 logits, 5220 bytes, over `limit`:
 // uneven pieces), forward, backward and fused, each mean and sum, with and
-// without label smoothing and ignored rows: against ref and cpu (the
+// without label smoothing and ignored rows, and bf16 logits (45 x 61,
+// staged): against ref and cpu (the
 // split run's total is its fixed-order sum over all rows: the unsplit
 // run's bits, required in place and between neighbours); a row over the
 // limit refused naming logits.
@@ -919,6 +920,15 @@ static void test_split_cross_entropy(uint32_t limit) {
     test_config(&d, CONTIGUOUS);
     gk_webgpu_test_binding_limit(0);
   }
+  int64_t half_logits[2] = {45, 61};
+  gk_op_desc half = make(GK_OP_CROSS_ENTROPY, 2, half_logits);
+  half.dtype = GK_BF16;
+  half.index_dtype = GK_I32;
+  half.ce.fused_grad = 1;
+  g_variant = "split fused";
+  gk_webgpu_test_binding_limit(limit);
+  test_config(&half, CONTIGUOUS);
+  gk_webgpu_test_binding_limit(0);
   g_ignore_frac = 0.3;
   gk_op_desc ce = make(GK_OP_CROSS_ENTROPY, 2, logits);
   ce.index_dtype = GK_I32;
@@ -1023,10 +1033,11 @@ static void test_split_embedding(uint32_t limit) {
 
 // Linear split by output feature (5 x 7 -> 211: W 5908 bytes, y 4220;
 // 3 x 4 x 8 -> 150, K a multiple of 4; over `limit`, uneven pieces), with
-// and without bias: against ref and cpu (and accumulate); the unsplit
+// and without bias, and the forward in f16 (5 x 7 -> 311, staged): against
+// ref and cpu (and accumulate); the unsplit
 // run's bits (dx's sums carried from piece to piece, y's and dy's columns
 // staged a row at a time) with neighbours; x over the limit refused
-// naming x.
+// naming x, and a backward with an f16 dx (rounded between the pieces).
 static void test_split_linear(uint32_t limit) {
   struct { int rank; int64_t shape[3], n; } lin[] = {{2, {5, 7}, 211}, {3, {3, 4, 8}, 150}};
   for (int v = 0; v < 3; v++) {
@@ -1039,6 +1050,23 @@ static void test_split_linear(uint32_t limit) {
     gk_webgpu_test_binding_limit(0);
   }
   int64_t x[2] = {5, 7}, wide[2] = {3, 1100};
+  gk_op_desc half = make(GK_OP_LINEAR, 2, x);
+  half.dtype = half.param_dtype = GK_F16;
+  half.linear.out_features = 311;
+  half.linear.has_bias = 1;
+  g_variant = "split bias";
+  gk_webgpu_test_binding_limit(limit);
+  argset in, ref_out;
+  check(plan_build(&roles, &half, CONTIGUOUS, NULL, &in), "linear f16 split: plan: %s", gk_last_error());
+  compare_backends(&roles, &half, CONTIGUOUS, &in, &ref_out);
+  free_outputs(&roles, &half, &ref_out);
+  argset_free(&in);
+  configs++;
+  gk_webgpu_test_binding_limit(0);
+  gk_op_desc half_bwd = backward_of(half);
+  check_refused("linear backward, f16 dx", &half_bwd, limit,
+                (gk_arg_kind[]){GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_DX, GK_ARG_DWEIGHT, GK_ARG_DBIAS}, 6,
+                GK_ARG_DX, "16-bit dx");
   gk_op_desc lin_fwd = make(GK_OP_LINEAR, 2, x);
   lin_fwd.linear.out_features = 211;
   lin_fwd.linear.has_bias = 1;

@@ -376,12 +376,20 @@ static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
   if (d->linear.has_bias) column_sum(r, s[GK_ARG_DY], s[GK_ARG_DBIAS], R, N, d->accumulate);
   return GK_SUCCESS;
 }
+// A 16-bit output carried from piece to piece (dx, dA) would be rounded
+// between the pieces: such a backward is not split.
+static bool carried_in_16_bits(const gk_plan *plan, gk_arg_kind k) {
+  gk_dtype dt = plan->args[k].dtype;
+  return plan->desc.direction == GK_BACKWARD && plan->args[k].used && (dt == GK_F16 || dt == GK_BF16);
+}
+
 // Split by output feature: rows of W and dW (K elements), elements of b
 // and db, a column of y and dy in each of their R rows; x and dx whole.
 // Each piece's dW and db sums run over every row; dx's sum over the
 // features carries from piece to piece in order: the unsplit run's bits.
 static int64_t split_linear(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
   const gk_op_desc *d = &plan->desc;
+  if (carried_in_16_bits(plan, GK_ARG_DX)) return 0;
   per_unit[GK_ARG_WEIGHT] = per_unit[GK_ARG_DWEIGHT] = d->shape[d->rank - 1];
   per_unit[GK_ARG_BIAS] = per_unit[GK_ARG_DBIAS] = per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = 1;
   outer[GK_ARG_Y] = outer[GK_ARG_DY] = prod(d->shape, 0, d->rank - 1);
@@ -435,6 +443,7 @@ static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
 // the unsplit run's bits.
 static int64_t split_matmul(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
   const gk_op_desc *d = &plan->desc;
+  if (carried_in_16_bits(plan, GK_ARG_DA)) return 0;
   int ta = d->matmul.trans_a, tb = d->matmul.trans_b;
   int64_t M = d->shape[d->rank - 2 + ta], K = d->shape[d->rank - 1 - ta];
   int64_t nb = prod(d->shape, 0, d->rank - 2), b_batches = d->matmul.shared_b ? 1 : nb;
