@@ -389,7 +389,7 @@ static bool carried_in_16_bits(const gk_plan *plan, gk_arg_kind k) {
 // features carries from piece to piece in order: the unsplit run's bits.
 static int64_t split_linear(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
   const gk_op_desc *d = &plan->desc;
-  if (carried_in_16_bits(plan, GK_ARG_DX)) return 0;
+  if (carried_in_16_bits(plan, GK_ARG_DX)) return d->linear.out_features;  // (per_unit all 0: not split)
   per_unit[GK_ARG_WEIGHT] = per_unit[GK_ARG_DWEIGHT] = d->shape[d->rank - 1];
   per_unit[GK_ARG_BIAS] = per_unit[GK_ARG_DBIAS] = per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = 1;
   outer[GK_ARG_Y] = outer[GK_ARG_DY] = prod(d->shape, 0, d->rank - 1);
@@ -443,7 +443,7 @@ static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
 // the unsplit run's bits.
 static int64_t split_matmul(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
   const gk_op_desc *d = &plan->desc;
-  if (carried_in_16_bits(plan, GK_ARG_DA)) return 0;
+  if (carried_in_16_bits(plan, GK_ARG_DA)) return d->matmul.n;  // (per_unit all 0: not split)
   int ta = d->matmul.trans_a, tb = d->matmul.trans_b;
   int64_t M = d->shape[d->rank - 2 + ta], K = d->shape[d->rank - 1 - ta];
   int64_t nb = prod(d->shape, 0, d->rank - 2), b_batches = d->matmul.shared_b ? 1 : nb;
