@@ -872,7 +872,7 @@ static void check_refused(const char *what, const gk_op_desc *desc, uint32_t lim
 // it (60 x 33: 30 pieces of 66 words) refused.
 static void test_split_norm_params(uint32_t limit) {
   int64_t rows[2][2] = {{150, 9}, {300, 5}}, wide[2] = {3, 1100}, narrow[2] = {60, 33};
-  for (int ln = 0; ln < 2; ln++) {
+  for (int ln = 0; ln < (g_quick ? 1 : 2); ln++) {
     gk_op_desc d = make(ln ? GK_OP_LAYERNORM : GK_OP_RMSNORM, 2, rows[ln]);
     d.norm.normalized_rank = 1;
     d.norm.has_weight = 1;
@@ -907,7 +907,7 @@ static void test_split_norm_params(uint32_t limit) {
 // limit refused naming logits.
 static void test_split_cross_entropy(uint32_t limit) {
   int64_t logits[2] = {45, 29}, wide[3] = {3, 13, 31}, long_rows[2] = {3, 1100};
-  for (int v = 0; v < 4; v++) {
+  for (int v = 0; v < (g_quick ? 1 : 4); v++) {
     gk_op_desc d = make(GK_OP_CROSS_ENTROPY, v == 3 ? 3 : 2, v == 3 ? wide : logits);
     d.ce.reduction = v & 1 ? GK_REDUCTION_SUM : GK_REDUCTION_MEAN;
     d.ce.label_smoothing = v ? 0.1 : 0;
@@ -920,15 +920,17 @@ static void test_split_cross_entropy(uint32_t limit) {
     test_config(&d, CONTIGUOUS);
     gk_webgpu_test_binding_limit(0);
   }
-  int64_t half_logits[2] = {45, 61};
-  gk_op_desc half = make(GK_OP_CROSS_ENTROPY, 2, half_logits);
-  half.dtype = GK_BF16;
-  half.index_dtype = GK_I32;
-  half.ce.fused_grad = 1;
-  g_variant = "split fused";
-  gk_webgpu_test_binding_limit(limit);
-  test_config(&half, CONTIGUOUS);
-  gk_webgpu_test_binding_limit(0);
+  if (!g_quick) {
+    int64_t half_logits[2] = {45, 61};
+    gk_op_desc half = make(GK_OP_CROSS_ENTROPY, 2, half_logits);
+    half.dtype = GK_BF16;
+    half.index_dtype = GK_I32;
+    half.ce.fused_grad = 1;
+    g_variant = "split fused";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&half, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
   g_ignore_frac = 0.3;
   gk_op_desc ce = make(GK_OP_CROSS_ENTROPY, 2, logits);
   ce.index_dtype = GK_I32;
@@ -993,7 +995,7 @@ static void embedding_strided_y(const gk_op_desc *d, uint32_t limit, float *out)
 // (not split) refused naming y.
 static void test_split_embedding(uint32_t limit) {
   int64_t positions[2] = {3, 7}, many[2] = {40, 30};
-  for (int i64 = 0; i64 < 2; i64++) {
+  for (int i64 = 0; i64 < (g_quick ? 1 : 2); i64++) {
     gk_op_desc d = make(GK_OP_EMBEDDING, 2, positions);
     d.embedding.num_embeddings = 97;
     d.embedding.dim = 13;
@@ -1040,7 +1042,7 @@ static void test_split_embedding(uint32_t limit) {
 // naming x, and a backward with an f16 dx (rounded between the pieces).
 static void test_split_linear(uint32_t limit) {
   struct { int rank; int64_t shape[3], n; } lin[] = {{2, {5, 7}, 211}, {3, {3, 4, 8}, 150}};
-  for (int v = 0; v < 3; v++) {
+  for (int v = 0; v < (g_quick ? 1 : 3); v++) {
     gk_op_desc d = make(GK_OP_LINEAR, lin[v / 2].rank, lin[v / 2].shape);
     d.linear.out_features = lin[v / 2].n;
     d.linear.has_bias = v != 0;
@@ -1054,15 +1056,17 @@ static void test_split_linear(uint32_t limit) {
   half.dtype = half.param_dtype = GK_F16;
   half.linear.out_features = 311;
   half.linear.has_bias = 1;
-  g_variant = "split bias";
-  gk_webgpu_test_binding_limit(limit);
-  argset in, ref_out;
-  check(plan_build(&roles, &half, CONTIGUOUS, NULL, &in), "linear f16 split: plan: %s", gk_last_error());
-  compare_backends(&roles, &half, CONTIGUOUS, &in, &ref_out);
-  free_outputs(&roles, &half, &ref_out);
-  argset_free(&in);
-  configs++;
-  gk_webgpu_test_binding_limit(0);
+  if (!g_quick) {
+    g_variant = "split bias";
+    argset in, ref_out;
+    gk_webgpu_test_binding_limit(limit);
+    check(plan_build(&roles, &half, CONTIGUOUS, NULL, &in), "linear f16 split: plan: %s", gk_last_error());
+    compare_backends(&roles, &half, CONTIGUOUS, &in, &ref_out);
+    gk_webgpu_test_binding_limit(0);
+    free_outputs(&roles, &half, &ref_out);
+    argset_free(&in);
+    configs++;
+  }
   gk_op_desc half_bwd = backward_of(half);
   check_refused("linear backward, f16 dx", &half_bwd, limit,
                 (gk_arg_kind[]){GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_DX, GK_ARG_DWEIGHT, GK_ARG_DBIAS}, 6,
@@ -1091,7 +1095,7 @@ static void test_split_linear(uint32_t limit) {
 // neighbours.
 static void test_split_matmul(uint32_t limit) {
   int64_t a[3] = {2, 5, 7};
-  for (int v = 0; v < 4; v++) {
+  for (int v = 0; v < (g_quick ? 1 : 4); v++) {
     gk_op_desc d = make(GK_OP_MATMUL, 3, a);
     d.matmul.n = 211;
     d.matmul.trans_a = v == 3;
@@ -1116,7 +1120,7 @@ static void test_split_matmul(uint32_t limit) {
 // the unsplit run's bits in place.
 static void test_split_rope(uint32_t limit) {
   int64_t bthd[4] = {2, 13, 3, 16}, bhtd[4] = {2, 3, 13, 16};
-  for (int v = 0; v < 2; v++) {
+  for (int v = 0; v < (g_quick ? 1 : 2); v++) {
     gk_op_desc d = make(GK_OP_ROPE, 4, v ? bhtd : bthd);
     d.rope.layout = v ? GK_ROPE_BHTD : GK_ROPE_BTHD;
     d.rope.pairing = v ? GK_ROPE_INTERLEAVED : GK_ROPE_HALF;
@@ -1135,7 +1139,10 @@ static void test_split_rope(uint32_t limit) {
 
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
 // elements or rows, pieces ending within 256-byte blocks: far apart,
-// neighbours, in place; and a run that cannot be split refused.
+// neighbours, in place; then the families with sums over every piece, or
+// pieces of columns (test_split_norm_params ... test_split_rope), each
+// with its refusals (--quick: each against ref in its first
+// configuration only).
 static void test_split(void) {
   const uint32_t limit = 4000;
   int64_t n = 3000, srows[2] = {40, 50}, nrows[2] = {60, 33}, grows[2] = {40, 66};
