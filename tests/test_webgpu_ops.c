@@ -822,9 +822,327 @@ static void test_placement_more(void) {
                (placed[]){{GK_ARG_DLOSS, 0}, {GK_ARG_LOGITS, 2}, {GK_ARG_TARGET, 68}, {GK_ARG_DLOGITS, 2}}, 4);
 }
 
+// Run desc (on WebGPU) with the binding limit lowered to `limit`, its
+// tensors `kinds` filled with 0.5 (indices 0; as f32 words): refused, GK_ERR_UNSUPPORTED
+// with a message naming maxStorageBufferBindingSize (and `names`, where
+// given), nothing written to `out`.
+static void check_refused(const char *what, const gk_op_desc *desc, uint32_t limit, const gk_arg_kind *kinds, int n,
+                          gk_arg_kind out, const char *names) {
+  gk_op_desc d = *desc;
+  d.backend = GK_BACKEND_WEBGPU;
+  gk_plan *plan = NULL;
+  check(gk_plan_create(&d, &plan) == GK_SUCCESS, "%s: plan: %s", what, gk_last_error());
+  gk_arg args[8];
+  gk_buffer *bufs[8] = {0};
+  int64_t numel[8] = {0};
+  for (int i = 0; i < n && plan; i++) {
+    int rank;
+    int64_t shape[GK_MAX_RANK];
+    gk_plan_arg_shape(plan, kinds[i], &rank, shape);
+    gk_dtype dt = expected_arg_dtype(&d, kinds[i]);
+    gk_tensor t;
+    gk_tensor_init(&t, NULL, dt, rank, shape);
+    numel[i] = (gk_tensor_numel(&t) * (int64_t)gk_dtype_size(dt) + 3) / 4;
+    bufs[i] = filled_buffer(numel[i], is_index_kind(kinds[i]) ? 0.0f : 0.5f);
+    args[i] = (gk_arg){kinds[i], device_tensor(bufs[i], dt, rank, shape)};
+  }
+  if (plan) {
+    gk_webgpu_test_binding_limit(limit);
+    gk_status st = gk_plan_run(plan, args, n, NULL, 0);
+    gk_webgpu_test_binding_limit(0);
+    const char *message = gk_last_error();
+    check(st == GK_ERR_UNSUPPORTED && strstr(message, "maxStorageBufferBindingSize") &&
+              (!names || strstr(message, names)),
+          "%s over the limit: status %d, '%s'", what, st, message);
+    for (int i = 0; i < n; i++)
+      if (kinds[i] == out) check(untouched(bufs[i], numel[i], 0.5f), "%s, refused, wrote %s", what, gk_arg_name(out));
+  }
+  for (int i = 0; i < n; i++)
+    if (bufs[i]) gk_buffer_free(bufs[i]);
+  gk_plan_destroy(plan);
+  configs++;
+}
+
+// The norms' backward with parameter gradients split by rows (150 x 9,
+// 300 x 5: 5400, 6000 bytes, over `limit`, uneven pieces; each piece's
+// sums of dweight and dbias as partials, added up in piece order: the
+// unsplit run's values within the tolerance, not its bits): LayerNorm
+// with weight and bias, RMSNorm with weight, against ref and cpu (and
+// accumulate); a row over the limit refused naming x, and partials over
+// it (60 x 33: 30 pieces of 66 words) refused.
+static void test_split_norm_params(uint32_t limit) {
+  int64_t rows[2][2] = {{150, 9}, {300, 5}}, wide[2] = {3, 1100}, narrow[2] = {60, 33};
+  for (int ln = 0; ln < (g_quick ? 1 : 2); ln++) {
+    gk_op_desc d = make(ln ? GK_OP_LAYERNORM : GK_OP_RMSNORM, 2, rows[ln]);
+    d.norm.normalized_rank = 1;
+    d.norm.has_weight = 1;
+    d.norm.has_bias = ln;
+    g_variant = "split";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc wide_bwd = backward_of(make(GK_OP_LAYERNORM, 2, wide));
+  wide_bwd.norm.normalized_rank = 1;
+  wide_bwd.norm.has_weight = wide_bwd.norm.has_bias = 1;
+  check_refused("layernorm backward, a row over the limit", &wide_bwd, limit,
+                (gk_arg_kind[]){GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_RSTD, GK_ARG_MEAN, GK_ARG_DX, GK_ARG_DWEIGHT,
+                                GK_ARG_DBIAS},
+                8, GK_ARG_DX, "x");
+  gk_op_desc many_bwd = backward_of(make(GK_OP_LAYERNORM, 2, narrow));
+  many_bwd.norm.normalized_rank = 1;
+  many_bwd.norm.has_weight = many_bwd.norm.has_bias = 1;
+  check_refused("layernorm backward, partials over the limit", &many_bwd, limit,
+                (gk_arg_kind[]){GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_RSTD, GK_ARG_MEAN, GK_ARG_DX, GK_ARG_DWEIGHT,
+                                GK_ARG_DBIAS},
+                8, GK_ARG_DX, "scratch");
+}
+
+// Cross-entropy split by rows (45 x 29 logits, 5220 bytes, over `limit`:
+// uneven pieces), forward, backward and fused, each mean and sum, with and
+// without label smoothing and ignored rows, and bf16 logits (45 x 61,
+// staged): against ref and cpu (the
+// split run's total is its fixed-order sum over all rows: the unsplit
+// run's bits, required in place and between neighbours); a row over the
+// limit refused naming logits.
+static void test_split_cross_entropy(uint32_t limit) {
+  int64_t logits[2] = {45, 29}, wide[3] = {3, 13, 31}, long_rows[2] = {3, 1100};
+  for (int v = 0; v < (g_quick ? 1 : 4); v++) {
+    gk_op_desc d = make(GK_OP_CROSS_ENTROPY, v == 3 ? 3 : 2, v == 3 ? wide : logits);
+    d.ce.reduction = v & 1 ? GK_REDUCTION_SUM : GK_REDUCTION_MEAN;
+    d.ce.label_smoothing = v ? 0.1 : 0;
+    d.ce.fused_grad = v >= 2;
+    d.ce.grad_scale = 0.75;
+    d.index_dtype = v & 1 ? GK_I64 : GK_I32;
+    g_ignore_frac = v ? 0.3 : 0;
+    g_variant = (const char *[]){"split mean", "split sum smooth", "split mean fused", "split sum fused"}[v];
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  if (!g_quick) {
+    int64_t half_logits[2] = {45, 61};
+    gk_op_desc half = make(GK_OP_CROSS_ENTROPY, 2, half_logits);
+    half.dtype = GK_BF16;
+    half.index_dtype = GK_I32;
+    half.ce.fused_grad = 1;
+    g_variant = "split fused";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&half, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  g_ignore_frac = 0.3;
+  gk_op_desc ce = make(GK_OP_CROSS_ENTROPY, 2, logits);
+  ce.index_dtype = GK_I32;
+  ce.ce.fused_grad = 1;
+  ce.ce.label_smoothing = 0.1;
+  ce.ce.grad_scale = 0.5;
+  check_split("cross-entropy fused split, dlogits in logits", &ce, limit,
+              (placed[]){{GK_ARG_LOGITS, 3}, {GK_ARG_TARGET, 1310}, {GK_ARG_LOSS, 1360}, {GK_ARG_DLOGITS, 3}}, 4);
+  gk_op_desc ce_bwd = backward_of(ce);
+  ce_bwd.ce.fused_grad = 0;
+  ce_bwd.ce.reduction = GK_REDUCTION_SUM;
+  ce_bwd.index_dtype = GK_I64;
+  check_split("cross-entropy backward split, neighbours", &ce_bwd, limit,
+              (placed[]){{GK_ARG_DLOSS, 0}, {GK_ARG_LOGITS, 1}, {GK_ARG_TARGET, 1306}, {GK_ARG_DLOGITS, 1396}}, 4);
+  g_ignore_frac = 0;
+  gk_op_desc wide_rows = make(GK_OP_CROSS_ENTROPY, 2, long_rows);
+  wide_rows.index_dtype = GK_I32;
+  wide_rows.ce.fused_grad = 1;
+  wide_rows.ce.grad_scale = 1;
+  check_refused("cross-entropy fused, a row over the limit", &wide_rows, limit,
+                (gk_arg_kind[]){GK_ARG_LOGITS, GK_ARG_TARGET, GK_ARG_LOSS, GK_ARG_DLOGITS}, 4, GK_ARG_DLOGITS,
+                "logits");
+}
+
+// The embedding forward of `d` into y, a strided view (rows of D + 3,
+// staged through the arena), with the binding limit at `limit` (0: the
+// device's): every word of y's buffer, gaps included, into `out`.
+static void embedding_strided_y(const gk_op_desc *d, uint32_t limit, float *out) {
+  int64_t P = d->shape[0] * d->shape[1], V = d->embedding.num_embeddings, D = d->embedding.dim, row = D + 3;
+  gk_plan *plan = NULL;
+  check(gk_plan_create(d, &plan) == GK_SUCCESS, "embedding plan: %s", gk_last_error());
+  gk_buffer *w = filled_buffer(V * D, 0), *idx = filled_buffer(P, 0), *y = filled_buffer(P * row, -7);
+  float *wv = malloc((size_t)(V * D) * 4);
+  int32_t *iv = malloc((size_t)P * 4);
+  for (int64_t i = 0; i < V * D; i++) wv[i] = (float)i * 0.25f;
+  for (int64_t q = 0; q < P; q++) iv[q] = (int32_t)((q * 37 + 11) % V);
+  gk_buffer_upload(w, 0, wv, (size_t)(V * D) * 4);
+  gk_buffer_upload(idx, 0, iv, (size_t)P * 4);
+  int64_t wshape[2] = {V, D}, yshape[3] = {d->shape[0], d->shape[1], D};
+  gk_arg args[3] = {{GK_ARG_WEIGHT, device_tensor(w, GK_F32, 2, wshape)},
+                    {GK_ARG_INDEX, device_tensor(idx, GK_I32, 2, d->shape)},
+                    {GK_ARG_Y, device_tensor(y, GK_F32, 3, yshape)}};
+  args[2].tensor.strides[0] = d->shape[1] * row;
+  args[2].tensor.strides[1] = row;
+  gk_webgpu_test_binding_limit(limit);
+  check(plan && gk_plan_run(plan, args, 3, NULL, 0) == GK_SUCCESS, "embedding, y strided: %s", gk_last_error());
+  gk_webgpu_test_binding_limit(0);
+  gk_buffer_download(y, 0, out, (size_t)(P * row) * 4);
+  free(wv);
+  free(iv);
+  gk_buffer_free(w);
+  gk_buffer_free(idx);
+  gk_buffer_free(y);
+  gk_plan_destroy(plan);
+}
+
+// Embedding split by the rows of weight (forward) and dweight (backward):
+// 97 x 13 (5044 bytes, over `limit`, uneven pieces), 21 positions, a
+// padding row: against ref and cpu (and accumulate); the unsplit run's
+// bits with neighbours, and with y strided (staged: a piece writes some of
+// its rows, the others kept, gaps untouched); indices and y over the limit
+// (not split) refused naming y.
+static void test_split_embedding(uint32_t limit) {
+  int64_t positions[2] = {3, 7}, many[2] = {40, 30};
+  for (int i64 = 0; i64 < (g_quick ? 1 : 2); i64++) {
+    gk_op_desc d = make(GK_OP_EMBEDDING, 2, positions);
+    d.embedding.num_embeddings = 97;
+    d.embedding.dim = 13;
+    d.embedding.padding_idx = i64 ? 5 : -1;
+    d.index_dtype = i64 ? GK_I64 : GK_I32;
+    g_variant = i64 ? "split i64 padding" : "split i32";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc emb = make(GK_OP_EMBEDDING, 2, positions);
+  emb.embedding.num_embeddings = 97;
+  emb.embedding.dim = 13;
+  emb.embedding.padding_idx = 2;
+  emb.index_dtype = GK_I32;
+  check_split("embedding split, neighbours", &emb, limit,
+              (placed[]){{GK_ARG_INDEX, 0}, {GK_ARG_WEIGHT, 21}, {GK_ARG_Y, 1282}}, 3);
+  gk_op_desc emb_bwd = backward_of(emb);
+  emb_bwd.index_dtype = GK_I64;
+  check_split("embedding backward split, neighbours", &emb_bwd, limit,
+              (placed[]){{GK_ARG_INDEX, 0}, {GK_ARG_DY, 42}, {GK_ARG_DWEIGHT, 315}}, 3);
+  gk_op_desc strided = emb;
+  strided.backend = GK_BACKEND_WEBGPU;
+  float whole_run[21 * 16], split_run[21 * 16];
+  embedding_strided_y(&strided, 0, whole_run);
+  embedding_strided_y(&strided, limit, split_run);
+  check(!memcmp(whole_run, split_run, sizeof whole_run), "embedding split, y strided: differs from the unsplit run");
+  configs++;
+  gk_op_desc long_emb = make(GK_OP_EMBEDDING, 2, many);
+  long_emb.embedding.num_embeddings = 97;
+  long_emb.embedding.dim = 13;
+  long_emb.embedding.padding_idx = -1;
+  long_emb.index_dtype = GK_I32;
+  check_refused("embedding, y over the limit", &long_emb, limit,
+                (gk_arg_kind[]){GK_ARG_WEIGHT, GK_ARG_INDEX, GK_ARG_Y}, 3, GK_ARG_Y, "y");
+}
+
+// Linear split by output feature (5 x 7 -> 211: W 5908 bytes, y 4220;
+// 3 x 4 x 8 -> 150, K a multiple of 4; over `limit`, uneven pieces), with
+// and without bias, and the forward in f16 (5 x 7 -> 311, staged): against
+// ref and cpu (and accumulate); the unsplit
+// run's bits (dx's sums carried from piece to piece, y's and dy's columns
+// staged a row at a time) with neighbours; x over the limit refused
+// naming x, and a backward with an f16 dx (rounded between the pieces).
+static void test_split_linear(uint32_t limit) {
+  struct { int rank; int64_t shape[3], n; } lin[] = {{2, {5, 7}, 211}, {3, {3, 4, 8}, 150}};
+  for (int v = 0; v < (g_quick ? 1 : 3); v++) {
+    gk_op_desc d = make(GK_OP_LINEAR, lin[v / 2].rank, lin[v / 2].shape);
+    d.linear.out_features = lin[v / 2].n;
+    d.linear.has_bias = v != 0;
+    g_variant = v ? "split bias" : "split";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  int64_t x[2] = {5, 7}, wide[2] = {3, 1100};
+  gk_op_desc half = make(GK_OP_LINEAR, 2, x);
+  half.dtype = half.param_dtype = GK_F16;
+  half.linear.out_features = 311;
+  half.linear.has_bias = 1;
+  if (!g_quick) {
+    g_variant = "split bias";
+    argset in, ref_out;
+    gk_webgpu_test_binding_limit(limit);
+    check(plan_build(&roles, &half, CONTIGUOUS, NULL, &in), "linear f16 split: plan: %s", gk_last_error());
+    compare_backends(&roles, &half, CONTIGUOUS, &in, &ref_out);
+    gk_webgpu_test_binding_limit(0);
+    free_outputs(&roles, &half, &ref_out);
+    argset_free(&in);
+    configs++;
+  }
+  gk_op_desc half_bwd = backward_of(half);
+  check_refused("linear backward, f16 dx", &half_bwd, limit,
+                (gk_arg_kind[]){GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_DX, GK_ARG_DWEIGHT, GK_ARG_DBIAS}, 6,
+                GK_ARG_DX, "16-bit dx");
+  gk_op_desc lin_fwd = make(GK_OP_LINEAR, 2, x);
+  lin_fwd.linear.out_features = 211;
+  lin_fwd.linear.has_bias = 1;
+  check_split("linear split, neighbours", &lin_fwd, limit,
+              (placed[]){{GK_ARG_X, 0}, {GK_ARG_WEIGHT, 35}, {GK_ARG_BIAS, 1512}, {GK_ARG_Y, 1723}}, 4);
+  gk_op_desc lin_bwd = backward_of(lin_fwd);
+  check_split("linear backward split, neighbours", &lin_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 1056}, {GK_ARG_WEIGHT, 1091}, {GK_ARG_DX, 2568},
+                         {GK_ARG_DWEIGHT, 2603}, {GK_ARG_DBIAS, 4080}},
+              6);
+  gk_op_desc long_x = make(GK_OP_LINEAR, 2, wide);
+  long_x.linear.out_features = 5;
+  long_x.linear.has_bias = 0;
+  check_refused("linear, x over the limit", &long_x, limit, (gk_arg_kind[]){GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_Y}, 3,
+                GK_ARG_Y, "x");
+}
+
+// Matmul split by column of Y (2 x 5 x 7 @ 7 x 211: B 5908 bytes shared,
+// twice that a batch each, Y 8440; over `limit`, uneven pieces): plain, B
+// transposed, B shared, A and B transposed with B shared, against ref and
+// cpu (and accumulate); the unsplit run's bits (dA's sums carried) with
+// neighbours.
+static void test_split_matmul(uint32_t limit) {
+  int64_t a[3] = {2, 5, 7};
+  for (int v = 0; v < (g_quick ? 1 : 4); v++) {
+    gk_op_desc d = make(GK_OP_MATMUL, 3, a);
+    d.matmul.n = 211;
+    d.matmul.trans_a = v == 3;
+    d.matmul.trans_b = v == 1 || v == 3;
+    d.matmul.shared_b = v >= 2;
+    g_variant = (const char *[]){"split", "split tb", "split shared", "split ta tb shared"}[v];
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc mm = make(GK_OP_MATMUL, 3, a);
+  mm.matmul.n = 211;
+  gk_op_desc mm_bwd = backward_of(mm);
+  check_split("matmul backward split, neighbours", &mm_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 2111}, {GK_ARG_B, 2181}, {GK_ARG_DA, 5135}, {GK_ARG_DB, 5205}},
+              5);
+}
+
+// RoPE split by row of Dh (2 x 13 x 3 x 16, 2 x 3 x 13 x 16: 4992 bytes,
+// over `limit`, uneven pieces; a row's position from its index in the
+// whole run), both layouts and pairings, offset 7: against ref and cpu;
+// the unsplit run's bits in place.
+static void test_split_rope(uint32_t limit) {
+  int64_t bthd[4] = {2, 13, 3, 16}, bhtd[4] = {2, 3, 13, 16};
+  for (int v = 0; v < (g_quick ? 1 : 2); v++) {
+    gk_op_desc d = make(GK_OP_ROPE, 4, v ? bhtd : bthd);
+    d.rope.layout = v ? GK_ROPE_BHTD : GK_ROPE_BTHD;
+    d.rope.pairing = v ? GK_ROPE_INTERLEAVED : GK_ROPE_HALF;
+    d.rope.offset = 7;
+    g_variant = v ? "split bhtd interleaved" : "split bthd half";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc rope = make(GK_OP_ROPE, 4, bthd);
+  rope.rope.offset = 7;
+  check_split("rope split, in place", &rope, limit, (placed[]){{GK_ARG_X, 3}, {GK_ARG_Y, 3}}, 2);
+  gk_op_desc rope_bwd = backward_of(rope);
+  check_split("rope backward split, neighbours", &rope_bwd, limit, (placed[]){{GK_ARG_DY, 1}, {GK_ARG_DX, 1249}}, 2);
+}
+
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
 // elements or rows, pieces ending within 256-byte blocks: far apart,
-// neighbours, in place; and a run that cannot be split refused.
+// neighbours, in place; then the families with sums over every piece, or
+// pieces of columns (test_split_norm_params ... test_split_rope), each
+// with its refusals (--quick: each against ref in its first
+// configuration only).
 static void test_split(void) {
   const uint32_t limit = 4000;
   int64_t n = 3000, srows[2] = {40, 50}, nrows[2] = {60, 33}, grows[2] = {40, 66};
@@ -869,36 +1187,12 @@ static void test_split(void) {
   check_split("swiglu backward split, neighbours", &swiglu_bwd, limit,
               (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 3001}, {GK_ARG_GATE, 6001}, {GK_ARG_DX, 9001}, {GK_ARG_DGATE, 12001}},
               5);
-  // LayerNorm's backward with dweight sums over every row: not split, refused with the reason.
-  gk_op_desc ln_bwd = backward_of(ln);
-  ln_bwd.backend = GK_BACKEND_WEBGPU;
-  gk_plan *plan = NULL;
-  check(gk_plan_create(&ln_bwd, &plan) == GK_SUCCESS, "layernorm backward plan: %s", gk_last_error());
-  const gk_arg_kind kinds[] = {GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_RSTD, GK_ARG_MEAN, GK_ARG_DX, GK_ARG_DWEIGHT,
-                               GK_ARG_DBIAS};
-  gk_arg args[8];
-  gk_buffer *bufs[8] = {0};
-  for (int i = 0; i < 8 && plan; i++) {
-    int rank;
-    int64_t shape[GK_MAX_RANK];
-    gk_plan_arg_shape(plan, kinds[i], &rank, shape);
-    gk_tensor t;
-    gk_tensor_init(&t, NULL, GK_F32, rank, shape);
-    bufs[i] = filled_buffer(gk_tensor_numel(&t), 0.5f);
-    args[i] = (gk_arg){kinds[i], device_tensor(bufs[i], GK_F32, rank, shape)};
-  }
-  if (plan) {
-    gk_webgpu_test_binding_limit(limit);
-    gk_status st = gk_plan_run(plan, args, 8, NULL, 0);
-    gk_webgpu_test_binding_limit(0);
-    check(st == GK_ERR_UNSUPPORTED && strstr(gk_last_error(), "maxStorageBufferBindingSize"),
-          "layernorm backward with dweight over the limit: status %d, '%s'", st, gk_last_error());
-    check(untouched(bufs[5], 60 * 33, 0.5f), "a refused layernorm backward wrote dx");
-  }
-  for (int i = 0; i < 8; i++)
-    if (bufs[i]) gk_buffer_free(bufs[i]);
-  gk_plan_destroy(plan);
-  configs++;
+  test_split_norm_params(limit);
+  test_split_cross_entropy(limit);
+  test_split_embedding(limit);
+  test_split_linear(limit);
+  test_split_matmul(limit);
+  test_split_rope(limit);
 }
 
 // f16 and bf16: every op family (run_layouts: the first configurations,

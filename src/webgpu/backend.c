@@ -14,7 +14,8 @@
 // attention, conv1d and the scan) bind each tensor by itself instead, so a
 // contiguous tensor is read and written where it lies (place_bound below);
 // only what cannot be bound so goes through the arena, and a run whose
-// tensors are over the binding limit runs in pieces (wg_run_kernel).
+// tensors are over the binding limit runs in pieces (wg_run_kernel; linear
+// and matmul too, through the arena).
 // f16 and bf16 tensors are staged as f32 (stage.wgsl converts them in and,
 // rounding to nearest even, back out), unless the family reads and writes
 // them in place as words of two elements (wg_family.packed, prepare).
@@ -220,8 +221,9 @@ gk_status wg_arena_reserve(uint64_t words) {
   if (bytes > binding_limit())
     return gk_fail(GK_ERR_UNSUPPORTED,
                    "webgpu: the run needs %llu bytes of tensors and scratch, over the device's "
-                   "maxStorageBufferBindingSize %u (only the runs of families that bind tensors by themselves "
-                   "are split into pieces, and only contiguous tensors)",
+                   "maxStorageBufferBindingSize %u (attention, conv1d, the scan, a broadcast add or mul and the "
+                   "backward of a linear or matmul with a 16-bit dx or dA are not split into pieces; the others "
+                   "split only contiguous tensors)",
                    (unsigned long long)bytes, binding_limit());
   if (arena && arena->capacity >= bytes) return GK_SUCCESS;
   if (arena) {
@@ -295,10 +297,28 @@ gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
     else gkwg_buffer_copy(arena->id, slot * 4, id, (uint32_t)offset, bytes);
     return GK_SUCCESS;
   }
+  // Contiguous rows in a buffer over the binding limit (a piece's columns
+  // of a split run's tensor, wg_run_kernel), which the shaders could not
+  // bind: a copy a row.
+  if (!half && t->rank == 2 && t->strides[1] == 1 && ((wg_buffer *)handle)->capacity > binding_limit()) {
+    uint32_t row_bytes = (uint32_t)(t->shape[1] * ew * 4);
+    for (int64_t i = 0; i < t->shape[0]; i++) {
+      uint32_t at = (uint32_t)(offset + (size_t)(i * t->strides[0] * ew * 4));
+      uint32_t in_slot = slot * 4 + (uint32_t)i * row_bytes;
+      if (into_arena) gkwg_buffer_copy(id, at, arena->id, in_slot, row_bytes);
+      else gkwg_buffer_copy(arena->id, in_slot, id, at, row_bytes);
+    }
+    return GK_SUCCESS;
+  }
   if (!stage_pipelines[GATHER]) {
     static const char *const entries[STAGE_ENTRIES] = {"gather", "scatter", "scatter16", "scatter16_words"};
     for (int e = 0; e < STAGE_ENTRIES; e++) stage_pipelines[e] = wg_pipeline_create(gk_wgsl_stage, entries[e], "");
   }
+  // A contiguous (16-bit) tensor's shader binds its range (from a 256-byte
+  // boundary), not its whole buffer, which may be over the binding limit.
+  size_t from = contiguous ? offset / 256 * 256 : 0;
+  uint32_t range = contiguous ? (uint32_t)((offset + (size_t)n * gk_dtype_size(t->dtype) + 3) / 4 * 4 - from) : 0;
+  offset -= from;
   uint32_t base = (uint32_t)(offset / (half ? 2 : 4)), first_word = base / 2;
   uint32_t words = half ? (uint32_t)((base + n - 1) / 2 - first_word + 1) : 0;
   uint32_t p[WG_PARAM_WORDS] = {base, (uint32_t)n, (uint32_t)ew, (uint32_t)t->rank, slot,
@@ -308,7 +328,7 @@ gk_status wg_stage(const gk_tensor *t, uint32_t slot, bool into_arena) {
     p[16 + d] = (uint32_t)(int32_t)(t->strides[d] * ew);
   }
   int entry = into_arena ? GATHER : !half ? SCATTER : contiguous ? SCATTER16_WORDS : SCATTER16;
-  const wg_binding bindings[2] = {{1, id, 0, 0}, {2, arena->id, 0, 0}};
+  const wg_binding bindings[2] = {{1, id, (uint32_t)from, range}, {2, arena->id, 0, 0}};
   uint64_t invocations = entry == SCATTER16_WORDS ? words : (uint64_t)n;
   return dispatch(stage_pipelines[entry], bindings, 2, p, (uint64_t)gk_ceil_div((int64_t)invocations, 64));
 }
@@ -401,7 +421,9 @@ uint32_t *wg_pass_bound(wg_run *r, int entry, uint64_t groups, int nbind, const 
 }
 
 void wg_bound_scratch(wg_run *r, uint64_t words) {
-  r->bind[WG_ARG_SCRATCH] = (wg_binding){0, 0, bindable_scratch(r, words) * 4, (uint32_t)((words ? words : 1) * 4)};
+  uint32_t bytes = (uint32_t)((words ? words : 1) * 4);
+  r->bind[WG_ARG_SCRATCH] = r->run_scratch ? (wg_binding){0, r->run_scratch, 0, bytes}
+                                           : (wg_binding){0, 0, bindable_scratch(r, words) * 4, bytes};
   r->slot[WG_ARG_SCRATCH] = 0;
 }
 
@@ -492,11 +514,15 @@ static void wg_fini(gk_plan *plan) {
   plan->state = NULL;
 }
 
-// Place the tensors t of a run over `units` units (wg_family.split) and
-// plan its passes. A packable plan's run is packed when every tensor can be
-// bound where it lies (then none is staged); else its tensors are placed
-// again, the f16/bf16 ones staged.
-static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t units, wg_run *r) {
+// Place the tensors t of a run over `units` units (wg_family.split) from
+// unit `first_unit` of `all_units` (piece `piece` of `pieces` of a split
+// run, pieces 0 for a run in one piece; its scratch in buffer
+// `run_scratch`, or 0: the arena) and plan its passes. A packable
+// plan's run is packed when every tensor can be bound where it lies (then
+// none is staged); else its tensors are placed again, the f16/bf16 ones
+// staged.
+static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t first_unit, int64_t units,
+                         int64_t all_units, int64_t piece, int64_t pieces, uint32_t run_scratch, wg_run *r) {
   const wg_family *f = wg_family_of(plan);
   const wg_state *st = plan->state;
   for (int attempt = packable(plan) ? 0 : 1; attempt < 2; attempt++) {
@@ -504,6 +530,11 @@ static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t
     r->plan = plan;
     r->t = t;
     r->units = units;
+    r->first_unit = first_unit;
+    r->all_units = all_units;
+    r->piece = piece;
+    r->pieces = pieces;
+    r->run_scratch = run_scratch;
     r->packed = attempt == 0;
     if (!f->bound) break;
     place_bound(r);
@@ -523,15 +554,23 @@ static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t
   return s;
 }
 
-// Stage in, dispatch the passes, stage out.
-static gk_status execute(const gk_plan *plan, const wg_run *r) {
+// Stage in, dispatch passes [first, end), stage out: the staged tensors
+// those passes bind (an arena pass, binding none by itself: every one).
+static gk_status execute(const gk_plan *plan, const wg_run *r, int first, int end) {
   const wg_state *st = plan->state;
   const gk_tensor *const *args = r->t;
+  if (end > r->npass) end = r->npass;
+  bool bound[WG_KINDS] = {0};
+  for (int i = first; i < end; i++) {
+    if (!r->pass[i].nbind) memset(bound, 1, sizeof bound);
+    for (int j = 0; j < r->pass[i].nbind; j++) bound[r->pass[i].bind[j]] = true;
+  }
   gk_status s = wg_arena_reserve(r->words);
   if (s != GK_SUCCESS) return s;
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (r->staged[k] && (!plan->args[k].is_output || plan->desc.accumulate)) s = wg_stage(args[k], r->stage_at[k], true);
-  for (int i = 0; i < r->npass && s == GK_SUCCESS; i++) {
+    if (r->staged[k] && bound[k] && (!plan->args[k].is_output || plan->desc.accumulate || r->partial_outputs))
+      s = wg_stage(args[k], r->stage_at[k], true);
+  for (int i = first; i < end && s == GK_SUCCESS; i++) {
     const wg_pass_t *ps = &r->pass[i];
     if (!ps->nbind) {
       s = wg_arena_dispatch(st->pipeline[ps->entry], ps->p, ps->groups);
@@ -547,59 +586,130 @@ static gk_status execute(const gk_plan *plan, const wg_run *r) {
                  ps->groups);
   }
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (r->staged[k] && plan->args[k].is_output) s = wg_stage(args[k], r->stage_at[k], false);
+    if (r->staged[k] && bound[k] && plan->args[k].is_output) s = wg_stage(args[k], r->stage_at[k], false);
   gkwg_submit();
   return s;
 }
 
-// Units of a piece of a split run: as many as keep every piece's ranges,
-// all staged at worst (4 bytes an f16/bf16 element: staged as f32), with
-// the whole tensors, the stand-ins of absent ones and the 256-byte
-// alignments, within the binding limit. 0: none fit, or a tensor to be
-// split is strided.
-static int64_t piece_units(const gk_tensor *const *args, const int64_t *per_unit) {
-  uint64_t fixed = 256 * 4, per = 0;  // the stand-ins of absent tensors (wg_pass_bound: 3 at most)
+// Units of a piece of a split run (*step): as many as keep every piece's
+// ranges, all staged at worst (4 bytes an f16/bf16 element: staged as f32),
+// with the whole tensors, the stand-ins of absent ones and the 256-byte
+// alignments, within the binding limit; 0 where the family splits none of
+// the tensors. Refused, naming the tensor: a tensor to be split that is
+// strided, tensors bound whole that leave no room, or a unit that does not
+// fit.
+static gk_status piece_units(const gk_plan *plan, const gk_tensor *const *args, const int64_t *per_unit,
+                             const int64_t *outer, int64_t *step) {
+  const char *family = wg_family_of(plan)->name;
+  // (fixed: the stand-ins of absent tensors, wg_pass_bound, 3 at most)
+  uint64_t fixed = 256 * 4, per = 0, widest = 0, largest = 0;
+  int widest_kind = 0, largest_kind = 0;
+  *step = 0;
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
     if (!args[k]) continue;
-    uint64_t size = (uint64_t)slot_words(args[k]->dtype) * 4;
-    if (per_unit[k] && !gk_tensor_is_contiguous(args[k])) return 0;
-    if (per_unit[k]) per += (uint64_t)per_unit[k] * size;
-    else fixed += (uint64_t)gk_tensor_numel(args[k]) * size;
-    fixed += 256;
+    uint64_t size = (uint64_t)slot_words(args[k]->dtype) * 4, unit = (uint64_t)(outer[k] * per_unit[k]) * size;
+    if (per_unit[k] && !gk_tensor_is_contiguous(args[k]))
+      return gk_fail(GK_ERR_UNSUPPORTED,
+                     "webgpu: %s: the run is over the device's maxStorageBufferBindingSize %u and %s is strided "
+                     "(only contiguous tensors are split into pieces)",
+                     family, binding_limit(), gk_arg_name((gk_arg_kind)k));
+    if (unit > widest) {
+      widest = unit;
+      widest_kind = k;
+    }
+    per += unit;
+    uint64_t whole = per_unit[k] ? 0 : (uint64_t)gk_tensor_numel(args[k]) * size;
+    if (whole > largest) {
+      largest = whole;
+      largest_kind = k;
+    }
+    fixed += whole + 256;
   }
   uint64_t limit = binding_limit();
-  return per && limit > fixed ? (int64_t)((limit - fixed) / per) : 0;
+  if (!per) return GK_SUCCESS;
+  if (limit <= fixed)
+    return gk_fail(GK_ERR_UNSUPPORTED,
+                   "webgpu: %s: what every piece of the split run binds whole (%s: %llu bytes; %llu in all) is over "
+                   "the device's maxStorageBufferBindingSize %u",
+                   family, gk_arg_name((gk_arg_kind)largest_kind), (unsigned long long)largest,
+                   (unsigned long long)fixed, binding_limit());
+  if ((limit - fixed) / per == 0)
+    return gk_fail(GK_ERR_UNSUPPORTED,
+                   "webgpu: %s: one unit of the split run (%s: %llu bytes; %llu with the other tensors split) and "
+                   "what every piece binds whole (%llu bytes) are over the device's maxStorageBufferBindingSize %u",
+                   family, gk_arg_name((gk_arg_kind)widest_kind), (unsigned long long)widest,
+                   (unsigned long long)per, (unsigned long long)fixed, binding_limit());
+  *step = (int64_t)((limit - fixed) / per);
+  return GK_SUCCESS;
+}
+
+// The tensors of a piece of a split run: units u0 .. u0 + count of args,
+// views in `view` of the tensors split (per_unit: elements a unit; in each
+// of outer[k] rows, units x per_unit[k] elements apart: a strided view,
+// staged), the others whole.
+static void piece_of(const gk_tensor *const *args, const int64_t *per_unit, const int64_t *outer, int64_t units,
+                     int64_t u0, int64_t count, gk_tensor *view, const gk_tensor **piece) {
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    piece[k] = args[k];
+    if (!args[k] || !per_unit[k]) continue;
+    int64_t shape[2] = {outer[k], count * per_unit[k]};
+    char *at = (char *)args[k]->data + u0 * per_unit[k] * (int64_t)gk_dtype_size(args[k]->dtype);
+    gk_tensor_init(&view[k], at, args[k]->dtype, outer[k] > 1 ? 2 : 1, outer[k] > 1 ? shape : shape + 1);
+    if (outer[k] > 1) view[k].strides[0] = units * per_unit[k];
+    view[k].device = args[k]->device;
+    view[k].device_id = args[k]->device_id;
+    piece[k] = &view[k];
+  }
 }
 
 static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, void *workspace) {
   (void)workspace;
   const wg_family *f = wg_family_of(plan);
-  int64_t per_unit[GK_ARG_COUNT_] = {0}, units = f->split ? f->split(plan, per_unit) : 0;
+  int64_t per_unit[GK_ARG_COUNT_] = {0}, outer[GK_ARG_COUNT_], step = 0;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) outer[k] = 1;
+  int64_t units = f->split ? f->split(plan, per_unit, outer) : 0;
   wg_run r;
-  gk_status s = prepare(plan, args, units, &r);
+  gk_status s = prepare(plan, args, 0, units, units, 0, 0, 0, &r);
+  if (s == GK_SUCCESS && f->split && (r.oversized || r.words * 4 > binding_limit()))
+    s = piece_units(plan, args, per_unit, outer, &step);
   if (s != GK_SUCCESS) return s;
-  // Over the binding limit: in pieces of whole units (elements, rows), each
-  // binding sub-ranges of the tensors split (per_unit: elements a unit),
-  // the others whole, as a run of its own (placed, staged where it must be).
-  int64_t step = f->split && (r.oversized || r.words * 4 > binding_limit()) ? piece_units(args, per_unit) : 0;
-  if (step == 0 || step >= units) return execute(plan, &r);
-  for (int64_t u0 = 0; u0 < units && s == GK_SUCCESS; u0 += step) {
-    int64_t count = units - u0 < step ? units - u0 : step;
-    gk_tensor view[GK_ARG_COUNT_];
-    const gk_tensor *piece[GK_ARG_COUNT_] = {0};
-    for (int k = 0; k < GK_ARG_COUNT_; k++) {
-      piece[k] = args[k];
-      if (!args[k] || !per_unit[k]) continue;
-      int64_t n = count * per_unit[k];
-      char *at = (char *)args[k]->data + u0 * per_unit[k] * (int64_t)gk_dtype_size(args[k]->dtype);
-      gk_tensor_init(&view[k], at, args[k]->dtype, 1, &n);
-      view[k].device = args[k]->device;
-      view[k].device_id = args[k]->device_id;
-      piece[k] = &view[k];
-    }
-    s = prepare(plan, piece, count, &r);
-    if (s == GK_SUCCESS) s = execute(plan, &r);
+  if (step == 0 || step >= units) return execute(plan, &r, 0, r.npass);
+  // Over the binding limit: in pieces of whole units (elements, rows,
+  // columns), each a run of its own (placed, staged where it must be); a
+  // run of passes after the other over every piece, a whole pass once. The
+  // scratch (its size as the first piece plans it) is one buffer for every
+  // piece.
+  int64_t pieces = gk_ceil_div(units, step);
+  gk_tensor view[GK_ARG_COUNT_];
+  const gk_tensor *piece[GK_ARG_COUNT_];
+  piece_of(args, per_unit, outer, units, 0, step, view, piece);
+  s = prepare(plan, piece, 0, step, units, 0, pieces, 0, &r);
+  if (s != GK_SUCCESS) return s;
+  wg_buffer *scratch = NULL;
+  uint32_t scratch_bytes = r.bind[WG_ARG_SCRATCH].size;
+  if (scratch_bytes > binding_limit())
+    return gk_fail(GK_ERR_UNSUPPORTED,
+                   "webgpu: %s: the split run's scratch (%u bytes) is over the device's maxStorageBufferBindingSize %u",
+                   f->name, scratch_bytes, binding_limit());
+  if (scratch_bytes) {
+    void *h;
+    s = wg_alloc(scratch_bytes, &h);
+    if (s != GK_SUCCESS) return s;
+    scratch = h;
   }
+  int npass = r.npass;
+  bool whole[WG_MAX_PASSES];
+  for (int i = 0; i < npass; i++) whole[i] = r.pass[i].whole;
+  for (int first = 0, end; first < npass && s == GK_SUCCESS; first = end) {
+    for (end = first + 1; !whole[first] && end < npass && !whole[end];) end++;
+    for (int64_t i = 0; i < (whole[first] ? 1 : pieces) && s == GK_SUCCESS; i++) {
+      int64_t u0 = i * step, count = units - u0 < step ? units - u0 : step;
+      piece_of(args, per_unit, outer, units, u0, count, view, piece);
+      s = prepare(plan, piece, u0, count, units, i, pieces, scratch ? scratch->id : 0, &r);
+      if (s == GK_SUCCESS) s = execute(plan, &r, first, end);
+    }
+  }
+  if (scratch) wg_free(scratch);
   return s;
 }
 

@@ -57,7 +57,8 @@ static int64_t split_elementwise(const gk_plan *plan, gk_arg_kind of, int64_t *p
   for (int k = 0; k < GK_ARG_COUNT_; k++) per_unit[k] = 1;
   return numel_of(plan, of);
 }
-static int64_t split_activation(const gk_plan *plan, int64_t *per_unit) {
+static int64_t split_activation(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
   return split_elementwise(plan, gk_activation_saved(&plan->desc), per_unit);
 }
 // Every tensor of an activation has the description's shape: packed always.
@@ -108,7 +109,8 @@ static gk_status plan_gated(const gk_plan *plan, wg_run *r) {
 }
 // Split by elements (two tensors) or by the index before the split dim (a
 // unit: both halves of x and dx, one half's worth of y and dy).
-static int64_t split_gated(const gk_plan *plan, int64_t *per_unit) {
+static int64_t split_gated(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
   const gk_op_desc *d = &plan->desc;
   if (d->gated.form != GK_GATED_SPLIT) return split_elementwise(plan, GK_ARG_X, per_unit);
   int64_t half = gated_half(d);
@@ -200,7 +202,8 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
 }
 
 // Split by elements when nothing is broadcast.
-static int64_t split_binary(const gk_plan *plan, int64_t *per_unit) {
+static int64_t split_binary(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
   const gk_op_desc *d = &plan->desc;
   if (!unbroadcast(d)) return 0;
   split_elementwise(plan, GK_ARG_A, per_unit);
@@ -214,25 +217,42 @@ static void binary_overrides(const gk_plan *plan, char *text, size_t cap) {
 
 // ---------------------------------------------------------------- norms
 // Bindings: forward x, weight, mean, rstd, bias, y; backward_dx x, weight,
-// mean, rstd, dy, dx; backward_params x, dweight, mean, rstd, dy, dbias.
+// mean, rstd, dy, dx; backward_params x, dweight, mean, rstd, dy, dbias. A
+// piece of a split backward (r->pieces) writes its rows' parameter sums to
+// its partials in the run's scratch (param_partials: x, scratch, mean,
+// rstd, dy); combine_params (scratch, dweight, dbias), a whole pass, adds
+// them up in piece order.
+enum { NORM_DX, NORM_PARAMS, NORM_PARTIALS, NORM_COMBINE };
 static gk_status plan_norm(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank), rows = r->units;
   if (rows == 0) return GK_SUCCESS;
   static const gk_arg_kind forward[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_BIAS, GK_ARG_Y},
                            dx[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DX},
-                           params[] = {GK_ARG_X, GK_ARG_DWEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DBIAS};
-  bool fwd = d->direction == GK_FORWARD;
+                           params[] = {GK_ARG_X, GK_ARG_DWEIGHT, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DBIAS},
+                           partials[] = {GK_ARG_X, WG_ARG_SCRATCH, GK_ARG_MEAN, GK_ARG_RSTD, GK_ARG_DY},
+                           combine[] = {WG_ARG_SCRATCH, GK_ARG_DWEIGHT, GK_ARG_DBIAS};
+  bool fwd = d->direction == GK_FORWARD, sums = !fwd && (r->t[GK_ARG_DWEIGHT] || r->t[GK_ARG_DBIAS]);
+  if (sums && r->pieces) wg_bound_scratch(r, 2 * (uint64_t)(cols * r->pieces));
   uint32_t *p = wg_pass_bound(r, 0, (uint64_t)rows, 6, fwd ? forward : dx);
-  uint32_t *q = !fwd && (r->t[GK_ARG_DWEIGHT] || r->t[GK_ARG_DBIAS]) ? wg_pass_bound(r, 1, (uint64_t)cols, 6, params)
-                                                                     : NULL;
   const gk_arg_kind kinds[] = {GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_BIAS, GK_ARG_Y, GK_ARG_MEAN,
                                GK_ARG_RSTD, GK_ARG_DY, GK_ARG_DX, GK_ARG_DWEIGHT, GK_ARG_DBIAS};
   for (int i = 0; i < 10; i++) p[i] = r->slot[kinds[i]];
   p[10] = (uint32_t)rows;
   p[11] = (uint32_t)cols;
   p[12] = wg_f32(d->norm.eps);
-  if (q) memcpy(q, p, WG_PARAM_WORDS * sizeof *p);
+  p[13] = (uint32_t)r->pieces;
+  if (!sums) return GK_SUCCESS;
+  if (!r->pieces) {
+    memcpy(wg_pass_bound(r, NORM_PARAMS, (uint64_t)cols, 6, params), p, WG_PARAM_WORDS * sizeof *p);
+    return GK_SUCCESS;
+  }
+  uint32_t *q = wg_pass_bound(r, NORM_PARTIALS, (uint64_t)cols, 5, partials);
+  memcpy(q, p, WG_PARAM_WORDS * sizeof *p);
+  q[8] = (uint32_t)(2 * cols * r->piece);  // dweight's sums, then dbias's
+  q[9] = q[8] + (uint32_t)cols;
+  memcpy(wg_pass_bound(r, NORM_COMBINE, groups_for(cols), 3, combine), p, WG_PARAM_WORDS * sizeof *p);
+  r->pass[r->npass - 1].whole = true;
   return GK_SUCCESS;
 }
 // LayerNorm or RMSNorm, weight, bias, accumulate: override constants.
@@ -243,15 +263,12 @@ static void norm_overrides(const gk_plan *plan, char *text, size_t cap) {
            d->accumulate);
 }
 // Split by rows: x, y, dy, dx a row a unit, mean and rstd one word, the
-// parameters whole; not the backward with parameter gradients, whose sums
-// run over every row.
-static int64_t split_norm(const gk_plan *plan, int64_t *per_unit) {
+// parameters and their gradients whole (the backward's sums over every
+// row: partials a piece, added up once, plan_norm).
+static int64_t split_norm(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
   const gk_op_desc *d = &plan->desc;
   int64_t cols = prod(d->shape, d->rank - d->norm.normalized_rank, d->rank);
-  if (d->direction == GK_BACKWARD && (d->norm.has_weight || (d->op == GK_OP_LAYERNORM && d->norm.has_bias))) {
-    // (units are still the rows: plan_norm reads them from r->units)
-    return prod(d->shape, 0, d->rank - d->norm.normalized_rank);
-  }
   const gk_arg_kind by_row[] = {GK_ARG_X, GK_ARG_Y, GK_ARG_DY, GK_ARG_DX};
   for (int i = 0; i < 4; i++) per_unit[by_row[i]] = cols;
   per_unit[GK_ARG_MEAN] = per_unit[GK_ARG_RSTD] = 1;
@@ -280,7 +297,8 @@ static gk_status plan_softmax(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 // Split by the leading dims (a unit: one (len, inner) slab).
-static int64_t split_softmax(const gk_plan *plan, int64_t *per_unit) {
+static int64_t split_softmax(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
   const gk_op_desc *d = &plan->desc;
   int dim = norm_dim(d->softmax.dim, d->rank);
   for (int k = 0; k < GK_ARG_COUNT_; k++) per_unit[k] = prod(d->shape, dim, d->rank);
@@ -295,7 +313,7 @@ static void softmax_overrides(const gk_plan *plan, char *text, size_t cap) {
 typedef struct gemm {
   uint32_t a, b, c, bias;
   int64_t M, N, K, batches, kb;
-  int has_bias, accumulate;
+  int has_bias, accumulate, carry;
   int64_t a_bs, a_kbs, a_rs, a_cs, b_bs, b_kbs, b_rs, b_cs, c_bs, c_rs, c_cs;
 } gemm;
 
@@ -316,7 +334,7 @@ static void product(wg_run *r, gemm g) {
   if (g.M == 0 || g.N == 0 || g.batches == 0) return;
   uint32_t *p = wg_pass(r, product_by_vec4(&g) ? PRODUCT_VEC4 : PRODUCT,
                         (uint64_t)(gk_ceil_div(g.M, 32) * gk_ceil_div(g.N, 32) * g.batches));
-  const int64_t words[] = {g.a, g.b, g.c, g.bias, g.M, g.N, g.K, g.batches, g.kb, g.has_bias, g.accumulate, 0,
+  const int64_t words[] = {g.a, g.b, g.c, g.bias, g.M, g.N, g.K, g.batches, g.kb, g.has_bias, g.accumulate, g.carry,
                            g.a_bs, g.a_kbs, g.a_rs, g.a_cs, g.b_bs, g.b_kbs, g.b_rs, g.b_cs, g.c_bs, g.c_rs, g.c_cs};
   for (size_t i = 0; i < sizeof words / sizeof *words; i++) p[i] = (uint32_t)words[i];
 }
@@ -333,9 +351,13 @@ static void column_sum(wg_run *r, uint32_t dy, uint32_t dbias, int64_t M, int64_
 }
 
 // y (R x N) = x (R x K) W^T + b;  dx = dy W;  dW (+)= dy^T x;  db (+)= column sums of dy.
+// A piece of a split run (split_linear) covers the output features
+// first_unit .. + units (N of them here): those columns of y and dy, rows
+// of W and dW, elements of b and db; its dx product goes on with the sums
+// the pieces before it left in dx (carry, dx staged in).
 static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t K = d->shape[d->rank - 1], R = prod(d->shape, 0, d->rank - 1), N = d->linear.out_features;
+  int64_t K = d->shape[d->rank - 1], R = prod(d->shape, 0, d->rank - 1), N = r->units;
   const uint32_t *s = r->slot;
   if (d->direction == GK_FORWARD) {
     product(r, (gemm){.a = s[GK_ARG_X], .b = s[GK_ARG_WEIGHT], .c = s[GK_ARG_Y], .bias = s[GK_ARG_BIAS], .M = R,
@@ -343,21 +365,46 @@ static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
                       .b_rs = 1, .b_cs = K, .c_rs = N, .c_cs = 1});
     return GK_SUCCESS;
   }
+  bool carry = r->first_unit > 0;
+  r->partial_outputs = carry;
   product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_WEIGHT], .c = s[GK_ARG_DX], .M = R, .N = K, .K = N,
-                    .batches = 1, .kb = 1, .a_rs = N, .a_cs = 1, .b_rs = K, .b_cs = 1, .c_rs = K, .c_cs = 1});
+                    .batches = 1, .kb = 1, .carry = carry, .a_rs = N, .a_cs = 1, .b_rs = K, .b_cs = 1, .c_rs = K,
+                    .c_cs = 1});
   product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_X], .c = s[GK_ARG_DWEIGHT], .M = N, .N = K, .K = R,
                     .batches = 1, .kb = 1, .accumulate = d->accumulate, .a_rs = 1, .a_cs = N, .b_rs = K, .b_cs = 1,
                     .c_rs = K, .c_cs = 1});
   if (d->linear.has_bias) column_sum(r, s[GK_ARG_DY], s[GK_ARG_DBIAS], R, N, d->accumulate);
   return GK_SUCCESS;
 }
+// A 16-bit output carried from piece to piece (dx, dA) would be rounded
+// between the pieces: such a backward is not split.
+static bool carried_in_16_bits(const gk_plan *plan, gk_arg_kind k) {
+  gk_dtype dt = plan->args[k].dtype;
+  return plan->desc.direction == GK_BACKWARD && plan->args[k].used && (dt == GK_F16 || dt == GK_BF16);
+}
+
+// Split by output feature: rows of W and dW (K elements), elements of b
+// and db, a column of y and dy in each of their R rows; x and dx whole.
+// Each piece's dW and db sums run over every row; dx's sum over the
+// features carries from piece to piece in order: the unsplit run's bits.
+static int64_t split_linear(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  const gk_op_desc *d = &plan->desc;
+  if (carried_in_16_bits(plan, GK_ARG_DX)) return d->linear.out_features;  // (per_unit all 0: not split)
+  per_unit[GK_ARG_WEIGHT] = per_unit[GK_ARG_DWEIGHT] = d->shape[d->rank - 1];
+  per_unit[GK_ARG_BIAS] = per_unit[GK_ARG_DBIAS] = per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = 1;
+  outer[GK_ARG_Y] = outer[GK_ARG_DY] = prod(d->shape, 0, d->rank - 1);
+  return d->linear.out_features;
+}
 
 // Y = op(A) op(B) per batch; dA = dY op(B)^T, dB = op(A)^T dY (summed over
-// the batch when B is shared), each written in its operand's layout.
+// the batch when B is shared), each written in its operand's layout. A
+// piece of a split run (split_matmul) covers the columns first_unit .. +
+// units (N of them here) of Y, dY, op(B) and its gradient; its dA product
+// goes on with the sums the pieces before it left in dA (carry).
 static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int ta = d->matmul.trans_a, tb = d->matmul.trans_b, shared = d->matmul.shared_b;
-  int64_t M = d->shape[d->rank - 2 + ta], K = d->shape[d->rank - 1 - ta], N = d->matmul.n;
+  int64_t M = d->shape[d->rank - 2 + ta], K = d->shape[d->rank - 1 - ta], N = r->units;
   int64_t nb = prod(d->shape, 0, d->rank - 2);
   int64_t a_bs = M * K, b_bs = shared ? 0 : K * N, y_bs = M * N;
   // op(A)[i, k] and op(B)[k, j] as (row, column) strides.
@@ -370,9 +417,11 @@ static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
     return GK_SUCCESS;
   }
   // dA[i, k] = sum_j dY[i, j] op(B)[k, j]: written at A's (i, k) strides.
+  bool carry = r->first_unit > 0;
+  r->partial_outputs = carry;
   product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_B], .c = s[GK_ARG_DA], .M = M, .N = K, .K = N, .batches = nb,
-                    .kb = 1, .a_bs = y_bs, .a_rs = N, .a_cs = 1, .b_bs = b_bs, .b_rs = b_cs, .b_cs = b_rs,
-                    .c_bs = a_bs, .c_rs = a_rs, .c_cs = a_cs});
+                    .kb = 1, .carry = carry, .a_bs = y_bs, .a_rs = N, .a_cs = 1, .b_bs = b_bs, .b_rs = b_cs,
+                    .b_cs = b_rs, .c_bs = a_bs, .c_rs = a_rs, .c_cs = a_cs});
   // dB[k, j] = sum_i op(A)[i, k] dY[i, j]: written at B's (k, j) strides.
   gemm g = {.a = s[GK_ARG_A], .b = s[GK_ARG_DY], .c = s[GK_ARG_DB], .M = K, .N = N, .K = M, .batches = nb, .kb = 1,
             .a_bs = a_bs, .a_rs = a_cs, .a_cs = a_rs, .b_bs = y_bs, .b_rs = N, .b_cs = 1, .c_bs = b_bs,
@@ -387,6 +436,23 @@ static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
   product(r, g);
   return GK_SUCCESS;
 }
+// Split by column of Y: a column of Y and dY in each of their rows, of
+// op(B) and dB in each of theirs (a row of K elements of B stored
+// transposed); A and dA whole. Each piece's dB sums run over every row
+// (and batch); dA's over the columns carry from piece to piece in order:
+// the unsplit run's bits.
+static int64_t split_matmul(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  const gk_op_desc *d = &plan->desc;
+  if (carried_in_16_bits(plan, GK_ARG_DA)) return d->matmul.n;  // (per_unit all 0: not split)
+  int ta = d->matmul.trans_a, tb = d->matmul.trans_b;
+  int64_t M = d->shape[d->rank - 2 + ta], K = d->shape[d->rank - 1 - ta];
+  int64_t nb = prod(d->shape, 0, d->rank - 2), b_batches = d->matmul.shared_b ? 1 : nb;
+  per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = 1;
+  outer[GK_ARG_Y] = outer[GK_ARG_DY] = nb * M;
+  per_unit[GK_ARG_B] = per_unit[GK_ARG_DB] = tb ? K : 1;
+  outer[GK_ARG_B] = outer[GK_ARG_DB] = tb ? b_batches : b_batches * K;
+  return d->matmul.n;
+}
 
 // ---------------------------------------------------------------- cross-entropy
 static uint32_t index_words(const gk_op_desc *d) { return d->index_dtype == GK_I64 ? 2 : 1; }
@@ -397,29 +463,46 @@ static const char *decline_cross_entropy(const gk_plan *plan) {
                                                   : NULL;
 }
 
+// A piece of a split run (split_cross_entropy) covers rows first_unit ...
+// of all_units: per_row and grad on its rows, total (whole) on every row.
 static gk_status plan_cross_entropy(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t V = d->shape[d->rank - 1], rows = prod(d->shape, 0, d->rank - 1);
+  int64_t V = d->shape[d->rank - 1], rows = r->units, all_rows = r->all_units;
   bool fwd = d->direction == GK_FORWARD, grad = !fwd || d->ce.fused_grad;
   static const gk_arg_kind per_row[] = {WG_ARG_SCRATCH, GK_ARG_LOGITS, GK_ARG_TARGET},
                            total[] = {WG_ARG_SCRATCH, GK_ARG_LOSS},
                            gradient[] = {WG_ARG_SCRATCH, GK_ARG_LOGITS, GK_ARG_TARGET, GK_ARG_DLOSS, GK_ARG_DLOGITS};
-  wg_bound_scratch(r, 3 * (uint64_t)rows + 1);
+  wg_bound_scratch(r, 3 * (uint64_t)all_rows + 1);
   uint32_t p[WG_PARAM_WORDS] = {r->slot[GK_ARG_LOGITS], r->slot[GK_ARG_TARGET], r->slot[GK_ARG_LOSS],
                                 r->slot[GK_ARG_DLOGITS], r->slot[GK_ARG_DLOSS], 0,
                                 (uint32_t)rows, (uint32_t)V, index_words(d), (uint32_t)(int32_t)d->ce.ignore_index,
                                 d->ce.reduction == GK_REDUCTION_MEAN, wg_f32(d->ce.label_smoothing),
-                                wg_f32(d->ce.grad_scale), fwd && d->ce.fused_grad, fwd, 0x7fc00000u};
+                                wg_f32(d->ce.grad_scale), fwd && d->ce.fused_grad, fwd, 0x7fc00000u,
+                                (uint32_t)all_rows, (uint32_t)r->first_unit};
   memcpy(wg_pass_bound(r, 0, (uint64_t)rows, 3, per_row), p, sizeof p);
   memcpy(wg_pass_bound(r, 1, 1, 2, total), p, sizeof p);
+  r->pass[r->npass - 1].whole = true;
   if (grad) memcpy(wg_pass_bound(r, 2, groups_for(rows * V), 5, gradient), p, sizeof p);
   return GK_SUCCESS;
 }
+// Split by rows: logits and dlogits a row a unit, targets one index, loss
+// and dloss whole. The per-row losses of every piece stay in the run's
+// scratch for total, one fixed-order sum over all rows: the split run's
+// bits are the unsplit run's.
+static int64_t split_cross_entropy(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
+  const gk_op_desc *d = &plan->desc;
+  per_unit[GK_ARG_LOGITS] = per_unit[GK_ARG_DLOGITS] = d->shape[d->rank - 1];
+  per_unit[GK_ARG_TARGET] = 1;
+  return prod(d->shape, 0, d->rank - 1);
+}
 
 // ---------------------------------------------------------------- embedding
+// A piece of a split run (split_embedding) covers rows first_unit .. of
+// the weight (dweight): r->units of them.
 static gk_status plan_embedding(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t P = prod(d->shape, 0, d->rank), V = d->embedding.num_embeddings, D = d->embedding.dim;
+  int64_t P = prod(d->shape, 0, d->rank), V = r->units, D = d->embedding.dim;
   bool fwd = d->direction == GK_FORWARD;
   static const gk_arg_kind forward[] = {GK_ARG_INDEX, GK_ARG_WEIGHT, GK_ARG_Y},
                            backward[] = {GK_ARG_INDEX, GK_ARG_DY, GK_ARG_DWEIGHT};
@@ -432,7 +515,19 @@ static gk_status plan_embedding(const gk_plan *plan, wg_run *r) {
   p[8] = index_words(d);
   p[9] = (uint32_t)(int32_t)d->embedding.padding_idx;
   p[10] = (uint32_t)d->accumulate;
+  p[11] = (uint32_t)r->first_unit;
+  // A forward piece writes only the rows of y whose index is among its weight rows.
+  r->partial_outputs = fwd && V < r->all_units;
   return GK_SUCCESS;
+}
+// Split by the rows of weight (forward) or dweight (backward), D elements
+// each; the indices, y and dy whole: each piece copies, or sums in full,
+// the rows it covers, so a split run's bits are the unsplit run's.
+static int64_t split_embedding(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
+  const gk_op_desc *d = &plan->desc;
+  per_unit[d->direction == GK_FORWARD ? GK_ARG_WEIGHT : GK_ARG_DWEIGHT] = d->embedding.dim;
+  return d->embedding.num_embeddings;
 }
 
 // ---------------------------------------------------------------- RoPE
@@ -455,10 +550,11 @@ static uint32_t rope_constants(const gk_plan *plan, float **data) {
   return (uint32_t)(2 * n);
 }
 
+// A piece of a split run (split_rope) covers rows first_unit .. + units.
 static gk_status plan_rope(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   bool fwd = d->direction == GK_FORWARD, bhtd = d->rope.layout == GK_ROPE_BHTD;
-  int64_t pairs = prod(d->shape, 0, 4) / 2;
+  int64_t pairs = r->units * (d->shape[3] / 2);
   const gk_arg_kind bind[] = {fwd ? GK_ARG_X : GK_ARG_DY, fwd ? GK_ARG_Y : GK_ARG_DX, WG_ARG_CONSTANTS};
   uint32_t *p = wg_pass_bound(r, 0, groups_for(pairs), 3, bind);
   p[0] = r->slot[fwd ? GK_ARG_X : GK_ARG_DY];
@@ -471,7 +567,15 @@ static gk_status plan_rope(const gk_plan *plan, wg_run *r) {
   p[7] = bhtd;
   p[8] = d->rope.pairing == GK_ROPE_INTERLEAVED;
   p[9] = !fwd;
+  p[10] = (uint32_t)r->first_unit;
   return GK_SUCCESS;
+}
+// Split by row of Dh elements (x, y, dy, dx); the table whole.
+static int64_t split_rope(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
+  const gk_op_desc *d = &plan->desc;
+  per_unit[GK_ARG_X] = per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = per_unit[GK_ARG_DX] = d->shape[3];
+  return prod(d->shape, 0, 3);
 }
 
 // ---------------------------------------------------------------- attention
@@ -694,21 +798,27 @@ static const wg_family mul = {.name = "mul", .source = gk_wgsl_binary, .forward 
                               .bound = true, .split = split_binary, .packed = packed_binary};
 static const wg_family norm = {.name = "norm", .source = gk_wgsl_norm, .subgroup_source = gk_wgsl_norm_subgroups,
                                .forward = {"forward"},
-                               .backward = {"backward_dx", "backward_params"}, .plan = plan_norm,
+                               .backward = {"backward_dx", "backward_params", "param_partials", "combine_params"},
+                               .plan = plan_norm,
                                .overrides = norm_overrides, .bound = true, .split = split_norm};
 static const wg_family linear = {.name = "linear", .source = gk_wgsl_matmul, .forward = {"product", "product_vec4"},
-                                 .backward = {"product", "product_vec4", "column_sum"}, .plan = plan_linear};
+                                 .backward = {"product", "product_vec4", "column_sum"}, .plan = plan_linear,
+                                 .split = split_linear};
 static const wg_family matmul = {.name = "matmul", .source = gk_wgsl_matmul, .forward = {"product", "product_vec4"},
-                                 .backward = {"product", "product_vec4"}, .plan = plan_matmul};
+                                 .backward = {"product", "product_vec4"}, .plan = plan_matmul,
+                                 .split = split_matmul};
 static const wg_family cross_entropy = {.name = "cross_entropy", .source = gk_wgsl_cross_entropy,
                                         .subgroup_source = gk_wgsl_cross_entropy_subgroups,
                                         .forward = {"per_row", "total", "grad"},
                                         .backward = {"per_row", "total", "grad"},
-                                        .decline = decline_cross_entropy, .plan = plan_cross_entropy, .bound = true};
+                                        .decline = decline_cross_entropy, .plan = plan_cross_entropy, .bound = true,
+                                        .split = split_cross_entropy};
 static const wg_family embedding = {.name = "embedding", .source = gk_wgsl_embedding, .forward = {"forward"},
-                                    .backward = {"backward"}, .plan = plan_embedding, .bound = true};
+                                    .backward = {"backward"}, .plan = plan_embedding, .bound = true,
+                                    .split = split_embedding};
 static const wg_family rope = {.name = "rope", .source = gk_wgsl_rope, .forward = {"rotate"}, .backward = {"rotate"},
-                               .plan = plan_rope, .constants = rope_constants, .bound = true};
+                               .plan = plan_rope, .constants = rope_constants, .bound = true,
+                               .split = split_rope};
 static const wg_family attention = {.name = "attention", .source = gk_wgsl_attention, .forward = {"forward"},
                                     .backward = {"delta", "dq", "dkv"}, .decline = decline_attention,
                                     .plan = plan_attention};

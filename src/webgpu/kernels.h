@@ -17,13 +17,17 @@ enum { WG_ARG_CONSTANTS = GK_ARG_COUNT_, WG_ARG_SCRATCH, WG_KINDS };
 // One dispatch: the family's entry point, its workgroups, its parameters
 // (the words of the shader's Params struct), and for a family that binds
 // tensors by themselves (wg_family.bound) the tensors it binds, in the
-// order of the shader's bindings 2, 3, ...
+// order of the shader's bindings 2, 3, ... A split run (wg_family.split)
+// dispatches a pass once a piece, or, marked whole, once for the run, over
+// every unit: between the pieces of the passes before it and those after
+// it (a sum over all rows of what earlier passes left in the run's scratch).
 typedef struct wg_pass_t {
   int entry;
   uint64_t groups;
   uint32_t p[WG_PARAM_WORDS];
   gk_arg_kind bind[WG_MAX_BINDINGS];
   int nbind;
+  bool whole;
 } wg_pass_t;
 
 // One run: where each tensor is read and written, the arena words it
@@ -40,8 +44,13 @@ typedef struct wg_run {
   uint32_t stage_at[GK_ARG_COUNT_];
   uint64_t words;
   int64_t units;               // split families: the units (wg_family.split) this run covers
+  int64_t first_unit;          // ... the first of them among all_units, those of the whole run (a piece of it)
+  int64_t all_units;
+  int64_t piece, pieces;       // ... which piece of how many (pieces 0: a run in one piece)
+  uint32_t run_scratch;        // a split run's buffer for wg_bound_scratch, shared by its pieces (0: the arena)
   bool oversized;              // a tensor's range is over the binding limit
   bool packed;                 // f16/bf16 tensors bound where they lie, two elements a word (wg_family.packed)
+  bool partial_outputs;        // a piece keeps, or adds to, what an output holds: staged outputs staged in too
   wg_pass_t pass[WG_MAX_PASSES];
   int npass;
   bool overflow;
@@ -50,7 +59,9 @@ typedef struct wg_run {
 // `words` scratch words in the arena; their slot.
 uint32_t wg_scratch(wg_run *r, uint64_t words);
 // A bound family's scratch: `words` words of the arena that passes bind as
-// WG_ARG_SCRATCH (from its word 0).
+// WG_ARG_SCRATCH (from its word 0). In a split run, a buffer of its own
+// sized by the whole run's plan (wg_run.run_scratch), the same for every
+// piece: what one piece's pass leaves there stays for the passes after it.
 void wg_bound_scratch(wg_run *r, uint64_t words);
 // Append a pass of entry `entry` (an index into the family's entry list)
 // over `groups` workgroups; fill the returned parameter words.
@@ -88,13 +99,16 @@ typedef struct wg_family {
   // made with wg_pass_bound), so contiguous tensors are read and written
   // where they lie instead of being copied through the arena.
   bool bound;
-  // Bound families whose run can be split (NULL: it cannot): the units
-  // (elements, rows) a run covers, and for each tensor kind the elements
-  // of one unit (0: bound whole by every piece). A run whose tensors'
-  // ranges or arena are over maxStorageBufferBindingSize runs in pieces of
-  // whole units (wg_run_kernel); plan() then covers r->units units of
-  // tensors that start at the piece.
-  int64_t (*split)(const gk_plan *plan, int64_t *per_unit);
+  // Families whose run can be split (NULL: it cannot): the units
+  // (elements, rows, columns) a run covers, and for each tensor kind the
+  // elements of one unit (0: bound whole by every piece) in each of its
+  // outer[k] blocks (filled with 1 before: a tensor of outer[k] rows of
+  // units x per_unit[k] elements, a piece taking the same columns of every
+  // row, a strided view). A run whose tensors' ranges or arena are over
+  // maxStorageBufferBindingSize runs in pieces of whole units
+  // (wg_run_kernel); plan() then covers r->units units of tensors that
+  // start at the piece (r->first_unit of r->all_units).
+  int64_t (*split)(const gk_plan *plan, int64_t *per_unit, int64_t *outer);
   // Bound families whose shaders also take f16/bf16 tensors where they lie
   // (NULL: never): whether they do for this description. Each entry point
   // then has a twin "<entry>16" (override HALF: 1 f16, 2 bf16) reading and

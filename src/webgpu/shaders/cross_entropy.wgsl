@@ -6,19 +6,23 @@
 //   g = dloss (forward with fused_grad: grad_scale), / (rows not ignored) for the mean
 // Passes: per_row (one workgroup per row: loss_r, valid_r, lse_r into
 // scratch), total (one workgroup: fixed-order sums of loss_r and valid_r),
-// grad (one invocation per element). Workgroup sums and maxima by
+// grad (one invocation per element). A run split into pieces of rows
+// (kernels.c) runs per_row and grad once a piece, on the piece's rows
+// (rows of them, the first row0 of all_rows), and total once over all_rows:
+// the scratch spans every row, so the sums are the unsplit run's. Workgroup sums and maxima by
 // lanes_sum/lanes_max (reduce.wgsl, or reduce_subgroups.wgsl where the
 // device has subgroups), each in a fixed order.
 struct Params {
   logits: u32, targets: u32, loss: u32, dlogits: u32, dloss: u32, scratch: u32, rows: u32, V: u32,
   index_words: u32, ignore: i32, mean: u32, eps: f32, grad_scale: f32, fused: u32, has_loss: u32, nan_bits: u32,
+  all_rows: u32, row0: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 // Each tensor bound by itself, starting at its word p.<name> there, and the
 // run's scratch (from word p.scratch): per_row scratch, logits, targets;
 // total scratch, loss; grad scratch, logits, targets, dloss, dlogits (an
 // absent loss or dloss: a word of its own, never read).
-// scratch: [0, rows) loss_r, [rows, 2 rows) valid_r, [2 rows, 3 rows) lse_r, 3 rows: the count.
+// scratch (n = all_rows): [0, n) loss_r, [n, 2 n) valid_r, [2 n, 3 n) lse_r, 3 n: the count.
 @group(0) @binding(2) var<storage, read_write> scratch: array<f32>;
 @group(0) @binding(3) var<storage, read_write> logits: array<f32>;
 @group(0) @binding(3) var<storage, read_write> loss_out: array<f32>;
@@ -49,9 +53,10 @@ fn per_row(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
     let valid = t != p.ignore;
     var loss = 0.0;
     if (valid) { loss = (1.0 - p.eps) * (lse - logits[base + u32(t)]) + p.eps * (lse - sum_x / f32(p.V)); }
-    scratch[p.scratch + r] = loss;
-    scratch[p.scratch + p.rows + r] = select(0.0, 1.0, valid);
-    scratch[p.scratch + 2u * p.rows + r] = lse;
+    let at = p.scratch + p.row0 + r;
+    scratch[at] = loss;
+    scratch[at + p.all_rows] = select(0.0, 1.0, valid);
+    scratch[at + 2u * p.all_rows] = lse;
   }
 }
 
@@ -60,11 +65,11 @@ fn total(l: Lanes) {
   let lid = l.lid;
   var s = 0.0;
   var c = 0.0;
-  for (var r = lid; r < p.rows; r += WG) { s += scratch[p.scratch + r]; c += scratch[p.scratch + p.rows + r]; }
+  for (var r = lid; r < p.all_rows; r += WG) { s += scratch[p.scratch + r]; c += scratch[p.scratch + p.all_rows + r]; }
   s = lanes_sum(s, l);
   c = lanes_sum(c, l);
   if (lid == 0u) {
-    scratch[p.scratch + 3u * p.rows] = c;
+    scratch[p.scratch + 3u * p.all_rows] = c;
     if (p.has_loss == 1u) {
       var loss = s;
       if (p.mean == 1u) { loss = select(s / c, bitcast<f32>(p.nan_bits), c == 0.0); }
@@ -83,9 +88,9 @@ fn grad(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   var v = 0.0;
   if (t != p.ignore) {
     var g = select(dloss[p.dloss], p.grad_scale, p.fused == 1u);
-    if (p.mean == 1u) { g /= scratch[p.scratch + 3u * p.rows]; }
+    if (p.mean == 1u) { g /= scratch[p.scratch + 3u * p.all_rows]; }
     let onehot = select(0.0, 1.0 - p.eps, u32(t) == j);
-    v = g * (exp(logits[p.logits + e] - scratch[p.scratch + 2u * p.rows + r]) - onehot - p.eps / f32(p.V));
+    v = g * (exp(logits[p.logits + e] - scratch[p.scratch + 2u * p.all_rows + p.row0 + r]) - onehot - p.eps / f32(p.V));
   }
   dlogits[p.dlogits + e] = v;
 }

@@ -3,8 +3,11 @@
 //   backward  dW[v, d] (+)= sum_{q: idx[q] = v} dy[q, d], in order of q (deterministic, no atomics);
 //             row padding_idx gets nothing (0, or kept with accumulate)
 //             one invocation per element of dW, each scanning the P indices
+// A run split into pieces of W's (dW's) rows (kernels.c) covers rows
+// first .. first + V of them a piece: the forward writes the y rows whose
+// index lies there (each y row in one piece), the backward those dW rows.
 struct Params { weight: u32, index: u32, y: u32, dy: u32, dweight: u32, P: u32, V: u32, D: u32,
-                index_words: u32, padding: i32, accumulate: u32 }
+                index_words: u32, padding: i32, accumulate: u32, first: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 // Each tensor bound by itself, starting at its word p.<name> there:
 // forward index, weight, y; backward index, dy, dweight.
@@ -24,14 +27,15 @@ fn forward(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) n
   if (e >= p.P * p.D) { return; }
   let q = e / p.D;
   let row = u32(index_at(q));
-  y[p.y + e] = weight[p.weight + row * p.D + e % p.D];
+  if (row < p.first || row - p.first >= p.V) { return; }
+  y[p.y + e] = weight[p.weight + (row - p.first) * p.D + e % p.D];
 }
 
 @compute @workgroup_size(64)
 fn backward(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let e = flat_id(gid, nwg);
   if (e >= p.V * p.D) { return; }
-  let v = e / p.D;
+  let v = p.first + e / p.D;
   let d = e % p.D;
   var s = 0.0;
   if (i32(v) != p.padding) {

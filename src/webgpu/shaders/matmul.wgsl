@@ -14,11 +14,14 @@
 // at any strides; product_vec4, where a's rows run along k and b's and c's
 // along j in whole vec4s (column strides 1; K, N, row and batch strides and
 // offsets multiples of 4: kernels.c), reads and writes them by vec4s, with
-// one bounds check per vec4: the same tiles, sums and order.
+// one bounds check per vec4: the same tiles, sums and order. With carry,
+// each output's sum starts from c's value instead of 0 (a product whose
+// k range was split into pieces: piece after piece continues the sums the
+// one before left in c, the same additions in the same order as one run).
 //   column_sum: dbias[j] (+)= sum_i dy[i, j], one workgroup per column.
 struct Params {
   a: u32, b: u32, c: u32, bias: u32, M: u32, N: u32, K: u32, batches: u32,
-  kb: u32, has_bias: u32, accumulate: u32, pad: u32,
+  kb: u32, has_bias: u32, accumulate: u32, carry: u32,
   a_bs: u32, a_kbs: u32, a_rs: u32, a_cs: u32,
   b_bs: u32, b_kbs: u32, b_rs: u32, b_cs: u32,
   c_bs: u32, c_rs: u32, c_cs: u32,
@@ -80,6 +83,15 @@ fn product_tile(wid: vec3u, nwg: vec3u, lid: u32, by_vec4: bool) {
   let ty = lid / 8u;
   let tx = lid % 8u;
   var acc = array<vec4f, 4>(vec4f(0.0), vec4f(0.0), vec4f(0.0), vec4f(0.0));
+  if (p.carry == 1u) {
+    for (var u = 0u; u < 4u; u++) {
+      for (var v = 0u; v < 4u; v++) {
+        let i = i0 + ty * 4u + u;
+        let j = j0 + tx * 4u + v;
+        if (i < p.M && j < p.N) { acc[u][v] = arena(p.c + bt * p.c_bs + i * p.c_rs + j * p.c_cs); }
+      }
+    }
+  }
   for (var kb = 0u; kb < p.kb; kb++) {
     let a_base = p.a + bt * p.a_bs + kb * p.a_kbs;
     let b_base = p.b + bt * p.b_bs + kb * p.b_kbs;
