@@ -304,8 +304,8 @@ static void test_norm_broadcast_rows(void) {
 // kernels takes: the CPU kernels read it as the reference does.
 static void test_broadcast_scalar_dy(gk_dtype dt) {
   static const shape_case sc = {2, {70, 1030}};
-  static const gk_op ops[] = {GK_OP_SILU, GK_OP_GELU,      GK_OP_SWIGLU,  GK_OP_SWIGLU,
-                              GK_OP_RMSNORM, GK_OP_LAYERNORM, GK_OP_SIGMOID, GK_OP_RELU};
+  static const gk_op ops[] = {GK_OP_SILU,    GK_OP_GELU,    GK_OP_SWIGLU, GK_OP_SWIGLU,  GK_OP_RMSNORM,
+                              GK_OP_LAYERNORM, GK_OP_SIGMOID, GK_OP_RELU,   GK_OP_SOFTMAX, GK_OP_LOG_SOFTMAX};
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
     gk_op_desc d = make(ops[i], dt, &sc);
     d.direction = GK_BACKWARD;
