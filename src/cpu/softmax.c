@@ -10,7 +10,7 @@
 // keeps a running max m and sum s, rescaling s when m grows
 // (s = s exp(m_old - m_new) + sum exp(x - m_new)), then writes y in a second
 // pass. Backward sums dy y (or dy), then writes dx (a dy of one value,
-// autograd's dy of y.sum(), read once a task).
+// autograd's dy of y.sum(), filled into a chunk buffer once a task).
 // Sums run over LANES partial sums; exp is gk_exp_nonpos_f32 in f32 (every
 // exponent is x - max <= 0), libm in f64. When every tensor's rows are
 // contiguous bf16 (or every one's f16), the loops read and write the 16-bit
@@ -79,12 +79,12 @@ GK_DEFINE_ROW_LSE_16()
       }                                                                                     \
     }                                                                                       \
   }                                                                                         \
-  /* dy of one value g (every stride 0: autograd's dy of y.sum()) is read once a task: */ \
-  /* sum dy y = g sum y, sum dy = g n, and the loops take g, not a buffer of it */          \
+  /* a dy of one value (every stride 0: autograd's dy of y.sum()) is filled into gbuf */  \
+  /* once a task, not once a chunk: the same loops, the same bits as a dense dy */          \
   GK_INLINE void sm_bwd_task_##SFX(const sm_job *j, int64_t task) {                         \
     E gbuf[CHUNK], ybuf[CHUNK], obuf[CHUNK];                                                \
-    bool one = gk_tensor_is_one_value(&j->dy);                                              \
-    T g1 = one && j->rows > 0 && j->n > 0 ? (T)gk_get(&j->dy, 0) : 0;                       \
+    const E *one = gk_tensor_is_one_value(&j->dy) && j->n > 0                               \
+                       ? IN(&j->dy, 0, gk_min64(CHUNK, j->n), gbuf) : NULL;                 \
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                         \
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                               \
       gk_tensor dy = gk_tensor_row(&j->dy, 1, r), y = gk_tensor_row(&j->y, 1, r);           \
@@ -92,31 +92,21 @@ GK_DEFINE_ROW_LSE_16()
       T acc[LANES] = {0}, s = 0;                                                            \
       for (int64_t c = 0; c < j->n; c += CHUNK) {                                           \
         int64_t len = gk_min64(CHUNK, j->n - c);                                            \
-        if (one) {                                                                          \
-          if (!j->log_form) gk_lane_sum_##SFX(IN(&y, c, len, ybuf), len, acc);              \
-        } else if (j->log_form) {                                                           \
-          gk_lane_sum_##SFX(IN(&dy, c, len, gbuf), len, acc);                               \
-        } else {                                                                            \
-          gk_lane_dot_##SFX(IN(&dy, c, len, gbuf), IN(&y, c, len, ybuf), len, acc);         \
-        }                                                                                   \
+        const E *g = one ? one : IN(&dy, c, len, gbuf);                                     \
+        if (j->log_form)                                                                    \
+          gk_lane_sum_##SFX(g, len, acc);                                                   \
+        else                                                                                \
+          gk_lane_dot_##SFX(g, IN(&y, c, len, ybuf), len, acc);                             \
       }                                                                                     \
       for (int l = 0; l < LANES; l++) s += acc[l];                                          \
-      if (one) s = j->log_form ? g1 * (T)j->n : g1 * s;                                     \
       for (int64_t c = 0; c < j->n; c += CHUNK) {                                           \
         int64_t len = gk_min64(CHUNK, j->n - c);                                            \
-        const E *v = IN(&y, c, len, ybuf);                                                  \
+        const E *g = one ? one : IN(&dy, c, len, gbuf), *v = IN(&y, c, len, ybuf);          \
         E *o = OUT(&dx, c, obuf);                                                           \
-        if (one && j->log_form)                                                             \
-          for (int64_t i = 0; i < len; i++) o[i] = ST(g1 - GK_ROW_EXP_##S(LD(v[i])) * s);   \
-        else if (one)                                                                       \
-          for (int64_t i = 0; i < len; i++) o[i] = ST(LD(v[i]) * (g1 - s));                 \
-        else {                                                                              \
-          const E *g = IN(&dy, c, len, gbuf);                                               \
-          if (j->log_form)                                                                  \
-            for (int64_t i = 0; i < len; i++) o[i] = ST(LD(g[i]) - GK_ROW_EXP_##S(LD(v[i])) * s); \
-          else                                                                              \
-            for (int64_t i = 0; i < len; i++) o[i] = ST(LD(v[i]) * (LD(g[i]) - s));        \
-        }                                                                                   \
+        if (j->log_form)                                                                    \
+          for (int64_t i = 0; i < len; i++) o[i] = ST(LD(g[i]) - GK_ROW_EXP_##S(LD(v[i])) * s); \
+        else                                                                                \
+          for (int64_t i = 0; i < len; i++) o[i] = ST(LD(v[i]) * (LD(g[i]) - s));          \
         COMMIT(&dx, c, len, o, obuf);                                                       \
       }                                                                                     \
     }                                                                                       \
