@@ -1,13 +1,15 @@
 // Times the selective scan forward and backward (CPU kernel) on a Mamba
 // block's shape: B=4, D=1536, N=16, L=1024, f32, per-batch B and C, D, z,
-// delta_bias and softplus. Not a test: it prints the best of a few runs,
-// wall time and CPU time (the latter steadier on a shared machine).
-//   scan_timing [threads]      (default 2)
+// delta_bias and softplus, every tensor of one dtype. Not a test: it prints
+// the best of a few runs, wall time and CPU time (the latter steadier on a
+// shared machine).
+//   scan_timing [threads [f32|bf16|f16]]      (default 2 f32)
 #define _POSIX_C_SOURCE 199309L  // clock_gettime
 #include "gradkern.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void) {
@@ -24,21 +26,34 @@ static double cpu_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static float *filled(int64_t n, float lo, float hi) {
-  float *p = malloc(sizeof(float) * (size_t)n);
-  for (int64_t i = 0; i < n; i++) p[i] = lo + (hi - lo) * (float)rand() / (float)RAND_MAX;
+static gk_dtype dtype = GK_F32;
+
+// n elements of `dtype`, uniform in [lo, hi].
+static void *filled(int64_t n, float lo, float hi) {
+  void *p = malloc(gk_dtype_size(dtype) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) {
+    float v = lo + (hi - lo) * (float)rand() / (float)RAND_MAX;
+    if (dtype == GK_F32) ((float *)p)[i] = v;
+    else ((uint16_t *)p)[i] = dtype == GK_BF16 ? gk_f32_to_bf16(v) : gk_f32_to_f16(v);
+  }
   return p;
 }
 
 int main(int argc, char **argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 2;
+  const char *dtype_name = argc > 2 ? argv[2] : "f32";
+  if (strcmp(dtype_name, "f32") && strcmp(dtype_name, "bf16") && strcmp(dtype_name, "f16")) {
+    fprintf(stderr, "scan_timing: dtype %s: expected f32, bf16 or f16\n", dtype_name);
+    return 2;
+  }
+  dtype = dtype_name[0] == 'b' ? GK_BF16 : dtype_name[1] == '1' ? GK_F16 : GK_F32;
   const int64_t B = 4, D = 1536, N = 16, L = 1024;
   if (gk_set_num_threads(threads) != GK_SUCCESS) {
     fprintf(stderr, "%s\n", gk_last_error());
     return 2;
   }
   gk_op_desc d;
-  gk_op_desc_init(&d, GK_OP_SELECTIVE_SCAN, GK_FORWARD, GK_F32, 3, (int64_t[]){B, D, L});
+  gk_op_desc_init(&d, GK_OP_SELECTIVE_SCAN, GK_FORWARD, dtype, 3, (int64_t[]){B, D, L});
   d.scan.d_state = N;
   d.scan.has_D = d.scan.has_z = d.scan.has_delta_bias = d.scan.delta_softplus = 1;
   gk_op_desc db = d;
@@ -49,21 +64,22 @@ int main(int argc, char **argv) {
     return 1;
   }
   int64_t bdl = B * D * L, bnl = B * N * L, nchunks = (L + d.scan.chunk_size - 1) / d.scan.chunk_size;
-  float *u = filled(bdl, -1, 1), *delta = filled(bdl, -3, 1), *z = filled(bdl, -2, 2), *A = filled(D * N, -2, -0.1f);
-  float *Bm = filled(bnl, -1, 1), *Cm = filled(bnl, -1, 1), *Dv = filled(D, -1, 1), *bias = filled(D, 0, 0.3f);
-  float *y = filled(bdl, 0, 0), *dy = filled(bdl, -1, 1), *cs = filled(B * D * nchunks * N, 0, 0);
-  float *du = filled(bdl, 0, 0), *ddelta = filled(bdl, 0, 0), *dz = filled(bdl, 0, 0), *dA = filled(D * N, 0, 0);
-  float *dB = filled(bnl, 0, 0), *dC = filled(bnl, 0, 0), *dD = filled(D, 0, 0), *dbias = filled(D, 0, 0);
+  void *u = filled(bdl, -1, 1), *delta = filled(bdl, -3, 1), *z = filled(bdl, -2, 2), *A = filled(D * N, -2, -0.1f);
+  void *Bm = filled(bnl, -1, 1), *Cm = filled(bnl, -1, 1), *Dv = filled(D, -1, 1), *bias = filled(D, 0, 0.3f);
+  void *y = filled(bdl, 0, 0), *dy = filled(bdl, -1, 1), *cs = calloc((size_t)(B * D * nchunks * N), sizeof(float));  // f32 for every dtype
+  void *du = filled(bdl, 0, 0), *ddelta = filled(bdl, 0, 0), *dz = filled(bdl, 0, 0), *dA = filled(D * N, 0, 0);
+  void *dB = filled(bnl, 0, 0), *dC = filled(bnl, 0, 0), *dD = filled(D, 0, 0), *dbias = filled(D, 0, 0);
   gk_tensor t[24];
   int64_t s3[3] = {B, D, L}, sa[2] = {D, N}, sb[3] = {B, N, L}, sc[4] = {B, D, nchunks, N};
   gk_arg fa[10], ba[18];
   int nf = 0, nb = 0, k = 0;
 #define ARG(list, n, kind, ptr, rank, shape) \
-  (gk_tensor_init(&t[k], ptr, GK_F32, rank, shape), list[n++] = (gk_arg){kind, t[k++]})
+  (gk_tensor_init(&t[k], ptr, dtype, rank, shape), list[n++] = (gk_arg){kind, t[k++]})
   ARG(fa, nf, GK_ARG_U, u, 3, s3); ARG(fa, nf, GK_ARG_DELTA, delta, 3, s3); ARG(fa, nf, GK_ARG_A, A, 2, sa);
   ARG(fa, nf, GK_ARG_B, Bm, 3, sb); ARG(fa, nf, GK_ARG_C, Cm, 3, sb); ARG(fa, nf, GK_ARG_D, Dv, 1, &D);
   ARG(fa, nf, GK_ARG_Z, z, 3, s3); ARG(fa, nf, GK_ARG_DELTA_BIAS, bias, 1, &D);
   ARG(fa, nf, GK_ARG_CHUNK_STATES, cs, 4, sc);
+  fa[nf - 1].tensor.dtype = GK_F32;
   for (int i = 0; i < nf; i++) ba[nb++] = fa[i];
   ARG(fa, nf, GK_ARG_Y, y, 3, s3);
   ARG(ba, nb, GK_ARG_DY, dy, 3, s3); ARG(ba, nb, GK_ARG_DU, du, 3, s3); ARG(ba, nb, GK_ARG_DDELTA, ddelta, 3, s3);
@@ -90,9 +106,9 @@ int main(int argc, char **argv) {
     if (t1 - t0 < best_f) best_f = t1 - t0;
     if (t2 - t1 < best_b) best_b = t2 - t1;
   }
-  printf("selective scan f32 B=%lld D=%lld N=%lld L=%lld, %d threads: forward %.1f ms, backward %.1f ms, "
+  printf("selective scan %s B=%lld D=%lld N=%lld L=%lld, %d threads: forward %.1f ms, backward %.1f ms, "
          "total %.1f ms (best of 5; workspace %.1f MB fwd, %.1f MB bwd); CPU time forward %.1f ms, backward %.1f ms\n",
-         (long long)B, (long long)D, (long long)N, (long long)L, threads, 1e3 * best_f, 1e3 * best_b,
+         dtype_name, (long long)B, (long long)D, (long long)N, (long long)L, threads, 1e3 * best_f, 1e3 * best_b,
          1e3 * (best_f + best_b), wf / 1e6, wb / 1e6, 1e3 * cpu_f, 1e3 * cpu_b);
   gk_plan_destroy(fwd);
   gk_plan_destroy(bwd);

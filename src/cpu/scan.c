@@ -52,6 +52,7 @@
 // per channel part (the lanes of a block summed in a fixed pairwise order,
 // blocks in order); both are then added slot by slot (part by part) in order.
 #include "../core/act_math.h"
+#include "../core/convert.h"
 #include "../ops/scan.h"
 
 #include <math.h>

@@ -12,8 +12,14 @@ static void FN(vload)(const gk_tensor *t, int64_t off, int64_t stride, int64_t n
   switch (t->dtype) {
   case GK_F32: for (int64_t i = 0; i < n; i++) out[i] = (REAL)((const float *)p)[i * stride]; break;
   case GK_F64: for (int64_t i = 0; i < n; i++) out[i] = (REAL)((const double *)p)[i * stride]; break;
-  case GK_F16: for (int64_t i = 0; i < n; i++) out[i] = gk_f16_to_f32(((const uint16_t *)p)[i * stride]); break;
-  case GK_BF16: for (int64_t i = 0; i < n; i++) out[i] = gk_bf16_to_f32(((const uint16_t *)p)[i * stride]); break;
+  case GK_F16:
+    if (stride == 1) for (int64_t i = 0; i < n; i++) out[i] = gk_f16_to_f32_inline(((const uint16_t *)p)[i]);
+    else for (int64_t i = 0; i < n; i++) out[i] = gk_f16_to_f32_inline(((const uint16_t *)p)[i * stride]);
+    break;
+  case GK_BF16:
+    if (stride == 1) for (int64_t i = 0; i < n; i++) out[i] = gk_bf16_to_f32_inline(((const uint16_t *)p)[i]);
+    else for (int64_t i = 0; i < n; i++) out[i] = gk_bf16_to_f32_inline(((const uint16_t *)p)[i * stride]);
+    break;
   default: break;  // the plan admits floating tensors only
   }
 }
@@ -24,8 +30,14 @@ static void FN(vstore)(const gk_tensor *t, int64_t off, int64_t stride, int64_t 
   switch (t->dtype) {
   case GK_F32: for (int64_t i = 0; i < n; i++) ((float *)p)[i * stride] = (float)in[i]; break;
   case GK_F64: for (int64_t i = 0; i < n; i++) ((double *)p)[i * stride] = (double)in[i]; break;
-  case GK_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i * stride] = gk_f32_to_f16((float)in[i]); break;
-  case GK_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i * stride] = gk_f32_to_bf16((float)in[i]); break;
+  case GK_F16:
+    if (stride == 1) for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i] = gk_f32_to_f16_inline((float)in[i]);
+    else for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i * stride] = gk_f32_to_f16_inline((float)in[i]);
+    break;
+  case GK_BF16:
+    if (stride == 1) for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i] = gk_f32_to_bf16_inline((float)in[i]);
+    else for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i * stride] = gk_f32_to_bf16_inline((float)in[i]);
+    break;
   default: break;
   }
 }
@@ -82,10 +94,10 @@ static void FN(lanes_add)(REAL *out, int64_t stride, int64_t nd, const REAL *v) 
 // then out[t][l] = blk[l][t] as plain loops (vectorised into shuffles).
 
 // tile[t][l] = x[b, d0 + l, t0 + t] for t < tn, l < nd, zero for l >= nd
-// (rows up to tn rounded up to W written). Channels one apart in REAL (the
-// (B, L, D) layouts of a model's projections): a step's lanes are copied
-// as they lie. Otherwise each channel's row is taken (gathered when its
-// steps lie apart) and the rows transposed.
+// (rows up to tn rounded up to W written). Channels one apart (the (B, L, D)
+// layouts of a model's projections): a step's lanes are copied as they lie
+// (converted from a 16-bit dtype). Otherwise each channel's row is taken
+// (gathered when its steps lie apart, converted) and the rows transposed.
 GK_INLINE void FN(load_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t nd, int64_t t0, int64_t tn,
                              LANES *tile) {
   if (x->dtype == REAL_DT && x->strides[1] == 1) {
@@ -94,6 +106,12 @@ GK_INLINE void FN(load_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t 
     for (int64_t t = 0; t < tn; t++)
       FOR_LANES(l) tile[t][l] = l < nd ? p[t * step + l] : 0;
     for (int64_t t = tn; t < rows_end; t++) FOR_LANES(l) tile[t][l] = 0;
+    return;
+  }
+  if (x->strides[1] == 1) {  // channels one apart in another dtype: a step's lanes converted as they lie
+    int64_t rows_end = gk_ceil_div(tn, W) * W;
+    for (int64_t t = 0; t < rows_end; t++) FOR_LANES(l) tile[t][l] = 0;
+    for (int64_t t = 0; t < tn; t++) FN(vload)(x, at3(x, b, d0, t0 + t), 1, nd, tile[t]);
     return;
   }
   static const REAL zeros[TMAX];
@@ -110,8 +128,8 @@ GK_INLINE void FN(load_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t 
   }
 }
 
-// x[b, d0 + l, t0 + t] = tile[t][l] for t < tn, l < nd (channels one apart
-// in REAL: a step's lanes copied as they lie, as in load_tile).
+// x[b, d0 + l, t0 + t] = tile[t][l] for t < tn, l < nd (channels one apart:
+// a step's lanes copied or converted as they lie, as in load_tile).
 GK_INLINE void FN(store_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t nd, int64_t t0, int64_t tn,
                               const LANES *tile) {
   if (x->dtype == REAL_DT && x->strides[1] == 1) {
@@ -119,6 +137,10 @@ GK_INLINE void FN(store_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t
     int64_t step = x->strides[2];
     for (int64_t t = 0; t < tn; t++)
       for (int64_t l = 0; l < nd; l++) p[t * step + l] = tile[t][l];
+    return;
+  }
+  if (x->strides[1] == 1) {
+    for (int64_t t = 0; t < tn; t++) FN(vstore)(x, at3(x, b, d0, t0 + t), 1, nd, tile[t]);
     return;
   }
   REAL bufs[W][TMAX], blk[W][W];
