@@ -627,12 +627,12 @@ GK_ISA_VARIANTS(store_row_bf16, (const float *a, const float *bias, bool accumul
           *(double *)p = (double)v;                                                                 \
           break;                                                                                    \
         case GK_F16:                                                                                \
-          if (g->accumulate) v += gk_f16_to_f32(*(uint16_t *)p);                                    \
-          *(uint16_t *)p = gk_f32_to_f16((float)v);                                                 \
+          if (g->accumulate) v += gk_f16_to_f32_inline(*(uint16_t *)p);                             \
+          *(uint16_t *)p = gk_f32_to_f16_inline((float)v);                                          \
           break;                                                                                    \
         case GK_BF16:                                                                               \
-          if (g->accumulate) v += gk_bf16_to_f32(*(uint16_t *)p);                                   \
-          *(uint16_t *)p = gk_f32_to_bf16((float)v);                                                \
+          if (g->accumulate) v += gk_bf16_to_f32_inline(*(uint16_t *)p);                            \
+          *(uint16_t *)p = gk_f32_to_bf16_inline((float)v);                                         \
           break;                                                                                    \
         default: break;                                                                             \
         }                                                                                           \
