@@ -14,9 +14,8 @@
 #   scripts/install-deps.sh fuzz    + clang with libFuzzer
 #   scripts/install-deps.sh bench   + OpenBLAS (the sgemm limit of gradkern bench), torch, the Python
 #                                   headers (the binding's compiled module, timed by bench-torch)
-#   scripts/install-deps.sh wasm    clang, wasm-ld, llvm-ar, Debian's wasi-libc and clang's wasm32
-#                                   runtime, clang 16 with its wasm-ld and runtime (the relaxed-SIMD
-#                                   modules) (make wasm), node (its tests); test includes these
+#   scripts/install-deps.sh wasm    clang 16 with its wasm-ld and wasm32 runtime, llvm-ar, Debian's
+#                                   wasi-libc (make wasm), node (its tests); test includes these
 # As root it installs Debian packages with apt-get; otherwise it prints the
 # command to run and fails.
 set -euo pipefail
@@ -33,18 +32,12 @@ if [ "${1:-build}" = test ] || [ "${1:-build}" = fuzz ]; then
   fi
 fi
 if [ "${1:-build}" = wasm ] || [ "${1:-build}" = test ]; then
-  # WebAssembly (make wasm): clang's wasm32-wasi target, Debian's wasi-libc.
-  command -v clang >/dev/null 2>&1 || need+=(clang)
-  command -v wasm-ld >/dev/null 2>&1 || need+=(lld)
-  command -v llvm-ar >/dev/null 2>&1 || need+=(llvm)
-  [ -e /usr/lib/wasm32-wasi/libc.a ] || need+=(wasi-libc)
-  if ! command -v clang >/dev/null 2>&1 ||
-     [ ! -e "$(clang -print-resource-dir)/lib/wasi/libclang_rt.builtins-wasm32.a" ]; then
-    need+=(libclang-rt-14-dev-wasm32)
-  fi
-  # The relaxed-SIMD modules: clang 14 emits pre-standard relaxed opcodes, so clang 16.
+  # WebAssembly (make wasm): clang 16's wasm32-wasi target (cmake/wasm32-wasi.cmake says why not
+  # clang 14) with its wasm-ld and wasm32 runtime, llvm-ar, Debian's wasi-libc.
   command -v clang-16 >/dev/null 2>&1 || need+=(clang-16)
   command -v wasm-ld-16 >/dev/null 2>&1 || need+=(lld-16)
+  command -v llvm-ar >/dev/null 2>&1 || need+=(llvm)
+  [ -e /usr/lib/wasm32-wasi/libc.a ] || need+=(wasi-libc)
   if ! command -v clang-16 >/dev/null 2>&1 ||
      [ ! -e "$(clang-16 -print-resource-dir)/lib/wasi/libclang_rt.builtins-wasm32.a" ]; then
     need+=(libclang-rt-16-dev-wasm32)
