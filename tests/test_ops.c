@@ -317,6 +317,28 @@ static void test_broadcast_scalar_dy(gk_dtype dt) {
   }
 }
 
+// Softmax and log_softmax backward with dx over 16 MiB (gk_stream_output,
+// src/cpu/stream_store.h), written by non-temporal stores: rows of 2049
+// (a partial chunk, rows not 16-byte aligned) against the reference, with a
+// dense dy and a dy of one value; the same bits with 1, 2 and 3 threads.
+static void test_softmax_streamed_dx(gk_dtype dt) {
+  const shape_case sc = {2, {(int64_t)((16 << 20) / (2049 * gk_dtype_size(dt)) + 1), 2049}};
+  for (gk_op op = GK_OP_SOFTMAX; op <= GK_OP_LOG_SOFTMAX; op++) {
+    gk_op_desc cfg = make(op, dt, &sc), fwd, d;
+    directions(&cfg, &fwd, &d);
+    argset f, s, ref_out;
+    build(&fwd, CONTIGUOUS, 3.0, NULL, &f);
+    run_desc(&fwd, GK_BACKEND_CPU, &f);
+    build(&d, CONTIGUOUS, 3.0, &f, &s);  // y from the forward
+    argset_free(&f);
+    compare_backends(&roles, &d, CONTIGUOUS, &s, &ref_out);
+    check_thread_identity(&roles, &d, &s);
+    free_outputs(&roles, &d, &ref_out);
+    argset_free(&s);
+    compare_one_value_dy(&roles, &d);
+  }
+}
+
 static void run_all_layouts(gk_op_desc d, double xscale) {
   for (layout lay = CONTIGUOUS; lay < LAYOUT_COUNT; lay++) {
     test_config(&d, lay, xscale);
@@ -383,6 +405,7 @@ int main(void) {
     test_in_place(GK_OP_SIGMOID, dt, 1);
     test_in_place(GK_OP_RELU, dt, 1);
     test_broadcast_scalar_dy(dt);
+    test_softmax_streamed_dx(dt);
   }
   test_in_place(GK_OP_GELU, GK_F64, 0);
   test_norm_broadcast_rows();

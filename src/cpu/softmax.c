@@ -19,6 +19,7 @@
 // through buffers.
 #include "../ops/transformer.h"
 #include "row_lse.h"
+#include "stream_store.h"
 
 #include <string.h>
 
@@ -28,6 +29,7 @@ typedef struct sm_job {
   gk_tensor x, y, dy, dx;      // views with the dim last
   int64_t n, rows, rows_per_task;
   bool log_form;
+  bool stream;                 // dx rows contiguous in the loops' element type, stored by non-temporal stores
   gk_dtype half16;             // GK_BF16 or GK_F16 when every row is contiguous in it, else GK_F32
 } sm_job;
 
@@ -102,14 +104,18 @@ GK_DEFINE_ROW_LSE_16()
       for (int64_t c = 0; c < j->n; c += CHUNK) {                                           \
         int64_t len = gk_min64(CHUNK, j->n - c);                                            \
         const E *g = one ? one : IN(&dy, c, len, gbuf), *v = IN(&y, c, len, ybuf);          \
-        E *o = OUT(&dx, c, obuf);                                                           \
+        E *o = j->stream ? obuf : OUT(&dx, c, obuf);                                        \
         if (j->log_form)                                                                    \
           for (int64_t i = 0; i < len; i++) o[i] = ST(LD(g[i]) - GK_ROW_EXP_##S(LD(v[i])) * s); \
         else                                                                                \
           for (int64_t i = 0; i < len; i++) o[i] = ST(LD(v[i]) * (LD(g[i]) - s));          \
-        COMMIT(&dx, c, len, o, obuf);                                                       \
+        if (j->stream)                                                                      \
+          gk_put_bytes((E *)dx.data + c, obuf, (size_t)len * sizeof(E), true);              \
+        else                                                                                \
+          COMMIT(&dx, c, len, o, obuf);                                                     \
       }                                                                                     \
     }                                                                                       \
+    gk_stream_fence(j->stream);                                                             \
   }
 
 #define SM_STORE_f32(y, n, e) gk_store_f32(y, 0, n, e)
@@ -171,6 +177,11 @@ static sm_job job_of(const gk_plan *plan, const gk_kernel_args a) {
   gk_dtype dt = j.y.dtype;
   bool all16 = (dt == GK_BF16 || dt == GK_F16) && j.y.rank > 0;
   j.half16 = all16 && rows_16(&j.y, dt) && rows_16(&j.x, dt) && rows_16(&j.dy, dt) && rows_16(&j.dx, dt) ? dt : GK_F32;
+  if (a[GK_ARG_DX]) {
+    gk_dtype e = j.half16 != GK_F32 ? j.half16 : dt == GK_F64 ? GK_F64 : GK_F32;
+    j.stream = j.dx.dtype == e && j.dx.strides[j.dx.rank - 1] == 1 &&
+               gk_stream_output((size_t)gk_tensor_numel(&j.dx) * gk_dtype_size(e));
+  }
   return j;
 }
 
