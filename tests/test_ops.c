@@ -14,8 +14,8 @@ static bool is_stat(int k) { return k == GK_ARG_RSTD || k == GK_ARG_MEAN; }
 static bool is_input(gk_direction dir, int k) {
   if (k == GK_ARG_LOGITS || k == GK_ARG_TARGET) return true;  // cross-entropy (test_cross_entropy_rows)
   if (dir == GK_FORWARD) return k == GK_ARG_X || k == GK_ARG_GATE || k == GK_ARG_WEIGHT || k == GK_ARG_BIAS;
-  return k == GK_ARG_DLOSS || k == GK_ARG_DY || k == GK_ARG_X || k == GK_ARG_Y || k == GK_ARG_GATE || k == GK_ARG_WEIGHT ||
-         k == GK_ARG_RSTD || k == GK_ARG_MEAN;
+  return k == GK_ARG_DLOSS || k == GK_ARG_DY || k == GK_ARG_X || k == GK_ARG_Y || k == GK_ARG_GATE ||
+         k == GK_ARG_WEIGHT || k == GK_ARG_RSTD || k == GK_ARG_MEAN;
 }
 
 // Backward inputs that are forward outputs (copied from the forward's
@@ -320,7 +320,8 @@ static void test_broadcast_scalar_dy(gk_dtype dt) {
 }
 
 // Softmax and log_softmax backward with dx over 16 MiB (gk_stream_output,
-// src/cpu/stream_store.h), written by non-temporal stores: rows of 2049
+// src/cpu/stream_store.h), written by non-temporal stores in f32 and f64
+// rows over 8 KiB (16-bit dx as usual): rows of 2049
 // (a partial chunk, rows not 16-byte aligned) against the reference, with a
 // dense dy and a dy of one value; the same bits with 1, 2 and 3 threads.
 static void test_softmax_streamed_dx(gk_dtype dt) {
