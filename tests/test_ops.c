@@ -12,9 +12,10 @@ static const gk_dtype dtypes[] = {GK_F32, GK_F64, GK_F16, GK_BF16};
 static bool is_stat(int k) { return k == GK_ARG_RSTD || k == GK_ARG_MEAN; }
 
 static bool is_input(gk_direction dir, int k) {
+  if (k == GK_ARG_LOGITS || k == GK_ARG_TARGET) return true;  // cross-entropy (test_cross_entropy_rows)
   if (dir == GK_FORWARD) return k == GK_ARG_X || k == GK_ARG_GATE || k == GK_ARG_WEIGHT || k == GK_ARG_BIAS;
-  return k == GK_ARG_DY || k == GK_ARG_X || k == GK_ARG_Y || k == GK_ARG_GATE || k == GK_ARG_WEIGHT ||
-         k == GK_ARG_RSTD || k == GK_ARG_MEAN;
+  return k == GK_ARG_DLOSS || k == GK_ARG_DY || k == GK_ARG_X || k == GK_ARG_Y || k == GK_ARG_GATE ||
+         k == GK_ARG_WEIGHT || k == GK_ARG_RSTD || k == GK_ARG_MEAN;
 }
 
 // Backward inputs that are forward outputs (copied from the forward's
@@ -36,8 +37,9 @@ static bool is_output(const gk_op_desc *d, int k) { return !is_input(d->directio
 static double g_xscale = 1.0;  // |x| of x-like inputs is at most this
 
 static void fill_input(const gk_op_desc *d, const gk_tensor *t, int k) {
-  (void)d;
   if (k == GK_ARG_WEIGHT) tfill(t, 0.5, 1.5);
+  else if (k == GK_ARG_TARGET)
+    for (int64_t i = 0; i < gk_tensor_numel(t); i++) tset(t, i, (double)(rng_next() % (uint64_t)d->shape[d->rank - 1]));
   else if (k == GK_ARG_BIAS) tfill(t, -1, 1);
   else if (k == GK_ARG_X || k == GK_ARG_GATE) {
     // |x| in [0.05, xscale]: away from relu's kink, with both signs.
@@ -317,6 +319,50 @@ static void test_broadcast_scalar_dy(gk_dtype dt) {
   }
 }
 
+// Softmax and log_softmax backward with dx over 16 MiB (gk_stream_output,
+// src/cpu/stream_store.h), written by non-temporal stores in f32 and f64
+// rows over 8 KiB (16-bit dx as usual): rows of 2049
+// (a partial chunk, rows not 16-byte aligned) against the reference, with a
+// dense dy and a dy of one value; the same bits with 1, 2 and 3 threads.
+static void test_softmax_streamed_dx(gk_dtype dt) {
+  const shape_case sc = {2, {(int64_t)((16 << 20) / (2049 * gk_dtype_size(dt)) + 1), 2049}};
+  for (gk_op op = GK_OP_SOFTMAX; op <= GK_OP_LOG_SOFTMAX; op++) {
+    gk_op_desc cfg = make(op, dt, &sc), fwd, d;
+    directions(&cfg, &fwd, &d);
+    argset f, s, ref_out;
+    build(&fwd, CONTIGUOUS, 3.0, NULL, &f);
+    run_desc(&fwd, GK_BACKEND_CPU, &f);
+    build(&d, CONTIGUOUS, 3.0, &f, &s);  // y from the forward
+    argset_free(&f);
+    compare_backends(&roles, &d, CONTIGUOUS, &s, &ref_out);
+    check_thread_identity(&roles, &d, &s);
+    free_outputs(&roles, &d, &ref_out);
+    argset_free(&s);
+    compare_one_value_dy(&roles, &d);
+  }
+}
+
+// Cross-entropy backward on rows of 8192 logits (the longest that the 16-bit
+// and strided forms keep as exponentials in a row buffer, src/cpu/cross_entropy.c)
+// and of 8200 (exponentials computed again for the gradient): against the
+// reference, with label smoothing, the same bits with 1, 2 and 3 threads.
+static void test_cross_entropy_rows(gk_dtype dt) {
+  static const shape_case shapes[] = {{2, {3, 8192}}, {2, {3, 8200}}};
+  for (size_t i = 0; i < 2; i++) {
+    gk_op_desc d = make(GK_OP_CROSS_ENTROPY, dt, &shapes[i]);
+    d.direction = GK_BACKWARD;
+    d.ce.label_smoothing = 0.1;
+    for (layout lay = CONTIGUOUS; lay < LAYOUT_COUNT; lay++) {
+      argset s, ref_out;
+      build(&d, lay, 3.0, NULL, &s);
+      compare_backends(&roles, &d, lay, &s, &ref_out);
+      if (lay == CONTIGUOUS) check_thread_identity(&roles, &d, &s);
+      free_outputs(&roles, &d, &ref_out);
+      argset_free(&s);
+    }
+  }
+}
+
 static void run_all_layouts(gk_op_desc d, double xscale) {
   for (layout lay = CONTIGUOUS; lay < LAYOUT_COUNT; lay++) {
     test_config(&d, lay, xscale);
@@ -383,6 +429,7 @@ int main(void) {
     test_in_place(GK_OP_SIGMOID, dt, 1);
     test_in_place(GK_OP_RELU, dt, 1);
     test_broadcast_scalar_dy(dt);
+    test_softmax_streamed_dx(dt);
   }
   test_in_place(GK_OP_GELU, GK_F64, 0);
   test_norm_broadcast_rows();
@@ -446,6 +493,8 @@ int main(void) {
       if (op == GK_OP_RELU || op == GK_OP_SIGMOID) test_threads(&d);
     }
   }
+
+  for (size_t t = 0; t < 4; t++) test_cross_entropy_rows(dtypes[t]);
 
   printf("configurations: %d (x fwd/bwd x backends); finite-difference cases: %d, worst rel err %.3g; "
          "runs a backend declined (f64): %d\n", count_configs, fd_cases, worst_fd, declined_runs);

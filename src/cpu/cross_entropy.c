@@ -20,7 +20,7 @@
 
 #include <string.h>
 
-enum { CHUNK = 1024, LANES = 16, TASK_ELEMS = 16384 };
+enum { CHUNK = 1024, LANES = 16, TASK_ELEMS = 16384, ROW_BYTES = 32768 };
 
 typedef struct ce_job {
   const gk_tensor *x, *t, *dx;
@@ -40,6 +40,7 @@ GK_DEFINE_ROW_LSE_16()
 #define GK_DEFINE_CE(T, S, SFX, E, LD, ST, IN, OUT, COMMIT)                                   \
   GK_INLINE void ce_task_##SFX(const ce_job *j, int64_t task) {                               \
     E buf[CHUNK], obuf[CHUNK];                                                                \
+    T rowbuf[ROW_BYTES / sizeof(T)];                                                          \
     T g = (T)j->g, eps = (T)j->eps, V = (T)j->V;                                              \
     int64_t end = gk_min64(j->rows, (task + 1) * j->rows_per_task);                           \
     for (int64_t r = task * j->rows_per_task; r < end; r++) {                                 \
@@ -59,12 +60,13 @@ GK_DEFINE_ROW_LSE_16()
       T m, s, sumx, xt = (T)gk_get(&x, t); /* read before dlogits may overwrite it */           \
       bool direct = sizeof(E) == sizeof(T) && j->dx && dx.dtype == (sizeof(T) == 4 ? GK_F32 : GK_F64) && \
                     gk_tensor_is_contiguous(&dx);                                             \
-      if (direct) {                                                                           \
+      bool one_exp = direct || (j->dx && j->V <= (int64_t)(ROW_BYTES / sizeof(T)));            \
+      if (one_exp) {                                                                          \
         /* one exponential per logit: max, then e = exp(x - m) into dlogits, */               \
         /* summed on the way; then the row is scaled in place (it is in L2) */                \
         m = gk_row_max_##SFX(&x, j->V, buf);                                                  \
         T acc[LANES] = {0}, sx[LANES] = {0};                                                  \
-        T *e = (T *)dx.data;                                                                  \
+        T *e = direct ? (T *)dx.data : rowbuf;                                                \
         for (int64_t c = 0; c < j->V; c += CHUNK) {                                           \
           int64_t len = gk_min64(CHUNK, j->V - c);                                            \
           const E *p = IN(&x, c, len, buf);                                                   \
@@ -89,6 +91,19 @@ GK_DEFINE_ROW_LSE_16()
         T *o = (T *)dx.data;                                                                  \
         for (int64_t i = 0; i < j->V; i++) o[i] = g * (o[i] * inv - off);                     \
         o[t] -= g * (1 - eps);                                                                \
+        continue;                                                                             \
+      }                                                                                       \
+      if (one_exp) {                                                                          \
+        for (int64_t c = 0; c < j->V; c += CHUNK) {                                           \
+          int64_t len = gk_min64(CHUNK, j->V - c);                                            \
+          E *o = OUT(&dx, c, obuf);                                                           \
+          for (int64_t i = 0; i < len; i++) o[i] = ST(g * (rowbuf[c + i] * inv - off));       \
+          if (t >= c && t < c + len) {                                                        \
+            volatile T gt = g * (rowbuf[t] * inv - off);                                      \
+            o[t - c] = ST(gt - g * (1 - eps));                                                \
+          }                                                                                   \
+          COMMIT(&dx, c, len, o, obuf);                                                       \
+        }                                                                                     \
         continue;                                                                             \
       }                                                                                       \
       for (int64_t c = 0; c < j->V; c += CHUNK) {                                             \
