@@ -1137,6 +1137,50 @@ static void test_split_rope(uint32_t limit) {
   check_split("rope backward split, neighbours", &rope_bwd, limit, (placed[]){{GK_ARG_DY, 1}, {GK_ARG_DX, 1249}}, 2);
 }
 
+// A binary op's description: a of `rank` dims `a`, b of `b_rank` dims `b`.
+static gk_op_desc binary_desc(gk_op op, int rank, const int64_t *a, int b_rank, const int64_t *b, double alpha) {
+  gk_op_desc d = make(op, rank, a);
+  d.binary.b_rank = b_rank;
+  memcpy(d.binary.b_shape, b, (size_t)b_rank * sizeof *b);
+  d.binary.alpha = alpha;
+  return d;
+}
+
+// Broadcast add and mul split by the leading dims of y (over `limit`,
+// uneven pieces): b broadcast along dim 0 (30 x 7 x 9 + 7 x 9: y 7560
+// bytes, b bound whole by every piece, db's sums carried from piece to
+// piece), both split with b broadcast inside a unit (12 x 5 x 20 * 12 x 1 x
+// 20), a broadcast (40 * 35 x 40, da carried, alpha 1.5): against ref and
+// cpu; the unsplit run's bits with neighbours (the carried gradient
+// staged), in f32 and in f16 (the carried sums in f32, rounded once); b
+// over the limit (2 x 1100 + 1100) refused naming b.
+static void test_split_binary(uint32_t limit) {
+  int64_t a3[3] = {30, 7, 9}, b2[2] = {7, 9}, m3[3] = {12, 5, 20}, m3b[3] = {12, 1, 20}, row[1] = {40},
+          rows[2] = {35, 40}, wide[2] = {2, 1100}, wide_b[1] = {1100};
+  gk_op_desc cases[] = {binary_desc(GK_OP_ADD, 3, a3, 2, b2, 0.5), binary_desc(GK_OP_MUL, 3, m3, 3, m3b, 1),
+                        binary_desc(GK_OP_MUL, 1, row, 2, rows, 1.5)};
+  for (int v = 0; v < (g_quick ? 1 : 3); v++) {
+    g_variant = (const char *[]){"split, b whole", "split, both split", "split, a whole"}[v];
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&cases[v], CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc add_bwd = backward_of(cases[0]), mul_bwd = backward_of(cases[2]);
+  check_split("add broadcast split, neighbours", &cases[0], limit,
+              (placed[]){{GK_ARG_A, 1}, {GK_ARG_B, 1891}, {GK_ARG_Y, 1954}}, 3);
+  check_split("add broadcast backward split, neighbours", &add_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_DA, 1891}, {GK_ARG_DB, 3781}}, 3);
+  check_split("mul broadcast backward split, neighbours", &mul_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 1401}, {GK_ARG_B, 1441}, {GK_ARG_DA, 2841}, {GK_ARG_DB, 2881}}, 5);
+  gk_op_desc half_bwd = mul_bwd;
+  half_bwd.dtype = GK_F16;
+  check_split("mul broadcast backward f16 split, neighbours", &half_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 1401}, {GK_ARG_B, 1441}, {GK_ARG_DA, 2841}, {GK_ARG_DB, 2881}}, 5);
+  gk_op_desc long_b = binary_desc(GK_OP_ADD, 2, wide, 1, wide_b, 1);
+  check_refused("add, a broadcast b over the limit", &long_b, limit, (gk_arg_kind[]){GK_ARG_A, GK_ARG_B, GK_ARG_Y}, 3,
+                GK_ARG_Y, "b");
+}
+
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
 // elements or rows, pieces ending within 256-byte blocks: far apart,
 // neighbours, in place; then the families with sums over every piece, or
@@ -1193,6 +1237,7 @@ static void test_split(void) {
   test_split_linear(limit);
   test_split_matmul(limit);
   test_split_rope(limit);
+  test_split_binary(limit);
 }
 
 // f16 and bf16: every op family (run_layouts: the first configurations,

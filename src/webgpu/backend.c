@@ -221,9 +221,9 @@ gk_status wg_arena_reserve(uint64_t words) {
   if (bytes > binding_limit())
     return gk_fail(GK_ERR_UNSUPPORTED,
                    "webgpu: the run needs %llu bytes of tensors and scratch, over the device's "
-                   "maxStorageBufferBindingSize %u (attention, conv1d, the scan, a broadcast add or mul and the "
-                   "backward of a linear or matmul with a 16-bit dx or dA are not split into pieces; the others "
-                   "split only contiguous tensors)",
+                   "maxStorageBufferBindingSize %u (attention, conv1d, the scan and the backward of a linear or "
+                   "matmul with a 16-bit dx or dA are not split into pieces; the others split only contiguous "
+                   "tensors)",
                    (unsigned long long)bytes, binding_limit());
   if (arena && arena->capacity >= bytes) return GK_SUCCESS;
   if (arena) {

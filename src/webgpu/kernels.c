@@ -142,21 +142,64 @@ static bool unbroadcast(const gk_op_desc *d) {
   return d->rank == d->binary.b_rank && !memcmp(d->shape, d->binary.b_shape, (size_t)d->rank * sizeof *d->shape);
 }
 
+// a's, b's and y's shapes aligned to y's rank R (aligned); their leading
+// dims that a broadcast run splits (`lead`: the most from dim 0 along
+// which each operand has either y's sizes or size 1 throughout), and
+// whether each operand has y's sizes there (split with y; else it is bound
+// whole by every piece, and its gradient sums over every piece).
+typedef struct binary_shapes {
+  int R, lead;
+  int64_t as[GK_MAX_RANK], bs[GK_MAX_RANK], ys[GK_MAX_RANK];
+  bool a_split, b_split;
+} binary_shapes;
+
+static binary_shapes shapes_of(const gk_op_desc *d) {
+  binary_shapes s = {.R = d->rank > d->binary.b_rank ? d->rank : d->binary.b_rank, .a_split = true,
+                     .b_split = true};
+  uint32_t strides[GK_MAX_RANK];
+  aligned(s.R, d->rank, d->shape, s.as, strides);
+  aligned(s.R, d->binary.b_rank, d->binary.b_shape, s.bs, strides);
+  for (int k = 0; k < s.R; k++) s.ys[k] = s.as[k] > s.bs[k] ? s.as[k] : s.bs[k];
+  bool a_one = true, b_one = true;
+  for (; s.lead < s.R; s.lead++) {
+    int k = s.lead;
+    bool a_split = s.a_split && s.as[k] == s.ys[k], b_split = s.b_split && s.bs[k] == s.ys[k];
+    bool a_ones = a_one && s.as[k] == 1, b_ones = b_one && s.bs[k] == 1;
+    if (!(a_split || a_ones) || !(b_split || b_ones)) break;
+    s.a_split = a_split;
+    s.b_split = b_split;
+    a_one = a_ones;
+    b_one = b_ones;
+  }
+  return s;
+}
+
+// Forward y = a + alpha b or alpha a b; backward da, db (reduce_grad).
+// The dims of shapes_of with the leading `lead` of them as one of r->units
+// (the whole run's, or a piece's; nothing broadcast: one dim of the run's
+// elements), which keeps every sum's order: dim 0 outermost. A
+// piece of a split backward sums the gradient of an operand bound whole
+// on from the sums the pieces before it left in the run's scratch (carry
+// bit 0), and leaves its sums there (bit 1) but in the last piece, which
+// writes g = alpha sum: the unsplit run's bits. Its staged g is kept until
+// then (partial_outputs: staged in, and back out as it was).
 static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int R = d->rank > d->binary.b_rank ? d->rank : d->binary.b_rank;
+  binary_shapes sh = shapes_of(d);
+  int R = sh.R - sh.lead + 1;
   int64_t as[GK_MAX_RANK], bs[GK_MAX_RANK], ys[GK_MAX_RANK];
   uint32_t astr[GK_MAX_RANK], bstr[GK_MAX_RANK], ystr[GK_MAX_RANK];
-  aligned(R, d->rank, d->shape, as, astr);
-  aligned(R, d->binary.b_rank, d->binary.b_shape, bs, bstr);
-  for (int k = 0; k < R; k++) ys[k] = as[k] > bs[k] ? as[k] : bs[k];
-  aligned(R, R, ys, ys, ystr);
-  if (unbroadcast(d)) {
-    // Nothing broadcast: one dim of the run's elements (a piece of a split run).
-    R = 1;
-    as[0] = bs[0] = ys[0] = r->units;
-    astr[0] = bstr[0] = ystr[0] = 1;
+  as[0] = sh.a_split ? r->units : 1;
+  bs[0] = sh.b_split ? r->units : 1;
+  ys[0] = r->units;
+  for (int k = 1; k < R; k++) {
+    as[k] = sh.as[sh.lead + k - 1];
+    bs[k] = sh.bs[sh.lead + k - 1];
+    ys[k] = sh.ys[sh.lead + k - 1];
   }
+  aligned(R, R, as, as, astr);
+  aligned(R, R, bs, bs, bstr);
+  aligned(R, R, ys, ys, ystr);
   bool mul = d->op == GK_OP_MUL;
   if (d->direction == GK_FORWARD) {
     int64_t n = prod(ys, 0, R);
@@ -176,20 +219,27 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
     return GK_SUCCESS;
   }
   // Backward: da from dy (and b), db from dy (and a): reduce_grad binds
-  // dy and the gradient, mul's reduce_grad_mul the other operand between.
+  // dy, the gradient and the scratch, mul's reduce_grad_mul the other
+  // operand after dy (the packed entries bind no scratch).
+  gk_arg_kind whole = sh.a_split ? GK_ARG_DB : GK_ARG_DA;  // (a piece's units have a or b whole, not both)
+  bool carried = r->pieces && !(sh.a_split && sh.b_split) && r->t[whole];
+  if (!r->packed) wg_bound_scratch(r, carried ? (uint64_t)numel_of(plan, whole) : 1);
+  r->partial_outputs = carried && r->piece < r->pieces - 1;
   for (int g = 0; g < 2; g++) {
     gk_arg_kind out = g ? GK_ARG_DB : GK_ARG_DA, other = g ? GK_ARG_A : GK_ARG_B;
     if (!r->t[out]) continue;
     const int64_t *gs = g ? bs : as;
     const uint32_t *ostr = g ? astr : bstr;
     int64_t n = prod(gs, 0, R);
-    const gk_arg_kind bind[] = {GK_ARG_DY, mul ? other : out, out};
-    uint32_t *p = wg_pass_bound(r, 0, groups_for(r->packed ? n / 2 : n), mul ? 3 : 2, bind);
+    const gk_arg_kind bind_add[] = {GK_ARG_DY, out, WG_ARG_SCRATCH}, bind_mul[] = {GK_ARG_DY, other, out, WG_ARG_SCRATCH};
+    uint32_t *p = wg_pass_bound(r, 0, groups_for(r->packed ? n / 2 : n), (mul ? 3 : 2) + !r->packed,
+                                mul ? bind_mul : bind_add);
     p[0] = r->slot[GK_ARG_DY];
     p[1] = mul ? r->slot[other] : 0;
     p[2] = r->slot[out];
     p[3] = (uint32_t)n;
     p[4] = (uint32_t)R;
+    p[5] = carried && out == whole ? (r->piece > 0) | (r->piece < r->pieces - 1) << 1 : 0;
     p[6] = wg_f32(mul || g ? d->binary.alpha : 1.0);
     for (int k = 0; k < R; k++) {
       p[8 + k] = (uint32_t)gs[k];
@@ -201,13 +251,22 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
-// Split by elements when nothing is broadcast.
+// Split by elements when nothing is broadcast; else by the leading dims of
+// shapes_of (a unit: one index of them), an operand with y's sizes there
+// split with y, one of size 1 there bound whole.
 static int64_t split_binary(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
   (void)outer;
   const gk_op_desc *d = &plan->desc;
-  if (!unbroadcast(d)) return 0;
-  split_elementwise(plan, GK_ARG_A, per_unit);
-  return prod(d->shape, 0, d->rank);
+  if (unbroadcast(d)) {
+    split_elementwise(plan, GK_ARG_A, per_unit);
+    return prod(d->shape, 0, d->rank);
+  }
+  binary_shapes sh = shapes_of(d);
+  int64_t a_unit = prod(sh.as, sh.lead, sh.R), b_unit = prod(sh.bs, sh.lead, sh.R);
+  per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = prod(sh.ys, sh.lead, sh.R);
+  per_unit[GK_ARG_A] = per_unit[GK_ARG_DA] = sh.a_split ? a_unit : 0;
+  per_unit[GK_ARG_B] = per_unit[GK_ARG_DB] = sh.b_split ? b_unit : 0;
+  return prod(sh.ys, 0, sh.lead);
 }
 // Packed when nothing is broadcast.
 static bool packed_binary(const gk_plan *plan) { return unbroadcast(&plan->desc); }
