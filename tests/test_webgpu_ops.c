@@ -1177,8 +1177,53 @@ static void test_split_binary(uint32_t limit) {
   check_split("mul broadcast backward f16 split, neighbours", &half_bwd, limit,
               (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 1401}, {GK_ARG_B, 1441}, {GK_ARG_DA, 2841}, {GK_ARG_DB, 2881}}, 5);
   gk_op_desc long_b = binary_desc(GK_OP_ADD, 2, wide, 1, wide_b, 1);
-  check_refused("add, a broadcast b over the limit", &long_b, limit, (gk_arg_kind[]){GK_ARG_A, GK_ARG_B, GK_ARG_Y}, 3,
+  check_refused("add, a broadcast b", &long_b, limit, (gk_arg_kind[]){GK_ARG_A, GK_ARG_B, GK_ARG_Y}, 3,
                 GK_ARG_Y, "b");
+}
+
+// A conv1d of x (2, 13, 100), or (2, 100, 13) channel-last, width w.
+static gk_op_desc conv_desc(bool channel_last, int64_t w, bool silu, bool states) {
+  int64_t shape[3] = {2, channel_last ? 100 : 13, channel_last ? 13 : 100};
+  gk_op_desc d = make(GK_OP_CONV1D, 3, shape);
+  d.conv.width = w;
+  d.conv.channel_last = channel_last;
+  d.conv.has_bias = 1;
+  d.conv.silu = silu;
+  d.conv.has_initial_state = d.conv.has_final_state = states;
+  return d;
+}
+
+// Conv1d split by channel (x 10400 bytes, over `limit`, uneven pieces; the
+// backward a channel a piece): channel-first width 4, channel-last width 3
+// with SiLU and states, against ref and cpu (and accumulate); the unsplit
+// run's bits with neighbours (no bias); a channel over the limit (x 2 x 1 x 1100)
+// refused naming x.
+static void test_split_conv1d(uint32_t limit) {
+  for (int v = 0; v < (g_quick ? 1 : 2); v++) {
+    gk_op_desc d = conv_desc(v, v ? 3 : 4, v, v);
+    g_variant = v ? "split silu states cl" : "split";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc conv = conv_desc(false, 4, true, true);
+  conv.conv.has_bias = 0;
+  gk_op_desc conv_bwd = backward_of(conv);
+  check_split("conv1d split, neighbours", &conv, limit,
+              (placed[]){{GK_ARG_X, 1}, {GK_ARG_WEIGHT, 2601}, {GK_ARG_INITIAL_STATE, 2653}, {GK_ARG_Y, 2731},
+                         {GK_ARG_FINAL_STATE, 5331}},
+              5);
+  check_split("conv1d backward split, neighbours", &conv_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 2601}, {GK_ARG_WEIGHT, 5201}, {GK_ARG_INITIAL_STATE, 5253},
+                         {GK_ARG_DFINAL_STATE, 5331}, {GK_ARG_DX, 5409}, {GK_ARG_DWEIGHT, 8009},
+                         {GK_ARG_DINITIAL_STATE, 8061}},
+              8);
+  int64_t long_channel[3] = {2, 1, 1100};
+  gk_op_desc long_conv = make(GK_OP_CONV1D, 3, long_channel);
+  long_conv.conv.width = 4;
+  long_conv.conv.has_bias = 0;
+  check_refused("conv1d, a channel", &long_conv, limit,
+                (gk_arg_kind[]){GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_Y}, 3, GK_ARG_Y, "x");
 }
 
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
@@ -1238,6 +1283,7 @@ static void test_split(void) {
   test_split_matmul(limit);
   test_split_rope(limit);
   test_split_binary(limit);
+  test_split_conv1d(2 * limit);
 }
 
 // f16 and bf16: every op family (run_layouts: the first configurations,

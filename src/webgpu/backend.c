@@ -14,8 +14,8 @@
 // attention, conv1d and the scan) bind each tensor by itself instead, so a
 // contiguous tensor is read and written where it lies (place_bound below);
 // only what cannot be bound so goes through the arena, and a run whose
-// tensors are over the binding limit runs in pieces (wg_run_kernel; linear
-// and matmul too, through the arena).
+// tensors are over the binding limit runs in pieces (wg_run_kernel; linear,
+// matmul and conv1d too, through the arena).
 // f16 and bf16 tensors are staged as f32 (stage.wgsl converts them in and,
 // rounding to nearest even, back out), unless the family reads and writes
 // them in place as words of two elements (wg_family.packed, prepare).
@@ -221,9 +221,8 @@ gk_status wg_arena_reserve(uint64_t words) {
   if (bytes > binding_limit())
     return gk_fail(GK_ERR_UNSUPPORTED,
                    "webgpu: the run needs %llu bytes of tensors and scratch, over the device's "
-                   "maxStorageBufferBindingSize %u (attention, conv1d, the scan and the backward of a linear or "
-                   "matmul with a 16-bit dx or dA are not split into pieces; the others split only contiguous "
-                   "tensors)",
+                   "maxStorageBufferBindingSize %u (attention, the scan and the backward of a linear or matmul with a "
+                   "16-bit dx or dA are not split into pieces; the others split only contiguous tensors)",
                    (unsigned long long)bytes, binding_limit());
   if (arena && arena->capacity >= bytes) return GK_SUCCESS;
   if (arena) {
@@ -593,7 +592,8 @@ static gk_status execute(const gk_plan *plan, const wg_run *r, int first, int en
 
 // Units of a piece of a split run (*step): as many as keep every piece's
 // ranges, all staged at worst (4 bytes an f16/bf16 element: staged as f32),
-// with the whole tensors, the stand-ins of absent ones and the 256-byte
+// with the whole tensors, the stand-ins of absent ones, the arena scratch
+// a unit takes (per_unit[WG_ARG_SCRATCH] words) and the 256-byte
 // alignments, within the binding limit; 0 where the family splits none of
 // the tensors. Refused, naming the tensor: a tensor to be split that is
 // strided, tensors bound whole that leave no room, or a unit that does not
@@ -602,7 +602,7 @@ static gk_status piece_units(const gk_plan *plan, const gk_tensor *const *args, 
                              const int64_t *outer, int64_t *step) {
   const char *family = wg_family_of(plan)->name;
   // (fixed: the stand-ins of absent tensors, wg_pass_bound, 3 at most)
-  uint64_t fixed = 256 * 4, per = 0, widest = 0, largest = 0;
+  uint64_t fixed = 256 * 4, per = (uint64_t)per_unit[WG_ARG_SCRATCH] * 4, widest = 0, largest = 0;
   int widest_kind = 0, largest_kind = 0;
   *step = 0;
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
@@ -665,8 +665,8 @@ static void piece_of(const gk_tensor *const *args, const int64_t *per_unit, cons
 static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, void *workspace) {
   (void)workspace;
   const wg_family *f = wg_family_of(plan);
-  int64_t per_unit[GK_ARG_COUNT_] = {0}, outer[GK_ARG_COUNT_], step = 0;
-  for (int k = 0; k < GK_ARG_COUNT_; k++) outer[k] = 1;
+  int64_t per_unit[WG_KINDS] = {0}, outer[WG_KINDS], step = 0;
+  for (int k = 0; k < WG_KINDS; k++) outer[k] = 1;
   int64_t units = f->split ? f->split(plan, per_unit, outer) : 0;
   wg_run r;
   gk_status s = prepare(plan, args, 0, units, units, 0, 0, 0, &r);

@@ -666,10 +666,12 @@ static gk_status plan_attention(const gk_plan *plan, wg_run *r) {
 }
 
 // ---------------------------------------------------------------- conv1d
+// A piece of a split run (split_conv1d) covers the channels first_unit ..
+// + units (D of them here).
 static gk_status plan_conv1d(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int cl = d->conv.channel_last;
-  int64_t B = d->shape[0], D = d->shape[cl ? 2 : 1], L = d->shape[cl ? 1 : 2], W = d->conv.width;
+  int64_t B = d->shape[0], D = r->units, L = d->shape[cl ? 1 : 2], W = d->conv.width;
   uint32_t p[WG_PARAM_WORDS] = {0};
   const gk_arg_kind kinds[] = {GK_ARG_X,  GK_ARG_WEIGHT, GK_ARG_BIAS,  GK_ARG_INITIAL_STATE, GK_ARG_Y,
                                GK_ARG_FINAL_STATE, GK_ARG_DY, GK_ARG_DFINAL_STATE, GK_ARG_DX, GK_ARG_DWEIGHT,
@@ -689,6 +691,28 @@ static gk_status plan_conv1d(const gk_plan *plan, wg_run *r) {
   memcpy(wg_pass(r, 1, groups_for(B * D * (L + W - 1))), p, sizeof p);
   memcpy(wg_pass(r, 2, (uint64_t)(D * W)), p, sizeof p);
   return GK_SUCCESS;
+}
+// Split by channel (channels are independent): x, y, dy, dx L elements in
+// each of their B rows (channel-last: one in each of their B x L rows),
+// weight and dweight W elements, bias and dbias one, the states W - 1 in
+// each of their B rows; the backward's scratch B x L words. Every sum of a
+// channel runs within its piece: the unsplit run's bits.
+static int64_t split_conv1d(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  const gk_op_desc *d = &plan->desc;
+  int cl = d->conv.channel_last;
+  int64_t B = d->shape[0], L = d->shape[cl ? 1 : 2], W = d->conv.width;
+  const gk_arg_kind like_x[] = {GK_ARG_X, GK_ARG_Y, GK_ARG_DY, GK_ARG_DX},
+                    states[] = {GK_ARG_INITIAL_STATE, GK_ARG_FINAL_STATE, GK_ARG_DINITIAL_STATE, GK_ARG_DFINAL_STATE};
+  for (int i = 0; i < 4; i++) {
+    per_unit[like_x[i]] = cl ? 1 : L;
+    outer[like_x[i]] = cl ? B * L : B;
+    per_unit[states[i]] = W - 1;
+    outer[states[i]] = B;
+  }
+  per_unit[GK_ARG_WEIGHT] = per_unit[GK_ARG_DWEIGHT] = W;
+  per_unit[GK_ARG_BIAS] = per_unit[GK_ARG_DBIAS] = 1;
+  per_unit[WG_ARG_SCRATCH] = d->direction == GK_BACKWARD ? B * L : 0;
+  return d->shape[cl ? 2 : 1];
 }
 
 // ---------------------------------------------------------------- selective scan
@@ -882,7 +906,8 @@ static const wg_family attention = {.name = "attention", .source = gk_wgsl_atten
                                     .backward = {"delta", "dq", "dkv"}, .decline = decline_attention,
                                     .plan = plan_attention};
 static const wg_family conv1d = {.name = "conv1d", .source = gk_wgsl_conv1d, .forward = {"forward", "final_state"},
-                                 .backward = {"grad_pre", "dx", "dparams"}, .plan = plan_conv1d};
+                                 .backward = {"grad_pre", "dx", "dparams"}, .plan = plan_conv1d,
+                                 .split = split_conv1d};
 static const wg_family scan = {.name = "scan", .source = gk_wgsl_scan, .forward = {"forward"},
                                .backward = {"backward", "reduce_params", "reduce_bc"}, .decline = decline_scan,
                                .plan = plan_scan};
