@@ -620,6 +620,7 @@ typedef struct placed {
   gk_arg_kind kind;
   int64_t at;
 } placed;
+enum { MAX_PLACED = 16 };  // tensors of a run in one buffer (check_placed), or refused (check_refused)
 
 enum { CANARY_BYTE = 0xA5 };
 
@@ -654,10 +655,10 @@ static void check_placed(const char *what, const gk_op_desc *desc, const placed 
   check(gk_plan_create(&d, &plan) == GK_SUCCESS, "%s: plan: %s", what, gk_last_error());
   if (!plan) return;
   int64_t unit = gk_dtype_size(d.dtype) == 2 ? 2 : 4;
-  gk_arg own[8], packed[8];
-  gk_buffer *own_buf[8] = {0};
-  unsigned char *data[8] = {0}, *expect[8] = {0};
-  int64_t n[8] = {0}, at[8] = {0}, bytes = 0;  // n, at: each tensor's bytes and first byte
+  gk_arg own[MAX_PLACED], packed[MAX_PLACED];
+  gk_buffer *own_buf[MAX_PLACED] = {0};
+  unsigned char *data[MAX_PLACED] = {0}, *expect[MAX_PLACED] = {0};
+  int64_t n[MAX_PLACED] = {0}, at[MAX_PLACED] = {0}, bytes = 0;  // n, at: each tensor's bytes and first byte
   for (int i = 0; i < np; i++) {
     int rank;
     int64_t shape[GK_MAX_RANK];
@@ -731,6 +732,30 @@ static void check_split(const char *what, const gk_op_desc *desc, uint32_t limit
   g_packed_limit = limit;
   check_placed(what, desc, pl, np);
   g_packed_limit = 0;
+}
+
+// check_split with the tensors `kinds` one after the other from element 1
+// (neighbours, sharing 256-byte blocks).
+static void check_split_in_a_row(const char *what, const gk_op_desc *desc, uint32_t limit, const gk_arg_kind *kinds,
+                                 int n) {
+  gk_op_desc d = *desc;
+  d.backend = GK_BACKEND_WEBGPU;
+  gk_plan *plan = NULL;
+  check(gk_plan_create(&d, &plan) == GK_SUCCESS, "%s: plan: %s", what, gk_last_error());
+  if (!plan) return;
+  placed pl[MAX_PLACED];
+  int64_t at = 1;
+  for (int i = 0; i < n; i++) {
+    int rank;
+    int64_t shape[GK_MAX_RANK];
+    gk_plan_arg_shape(plan, kinds[i], &rank, shape);
+    pl[i] = (placed){kinds[i], at};
+    int64_t numel = 1;
+    for (int k = 0; k < rank; k++) numel *= shape[k];
+    at += numel;
+  }
+  gk_plan_destroy(plan);
+  check_split(what, desc, limit, pl, n);
 }
 
 static gk_op_desc backward_of(gk_op_desc d) {
@@ -832,9 +857,9 @@ static void check_refused(const char *what, const gk_op_desc *desc, uint32_t lim
   d.backend = GK_BACKEND_WEBGPU;
   gk_plan *plan = NULL;
   check(gk_plan_create(&d, &plan) == GK_SUCCESS, "%s: plan: %s", what, gk_last_error());
-  gk_arg args[8];
-  gk_buffer *bufs[8] = {0};
-  int64_t numel[8] = {0};
+  gk_arg args[MAX_PLACED];
+  gk_buffer *bufs[MAX_PLACED] = {0};
+  int64_t numel[MAX_PLACED] = {0};
   for (int i = 0; i < n && plan; i++) {
     int rank;
     int64_t shape[GK_MAX_RANK];
@@ -1226,6 +1251,55 @@ static void test_split_conv1d(uint32_t limit) {
                 (gk_arg_kind[]){GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_Y}, 3, GK_ARG_Y, "x");
 }
 
+// The selective scan split by channel, or by group of channels (B 2 x 32 x
+// 40 steps, N 4: the sequential kernel; 2 x 16 x 70: the parallel one; an
+// arena of over `limit`, uneven pieces): every variant of scan_variants
+// (per-batch B or C bound whole, dB or dC summed over every channel from
+// piece to piece; grouped in 8 groups: a group a unit) against ref and
+// cpu (and accumulate); the unsplit run's bits with neighbours in the first
+// three variants; per-batch dB in f16 (it would be rounded between the
+// pieces: not split) refused naming it.
+static gk_op_desc split_scan_desc(const int64_t *shape, int v) {
+  gk_op_desc d = scan_desc(shape, 4, 16, v);
+  if (d.scan.groups == 2) d.scan.groups = 8;  // (2 or 4 channels a unit)
+  return d;
+}
+static void test_split_scan(uint32_t limit) {
+  const int64_t sequential[3] = {2, 32, 40}, parallel[3] = {2, 16, 70};
+  char variant[64];
+  for (int path = 0; path < 2; path++)
+    for (int v = 0; v < (g_quick ? 1 : 5); v++) {
+      gk_op_desc d = split_scan_desc(path ? parallel : sequential, v);
+      snprintf(variant, sizeof variant, "split %s %s", path ? "parallel" : "sequential", scan_variant_name[v]);
+      g_variant = variant;
+      gk_webgpu_test_binding_limit(limit);
+      test_config(&d, CONTIGUOUS);
+      gk_webgpu_test_binding_limit(0);
+    }
+  // Variants 0 (per-batch B, shared C, D), 1 (shared B, C in two groups), 2 (B in one group, per-batch C, D, z).
+  const gk_arg_kind inputs[] = {GK_ARG_U, GK_ARG_DELTA, GK_ARG_A, GK_ARG_B, GK_ARG_C, GK_ARG_CHUNK_STATES, GK_ARG_DY,
+                                GK_ARG_D, GK_ARG_Z},
+                    outputs[] = {GK_ARG_DU, GK_ARG_DDELTA, GK_ARG_DA, GK_ARG_DB, GK_ARG_DC, GK_ARG_DD, GK_ARG_DZ};
+  for (int v = 0; v < 3; v++) {
+    gk_op_desc bwd = backward_of(split_scan_desc(v == 0 ? sequential : parallel, v));
+    gk_arg_kind kinds[MAX_PLACED];
+    int n = 0;
+    for (int i = 0; i < 9; i++)
+      if ((inputs[i] != GK_ARG_D || bwd.scan.has_D) && (inputs[i] != GK_ARG_Z || bwd.scan.has_z)) kinds[n++] = inputs[i];
+    for (int i = 0; i < 7; i++)
+      if ((outputs[i] != GK_ARG_DD || bwd.scan.has_D) && (outputs[i] != GK_ARG_DZ || bwd.scan.has_z))
+        kinds[n++] = outputs[i];
+    char what[96];
+    snprintf(what, sizeof what, "scan backward split, %s, neighbours", scan_variant_name[v]);
+    check_split_in_a_row(what, &bwd, limit, kinds, n);
+    if (v) continue;
+    gk_op_desc half_b = bwd;
+    half_b.dtype = half_b.scan.b_dtype = GK_F16;
+    half_b.scan.c_dtype = GK_F32;
+    check_refused("scan backward, f16 per-batch dB", &half_b, limit, kinds, n, GK_ARG_DU, "16-bit dB");
+  }
+}
+
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
 // elements or rows, pieces ending within 256-byte blocks: far apart,
 // neighbours, in place; then the families with sums over every piece, or
@@ -1284,6 +1358,7 @@ static void test_split(void) {
   test_split_rope(limit);
   test_split_binary(limit);
   test_split_conv1d(2 * limit);
+  test_split_scan(7 * limit);
 }
 
 // f16 and bf16: every op family (run_layouts: the first configurations,

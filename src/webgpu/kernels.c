@@ -730,10 +730,27 @@ static int64_t scan_lanes(int64_t N) {
   return lanes;
 }
 
+// A split run (split_scan) splits the channels: a piece covers the units
+// first_unit .. + units, each of scan_unit_channels channels (a group's
+// where B or C is grouped in more than one group, else one). B and C per
+// batch (scan_bc_whole) are bound whole by every piece.
+static int64_t scan_unit_channels(const gk_op_desc *d) {
+  bool grouped = d->scan.b_layout == GK_SCAN_GROUPED || d->scan.c_layout == GK_SCAN_GROUPED;
+  return grouped && d->scan.groups > 1 ? d->shape[1] / d->scan.groups : 1;
+}
+static bool scan_bc_whole(const gk_op_desc *d, gk_scan_layout layout) {
+  return layout == GK_SCAN_BATCH || (layout == GK_SCAN_GROUPED && d->scan.groups == 1);
+}
+// The groups of B or C (layout) in a run of r->units units: 1 but grouped in more than one group.
+static int64_t scan_groups(const gk_op_desc *d, gk_scan_layout layout, const wg_run *r) {
+  return layout == GK_SCAN_GROUPED && d->scan.groups > 1 ? r->units : 1;
+}
+
 // The parameter words both kernels share (scan.wgsl's Params up to red_groups).
 static void scan_params(const gk_plan *plan, const wg_run *r, uint32_t *p) {
   const gk_op_desc *d = &plan->desc;
-  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state, T = d->scan.chunk_size;
+  int64_t nb = d->shape[0], nd = r->units * scan_unit_channels(d), L = d->shape[2], N = d->scan.d_state,
+          T = d->scan.chunk_size;
   bool b_var = d->scan.b_layout != GK_SCAN_SHARED, c_var = d->scan.c_layout != GK_SCAN_SHARED;
   const gk_arg_kind kinds[] = {GK_ARG_U, GK_ARG_DELTA, GK_ARG_A, GK_ARG_B, GK_ARG_C, GK_ARG_D, GK_ARG_Z,
                                GK_ARG_DELTA_BIAS, GK_ARG_INITIAL_STATE, GK_ARG_Y, GK_ARG_CHUNK_STATES,
@@ -741,9 +758,8 @@ static void scan_params(const gk_plan *plan, const wg_run *r, uint32_t *p) {
                                GK_ARG_DA, GK_ARG_DB, GK_ARG_DC, GK_ARG_DD, GK_ARG_DZ, GK_ARG_DDELTA_BIAS,
                                GK_ARG_DINITIAL_STATE};
   for (int i = 0; i < 23; i++) p[i] = r->slot[kinds[i]];
-  const int64_t words[] = {nb, nd, L, N, T, gk_ceil_div(L, T), b_var,
-                           d->scan.b_layout == GK_SCAN_GROUPED ? d->scan.groups : 1, c_var,
-                           d->scan.c_layout == GK_SCAN_GROUPED ? d->scan.groups : 1, d->scan.has_D, d->scan.has_z,
+  const int64_t words[] = {nb, nd, L, N, T, gk_ceil_div(L, T), b_var, scan_groups(d, d->scan.b_layout, r), c_var,
+                           scan_groups(d, d->scan.c_layout, r), d->scan.has_D, d->scan.has_z,
                            d->scan.has_delta_bias, d->scan.delta_softplus, r->t[GK_ARG_INITIAL_STATE] != NULL,
                            r->t[GK_ARG_FINAL_STATE] != NULL, r->t[GK_ARG_DFINAL_STATE] != NULL,
                            r->t[GK_ARG_DINITIAL_STATE] != NULL, d->accumulate};
@@ -751,10 +767,13 @@ static void scan_params(const gk_plan *plan, const wg_run *r, uint32_t *p) {
 }
 
 // The backward's reductions: parameter sums over the batch (and `chunks`
-// partials per channel), then per-batch dB and dC over their groups.
+// partials per channel), then per-batch dB and dC over their groups. In a
+// piece of a split run after the first, a dB or dC bound whole (its sum
+// over every channel) goes on from the sums the pieces before it left
+// there (red_carry; staged in: partial_outputs): the unsplit run's bits.
 static void scan_reductions(const gk_plan *plan, wg_run *r, uint32_t *p, int entry, int64_t chunks) {
   const gk_op_desc *d = &plan->desc;
-  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state;
+  int64_t nb = d->shape[0], nd = p[30], L = d->shape[2], N = d->scan.d_state;
   p[53] = (uint32_t)chunks;
   memcpy(wg_pass(r, entry, groups_for(nd * N)), p, WG_PARAM_WORDS * sizeof *p);
   for (int bc = 0; bc < 2; bc++) {
@@ -764,15 +783,17 @@ static void scan_reductions(const gk_plan *plan, wg_run *r, uint32_t *p, int ent
     q[48] = p[bc ? 28 : 27];
     q[49] = r->slot[bc ? GK_ARG_DC : GK_ARG_DB];
     q[50] = p[bc ? 38 : 36];
+    q[60] = r->piece > 0 && scan_bc_whole(d, bc ? d->scan.c_layout : d->scan.b_layout);
+    r->partial_outputs |= q[60];
   }
 }
 
 // Sequential in time: workgroups of 64 / S channels, S lanes each.
 static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state, T = d->scan.chunk_size;
   uint32_t p[WG_PARAM_WORDS] = {0};
   scan_params(plan, r, p);
+  int64_t nb = p[29], nd = p[30], L = p[31], N = p[32], T = p[33];
   uint64_t groups = (uint64_t)gk_ceil_div(nb * nd, 64 / scan_lanes(N));
   if (d->direction == GK_FORWARD) {
     memcpy(wg_pass(r, 0, groups), p, sizeof p);
@@ -802,20 +823,27 @@ void gk_webgpu_test_scan_path(int path) { scan_path_knob = path; }
 // block_h): 4096 x 64 invocations fill a large GPU; on llvmpipe 512 and
 // 4096 timed the same within the noise. totals runs past one chunk
 // (backward: or one block a chunk), carry past one chunk.
+// R and the chunks a channel (npc) are the whole run's in every piece of a
+// split run, so that its chunks, and bits, are the unsplit run's.
 enum { SCAN_WORKGROUPS = 4096 };
-static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
-  const gk_op_desc *d = &plan->desc;
-  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state, S = scan_lanes(N);
+static void scan_chunking(const gk_op_desc *d, int64_t *R_out, int64_t *npc_out) {
+  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], S = scan_lanes(d->scan.d_state);
   int64_t block = SCAN_SEG * (64 / S), blocks = gk_ceil_div(L, block);
   int64_t R = scan_path_knob == 3 ? blocks : nb * nd * blocks / SCAN_WORKGROUPS;
   if (R > 512 / S) R = 512 / S;
   if (R > blocks) R = blocks;
   if (R < 1) R = 1;
-  int64_t npc = gk_ceil_div(blocks, R);
-  R = gk_ceil_div(blocks, npc);  // the fewest blocks a chunk for npc chunks
+  *npc_out = gk_ceil_div(blocks, R);
+  *R_out = gk_ceil_div(blocks, *npc_out);  // the fewest blocks a chunk for npc chunks
+}
+static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t R, npc;
+  scan_chunking(d, &R, &npc);
   bool fwd = d->direction == GK_FORWARD;
   uint32_t p[WG_PARAM_WORDS] = {0};
   scan_params(plan, r, p);
+  int64_t nb = p[29], nd = p[30], L = p[31], N = p[32], block = SCAN_SEG * (64 / scan_lanes(N));
   p[51] = (uint32_t)(R * block);
   p[52] = (uint32_t)npc;
   p[56] = !fwd;
@@ -861,6 +889,69 @@ static bool scan_is_parallel(const gk_plan *plan) {
   int64_t L = plan->desc.shape[2];
   if (L == 0 || scan_path_knob == 1) return false;
   return scan_path_knob >= 2 || L >= SCAN_PARALLEL_MIN_L;
+}
+
+// The arena scratch words a channel takes in plan_scan or plan_scan_parallel.
+static int64_t scan_scratch_per_channel(const gk_plan *plan) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t nb = d->shape[0], L = d->shape[2], N = d->scan.d_state, T = d->scan.chunk_size;
+  bool fwd = d->direction == GK_FORWARD, b_var = d->scan.b_layout != GK_SCAN_SHARED,
+       c_var = d->scan.c_layout != GK_SCAN_SHARED;
+  if (!scan_is_parallel(plan))
+    return fwd ? 0 : nb * ((T + 1) * N + N + 2 + N * (b_var ? L : 1) + N * (c_var ? L : 1));
+  int64_t R, npc;
+  scan_chunking(d, &R, &npc);
+  int64_t chunks = nb * npc, words = 0;
+  if (npc > 1 || (R > 1 && !fwd)) words += chunks * (N * 4 + R * 64 * 4 + (fwd ? 0 : R * N * 4));
+  if (npc > 1) words += chunks * N * 2;
+  if (!fwd) words += chunks * (N + 2) + nb * N * ((b_var ? L : npc) + (c_var ? L : npc));
+  return words;
+}
+
+// Split by channel, or by group of channels (scan_unit_channels, c of
+// them): u, delta, z, y and their gradients c x L elements in each of their
+// Bt rows, the states and chunk states c x N (x chunks) in each of theirs,
+// A, D, delta_bias and their gradients c channels' worth; B and C (and dB,
+// dC) shared c x N, grouped N x L in each of their Bt rows, per batch
+// whole (their gradients' sums over every channel carried from piece to
+// piece, scan_reductions: not split where they are 16-bit, which would be
+// rounded between the pieces). Every other sum is a channel's, within its
+// piece, and the parallel kernel's chunks are the whole run's: the unsplit
+// run's bits.
+static int64_t split_scan(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t c = scan_unit_channels(d), nb = d->shape[0], L = d->shape[2], N = d->scan.d_state;
+  int64_t units = d->shape[1] / c;
+  for (int bc = 0; bc < 2 && d->direction == GK_BACKWARD; bc++) {
+    gk_dtype dt = (gk_dtype)(bc ? d->scan.c_dtype : d->scan.b_dtype);
+    if (scan_bc_whole(d, bc ? d->scan.c_layout : d->scan.b_layout) && (dt == GK_F16 || dt == GK_BF16))
+      return units;  // (per_unit all 0: not split)
+  }
+  const gk_arg_kind by_step[] = {GK_ARG_U, GK_ARG_DELTA, GK_ARG_Z, GK_ARG_Y, GK_ARG_DY, GK_ARG_DU, GK_ARG_DDELTA,
+                                 GK_ARG_DZ},
+                    by_state[] = {GK_ARG_INITIAL_STATE, GK_ARG_FINAL_STATE, GK_ARG_DFINAL_STATE,
+                                  GK_ARG_DINITIAL_STATE},
+                    by_channel[] = {GK_ARG_D, GK_ARG_DELTA_BIAS, GK_ARG_DD, GK_ARG_DDELTA_BIAS};
+  for (int i = 0; i < 8; i++) {
+    per_unit[by_step[i]] = c * L;
+    outer[by_step[i]] = nb;
+  }
+  for (int i = 0; i < 4; i++) {
+    per_unit[by_state[i]] = c * N;
+    outer[by_state[i]] = nb;
+    per_unit[by_channel[i]] = c;
+  }
+  per_unit[GK_ARG_CHUNK_STATES] = c * gk_ceil_div(L, d->scan.chunk_size) * N;
+  outer[GK_ARG_CHUNK_STATES] = nb;
+  per_unit[GK_ARG_A] = per_unit[GK_ARG_DA] = c * N;
+  for (int bc = 0; bc < 2; bc++) {
+    gk_scan_layout layout = bc ? d->scan.c_layout : d->scan.b_layout;
+    gk_arg_kind t = bc ? GK_ARG_C : GK_ARG_B, grad = bc ? GK_ARG_DC : GK_ARG_DB;
+    per_unit[t] = per_unit[grad] = layout == GK_SCAN_SHARED ? c * N : scan_bc_whole(d, layout) ? 0 : N * L;
+    outer[t] = outer[grad] = layout == GK_SCAN_GROUPED ? nb : 1;
+  }
+  per_unit[WG_ARG_SCRATCH] = c * scan_scratch_per_channel(plan);
+  return units;
 }
 
 // ---------------------------------------------------------------- the table
@@ -910,12 +1001,12 @@ static const wg_family conv1d = {.name = "conv1d", .source = gk_wgsl_conv1d, .fo
                                  .split = split_conv1d};
 static const wg_family scan = {.name = "scan", .source = gk_wgsl_scan, .forward = {"forward"},
                                .backward = {"backward", "reduce_params", "reduce_bc"}, .decline = decline_scan,
-                               .plan = plan_scan};
+                               .plan = plan_scan, .split = split_scan};
 static const wg_family scan_parallel = {.name = "scan_parallel", .source = gk_wgsl_scan,
                                         .forward = {"totals", "carry", "forward_chunks"},
                                         .backward = {"totals", "carry", "backward_chunks", "reduce_params",
                                                      "reduce_bc"},
-                                        .decline = decline_scan, .plan = plan_scan_parallel};
+                                        .decline = decline_scan, .plan = plan_scan_parallel, .split = split_scan};
 static const wg_family softmax = {.name = "softmax", .source = gk_wgsl_softmax,
                                   .subgroup_source = gk_wgsl_softmax_subgroups, .forward = {"forward"},
                                   .backward = {"backward", "backward_vec4"}, .plan = plan_softmax,
