@@ -1300,6 +1300,37 @@ static void test_split_scan(uint32_t limit) {
   }
 }
 
+// Attention split by (batch, kv head) pair (q 2 x 4 x 24 x 8 with 2 kv
+// heads, 2 x 3 x 24 x 8 with 3; an arena over `limit`, uneven pieces),
+// full and causal, against ref and cpu; the unsplit run's bits with
+// neighbours; a unit over the limit (a head of 1100 x 8) refused naming y
+// (as wide as q) and its bytes.
+static void test_split_attention(uint32_t limit) {
+  int64_t gqa[4] = {2, 4, 24, 8}, mha[4] = {2, 3, 24, 8}, long_head[4] = {1, 1, 1100, 8};
+  for (int v = 0; v < (g_quick ? 1 : 2); v++) {
+    gk_op_desc d = make(GK_OP_ATTENTION, 4, v ? mha : gqa);
+    d.attn.kv_heads = v ? 3 : 2;
+    d.attn.causal = v;
+    g_variant = v ? "split causal" : "split full gqa";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc attn = make(GK_OP_ATTENTION, 4, gqa);
+  attn.attn.kv_heads = 2;
+  attn.attn.causal = 1;
+  gk_op_desc attn_bwd = backward_of(attn);
+  check_split_in_a_row("attention split, neighbours", &attn, limit,
+                       (gk_arg_kind[]){GK_ARG_Q, GK_ARG_K, GK_ARG_V, GK_ARG_Y, GK_ARG_LSE}, 5);
+  check_split_in_a_row("attention backward split, neighbours", &attn_bwd, limit,
+                       (gk_arg_kind[]){GK_ARG_Q, GK_ARG_K, GK_ARG_V, GK_ARG_Y, GK_ARG_LSE, GK_ARG_DY, GK_ARG_DQ,
+                                       GK_ARG_DK, GK_ARG_DV},
+                       9);
+  gk_op_desc long_attn = make(GK_OP_ATTENTION, 4, long_head);
+  check_refused("attention, a head", &long_attn, limit,
+                (gk_arg_kind[]){GK_ARG_Q, GK_ARG_K, GK_ARG_V, GK_ARG_Y, GK_ARG_LSE}, 5, GK_ARG_Y, "y: 35200 bytes");
+}
+
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
 // elements or rows, pieces ending within 256-byte blocks: far apart,
 // neighbours, in place; then the families with sums over every piece, or
@@ -1359,6 +1390,7 @@ static void test_split(void) {
   test_split_binary(limit);
   test_split_conv1d(2 * limit);
   test_split_scan(7 * limit);
+  test_split_attention(4 * limit);
 }
 
 // f16 and bf16: every op family (run_layouts: the first configurations,

@@ -14,8 +14,8 @@
 // attention, conv1d and the scan) bind each tensor by itself instead, so a
 // contiguous tensor is read and written where it lies (place_bound below);
 // only what cannot be bound so goes through the arena, and a run whose
-// tensors are over the binding limit runs in pieces (wg_run_kernel; linear,
-// matmul, conv1d and the scan too, through the arena).
+// tensors are over the binding limit runs in pieces (wg_run_kernel; the
+// arena families too).
 // f16 and bf16 tensors are staged as f32 (stage.wgsl converts them in and,
 // rounding to nearest even, back out), unless the family reads and writes
 // them in place as words of two elements (wg_family.packed, prepare).
@@ -221,9 +221,9 @@ gk_status wg_arena_reserve(uint64_t words) {
   if (bytes > binding_limit())
     return gk_fail(GK_ERR_UNSUPPORTED,
                    "webgpu: the run needs %llu bytes of tensors and scratch, over the device's "
-                   "maxStorageBufferBindingSize %u (attention is not split into pieces, nor the backward of a linear or "
-                   "matmul with a 16-bit dx or dA, or of a scan with a 16-bit dB or dC per batch; the others split "
-                   "only contiguous tensors)",
+                   "maxStorageBufferBindingSize %u (the backward of a linear or matmul with a 16-bit dx or dA, or of a "
+                   "scan with a 16-bit dB or dC per batch, is not split into pieces; the others split only contiguous "
+                   "tensors)",
                    (unsigned long long)bytes, binding_limit());
   if (arena && arena->capacity >= bytes) return GK_SUCCESS;
   if (arena) {

@@ -642,10 +642,18 @@ static const char *decline_attention(const gk_plan *plan) {
   return plan->desc.shape[3] > 128 ? "head dim over 128 (the shader keeps rows in private arrays of 128)" : NULL;
 }
 
+// The query heads that share a kv head.
+static int64_t attention_group(const gk_op_desc *d) {
+  return d->attn.kv_heads ? d->shape[1] / d->attn.kv_heads : 1;
+}
+
+// Batch and kv heads as one dim of r->units (b, kv head) pairs, each with
+// its group of query heads (B 1, Hkv r->units, H r->units x group: the
+// same rows as B x Hkv): the whole run's, or a piece's of a split run
+// (split_attention).
 static gk_status plan_attention(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t B = d->shape[0], H = d->shape[1], T = d->shape[2], Dh = d->shape[3];
-  int64_t Hkv = d->attn.kv_heads ? d->attn.kv_heads : H;
+  int64_t B = 1, Hkv = r->units, H = Hkv * attention_group(d), T = d->shape[2], Dh = d->shape[3];
   double scale = d->attn.scale != 0 ? d->attn.scale : 1 / sqrt((double)Dh);
   uint32_t p[WG_PARAM_WORDS] = {0};
   const gk_arg_kind kinds[] = {GK_ARG_Q, GK_ARG_K, GK_ARG_V, GK_ARG_Y, GK_ARG_LSE, GK_ARG_DY, GK_ARG_DQ, GK_ARG_DK,
@@ -663,6 +671,21 @@ static gk_status plan_attention(const gk_plan *plan, wg_run *r) {
   memcpy(wg_pass(r, 1, groups_for(B * H * T)), p, sizeof p);
   memcpy(wg_pass(r, 2, groups_for(B * Hkv * T)), p, sizeof p);
   return GK_SUCCESS;
+}
+// Split by (batch, kv head) pair (a unit: its group of query heads): q, y,
+// dy, dq group x T x Dh elements, lse and the backward's scratch group x
+// T, k, v, dk, dv T x Dh. Every sum (a query row's over the keys, a key
+// row's over its heads and queries) runs within its unit: the unsplit
+// run's bits.
+static int64_t split_attention(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
+  const gk_op_desc *d = &plan->desc;
+  int64_t group = attention_group(d), T = d->shape[2], Dh = d->shape[3];
+  per_unit[GK_ARG_Q] = per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = per_unit[GK_ARG_DQ] = group * T * Dh;
+  per_unit[GK_ARG_K] = per_unit[GK_ARG_V] = per_unit[GK_ARG_DK] = per_unit[GK_ARG_DV] = T * Dh;
+  per_unit[GK_ARG_LSE] = group * T;
+  per_unit[WG_ARG_SCRATCH] = d->direction == GK_BACKWARD ? group * T : 0;
+  return d->shape[0] * (d->shape[1] / group);
 }
 
 // ---------------------------------------------------------------- conv1d
@@ -995,7 +1018,7 @@ static const wg_family rope = {.name = "rope", .source = gk_wgsl_rope, .forward 
                                .split = split_rope};
 static const wg_family attention = {.name = "attention", .source = gk_wgsl_attention, .forward = {"forward"},
                                     .backward = {"delta", "dq", "dkv"}, .decline = decline_attention,
-                                    .plan = plan_attention};
+                                    .plan = plan_attention, .split = split_attention};
 static const wg_family conv1d = {.name = "conv1d", .source = gk_wgsl_conv1d, .forward = {"forward", "final_state"},
                                  .backward = {"grad_pre", "dx", "dparams"}, .plan = plan_conv1d,
                                  .split = split_conv1d};
