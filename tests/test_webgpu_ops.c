@@ -735,7 +735,7 @@ static void check_split(const char *what, const gk_op_desc *desc, uint32_t limit
 }
 
 // check_split with the tensors `kinds` one after the other from element 1
-// (neighbours, sharing 256-byte blocks).
+// (neighbours, sharing 256-byte blocks), each on its element's alignment.
 static void check_split_in_a_row(const char *what, const gk_op_desc *desc, uint32_t limit, const gk_arg_kind *kinds,
                                  int n) {
   gk_op_desc d = *desc;
@@ -744,15 +744,16 @@ static void check_split_in_a_row(const char *what, const gk_op_desc *desc, uint3
   check(gk_plan_create(&d, &plan) == GK_SUCCESS, "%s: plan: %s", what, gk_last_error());
   if (!plan) return;
   placed pl[MAX_PLACED];
-  int64_t at = 1;
+  int64_t at = 1, unit = gk_dtype_size(d.dtype) == 2 ? 2 : 4;  // (check_placed's unit of places)
   for (int i = 0; i < n; i++) {
     int rank;
-    int64_t shape[GK_MAX_RANK];
+    int64_t shape[GK_MAX_RANK], size = (int64_t)gk_dtype_size(expected_arg_dtype(&d, kinds[i]));
     gk_plan_arg_shape(plan, kinds[i], &rank, shape);
+    if (size > unit) at = (at + size / unit - 1) / (size / unit) * (size / unit);
     pl[i] = (placed){kinds[i], at};
-    int64_t numel = 1;
-    for (int k = 0; k < rank; k++) numel *= shape[k];
-    at += numel;
+    int64_t bytes = size;
+    for (int k = 0; k < rank; k++) bytes *= shape[k];
+    at += (bytes + unit - 1) / unit;
   }
   gk_plan_destroy(plan);
   check_split(what, desc, limit, pl, n);
@@ -1060,11 +1061,10 @@ static void test_split_embedding(uint32_t limit) {
 
 // Linear split by output feature (5 x 7 -> 211: W 5908 bytes, y 4220;
 // 3 x 4 x 8 -> 150, K a multiple of 4; over `limit`, uneven pieces), with
-// and without bias, and the forward in f16 (5 x 7 -> 311, staged): against
-// ref and cpu (and accumulate); the unsplit
-// run's bits (dx's sums carried from piece to piece, y's and dy's columns
-// staged a row at a time) with neighbours; x over the limit refused
-// naming x, and a backward with an f16 dx (rounded between the pieces).
+// and without bias, and in f16 (5 x 7 -> 311, staged): against ref and cpu
+// (and accumulate); the unsplit run's bits (dx's sums carried from piece
+// to piece, in f32 for an f16 dx; y's and dy's columns staged a row at a
+// time) with neighbours, in f32 and f16; x over the limit refused naming x.
 static void test_split_linear(uint32_t limit) {
   struct { int rank; int64_t shape[3], n; } lin[] = {{2, {5, 7}, 211}, {3, {3, 4, 8}, 150}};
   for (int v = 0; v < (g_quick ? 1 : 3); v++) {
@@ -1081,21 +1081,23 @@ static void test_split_linear(uint32_t limit) {
   half.dtype = half.param_dtype = GK_F16;
   half.linear.out_features = 311;
   half.linear.has_bias = 1;
-  if (!g_quick) {
+  for (int dir = 0; dir < (g_quick ? 0 : 2); dir++) {
     g_variant = "split bias";
+    gk_op_desc d = dir ? backward_of(half) : half;
     argset in, ref_out;
     gk_webgpu_test_binding_limit(limit);
-    check(plan_build(&roles, &half, CONTIGUOUS, NULL, &in), "linear f16 split: plan: %s", gk_last_error());
-    compare_backends(&roles, &half, CONTIGUOUS, &in, &ref_out);
+    check(plan_build(&roles, &d, CONTIGUOUS, NULL, &in), "linear f16 split: plan: %s", gk_last_error());
+    compare_backends(&roles, &d, CONTIGUOUS, &in, &ref_out);
     gk_webgpu_test_binding_limit(0);
-    free_outputs(&roles, &half, &ref_out);
+    free_outputs(&roles, &d, &ref_out);
     argset_free(&in);
     configs++;
   }
   gk_op_desc half_bwd = backward_of(half);
-  check_refused("linear backward, f16 dx", &half_bwd, limit,
-                (gk_arg_kind[]){GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_DX, GK_ARG_DWEIGHT, GK_ARG_DBIAS}, 6,
-                GK_ARG_DX, "16-bit dx");
+  check_split("linear backward f16 split, neighbours", &half_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 1556}, {GK_ARG_WEIGHT, 1591}, {GK_ARG_DX, 3768},
+                         {GK_ARG_DWEIGHT, 3803}, {GK_ARG_DBIAS, 5980}},
+              6);
   gk_op_desc lin_fwd = make(GK_OP_LINEAR, 2, x);
   lin_fwd.linear.out_features = 211;
   lin_fwd.linear.has_bias = 1;
@@ -1116,8 +1118,8 @@ static void test_split_linear(uint32_t limit) {
 // Matmul split by column of Y (2 x 5 x 7 @ 7 x 211: B 5908 bytes shared,
 // twice that a batch each, Y 8440; over `limit`, uneven pieces): plain, B
 // transposed, B shared, A and B transposed with B shared, against ref and
-// cpu (and accumulate); the unsplit run's bits (dA's sums carried) with
-// neighbours.
+// cpu (and accumulate); the unsplit run's bits (dA's sums carried, in f32
+// for a bf16 dA) with neighbours, in f32 and bf16.
 static void test_split_matmul(uint32_t limit) {
   int64_t a[3] = {2, 5, 7};
   for (int v = 0; v < (g_quick ? 1 : 4); v++) {
@@ -1134,9 +1136,12 @@ static void test_split_matmul(uint32_t limit) {
   gk_op_desc mm = make(GK_OP_MATMUL, 3, a);
   mm.matmul.n = 211;
   gk_op_desc mm_bwd = backward_of(mm);
-  check_split("matmul backward split, neighbours", &mm_bwd, limit,
-              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 2111}, {GK_ARG_B, 2181}, {GK_ARG_DA, 5135}, {GK_ARG_DB, 5205}},
-              5);
+  for (int bf16 = 0; bf16 < 2; bf16++) {
+    mm_bwd.dtype = bf16 ? GK_BF16 : GK_F32;
+    check_split(bf16 ? "matmul backward bf16 split, neighbours" : "matmul backward split, neighbours", &mm_bwd, limit,
+                (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 2111}, {GK_ARG_B, 2181}, {GK_ARG_DA, 5135}, {GK_ARG_DB, 5205}},
+                5);
+  }
 }
 
 // RoPE split by row of Dh (2 x 13 x 3 x 16, 2 x 3 x 13 x 16: 4992 bytes,
@@ -1257,8 +1262,8 @@ static void test_split_conv1d(uint32_t limit) {
 // (per-batch B or C bound whole, dB or dC summed over every channel from
 // piece to piece; grouped in 8 groups: a group a unit) against ref and
 // cpu (and accumulate); the unsplit run's bits with neighbours in the first
-// three variants; per-batch dB in f16 (it would be rounded between the
-// pieces: not split) refused naming it.
+// three variants, and in f16 with per-batch B (dB's sums carried in f32,
+// rounded once).
 static gk_op_desc split_scan_desc(const int64_t *shape, int v) {
   gk_op_desc d = scan_desc(shape, 4, 16, v);
   if (d.scan.groups == 2) d.scan.groups = 8;  // (2 or 4 channels a unit)
@@ -1285,7 +1290,8 @@ static void test_split_scan(uint32_t limit) {
     gk_arg_kind kinds[MAX_PLACED];
     int n = 0;
     for (int i = 0; i < 9; i++)
-      if ((inputs[i] != GK_ARG_D || bwd.scan.has_D) && (inputs[i] != GK_ARG_Z || bwd.scan.has_z)) kinds[n++] = inputs[i];
+      if ((inputs[i] != GK_ARG_D || bwd.scan.has_D) && (inputs[i] != GK_ARG_Z || bwd.scan.has_z))
+        kinds[n++] = inputs[i];
     for (int i = 0; i < 7; i++)
       if ((outputs[i] != GK_ARG_DD || bwd.scan.has_D) && (outputs[i] != GK_ARG_DZ || bwd.scan.has_z))
         kinds[n++] = outputs[i];
@@ -1296,7 +1302,7 @@ static void test_split_scan(uint32_t limit) {
     gk_op_desc half_b = bwd;
     half_b.dtype = half_b.scan.b_dtype = GK_F16;
     half_b.scan.c_dtype = GK_F32;
-    check_refused("scan backward, f16 per-batch dB", &half_b, limit, kinds, n, GK_ARG_DU, "16-bit dB");
+    check_split_in_a_row("scan backward f16 split, per-batch B, neighbours", &half_b, limit, kinds, n);
   }
 }
 

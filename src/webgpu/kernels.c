@@ -231,7 +231,8 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
     const int64_t *gs = g ? bs : as;
     const uint32_t *ostr = g ? astr : bstr;
     int64_t n = prod(gs, 0, R);
-    const gk_arg_kind bind_add[] = {GK_ARG_DY, out, WG_ARG_SCRATCH}, bind_mul[] = {GK_ARG_DY, other, out, WG_ARG_SCRATCH};
+    const gk_arg_kind bind_add[] = {GK_ARG_DY, out, WG_ARG_SCRATCH},
+                      bind_mul[] = {GK_ARG_DY, other, out, WG_ARG_SCRATCH};
     uint32_t *p = wg_pass_bound(r, 0, groups_for(r->packed ? n / 2 : n), (mul ? 3 : 2) + !r->packed,
                                 mul ? bind_mul : bind_add);
     p[0] = r->slot[GK_ARG_DY];
@@ -413,7 +414,8 @@ static void column_sum(wg_run *r, uint32_t dy, uint32_t dbias, int64_t M, int64_
 // A piece of a split run (split_linear) covers the output features
 // first_unit .. + units (N of them here): those columns of y and dy, rows
 // of W and dW, elements of b and db; its dx product goes on with the sums
-// the pieces before it left in dx (carry, dx staged in).
+// the pieces before it left in dx (carry; dx kept in the arena in f32
+// from piece to piece, wg_run.kept).
 static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int64_t K = d->shape[d->rank - 1], R = prod(d->shape, 0, d->rank - 1), N = r->units;
@@ -425,7 +427,6 @@ static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
     return GK_SUCCESS;
   }
   bool carry = r->first_unit > 0;
-  r->partial_outputs = carry;
   product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_WEIGHT], .c = s[GK_ARG_DX], .M = R, .N = K, .K = N,
                     .batches = 1, .kb = 1, .carry = carry, .a_rs = N, .a_cs = 1, .b_rs = K, .b_cs = 1, .c_rs = K,
                     .c_cs = 1});
@@ -435,20 +436,13 @@ static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
   if (d->linear.has_bias) column_sum(r, s[GK_ARG_DY], s[GK_ARG_DBIAS], R, N, d->accumulate);
   return GK_SUCCESS;
 }
-// A 16-bit output carried from piece to piece (dx, dA) would be rounded
-// between the pieces: such a backward is not split.
-static bool carried_in_16_bits(const gk_plan *plan, gk_arg_kind k) {
-  gk_dtype dt = plan->args[k].dtype;
-  return plan->desc.direction == GK_BACKWARD && plan->args[k].used && (dt == GK_F16 || dt == GK_BF16);
-}
-
 // Split by output feature: rows of W and dW (K elements), elements of b
 // and db, a column of y and dy in each of their R rows; x and dx whole.
 // Each piece's dW and db sums run over every row; dx's sum over the
-// features carries from piece to piece in order: the unsplit run's bits.
+// features carries from piece to piece in order, in f32 (a 16-bit dx
+// rounded once): the unsplit run's bits.
 static int64_t split_linear(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
   const gk_op_desc *d = &plan->desc;
-  if (carried_in_16_bits(plan, GK_ARG_DX)) return d->linear.out_features;  // (per_unit all 0: not split)
   per_unit[GK_ARG_WEIGHT] = per_unit[GK_ARG_DWEIGHT] = d->shape[d->rank - 1];
   per_unit[GK_ARG_BIAS] = per_unit[GK_ARG_DBIAS] = per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = 1;
   outer[GK_ARG_Y] = outer[GK_ARG_DY] = prod(d->shape, 0, d->rank - 1);
@@ -459,7 +453,8 @@ static int64_t split_linear(const gk_plan *plan, int64_t *per_unit, int64_t *out
 // the batch when B is shared), each written in its operand's layout. A
 // piece of a split run (split_matmul) covers the columns first_unit .. +
 // units (N of them here) of Y, dY, op(B) and its gradient; its dA product
-// goes on with the sums the pieces before it left in dA (carry).
+// goes on with the sums the pieces before it left in dA (carry; dA kept in
+// the arena in f32 from piece to piece, wg_run.kept).
 static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int ta = d->matmul.trans_a, tb = d->matmul.trans_b, shared = d->matmul.shared_b;
@@ -477,7 +472,6 @@ static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
   }
   // dA[i, k] = sum_j dY[i, j] op(B)[k, j]: written at A's (i, k) strides.
   bool carry = r->first_unit > 0;
-  r->partial_outputs = carry;
   product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_B], .c = s[GK_ARG_DA], .M = M, .N = K, .K = N, .batches = nb,
                     .kb = 1, .carry = carry, .a_bs = y_bs, .a_rs = N, .a_cs = 1, .b_bs = b_bs, .b_rs = b_cs,
                     .b_cs = b_rs, .c_bs = a_bs, .c_rs = a_rs, .c_cs = a_cs});
@@ -498,11 +492,10 @@ static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
 // Split by column of Y: a column of Y and dY in each of their rows, of
 // op(B) and dB in each of theirs (a row of K elements of B stored
 // transposed); A and dA whole. Each piece's dB sums run over every row
-// (and batch); dA's over the columns carry from piece to piece in order:
-// the unsplit run's bits.
+// (and batch); dA's over the columns carry from piece to piece in order,
+// in f32 (a 16-bit dA rounded once): the unsplit run's bits.
 static int64_t split_matmul(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
   const gk_op_desc *d = &plan->desc;
-  if (carried_in_16_bits(plan, GK_ARG_DA)) return d->matmul.n;  // (per_unit all 0: not split)
   int ta = d->matmul.trans_a, tb = d->matmul.trans_b;
   int64_t M = d->shape[d->rank - 2 + ta], K = d->shape[d->rank - 1 - ta];
   int64_t nb = prod(d->shape, 0, d->rank - 2), b_batches = d->matmul.shared_b ? 1 : nb;
@@ -793,7 +786,8 @@ static void scan_params(const gk_plan *plan, const wg_run *r, uint32_t *p) {
 // partials per channel), then per-batch dB and dC over their groups. In a
 // piece of a split run after the first, a dB or dC bound whole (its sum
 // over every channel) goes on from the sums the pieces before it left
-// there (red_carry; staged in: partial_outputs): the unsplit run's bits.
+// there (red_carry; kept in the arena in f32 from piece to piece,
+// wg_run.kept, a 16-bit one rounded once): the unsplit run's bits.
 static void scan_reductions(const gk_plan *plan, wg_run *r, uint32_t *p, int entry, int64_t chunks) {
   const gk_op_desc *d = &plan->desc;
   int64_t nb = d->shape[0], nd = p[30], L = d->shape[2], N = d->scan.d_state;
@@ -807,7 +801,6 @@ static void scan_reductions(const gk_plan *plan, wg_run *r, uint32_t *p, int ent
     q[49] = r->slot[bc ? GK_ARG_DC : GK_ARG_DB];
     q[50] = p[bc ? 38 : 36];
     q[60] = r->piece > 0 && scan_bc_whole(d, bc ? d->scan.c_layout : d->scan.b_layout);
-    r->partial_outputs |= q[60];
   }
 }
 
@@ -937,19 +930,12 @@ static int64_t scan_scratch_per_channel(const gk_plan *plan) {
 // A, D, delta_bias and their gradients c channels' worth; B and C (and dB,
 // dC) shared c x N, grouped N x L in each of their Bt rows, per batch
 // whole (their gradients' sums over every channel carried from piece to
-// piece, scan_reductions: not split where they are 16-bit, which would be
-// rounded between the pieces). Every other sum is a channel's, within its
+// piece, scan_reductions). Every other sum is a channel's, within its
 // piece, and the parallel kernel's chunks are the whole run's: the unsplit
 // run's bits.
 static int64_t split_scan(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
   const gk_op_desc *d = &plan->desc;
   int64_t c = scan_unit_channels(d), nb = d->shape[0], L = d->shape[2], N = d->scan.d_state;
-  int64_t units = d->shape[1] / c;
-  for (int bc = 0; bc < 2 && d->direction == GK_BACKWARD; bc++) {
-    gk_dtype dt = (gk_dtype)(bc ? d->scan.c_dtype : d->scan.b_dtype);
-    if (scan_bc_whole(d, bc ? d->scan.c_layout : d->scan.b_layout) && (dt == GK_F16 || dt == GK_BF16))
-      return units;  // (per_unit all 0: not split)
-  }
   const gk_arg_kind by_step[] = {GK_ARG_U, GK_ARG_DELTA, GK_ARG_Z, GK_ARG_Y, GK_ARG_DY, GK_ARG_DU, GK_ARG_DDELTA,
                                  GK_ARG_DZ},
                     by_state[] = {GK_ARG_INITIAL_STATE, GK_ARG_FINAL_STATE, GK_ARG_DFINAL_STATE,
@@ -974,7 +960,7 @@ static int64_t split_scan(const gk_plan *plan, int64_t *per_unit, int64_t *outer
     outer[t] = outer[grad] = layout == GK_SCAN_GROUPED ? nb : 1;
   }
   per_unit[WG_ARG_SCRATCH] = c * scan_scratch_per_channel(plan);
-  return units;
+  return d->shape[1] / c;
 }
 
 // ---------------------------------------------------------------- the table

@@ -51,6 +51,7 @@ typedef struct wg_run {
   bool oversized;              // a tensor's range is over the binding limit
   bool packed;                 // f16/bf16 tensors bound where they lie, two elements a word (wg_family.packed)
   bool partial_outputs;        // a piece keeps, or adds to, what an output holds: staged outputs staged in too
+  bool kept[GK_ARG_COUNT_];    // an arena family's split run: outputs kept in the arena from piece to piece
   wg_pass_t pass[WG_MAX_PASSES];
   int npass;
   bool overflow;
