@@ -1340,9 +1340,10 @@ static void test_split_attention(uint32_t limit) {
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
 // elements or rows, pieces ending within 256-byte blocks: far apart,
 // neighbours, in place; then the families with sums over every piece, or
-// pieces of columns (test_split_norm_params ... test_split_rope), each
-// with its refusals (--quick: each against ref in its first
-// configuration only).
+// pieces of columns, channels, heads (test_split_norm_params ...
+// test_split_attention; the arena families under a higher limit, as many
+// tensors take 256 bytes each there), each with its refusals (--quick:
+// each against ref in its first configuration only).
 static void test_split(void) {
   const uint32_t limit = 4000;
   int64_t n = 3000, srows[2] = {40, 50}, nrows[2] = {60, 33}, grows[2] = {40, 66};
