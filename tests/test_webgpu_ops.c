@@ -620,6 +620,7 @@ typedef struct placed {
   gk_arg_kind kind;
   int64_t at;
 } placed;
+enum { MAX_PLACED = 16 };  // tensors of a run in one buffer (check_placed), or refused (check_refused)
 
 enum { CANARY_BYTE = 0xA5 };
 
@@ -654,10 +655,10 @@ static void check_placed(const char *what, const gk_op_desc *desc, const placed 
   check(gk_plan_create(&d, &plan) == GK_SUCCESS, "%s: plan: %s", what, gk_last_error());
   if (!plan) return;
   int64_t unit = gk_dtype_size(d.dtype) == 2 ? 2 : 4;
-  gk_arg own[8], packed[8];
-  gk_buffer *own_buf[8] = {0};
-  unsigned char *data[8] = {0}, *expect[8] = {0};
-  int64_t n[8] = {0}, at[8] = {0}, bytes = 0;  // n, at: each tensor's bytes and first byte
+  gk_arg own[MAX_PLACED], packed[MAX_PLACED];
+  gk_buffer *own_buf[MAX_PLACED] = {0};
+  unsigned char *data[MAX_PLACED] = {0}, *expect[MAX_PLACED] = {0};
+  int64_t n[MAX_PLACED] = {0}, at[MAX_PLACED] = {0}, bytes = 0;  // n, at: each tensor's bytes and first byte
   for (int i = 0; i < np; i++) {
     int rank;
     int64_t shape[GK_MAX_RANK];
@@ -731,6 +732,31 @@ static void check_split(const char *what, const gk_op_desc *desc, uint32_t limit
   g_packed_limit = limit;
   check_placed(what, desc, pl, np);
   g_packed_limit = 0;
+}
+
+// check_split with the tensors `kinds` one after the other from element 1
+// (neighbours, sharing 256-byte blocks), each on its element's alignment.
+static void check_split_in_a_row(const char *what, const gk_op_desc *desc, uint32_t limit, const gk_arg_kind *kinds,
+                                 int n) {
+  gk_op_desc d = *desc;
+  d.backend = GK_BACKEND_WEBGPU;
+  gk_plan *plan = NULL;
+  check(gk_plan_create(&d, &plan) == GK_SUCCESS, "%s: plan: %s", what, gk_last_error());
+  if (!plan) return;
+  placed pl[MAX_PLACED];
+  int64_t at = 1, unit = gk_dtype_size(d.dtype) == 2 ? 2 : 4;  // (check_placed's unit of places)
+  for (int i = 0; i < n; i++) {
+    int rank;
+    int64_t shape[GK_MAX_RANK], size = (int64_t)gk_dtype_size(expected_arg_dtype(&d, kinds[i]));
+    gk_plan_arg_shape(plan, kinds[i], &rank, shape);
+    if (size > unit) at = (at + size / unit - 1) / (size / unit) * (size / unit);
+    pl[i] = (placed){kinds[i], at};
+    int64_t bytes = size;
+    for (int k = 0; k < rank; k++) bytes *= shape[k];
+    at += (bytes + unit - 1) / unit;
+  }
+  gk_plan_destroy(plan);
+  check_split(what, desc, limit, pl, n);
 }
 
 static gk_op_desc backward_of(gk_op_desc d) {
@@ -832,9 +858,9 @@ static void check_refused(const char *what, const gk_op_desc *desc, uint32_t lim
   d.backend = GK_BACKEND_WEBGPU;
   gk_plan *plan = NULL;
   check(gk_plan_create(&d, &plan) == GK_SUCCESS, "%s: plan: %s", what, gk_last_error());
-  gk_arg args[8];
-  gk_buffer *bufs[8] = {0};
-  int64_t numel[8] = {0};
+  gk_arg args[MAX_PLACED];
+  gk_buffer *bufs[MAX_PLACED] = {0};
+  int64_t numel[MAX_PLACED] = {0};
   for (int i = 0; i < n && plan; i++) {
     int rank;
     int64_t shape[GK_MAX_RANK];
@@ -1035,11 +1061,10 @@ static void test_split_embedding(uint32_t limit) {
 
 // Linear split by output feature (5 x 7 -> 211: W 5908 bytes, y 4220;
 // 3 x 4 x 8 -> 150, K a multiple of 4; over `limit`, uneven pieces), with
-// and without bias, and the forward in f16 (5 x 7 -> 311, staged): against
-// ref and cpu (and accumulate); the unsplit
-// run's bits (dx's sums carried from piece to piece, y's and dy's columns
-// staged a row at a time) with neighbours; x over the limit refused
-// naming x, and a backward with an f16 dx (rounded between the pieces).
+// and without bias, and in f16 (5 x 7 -> 311, staged): against ref and cpu
+// (and accumulate); the unsplit run's bits (dx's sums carried from piece
+// to piece, in f32 for an f16 dx; y's and dy's columns staged a row at a
+// time) with neighbours, in f32 and f16; x over the limit refused naming x.
 static void test_split_linear(uint32_t limit) {
   struct { int rank; int64_t shape[3], n; } lin[] = {{2, {5, 7}, 211}, {3, {3, 4, 8}, 150}};
   for (int v = 0; v < (g_quick ? 1 : 3); v++) {
@@ -1056,21 +1081,24 @@ static void test_split_linear(uint32_t limit) {
   half.dtype = half.param_dtype = GK_F16;
   half.linear.out_features = 311;
   half.linear.has_bias = 1;
-  if (!g_quick) {
+  for (int dir = 0; dir < (g_quick ? 0 : 2); dir++) {
     g_variant = "split bias";
+    gk_op_desc d = dir ? backward_of(half) : half;
     argset in, ref_out;
     gk_webgpu_test_binding_limit(limit);
-    check(plan_build(&roles, &half, CONTIGUOUS, NULL, &in), "linear f16 split: plan: %s", gk_last_error());
-    compare_backends(&roles, &half, CONTIGUOUS, &in, &ref_out);
+    check(plan_build(&roles, &d, CONTIGUOUS, NULL, &in), "linear f16 split: plan: %s", gk_last_error());
+    compare_backends(&roles, &d, CONTIGUOUS, &in, &ref_out);
     gk_webgpu_test_binding_limit(0);
-    free_outputs(&roles, &half, &ref_out);
+    free_outputs(&roles, &d, &ref_out);
     argset_free(&in);
     configs++;
   }
   gk_op_desc half_bwd = backward_of(half);
-  check_refused("linear backward, f16 dx", &half_bwd, limit,
-                (gk_arg_kind[]){GK_ARG_DY, GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_DX, GK_ARG_DWEIGHT, GK_ARG_DBIAS}, 6,
-                GK_ARG_DX, "16-bit dx");
+  if (!g_quick)
+    check_split("linear backward f16 split, neighbours", &half_bwd, limit,
+                (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 1556}, {GK_ARG_WEIGHT, 1591}, {GK_ARG_DX, 3768},
+                           {GK_ARG_DWEIGHT, 3803}, {GK_ARG_DBIAS, 5980}},
+                6);
   gk_op_desc lin_fwd = make(GK_OP_LINEAR, 2, x);
   lin_fwd.linear.out_features = 211;
   lin_fwd.linear.has_bias = 1;
@@ -1091,8 +1119,8 @@ static void test_split_linear(uint32_t limit) {
 // Matmul split by column of Y (2 x 5 x 7 @ 7 x 211: B 5908 bytes shared,
 // twice that a batch each, Y 8440; over `limit`, uneven pieces): plain, B
 // transposed, B shared, A and B transposed with B shared, against ref and
-// cpu (and accumulate); the unsplit run's bits (dA's sums carried) with
-// neighbours.
+// cpu (and accumulate); the unsplit run's bits (dA's sums carried, in f32
+// for a bf16 dA) with neighbours, in f32 and bf16.
 static void test_split_matmul(uint32_t limit) {
   int64_t a[3] = {2, 5, 7};
   for (int v = 0; v < (g_quick ? 1 : 4); v++) {
@@ -1109,9 +1137,12 @@ static void test_split_matmul(uint32_t limit) {
   gk_op_desc mm = make(GK_OP_MATMUL, 3, a);
   mm.matmul.n = 211;
   gk_op_desc mm_bwd = backward_of(mm);
-  check_split("matmul backward split, neighbours", &mm_bwd, limit,
-              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 2111}, {GK_ARG_B, 2181}, {GK_ARG_DA, 5135}, {GK_ARG_DB, 5205}},
-              5);
+  for (int bf16 = 0; bf16 < (g_quick ? 1 : 2); bf16++) {
+    mm_bwd.dtype = bf16 ? GK_BF16 : GK_F32;
+    check_split(bf16 ? "matmul backward bf16 split, neighbours" : "matmul backward split, neighbours", &mm_bwd, limit,
+                (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 2111}, {GK_ARG_B, 2181}, {GK_ARG_DA, 5135}, {GK_ARG_DB, 5205}},
+                5);
+  }
 }
 
 // RoPE split by row of Dh (2 x 13 x 3 x 16, 2 x 3 x 13 x 16: 4992 bytes,
@@ -1137,12 +1168,187 @@ static void test_split_rope(uint32_t limit) {
   check_split("rope backward split, neighbours", &rope_bwd, limit, (placed[]){{GK_ARG_DY, 1}, {GK_ARG_DX, 1249}}, 2);
 }
 
+// A binary op's description: a of `rank` dims `a`, b of `b_rank` dims `b`.
+static gk_op_desc binary_desc(gk_op op, int rank, const int64_t *a, int b_rank, const int64_t *b, double alpha) {
+  gk_op_desc d = make(op, rank, a);
+  d.binary.b_rank = b_rank;
+  memcpy(d.binary.b_shape, b, (size_t)b_rank * sizeof *b);
+  d.binary.alpha = alpha;
+  return d;
+}
+
+// Broadcast add and mul split by the leading dims of y (over `limit`,
+// uneven pieces): b broadcast along dim 0 (30 x 7 x 9 + 7 x 9: y 7560
+// bytes, b bound whole by every piece, db's sums carried from piece to
+// piece), both split with b broadcast inside a unit (12 x 5 x 20 * 12 x 1 x
+// 20), a broadcast (40 * 35 x 40, da carried, alpha 1.5): against ref and
+// cpu; the unsplit run's bits with neighbours (the carried gradient
+// staged), in f32 and in f16 (the carried sums in f32, rounded once); b
+// over the limit (2 x 1100 + 1100) refused naming b.
+static void test_split_binary(uint32_t limit) {
+  int64_t a3[3] = {30, 7, 9}, b2[2] = {7, 9}, m3[3] = {12, 5, 20}, m3b[3] = {12, 1, 20}, row[1] = {40},
+          rows[2] = {35, 40}, wide[2] = {2, 1100}, wide_b[1] = {1100};
+  gk_op_desc cases[] = {binary_desc(GK_OP_ADD, 3, a3, 2, b2, 0.5), binary_desc(GK_OP_MUL, 3, m3, 3, m3b, 1),
+                        binary_desc(GK_OP_MUL, 1, row, 2, rows, 1.5)};
+  for (int v = 0; v < (g_quick ? 1 : 3); v++) {
+    g_variant = (const char *[]){"split, b whole", "split, both split", "split, a whole"}[v];
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&cases[v], CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc add_bwd = backward_of(cases[0]), mul_bwd = backward_of(cases[2]);
+  check_split("add broadcast split, neighbours", &cases[0], limit,
+              (placed[]){{GK_ARG_A, 1}, {GK_ARG_B, 1891}, {GK_ARG_Y, 1954}}, 3);
+  check_split("add broadcast backward split, neighbours", &add_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_DA, 1891}, {GK_ARG_DB, 3781}}, 3);
+  check_split("mul broadcast backward split, neighbours", &mul_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 1401}, {GK_ARG_B, 1441}, {GK_ARG_DA, 2841}, {GK_ARG_DB, 2881}}, 5);
+  gk_op_desc half_bwd = mul_bwd;
+  half_bwd.dtype = GK_F16;
+  if (!g_quick)
+    check_split("mul broadcast backward f16 split, neighbours", &half_bwd, limit,
+                (placed[]){{GK_ARG_DY, 1}, {GK_ARG_A, 1401}, {GK_ARG_B, 1441}, {GK_ARG_DA, 2841}, {GK_ARG_DB, 2881}},
+                5);
+  gk_op_desc long_b = binary_desc(GK_OP_ADD, 2, wide, 1, wide_b, 1);
+  check_refused("add, a broadcast b", &long_b, limit, (gk_arg_kind[]){GK_ARG_A, GK_ARG_B, GK_ARG_Y}, 3,
+                GK_ARG_Y, "b");
+}
+
+// A conv1d of x (2, 13, 100), or (2, 100, 13) channel-last, width w.
+static gk_op_desc conv_desc(bool channel_last, int64_t w, bool silu, bool states) {
+  int64_t shape[3] = {2, channel_last ? 100 : 13, channel_last ? 13 : 100};
+  gk_op_desc d = make(GK_OP_CONV1D, 3, shape);
+  d.conv.width = w;
+  d.conv.channel_last = channel_last;
+  d.conv.has_bias = 1;
+  d.conv.silu = silu;
+  d.conv.has_initial_state = d.conv.has_final_state = states;
+  return d;
+}
+
+// Conv1d split by channel (x 10400 bytes, over `limit`, uneven pieces; the
+// backward a channel a piece): channel-first width 4, channel-last width 3
+// with SiLU and states, against ref and cpu (and accumulate); the unsplit
+// run's bits with neighbours (no bias); a channel over the limit (x 2 x 1 x 1100)
+// refused naming x.
+static void test_split_conv1d(uint32_t limit) {
+  for (int v = 0; v < (g_quick ? 1 : 2); v++) {
+    gk_op_desc d = conv_desc(v, v ? 3 : 4, v, v);
+    g_variant = v ? "split silu states cl" : "split";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc conv = conv_desc(false, 4, true, true);
+  conv.conv.has_bias = 0;
+  gk_op_desc conv_bwd = backward_of(conv);
+  if (!g_quick)
+    check_split("conv1d split, neighbours", &conv, limit,
+                (placed[]){{GK_ARG_X, 1}, {GK_ARG_WEIGHT, 2601}, {GK_ARG_INITIAL_STATE, 2653}, {GK_ARG_Y, 2731},
+                           {GK_ARG_FINAL_STATE, 5331}},
+                5);
+  check_split("conv1d backward split, neighbours", &conv_bwd, limit,
+              (placed[]){{GK_ARG_DY, 1}, {GK_ARG_X, 2601}, {GK_ARG_WEIGHT, 5201}, {GK_ARG_INITIAL_STATE, 5253},
+                         {GK_ARG_DFINAL_STATE, 5331}, {GK_ARG_DX, 5409}, {GK_ARG_DWEIGHT, 8009},
+                         {GK_ARG_DINITIAL_STATE, 8061}},
+              8);
+  int64_t long_channel[3] = {2, 1, 1100};
+  gk_op_desc long_conv = make(GK_OP_CONV1D, 3, long_channel);
+  long_conv.conv.width = 4;
+  long_conv.conv.has_bias = 0;
+  check_refused("conv1d, a channel", &long_conv, limit,
+                (gk_arg_kind[]){GK_ARG_X, GK_ARG_WEIGHT, GK_ARG_Y}, 3, GK_ARG_Y, "x");
+}
+
+// The selective scan split by channel, or by group of channels (B 2 x 32 x
+// 40 steps, N 4: the sequential kernel; 2 x 16 x 70: the parallel one; an
+// arena of over `limit`, uneven pieces): every variant of scan_variants
+// (per-batch B or C bound whole, dB or dC summed over every channel from
+// piece to piece; grouped in 8 groups: a group a unit) against ref and
+// cpu (and accumulate); the unsplit run's bits with neighbours in the first
+// three variants, and in f16 with per-batch B (dB's sums carried in f32,
+// rounded once).
+static gk_op_desc split_scan_desc(const int64_t *shape, int v) {
+  gk_op_desc d = scan_desc(shape, 4, 16, v);
+  if (d.scan.groups == 2) d.scan.groups = 8;  // (2 or 4 channels a unit)
+  return d;
+}
+static void test_split_scan(uint32_t limit) {
+  const int64_t sequential[3] = {2, 32, 40}, parallel[3] = {2, 16, 70};
+  char variant[64];
+  for (int path = 0; path < 2; path++)
+    for (int v = 0; v < (g_quick ? 1 : 5); v++) {
+      gk_op_desc d = split_scan_desc(path ? parallel : sequential, v);
+      snprintf(variant, sizeof variant, "split %s %s", path ? "parallel" : "sequential", scan_variant_name[v]);
+      g_variant = variant;
+      gk_webgpu_test_binding_limit(limit);
+      test_config(&d, CONTIGUOUS);
+      gk_webgpu_test_binding_limit(0);
+    }
+  // Variants 0 (per-batch B, shared C, D), 1 (shared B, C in two groups), 2 (B in one group, per-batch C, D, z).
+  const gk_arg_kind inputs[] = {GK_ARG_U, GK_ARG_DELTA, GK_ARG_A, GK_ARG_B, GK_ARG_C, GK_ARG_CHUNK_STATES, GK_ARG_DY,
+                                GK_ARG_D, GK_ARG_Z},
+                    outputs[] = {GK_ARG_DU, GK_ARG_DDELTA, GK_ARG_DA, GK_ARG_DB, GK_ARG_DC, GK_ARG_DD, GK_ARG_DZ};
+  for (int v = 0; v < (g_quick ? 1 : 3); v++) {
+    gk_op_desc bwd = backward_of(split_scan_desc(v == 0 ? sequential : parallel, v));
+    gk_arg_kind kinds[MAX_PLACED];
+    int n = 0;
+    for (int i = 0; i < 9; i++)
+      if ((inputs[i] != GK_ARG_D || bwd.scan.has_D) && (inputs[i] != GK_ARG_Z || bwd.scan.has_z))
+        kinds[n++] = inputs[i];
+    for (int i = 0; i < 7; i++)
+      if ((outputs[i] != GK_ARG_DD || bwd.scan.has_D) && (outputs[i] != GK_ARG_DZ || bwd.scan.has_z))
+        kinds[n++] = outputs[i];
+    char what[96];
+    snprintf(what, sizeof what, "scan backward split, %s, neighbours", scan_variant_name[v]);
+    check_split_in_a_row(what, &bwd, limit, kinds, n);
+    if (v || g_quick) continue;
+    gk_op_desc half_b = bwd;
+    half_b.dtype = half_b.scan.b_dtype = GK_F16;
+    half_b.scan.c_dtype = GK_F32;
+    check_split_in_a_row("scan backward f16 split, per-batch B, neighbours", &half_b, limit, kinds, n);
+  }
+}
+
+// Attention split by (batch, kv head) pair (q 2 x 4 x 24 x 8 with 2 kv
+// heads, 2 x 3 x 24 x 8 with 3; an arena over `limit`, uneven pieces),
+// full and causal, against ref and cpu; the unsplit run's bits with
+// neighbours; a unit over the limit (a head of 1100 x 8) refused naming y
+// (as wide as q) and its bytes.
+static void test_split_attention(uint32_t limit) {
+  int64_t gqa[4] = {2, 4, 24, 8}, mha[4] = {2, 3, 24, 8}, long_head[4] = {1, 1, 1100, 8};
+  for (int v = 0; v < (g_quick ? 1 : 2); v++) {
+    gk_op_desc d = make(GK_OP_ATTENTION, 4, v ? mha : gqa);
+    d.attn.kv_heads = v ? 3 : 2;
+    d.attn.causal = v;
+    g_variant = v ? "split causal" : "split full gqa";
+    gk_webgpu_test_binding_limit(limit);
+    test_config(&d, CONTIGUOUS);
+    gk_webgpu_test_binding_limit(0);
+  }
+  gk_op_desc attn = make(GK_OP_ATTENTION, 4, gqa);
+  attn.attn.kv_heads = 2;
+  attn.attn.causal = 1;
+  gk_op_desc attn_bwd = backward_of(attn);
+  check_split_in_a_row("attention split, neighbours", &attn, limit,
+                       (gk_arg_kind[]){GK_ARG_Q, GK_ARG_K, GK_ARG_V, GK_ARG_Y, GK_ARG_LSE}, 5);
+  check_split_in_a_row("attention backward split, neighbours", &attn_bwd, limit,
+                       (gk_arg_kind[]){GK_ARG_Q, GK_ARG_K, GK_ARG_V, GK_ARG_Y, GK_ARG_LSE, GK_ARG_DY, GK_ARG_DQ,
+                                       GK_ARG_DK, GK_ARG_DV},
+                       9);
+  gk_op_desc long_attn = make(GK_OP_ATTENTION, 4, long_head);
+  check_refused("attention, a head", &long_attn, limit,
+                (gk_arg_kind[]){GK_ARG_Q, GK_ARG_K, GK_ARG_V, GK_ARG_Y, GK_ARG_LSE}, 5, GK_ARG_Y, "y: 35200 bytes");
+}
+
 // Runs over the binding limit (lowered to 4000 bytes) in pieces of whole
 // elements or rows, pieces ending within 256-byte blocks: far apart,
 // neighbours, in place; then the families with sums over every piece, or
-// pieces of columns (test_split_norm_params ... test_split_rope), each
-// with its refusals (--quick: each against ref in its first
-// configuration only).
+// pieces of columns, channels, heads (test_split_norm_params ...
+// test_split_attention; the arena families under a higher limit, as many
+// tensors take 256 bytes each there), each with its refusals (--quick:
+// each against ref in its first configuration only, without the 16-bit
+// bit checks and with one scan variant's, for Chromium's SwiftShader).
 static void test_split(void) {
   const uint32_t limit = 4000;
   int64_t n = 3000, srows[2] = {40, 50}, nrows[2] = {60, 33}, grows[2] = {40, 66};
@@ -1193,6 +1399,10 @@ static void test_split(void) {
   test_split_linear(limit);
   test_split_matmul(limit);
   test_split_rope(limit);
+  test_split_binary(limit);
+  test_split_conv1d(2 * limit);
+  test_split_scan(7 * limit);
+  test_split_attention(4 * limit);
 }
 
 // f16 and bf16: every op family (run_layouts: the first configurations,

@@ -14,8 +14,8 @@
 // attention, conv1d and the scan) bind each tensor by itself instead, so a
 // contiguous tensor is read and written where it lies (place_bound below);
 // only what cannot be bound so goes through the arena, and a run whose
-// tensors are over the binding limit runs in pieces (wg_run_kernel; linear
-// and matmul too, through the arena).
+// tensors are over the binding limit runs in pieces (wg_run_kernel; the
+// arena families too).
 // f16 and bf16 tensors are staged as f32 (stage.wgsl converts them in and,
 // rounding to nearest even, back out), unless the family reads and writes
 // them in place as words of two elements (wg_family.packed, prepare).
@@ -221,9 +221,7 @@ gk_status wg_arena_reserve(uint64_t words) {
   if (bytes > binding_limit())
     return gk_fail(GK_ERR_UNSUPPORTED,
                    "webgpu: the run needs %llu bytes of tensors and scratch, over the device's "
-                   "maxStorageBufferBindingSize %u (attention, conv1d, the scan, a broadcast add or mul and the "
-                   "backward of a linear or matmul with a 16-bit dx or dA are not split into pieces; the others "
-                   "split only contiguous tensors)",
+                   "maxStorageBufferBindingSize %u",
                    (unsigned long long)bytes, binding_limit());
   if (arena && arena->capacity >= bytes) return GK_SUCCESS;
   if (arena) {
@@ -520,9 +518,14 @@ static void wg_fini(gk_plan *plan) {
 // `run_scratch`, or 0: the arena) and plan its passes. A packable
 // plan's run is packed when every tensor can be bound where it lies (then
 // none is staged); else its tensors are placed again, the f16/bf16 ones
-// staged.
-static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t first_unit, int64_t units,
-                         int64_t all_units, int64_t piece, int64_t pieces, uint32_t run_scratch, wg_run *r) {
+// staged. An arena family's split run (per_unit: wg_family.split's) keeps
+// the outputs every piece writes whole (a sum carried from piece to piece:
+// linear's dx, matmul's dA, the scan's per-batch dB and dC) in the arena
+// from the first piece to the last (wg_run.kept): in f32, rounded to a
+// 16-bit dtype once, as in the unsplit run.
+static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, const int64_t *per_unit,
+                         int64_t first_unit, int64_t units, int64_t all_units, int64_t piece, int64_t pieces,
+                         uint32_t run_scratch, wg_run *r) {
   const wg_family *f = wg_family_of(plan);
   const wg_state *st = plan->state;
   for (int attempt = packable(plan) ? 0 : 1; attempt < 2; attempt++) {
@@ -542,12 +545,16 @@ static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t
     for (int k = 0; k < GK_ARG_COUNT_; k++) staged |= r->staged[k];
     if (!r->packed || !staged) break;
   }
-  if (!f->bound)
-    for (int k = 0; k < GK_ARG_COUNT_; k++)
-      if (t[k]) {
-        r->staged[k] = true;
-        r->slot[k] = r->stage_at[k] = wg_scratch(r, (uint64_t)gk_tensor_numel(t[k]) * slot_words(t[k]->dtype));
-      }
+  if (!f->bound) {
+    for (int k = 0; k < GK_ARG_COUNT_; k++) r->kept[k] = pieces && t[k] && plan->args[k].is_output && !per_unit[k];
+    // Kept outputs first: at the same slots in every piece.
+    for (int kept = 1; kept >= 0; kept--)
+      for (int k = 0; k < GK_ARG_COUNT_; k++)
+        if (t[k] && r->kept[k] == kept) {
+          r->staged[k] = true;
+          r->slot[k] = r->stage_at[k] = wg_scratch(r, (uint64_t)gk_tensor_numel(t[k]) * slot_words(t[k]->dtype));
+        }
+  }
   if (st->constants) r->bind[WG_ARG_CONSTANTS] = (wg_binding){0, st->constants->id, 0, st->constant_words * 4};
   gk_status s = f->plan(plan, r);
   if (s == GK_SUCCESS && r->overflow) s = gk_fail(GK_ERR_INTERNAL, "webgpu: %s: more than %d passes", f->name, WG_MAX_PASSES);
@@ -555,7 +562,8 @@ static gk_status prepare(const gk_plan *plan, const gk_tensor *const *t, int64_t
 }
 
 // Stage in, dispatch passes [first, end), stage out: the staged tensors
-// those passes bind (an arena pass, binding none by itself: every one).
+// those passes bind (an arena pass, binding none by itself: every one);
+// kept outputs (prepare) in by the first piece, out by the last.
 static gk_status execute(const gk_plan *plan, const wg_run *r, int first, int end) {
   const wg_state *st = plan->state;
   const gk_tensor *const *args = r->t;
@@ -568,7 +576,8 @@ static gk_status execute(const gk_plan *plan, const wg_run *r, int first, int en
   gk_status s = wg_arena_reserve(r->words);
   if (s != GK_SUCCESS) return s;
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (r->staged[k] && bound[k] && (!plan->args[k].is_output || plan->desc.accumulate || r->partial_outputs))
+    if (r->staged[k] && bound[k] && (!plan->args[k].is_output || plan->desc.accumulate || r->partial_outputs) &&
+        (!r->kept[k] || r->piece == 0))
       s = wg_stage(args[k], r->stage_at[k], true);
   for (int i = first; i < end && s == GK_SUCCESS; i++) {
     const wg_pass_t *ps = &r->pass[i];
@@ -586,14 +595,16 @@ static gk_status execute(const gk_plan *plan, const wg_run *r, int first, int en
                  ps->groups);
   }
   for (int k = 0; k < GK_ARG_COUNT_ && s == GK_SUCCESS; k++)
-    if (r->staged[k] && bound[k] && plan->args[k].is_output) s = wg_stage(args[k], r->stage_at[k], false);
+    if (r->staged[k] && bound[k] && plan->args[k].is_output && (!r->kept[k] || r->piece == r->pieces - 1))
+      s = wg_stage(args[k], r->stage_at[k], false);
   gkwg_submit();
   return s;
 }
 
 // Units of a piece of a split run (*step): as many as keep every piece's
 // ranges, all staged at worst (4 bytes an f16/bf16 element: staged as f32),
-// with the whole tensors, the stand-ins of absent ones and the 256-byte
+// with the whole tensors, the stand-ins of absent ones, the arena scratch
+// a unit takes (per_unit[WG_ARG_SCRATCH] words) and the 256-byte
 // alignments, within the binding limit; 0 where the family splits none of
 // the tensors. Refused, naming the tensor: a tensor to be split that is
 // strided, tensors bound whole that leave no room, or a unit that does not
@@ -602,7 +613,7 @@ static gk_status piece_units(const gk_plan *plan, const gk_tensor *const *args, 
                              const int64_t *outer, int64_t *step) {
   const char *family = wg_family_of(plan)->name;
   // (fixed: the stand-ins of absent tensors, wg_pass_bound, 3 at most)
-  uint64_t fixed = 256 * 4, per = 0, widest = 0, largest = 0;
+  uint64_t fixed = 256 * 4, per = (uint64_t)per_unit[WG_ARG_SCRATCH] * 4, widest = 0, largest = 0;
   int widest_kind = 0, largest_kind = 0;
   *step = 0;
   for (int k = 0; k < GK_ARG_COUNT_; k++) {
@@ -665,11 +676,11 @@ static void piece_of(const gk_tensor *const *args, const int64_t *per_unit, cons
 static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, void *workspace) {
   (void)workspace;
   const wg_family *f = wg_family_of(plan);
-  int64_t per_unit[GK_ARG_COUNT_] = {0}, outer[GK_ARG_COUNT_], step = 0;
-  for (int k = 0; k < GK_ARG_COUNT_; k++) outer[k] = 1;
+  int64_t per_unit[WG_KINDS] = {0}, outer[WG_KINDS], step = 0;
+  for (int k = 0; k < WG_KINDS; k++) outer[k] = 1;
   int64_t units = f->split ? f->split(plan, per_unit, outer) : 0;
   wg_run r;
-  gk_status s = prepare(plan, args, 0, units, units, 0, 0, 0, &r);
+  gk_status s = prepare(plan, args, per_unit, 0, units, units, 0, 0, 0, &r);
   if (s == GK_SUCCESS && f->split && (r.oversized || r.words * 4 > binding_limit()))
     s = piece_units(plan, args, per_unit, outer, &step);
   if (s != GK_SUCCESS) return s;
@@ -683,7 +694,12 @@ static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, v
   gk_tensor view[GK_ARG_COUNT_];
   const gk_tensor *piece[GK_ARG_COUNT_];
   piece_of(args, per_unit, outer, units, 0, step, view, piece);
-  s = prepare(plan, piece, 0, step, units, 0, pieces, 0, &r);
+  s = prepare(plan, piece, per_unit, 0, step, units, 0, pieces, 0, &r);
+  if (s != GK_SUCCESS) return s;
+  // An arena family's arena as its first piece, the largest, needs it: no
+  // later piece reallocates it, losing the outputs kept there (prepare).
+  uint64_t arena_words = f->bound ? 0 : r.words;
+  if (arena_words) s = wg_arena_reserve(arena_words);
   if (s != GK_SUCCESS) return s;
   wg_buffer *scratch = NULL;
   uint32_t scratch_bytes = r.bind[WG_ARG_SCRATCH].size;
@@ -705,7 +721,10 @@ static gk_status wg_run_kernel(const gk_plan *plan, const gk_kernel_args args, v
     for (int64_t i = 0; i < (whole[first] ? 1 : pieces) && s == GK_SUCCESS; i++) {
       int64_t u0 = i * step, count = units - u0 < step ? units - u0 : step;
       piece_of(args, per_unit, outer, units, u0, count, view, piece);
-      s = prepare(plan, piece, u0, count, units, i, pieces, scratch ? scratch->id : 0, &r);
+      s = prepare(plan, piece, per_unit, u0, count, units, i, pieces, scratch ? scratch->id : 0, &r);
+      if (s == GK_SUCCESS && arena_words && r.words > arena_words)
+        s = gk_fail(GK_ERR_INTERNAL, "webgpu: %s: piece %lld of the split run needs more arena than the first",
+                    f->name, (long long)i);
       if (s == GK_SUCCESS) s = execute(plan, &r, first, end);
     }
   }

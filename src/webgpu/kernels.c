@@ -142,21 +142,64 @@ static bool unbroadcast(const gk_op_desc *d) {
   return d->rank == d->binary.b_rank && !memcmp(d->shape, d->binary.b_shape, (size_t)d->rank * sizeof *d->shape);
 }
 
+// a's, b's and y's shapes aligned to y's rank R (aligned); their leading
+// dims that a broadcast run splits (`lead`: the most from dim 0 along
+// which each operand has either y's sizes or size 1 throughout), and
+// whether each operand has y's sizes there (split with y; else it is bound
+// whole by every piece, and its gradient sums over every piece).
+typedef struct binary_shapes {
+  int R, lead;
+  int64_t as[GK_MAX_RANK], bs[GK_MAX_RANK], ys[GK_MAX_RANK];
+  bool a_split, b_split;
+} binary_shapes;
+
+static binary_shapes shapes_of(const gk_op_desc *d) {
+  binary_shapes s = {.R = d->rank > d->binary.b_rank ? d->rank : d->binary.b_rank, .a_split = true,
+                     .b_split = true};
+  uint32_t strides[GK_MAX_RANK];
+  aligned(s.R, d->rank, d->shape, s.as, strides);
+  aligned(s.R, d->binary.b_rank, d->binary.b_shape, s.bs, strides);
+  for (int k = 0; k < s.R; k++) s.ys[k] = s.as[k] > s.bs[k] ? s.as[k] : s.bs[k];
+  bool a_one = true, b_one = true;
+  for (; s.lead < s.R; s.lead++) {
+    int k = s.lead;
+    bool a_split = s.a_split && s.as[k] == s.ys[k], b_split = s.b_split && s.bs[k] == s.ys[k];
+    bool a_ones = a_one && s.as[k] == 1, b_ones = b_one && s.bs[k] == 1;
+    if (!(a_split || a_ones) || !(b_split || b_ones)) break;
+    s.a_split = a_split;
+    s.b_split = b_split;
+    a_one = a_ones;
+    b_one = b_ones;
+  }
+  return s;
+}
+
+// Forward y = a + alpha b or alpha a b; backward da, db (reduce_grad).
+// The dims of shapes_of with the leading `lead` of them as one of r->units
+// (the whole run's, or a piece's; nothing broadcast: one dim of the run's
+// elements), which keeps every sum's order: dim 0 outermost. A
+// piece of a split backward sums the gradient of an operand bound whole
+// on from the sums the pieces before it left in the run's scratch (carry
+// bit 0), and leaves its sums there (bit 1) but in the last piece, which
+// writes g = alpha sum: the unsplit run's bits. Its staged g is kept until
+// then (partial_outputs: staged in, and back out as it was).
 static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int R = d->rank > d->binary.b_rank ? d->rank : d->binary.b_rank;
+  binary_shapes sh = shapes_of(d);
+  int R = sh.R - sh.lead + 1;
   int64_t as[GK_MAX_RANK], bs[GK_MAX_RANK], ys[GK_MAX_RANK];
   uint32_t astr[GK_MAX_RANK], bstr[GK_MAX_RANK], ystr[GK_MAX_RANK];
-  aligned(R, d->rank, d->shape, as, astr);
-  aligned(R, d->binary.b_rank, d->binary.b_shape, bs, bstr);
-  for (int k = 0; k < R; k++) ys[k] = as[k] > bs[k] ? as[k] : bs[k];
-  aligned(R, R, ys, ys, ystr);
-  if (unbroadcast(d)) {
-    // Nothing broadcast: one dim of the run's elements (a piece of a split run).
-    R = 1;
-    as[0] = bs[0] = ys[0] = r->units;
-    astr[0] = bstr[0] = ystr[0] = 1;
+  as[0] = sh.a_split ? r->units : 1;
+  bs[0] = sh.b_split ? r->units : 1;
+  ys[0] = r->units;
+  for (int k = 1; k < R; k++) {
+    as[k] = sh.as[sh.lead + k - 1];
+    bs[k] = sh.bs[sh.lead + k - 1];
+    ys[k] = sh.ys[sh.lead + k - 1];
   }
+  aligned(R, R, as, as, astr);
+  aligned(R, R, bs, bs, bstr);
+  aligned(R, R, ys, ys, ystr);
   bool mul = d->op == GK_OP_MUL;
   if (d->direction == GK_FORWARD) {
     int64_t n = prod(ys, 0, R);
@@ -176,20 +219,28 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
     return GK_SUCCESS;
   }
   // Backward: da from dy (and b), db from dy (and a): reduce_grad binds
-  // dy and the gradient, mul's reduce_grad_mul the other operand between.
+  // dy, the gradient and the scratch, mul's reduce_grad_mul the other
+  // operand after dy (the packed entries bind no scratch).
+  gk_arg_kind whole = sh.a_split ? GK_ARG_DB : GK_ARG_DA;  // (a piece's units have a or b whole, not both)
+  bool carried = r->pieces && !(sh.a_split && sh.b_split) && r->t[whole];
+  if (!r->packed) wg_bound_scratch(r, carried ? (uint64_t)numel_of(plan, whole) : 1);
+  r->partial_outputs = carried && r->piece < r->pieces - 1;
   for (int g = 0; g < 2; g++) {
     gk_arg_kind out = g ? GK_ARG_DB : GK_ARG_DA, other = g ? GK_ARG_A : GK_ARG_B;
     if (!r->t[out]) continue;
     const int64_t *gs = g ? bs : as;
     const uint32_t *ostr = g ? astr : bstr;
     int64_t n = prod(gs, 0, R);
-    const gk_arg_kind bind[] = {GK_ARG_DY, mul ? other : out, out};
-    uint32_t *p = wg_pass_bound(r, 0, groups_for(r->packed ? n / 2 : n), mul ? 3 : 2, bind);
+    const gk_arg_kind bind_add[] = {GK_ARG_DY, out, WG_ARG_SCRATCH},
+                      bind_mul[] = {GK_ARG_DY, other, out, WG_ARG_SCRATCH};
+    uint32_t *p = wg_pass_bound(r, 0, groups_for(r->packed ? n / 2 : n), (mul ? 3 : 2) + !r->packed,
+                                mul ? bind_mul : bind_add);
     p[0] = r->slot[GK_ARG_DY];
     p[1] = mul ? r->slot[other] : 0;
     p[2] = r->slot[out];
     p[3] = (uint32_t)n;
     p[4] = (uint32_t)R;
+    p[5] = carried && out == whole ? (r->piece > 0) | (r->piece < r->pieces - 1) << 1 : 0;
     p[6] = wg_f32(mul || g ? d->binary.alpha : 1.0);
     for (int k = 0; k < R; k++) {
       p[8 + k] = (uint32_t)gs[k];
@@ -201,13 +252,22 @@ static gk_status plan_binary(const gk_plan *plan, wg_run *r) {
   return GK_SUCCESS;
 }
 
-// Split by elements when nothing is broadcast.
+// Split by elements when nothing is broadcast; else by the leading dims of
+// shapes_of (a unit: one index of them), an operand with y's sizes there
+// split with y, one of size 1 there bound whole.
 static int64_t split_binary(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
   (void)outer;
   const gk_op_desc *d = &plan->desc;
-  if (!unbroadcast(d)) return 0;
-  split_elementwise(plan, GK_ARG_A, per_unit);
-  return prod(d->shape, 0, d->rank);
+  if (unbroadcast(d)) {
+    split_elementwise(plan, GK_ARG_A, per_unit);
+    return prod(d->shape, 0, d->rank);
+  }
+  binary_shapes sh = shapes_of(d);
+  int64_t a_unit = prod(sh.as, sh.lead, sh.R), b_unit = prod(sh.bs, sh.lead, sh.R);
+  per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = prod(sh.ys, sh.lead, sh.R);
+  per_unit[GK_ARG_A] = per_unit[GK_ARG_DA] = sh.a_split ? a_unit : 0;
+  per_unit[GK_ARG_B] = per_unit[GK_ARG_DB] = sh.b_split ? b_unit : 0;
+  return prod(sh.ys, 0, sh.lead);
 }
 // Packed when nothing is broadcast.
 static bool packed_binary(const gk_plan *plan) { return unbroadcast(&plan->desc); }
@@ -354,7 +414,8 @@ static void column_sum(wg_run *r, uint32_t dy, uint32_t dbias, int64_t M, int64_
 // A piece of a split run (split_linear) covers the output features
 // first_unit .. + units (N of them here): those columns of y and dy, rows
 // of W and dW, elements of b and db; its dx product goes on with the sums
-// the pieces before it left in dx (carry, dx staged in).
+// the pieces before it left in dx (carry; dx kept in the arena in f32
+// from piece to piece, wg_run.kept).
 static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int64_t K = d->shape[d->rank - 1], R = prod(d->shape, 0, d->rank - 1), N = r->units;
@@ -366,7 +427,6 @@ static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
     return GK_SUCCESS;
   }
   bool carry = r->first_unit > 0;
-  r->partial_outputs = carry;
   product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_WEIGHT], .c = s[GK_ARG_DX], .M = R, .N = K, .K = N,
                     .batches = 1, .kb = 1, .carry = carry, .a_rs = N, .a_cs = 1, .b_rs = K, .b_cs = 1, .c_rs = K,
                     .c_cs = 1});
@@ -376,20 +436,13 @@ static gk_status plan_linear(const gk_plan *plan, wg_run *r) {
   if (d->linear.has_bias) column_sum(r, s[GK_ARG_DY], s[GK_ARG_DBIAS], R, N, d->accumulate);
   return GK_SUCCESS;
 }
-// A 16-bit output carried from piece to piece (dx, dA) would be rounded
-// between the pieces: such a backward is not split.
-static bool carried_in_16_bits(const gk_plan *plan, gk_arg_kind k) {
-  gk_dtype dt = plan->args[k].dtype;
-  return plan->desc.direction == GK_BACKWARD && plan->args[k].used && (dt == GK_F16 || dt == GK_BF16);
-}
-
 // Split by output feature: rows of W and dW (K elements), elements of b
 // and db, a column of y and dy in each of their R rows; x and dx whole.
 // Each piece's dW and db sums run over every row; dx's sum over the
-// features carries from piece to piece in order: the unsplit run's bits.
+// features carries from piece to piece in order, in f32 (a 16-bit dx
+// rounded once): the unsplit run's bits.
 static int64_t split_linear(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
   const gk_op_desc *d = &plan->desc;
-  if (carried_in_16_bits(plan, GK_ARG_DX)) return d->linear.out_features;  // (per_unit all 0: not split)
   per_unit[GK_ARG_WEIGHT] = per_unit[GK_ARG_DWEIGHT] = d->shape[d->rank - 1];
   per_unit[GK_ARG_BIAS] = per_unit[GK_ARG_DBIAS] = per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = 1;
   outer[GK_ARG_Y] = outer[GK_ARG_DY] = prod(d->shape, 0, d->rank - 1);
@@ -400,7 +453,8 @@ static int64_t split_linear(const gk_plan *plan, int64_t *per_unit, int64_t *out
 // the batch when B is shared), each written in its operand's layout. A
 // piece of a split run (split_matmul) covers the columns first_unit .. +
 // units (N of them here) of Y, dY, op(B) and its gradient; its dA product
-// goes on with the sums the pieces before it left in dA (carry).
+// goes on with the sums the pieces before it left in dA (carry; dA kept in
+// the arena in f32 from piece to piece, wg_run.kept).
 static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int ta = d->matmul.trans_a, tb = d->matmul.trans_b, shared = d->matmul.shared_b;
@@ -418,7 +472,6 @@ static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
   }
   // dA[i, k] = sum_j dY[i, j] op(B)[k, j]: written at A's (i, k) strides.
   bool carry = r->first_unit > 0;
-  r->partial_outputs = carry;
   product(r, (gemm){.a = s[GK_ARG_DY], .b = s[GK_ARG_B], .c = s[GK_ARG_DA], .M = M, .N = K, .K = N, .batches = nb,
                     .kb = 1, .carry = carry, .a_bs = y_bs, .a_rs = N, .a_cs = 1, .b_bs = b_bs, .b_rs = b_cs,
                     .b_cs = b_rs, .c_bs = a_bs, .c_rs = a_rs, .c_cs = a_cs});
@@ -439,11 +492,10 @@ static gk_status plan_matmul(const gk_plan *plan, wg_run *r) {
 // Split by column of Y: a column of Y and dY in each of their rows, of
 // op(B) and dB in each of theirs (a row of K elements of B stored
 // transposed); A and dA whole. Each piece's dB sums run over every row
-// (and batch); dA's over the columns carry from piece to piece in order:
-// the unsplit run's bits.
+// (and batch); dA's over the columns carry from piece to piece in order,
+// in f32 (a 16-bit dA rounded once): the unsplit run's bits.
 static int64_t split_matmul(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
   const gk_op_desc *d = &plan->desc;
-  if (carried_in_16_bits(plan, GK_ARG_DA)) return d->matmul.n;  // (per_unit all 0: not split)
   int ta = d->matmul.trans_a, tb = d->matmul.trans_b;
   int64_t M = d->shape[d->rank - 2 + ta], K = d->shape[d->rank - 1 - ta];
   int64_t nb = prod(d->shape, 0, d->rank - 2), b_batches = d->matmul.shared_b ? 1 : nb;
@@ -583,10 +635,18 @@ static const char *decline_attention(const gk_plan *plan) {
   return plan->desc.shape[3] > 128 ? "head dim over 128 (the shader keeps rows in private arrays of 128)" : NULL;
 }
 
+// The query heads that share a kv head.
+static int64_t attention_group(const gk_op_desc *d) {
+  return d->attn.kv_heads ? d->shape[1] / d->attn.kv_heads : 1;
+}
+
+// Batch and kv heads as one dim of r->units (b, kv head) pairs, each with
+// its group of query heads (B 1, Hkv r->units, H r->units x group: the
+// same rows as B x Hkv): the whole run's, or a piece's of a split run
+// (split_attention).
 static gk_status plan_attention(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t B = d->shape[0], H = d->shape[1], T = d->shape[2], Dh = d->shape[3];
-  int64_t Hkv = d->attn.kv_heads ? d->attn.kv_heads : H;
+  int64_t B = 1, Hkv = r->units, H = Hkv * attention_group(d), T = d->shape[2], Dh = d->shape[3];
   double scale = d->attn.scale != 0 ? d->attn.scale : 1 / sqrt((double)Dh);
   uint32_t p[WG_PARAM_WORDS] = {0};
   const gk_arg_kind kinds[] = {GK_ARG_Q, GK_ARG_K, GK_ARG_V, GK_ARG_Y, GK_ARG_LSE, GK_ARG_DY, GK_ARG_DQ, GK_ARG_DK,
@@ -605,12 +665,29 @@ static gk_status plan_attention(const gk_plan *plan, wg_run *r) {
   memcpy(wg_pass(r, 2, groups_for(B * Hkv * T)), p, sizeof p);
   return GK_SUCCESS;
 }
+// Split by (batch, kv head) pair (a unit: its group of query heads): q, y,
+// dy, dq group x T x Dh elements, lse and the backward's scratch group x
+// T, k, v, dk, dv T x Dh. Every sum (a query row's over the keys, a key
+// row's over its heads and queries) runs within its unit: the unsplit
+// run's bits.
+static int64_t split_attention(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  (void)outer;
+  const gk_op_desc *d = &plan->desc;
+  int64_t group = attention_group(d), T = d->shape[2], Dh = d->shape[3];
+  per_unit[GK_ARG_Q] = per_unit[GK_ARG_Y] = per_unit[GK_ARG_DY] = per_unit[GK_ARG_DQ] = group * T * Dh;
+  per_unit[GK_ARG_K] = per_unit[GK_ARG_V] = per_unit[GK_ARG_DK] = per_unit[GK_ARG_DV] = T * Dh;
+  per_unit[GK_ARG_LSE] = group * T;
+  per_unit[WG_ARG_SCRATCH] = d->direction == GK_BACKWARD ? group * T : 0;
+  return d->shape[0] * (d->shape[1] / group);
+}
 
 // ---------------------------------------------------------------- conv1d
+// A piece of a split run (split_conv1d) covers the channels first_unit ..
+// + units (D of them here).
 static gk_status plan_conv1d(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
   int cl = d->conv.channel_last;
-  int64_t B = d->shape[0], D = d->shape[cl ? 2 : 1], L = d->shape[cl ? 1 : 2], W = d->conv.width;
+  int64_t B = d->shape[0], D = r->units, L = d->shape[cl ? 1 : 2], W = d->conv.width;
   uint32_t p[WG_PARAM_WORDS] = {0};
   const gk_arg_kind kinds[] = {GK_ARG_X,  GK_ARG_WEIGHT, GK_ARG_BIAS,  GK_ARG_INITIAL_STATE, GK_ARG_Y,
                                GK_ARG_FINAL_STATE, GK_ARG_DY, GK_ARG_DFINAL_STATE, GK_ARG_DX, GK_ARG_DWEIGHT,
@@ -631,6 +708,28 @@ static gk_status plan_conv1d(const gk_plan *plan, wg_run *r) {
   memcpy(wg_pass(r, 2, (uint64_t)(D * W)), p, sizeof p);
   return GK_SUCCESS;
 }
+// Split by channel (channels are independent): x, y, dy, dx L elements in
+// each of their B rows (channel-last: one in each of their B x L rows),
+// weight and dweight W elements, bias and dbias one, the states W - 1 in
+// each of their B rows; the backward's scratch B x L words. Every sum of a
+// channel runs within its piece: the unsplit run's bits.
+static int64_t split_conv1d(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  const gk_op_desc *d = &plan->desc;
+  int cl = d->conv.channel_last;
+  int64_t B = d->shape[0], L = d->shape[cl ? 1 : 2], W = d->conv.width;
+  const gk_arg_kind like_x[] = {GK_ARG_X, GK_ARG_Y, GK_ARG_DY, GK_ARG_DX},
+                    states[] = {GK_ARG_INITIAL_STATE, GK_ARG_FINAL_STATE, GK_ARG_DINITIAL_STATE, GK_ARG_DFINAL_STATE};
+  for (int i = 0; i < 4; i++) {
+    per_unit[like_x[i]] = cl ? 1 : L;
+    outer[like_x[i]] = cl ? B * L : B;
+    per_unit[states[i]] = W - 1;
+    outer[states[i]] = B;
+  }
+  per_unit[GK_ARG_WEIGHT] = per_unit[GK_ARG_DWEIGHT] = W;
+  per_unit[GK_ARG_BIAS] = per_unit[GK_ARG_DBIAS] = 1;
+  per_unit[WG_ARG_SCRATCH] = d->direction == GK_BACKWARD ? B * L : 0;
+  return d->shape[cl ? 2 : 1];
+}
 
 // ---------------------------------------------------------------- selective scan
 static const char *decline_scan(const gk_plan *plan) {
@@ -647,10 +746,27 @@ static int64_t scan_lanes(int64_t N) {
   return lanes;
 }
 
+// A split run (split_scan) splits the channels: a piece covers the units
+// first_unit .. + units, each of scan_unit_channels channels (a group's
+// where B or C is grouped in more than one group, else one). B and C per
+// batch (scan_bc_whole) are bound whole by every piece.
+static int64_t scan_unit_channels(const gk_op_desc *d) {
+  bool grouped = d->scan.b_layout == GK_SCAN_GROUPED || d->scan.c_layout == GK_SCAN_GROUPED;
+  return grouped && d->scan.groups > 1 ? d->shape[1] / d->scan.groups : 1;
+}
+static bool scan_bc_whole(const gk_op_desc *d, gk_scan_layout layout) {
+  return layout == GK_SCAN_BATCH || (layout == GK_SCAN_GROUPED && d->scan.groups == 1);
+}
+// The groups of B or C (layout) in a run of r->units units: 1 but grouped in more than one group.
+static int64_t scan_groups(const gk_op_desc *d, gk_scan_layout layout, const wg_run *r) {
+  return layout == GK_SCAN_GROUPED && d->scan.groups > 1 ? r->units : 1;
+}
+
 // The parameter words both kernels share (scan.wgsl's Params up to red_groups).
 static void scan_params(const gk_plan *plan, const wg_run *r, uint32_t *p) {
   const gk_op_desc *d = &plan->desc;
-  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state, T = d->scan.chunk_size;
+  int64_t nb = d->shape[0], nd = r->units * scan_unit_channels(d), L = d->shape[2], N = d->scan.d_state,
+          T = d->scan.chunk_size;
   bool b_var = d->scan.b_layout != GK_SCAN_SHARED, c_var = d->scan.c_layout != GK_SCAN_SHARED;
   const gk_arg_kind kinds[] = {GK_ARG_U, GK_ARG_DELTA, GK_ARG_A, GK_ARG_B, GK_ARG_C, GK_ARG_D, GK_ARG_Z,
                                GK_ARG_DELTA_BIAS, GK_ARG_INITIAL_STATE, GK_ARG_Y, GK_ARG_CHUNK_STATES,
@@ -658,9 +774,8 @@ static void scan_params(const gk_plan *plan, const wg_run *r, uint32_t *p) {
                                GK_ARG_DA, GK_ARG_DB, GK_ARG_DC, GK_ARG_DD, GK_ARG_DZ, GK_ARG_DDELTA_BIAS,
                                GK_ARG_DINITIAL_STATE};
   for (int i = 0; i < 23; i++) p[i] = r->slot[kinds[i]];
-  const int64_t words[] = {nb, nd, L, N, T, gk_ceil_div(L, T), b_var,
-                           d->scan.b_layout == GK_SCAN_GROUPED ? d->scan.groups : 1, c_var,
-                           d->scan.c_layout == GK_SCAN_GROUPED ? d->scan.groups : 1, d->scan.has_D, d->scan.has_z,
+  const int64_t words[] = {nb, nd, L, N, T, gk_ceil_div(L, T), b_var, scan_groups(d, d->scan.b_layout, r), c_var,
+                           scan_groups(d, d->scan.c_layout, r), d->scan.has_D, d->scan.has_z,
                            d->scan.has_delta_bias, d->scan.delta_softplus, r->t[GK_ARG_INITIAL_STATE] != NULL,
                            r->t[GK_ARG_FINAL_STATE] != NULL, r->t[GK_ARG_DFINAL_STATE] != NULL,
                            r->t[GK_ARG_DINITIAL_STATE] != NULL, d->accumulate};
@@ -668,10 +783,14 @@ static void scan_params(const gk_plan *plan, const wg_run *r, uint32_t *p) {
 }
 
 // The backward's reductions: parameter sums over the batch (and `chunks`
-// partials per channel), then per-batch dB and dC over their groups.
+// partials per channel), then per-batch dB and dC over their groups. In a
+// piece of a split run after the first, a dB or dC bound whole (its sum
+// over every channel) goes on from the sums the pieces before it left
+// there (red_carry; kept in the arena in f32 from piece to piece,
+// wg_run.kept, a 16-bit one rounded once): the unsplit run's bits.
 static void scan_reductions(const gk_plan *plan, wg_run *r, uint32_t *p, int entry, int64_t chunks) {
   const gk_op_desc *d = &plan->desc;
-  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state;
+  int64_t nb = d->shape[0], nd = p[30], L = d->shape[2], N = d->scan.d_state;
   p[53] = (uint32_t)chunks;
   memcpy(wg_pass(r, entry, groups_for(nd * N)), p, WG_PARAM_WORDS * sizeof *p);
   for (int bc = 0; bc < 2; bc++) {
@@ -681,15 +800,16 @@ static void scan_reductions(const gk_plan *plan, wg_run *r, uint32_t *p, int ent
     q[48] = p[bc ? 28 : 27];
     q[49] = r->slot[bc ? GK_ARG_DC : GK_ARG_DB];
     q[50] = p[bc ? 38 : 36];
+    q[60] = r->piece > 0 && scan_bc_whole(d, bc ? d->scan.c_layout : d->scan.b_layout);
   }
 }
 
 // Sequential in time: workgroups of 64 / S channels, S lanes each.
 static gk_status plan_scan(const gk_plan *plan, wg_run *r) {
   const gk_op_desc *d = &plan->desc;
-  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state, T = d->scan.chunk_size;
   uint32_t p[WG_PARAM_WORDS] = {0};
   scan_params(plan, r, p);
+  int64_t nb = p[29], nd = p[30], L = p[31], N = p[32], T = p[33];
   uint64_t groups = (uint64_t)gk_ceil_div(nb * nd, 64 / scan_lanes(N));
   if (d->direction == GK_FORWARD) {
     memcpy(wg_pass(r, 0, groups), p, sizeof p);
@@ -719,20 +839,27 @@ void gk_webgpu_test_scan_path(int path) { scan_path_knob = path; }
 // block_h): 4096 x 64 invocations fill a large GPU; on llvmpipe 512 and
 // 4096 timed the same within the noise. totals runs past one chunk
 // (backward: or one block a chunk), carry past one chunk.
+// R and the chunks a channel (npc) are the whole run's in every piece of a
+// split run, so that its chunks, and bits, are the unsplit run's.
 enum { SCAN_WORKGROUPS = 4096 };
-static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
-  const gk_op_desc *d = &plan->desc;
-  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], N = d->scan.d_state, S = scan_lanes(N);
+static void scan_chunking(const gk_op_desc *d, int64_t *R_out, int64_t *npc_out) {
+  int64_t nb = d->shape[0], nd = d->shape[1], L = d->shape[2], S = scan_lanes(d->scan.d_state);
   int64_t block = SCAN_SEG * (64 / S), blocks = gk_ceil_div(L, block);
   int64_t R = scan_path_knob == 3 ? blocks : nb * nd * blocks / SCAN_WORKGROUPS;
   if (R > 512 / S) R = 512 / S;
   if (R > blocks) R = blocks;
   if (R < 1) R = 1;
-  int64_t npc = gk_ceil_div(blocks, R);
-  R = gk_ceil_div(blocks, npc);  // the fewest blocks a chunk for npc chunks
+  *npc_out = gk_ceil_div(blocks, R);
+  *R_out = gk_ceil_div(blocks, *npc_out);  // the fewest blocks a chunk for npc chunks
+}
+static gk_status plan_scan_parallel(const gk_plan *plan, wg_run *r) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t R, npc;
+  scan_chunking(d, &R, &npc);
   bool fwd = d->direction == GK_FORWARD;
   uint32_t p[WG_PARAM_WORDS] = {0};
   scan_params(plan, r, p);
+  int64_t nb = p[29], nd = p[30], L = p[31], N = p[32], block = SCAN_SEG * (64 / scan_lanes(N));
   p[51] = (uint32_t)(R * block);
   p[52] = (uint32_t)npc;
   p[56] = !fwd;
@@ -780,6 +907,62 @@ static bool scan_is_parallel(const gk_plan *plan) {
   return scan_path_knob >= 2 || L >= SCAN_PARALLEL_MIN_L;
 }
 
+// The arena scratch words a channel takes in plan_scan or plan_scan_parallel.
+static int64_t scan_scratch_per_channel(const gk_plan *plan) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t nb = d->shape[0], L = d->shape[2], N = d->scan.d_state, T = d->scan.chunk_size;
+  bool fwd = d->direction == GK_FORWARD, b_var = d->scan.b_layout != GK_SCAN_SHARED,
+       c_var = d->scan.c_layout != GK_SCAN_SHARED;
+  if (!scan_is_parallel(plan))
+    return fwd ? 0 : nb * ((T + 1) * N + N + 2 + N * (b_var ? L : 1) + N * (c_var ? L : 1));
+  int64_t R, npc;
+  scan_chunking(d, &R, &npc);
+  int64_t chunks = nb * npc, words = 0;
+  if (npc > 1 || (R > 1 && !fwd)) words += chunks * (N * 4 + R * 64 * 4 + (fwd ? 0 : R * N * 4));
+  if (npc > 1) words += chunks * N * 2;
+  if (!fwd) words += chunks * (N + 2) + nb * N * ((b_var ? L : npc) + (c_var ? L : npc));
+  return words;
+}
+
+// Split by channel, or by group of channels (scan_unit_channels, c of
+// them): u, delta, z, y and their gradients c x L elements in each of their
+// Bt rows, the states and chunk states c x N (x chunks) in each of theirs,
+// A, D, delta_bias and their gradients c channels' worth; B and C (and dB,
+// dC) shared c x N, grouped N x L in each of their Bt rows, per batch
+// whole (their gradients' sums over every channel carried from piece to
+// piece, scan_reductions). Every other sum is a channel's, within its
+// piece, and the parallel kernel's chunks are the whole run's: the unsplit
+// run's bits.
+static int64_t split_scan(const gk_plan *plan, int64_t *per_unit, int64_t *outer) {
+  const gk_op_desc *d = &plan->desc;
+  int64_t c = scan_unit_channels(d), nb = d->shape[0], L = d->shape[2], N = d->scan.d_state;
+  const gk_arg_kind by_step[] = {GK_ARG_U, GK_ARG_DELTA, GK_ARG_Z, GK_ARG_Y, GK_ARG_DY, GK_ARG_DU, GK_ARG_DDELTA,
+                                 GK_ARG_DZ},
+                    by_state[] = {GK_ARG_INITIAL_STATE, GK_ARG_FINAL_STATE, GK_ARG_DFINAL_STATE,
+                                  GK_ARG_DINITIAL_STATE},
+                    by_channel[] = {GK_ARG_D, GK_ARG_DELTA_BIAS, GK_ARG_DD, GK_ARG_DDELTA_BIAS};
+  for (int i = 0; i < 8; i++) {
+    per_unit[by_step[i]] = c * L;
+    outer[by_step[i]] = nb;
+  }
+  for (int i = 0; i < 4; i++) {
+    per_unit[by_state[i]] = c * N;
+    outer[by_state[i]] = nb;
+    per_unit[by_channel[i]] = c;
+  }
+  per_unit[GK_ARG_CHUNK_STATES] = c * gk_ceil_div(L, d->scan.chunk_size) * N;
+  outer[GK_ARG_CHUNK_STATES] = nb;
+  per_unit[GK_ARG_A] = per_unit[GK_ARG_DA] = c * N;
+  for (int bc = 0; bc < 2; bc++) {
+    gk_scan_layout layout = bc ? d->scan.c_layout : d->scan.b_layout;
+    gk_arg_kind t = bc ? GK_ARG_C : GK_ARG_B, grad = bc ? GK_ARG_DC : GK_ARG_DB;
+    per_unit[t] = per_unit[grad] = layout == GK_SCAN_SHARED ? c * N : scan_bc_whole(d, layout) ? 0 : N * L;
+    outer[t] = outer[grad] = layout == GK_SCAN_GROUPED ? nb : 1;
+  }
+  per_unit[WG_ARG_SCRATCH] = c * scan_scratch_per_channel(plan);
+  return d->shape[1] / c;
+}
+
 // ---------------------------------------------------------------- the table
 static const wg_family activation = {.name = "activation", .source = gk_wgsl_activation, .forward = {"forward"},
                                      .backward = {"backward"}, .plan = plan_activation,
@@ -821,17 +1004,18 @@ static const wg_family rope = {.name = "rope", .source = gk_wgsl_rope, .forward 
                                .split = split_rope};
 static const wg_family attention = {.name = "attention", .source = gk_wgsl_attention, .forward = {"forward"},
                                     .backward = {"delta", "dq", "dkv"}, .decline = decline_attention,
-                                    .plan = plan_attention};
+                                    .plan = plan_attention, .split = split_attention};
 static const wg_family conv1d = {.name = "conv1d", .source = gk_wgsl_conv1d, .forward = {"forward", "final_state"},
-                                 .backward = {"grad_pre", "dx", "dparams"}, .plan = plan_conv1d};
+                                 .backward = {"grad_pre", "dx", "dparams"}, .plan = plan_conv1d,
+                                 .split = split_conv1d};
 static const wg_family scan = {.name = "scan", .source = gk_wgsl_scan, .forward = {"forward"},
                                .backward = {"backward", "reduce_params", "reduce_bc"}, .decline = decline_scan,
-                               .plan = plan_scan};
+                               .plan = plan_scan, .split = split_scan};
 static const wg_family scan_parallel = {.name = "scan_parallel", .source = gk_wgsl_scan,
                                         .forward = {"totals", "carry", "forward_chunks"},
                                         .backward = {"totals", "carry", "backward_chunks", "reduce_params",
                                                      "reduce_bc"},
-                                        .decline = decline_scan, .plan = plan_scan_parallel};
+                                        .decline = decline_scan, .plan = plan_scan_parallel, .split = split_scan};
 static const wg_family softmax = {.name = "softmax", .source = gk_wgsl_softmax,
                                   .subgroup_source = gk_wgsl_softmax_subgroups, .forward = {"forward"},
                                   .backward = {"backward", "backward_vec4"}, .plan = plan_softmax,

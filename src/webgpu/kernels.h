@@ -51,6 +51,7 @@ typedef struct wg_run {
   bool oversized;              // a tensor's range is over the binding limit
   bool packed;                 // f16/bf16 tensors bound where they lie, two elements a word (wg_family.packed)
   bool partial_outputs;        // a piece keeps, or adds to, what an output holds: staged outputs staged in too
+  bool kept[GK_ARG_COUNT_];    // an arena family's split run: outputs kept in the arena from piece to piece
   wg_pass_t pass[WG_MAX_PASSES];
   int npass;
   bool overflow;
@@ -100,11 +101,13 @@ typedef struct wg_family {
   // where they lie instead of being copied through the arena.
   bool bound;
   // Families whose run can be split (NULL: it cannot): the units
-  // (elements, rows, columns) a run covers, and for each tensor kind the
-  // elements of one unit (0: bound whole by every piece) in each of its
-  // outer[k] blocks (filled with 1 before: a tensor of outer[k] rows of
-  // units x per_unit[k] elements, a piece taking the same columns of every
-  // row, a strided view). A run whose tensors' ranges or arena are over
+  // (elements, rows, columns, channels) a run covers, and for each tensor
+  // kind the elements of one unit (0: bound whole by every piece) in each
+  // of its outer[k] blocks (filled with 1 before: a tensor of outer[k] rows
+  // of units x per_unit[k] elements, a piece taking the same columns of
+  // every row, a strided view), and per_unit[WG_ARG_SCRATCH] the arena
+  // scratch words a unit's passes take (wg_scratch; arrays of WG_KINDS). A
+  // run whose tensors' ranges or arena are over
   // maxStorageBufferBindingSize runs in pieces of whole units
   // (wg_run_kernel); plan() then covers r->units units of tensors that
   // start at the piece (r->first_unit of r->all_units).

@@ -6,10 +6,13 @@
 //             mul da = alpha sum dy b, db = alpha sum dy a
 // Backward's reduce_grad runs once per operand g: one invocation per
 // element of g, summing in row-major order over `red`, the dims g was
-// broadcast along (red_shape: y's size there, 1 elsewhere).
+// broadcast along (red_shape: y's size there, 1 elsewhere). A piece of a
+// split run (backend.c) may carry g's sums through `scratch`: carry bit 0,
+// the sum starts from the pieces' before it there; bit 1, it is left there
+// for the pieces after it instead of written to g (alpha applied once).
 // Each tensor is bound by itself, starting at its word p.<name> there:
-// forward a, b, y; reduce_grad (add) dy, g; reduce_grad_mul dy, the other
-// operand, g. Add or mul is an override constant of the plan's pipelines,
+// forward a, b, y; reduce_grad (add) dy, g, scratch; reduce_grad_mul dy,
+// the other operand, g, scratch. Add or mul is an override constant of the plan's pipelines,
 // and so is whether anything is broadcast (BROADCAST = 0: element i of
 // every tensor is element i of the run, no index arithmetic; a loop of
 // divisions and a private array per element cost llvmpipe 10-30x).
@@ -21,7 +24,7 @@ override IS_MUL: u32;
 override BROADCAST: u32 = 1u;
 override HALF: u32 = 1u;
 struct Params {
-  a: u32, b: u32, y: u32, n: u32, rank: u32, pad0: u32, alpha: f32, other: u32,
+  a: u32, b: u32, y: u32, n: u32, rank: u32, carry: u32, alpha: f32, pad0: u32,
   shape: array<vec4<u32>, 2>,       // y's shape (forward) / g's shape in y's dims (reduce_grad)
   a_str: array<vec4<u32>, 2>,       // forward: a's strides / reduce_grad: dy's strides
   b_str: array<vec4<u32>, 2>,       // forward: b's strides / reduce_grad: the other operand's strides
@@ -35,6 +38,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> g_add: array<f32>;
 @group(0) @binding(3) var<storage, read_write> other: array<f32>;
 @group(0) @binding(4) var<storage, read_write> g_mul: array<f32>;
+@group(0) @binding(4) var<storage, read_write> scratch_add: array<f32>;
+@group(0) @binding(5) var<storage, read_write> scratch_mul: array<f32>;
 @group(0) @binding(2) var<storage, read_write> a16: array<u32>;
 @group(0) @binding(3) var<storage, read_write> b16: array<u32>;
 @group(0) @binding(4) var<storage, read_write> y16: array<u32>;
@@ -109,8 +114,12 @@ fn reduce_grad(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroup
     return;
   }
   let g = reduced(i);
-  var sum = 0.0;
+  var sum = select(0.0, scratch_add[i], (p.carry & 1u) != 0u);
   for (var r = 0u; r < g.count; r++) { sum += dy[p.a + term(g, r).x]; }
+  if ((p.carry & 2u) != 0u) {
+    scratch_add[i] = sum;
+    return;
+  }
   g_add[p.y + i] = p.alpha * sum;
 }
 
@@ -123,10 +132,14 @@ fn reduce_grad_mul(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workg
     return;
   }
   let g = reduced(i);
-  var sum = 0.0;
+  var sum = select(0.0, scratch_mul[i], (p.carry & 1u) != 0u);
   for (var r = 0u; r < g.count; r++) {
     let at = term(g, r);
     sum += dy[p.a + at.x] * other[p.b + at.y];
+  }
+  if ((p.carry & 2u) != 0u) {
+    scratch_mul[i] = sum;
+    return;
   }
   g_mul[p.y + i] = p.alpha * sum;
 }

@@ -50,6 +50,7 @@ struct Params {
   has_z: u32, has_db: u32, softplus: u32, has_init: u32, has_final: u32, has_dfinal: u32, has_dinit: u32,
   accumulate: u32, red_src: u32, red_dst: u32, red_groups: u32,
   Tc: u32, npc: u32, red_chunks: u32, tot: u32, carry: u32, backward: u32, segs: u32, R: u32, btot: u32,
+  red_carry: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 
@@ -659,7 +660,9 @@ fn reduce_params(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgro
 }
 
 // Per-batch dB or dC (Bt, G, N, L): element (b, g, n, t) sums the partials
-// (Bt, D, N, L) of its group's channels in order (overwritten).
+// (Bt, D, N, L) of its group's channels in order (overwritten; with
+// red_carry, a piece of a split run, on from the sum there of the channels
+// before the piece's).
 @compute @workgroup_size(64)
 fn reduce_bc(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let e = flat_id(gid, nwg);
@@ -670,7 +673,7 @@ fn reduce_bc(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups)
   let g = (e / (p.L * p.N)) % G;
   let b = e / (p.L * p.N * G);
   let per = p.nd / G;
-  var s = 0.0;
+  var s = select(0.0, m[p.red_dst + e], p.red_carry == 1u);
   for (var d = g * per; d < (g + 1u) * per; d++) { s += m[p.red_src + ((b * p.nd + d) * p.N + n) * p.L + t]; }
   m[p.red_dst + e] = s;
 }
