@@ -407,6 +407,11 @@ int main(void) {
     test_config(conv_opts(conv_desc(dt, 2, 5, 1030, 17, 0), 6), TRANSPOSED, false);
     test_config(conv_opts(conv_desc(dt, 3, 4, 1, 3, 0), 15), TRANSPOSED, false);
     test_config(conv_opts(conv_desc(dt, 2, 2, 0, 3, 1), 15), CONTIGUOUS, false);
+    // conv1d contiguous (16-bit rows widened and narrowed straight from the
+    // tensor's memory): D past a lane block and not a multiple of 16, L past
+    // a tile by less than 16; with SiLU and without, every state.
+    test_config(conv_opts(conv_desc(dt, 2, 200, 37, 4, 1), 15), CONTIGUOUS, true);
+    test_config(conv_opts(conv_desc(dt, 2, 5, 1030, 4, 0), 13), CONTIGUOUS, false);
     // No batch, no channels (batch 0 once divided by zero in gk_plan_create).
     test_config(conv_opts(conv_desc(dt, 0, 3, 9, 4, 0), 15), CONTIGUOUS, false);
     test_config(conv_opts(conv_desc(dt, 2, 0, 9, 4, 1), 15), CONTIGUOUS, false);

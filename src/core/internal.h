@@ -232,6 +232,11 @@ void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out);
 void gk_store_f32(const gk_tensor *t, int64_t start, int64_t n, const float *in);
 void gk_load_f64(const gk_tensor *t, int64_t start, int64_t n, double *out);
 void gk_store_f64(const gk_tensor *t, int64_t start, int64_t n, const double *in);
+// n contiguous bf16 or f16 elements (dtype dt) widened to f32, or f32 values
+// narrowed into them: the conversions gk_load_f32 / gk_store_f32 make for a
+// contiguous 16-bit tensor, for kernels that keep its pointer.
+void gk_widen16(gk_dtype dt, const uint16_t *src, int64_t n, float *out);
+void gk_narrow16(gk_dtype dt, const float *in, int64_t n, uint16_t *dst);
 
 // Chunk access for kernels: a pointer to elements [start, start + n) as
 // float/double: the tensor's own memory when it is contiguous in that dtype,

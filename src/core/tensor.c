@@ -302,6 +302,16 @@ static void f32_to_f16(const float *src, int64_t n, uint16_t *dst) {
   f32_to_f16_body(src, n, dst);
 }
 
+void gk_widen16(gk_dtype dt, const uint16_t *src, int64_t n, float *out) {
+  if (dt == GK_BF16) bf16_to_f32(src, n, out);
+  else f16_to_f32(src, n, out);
+}
+
+void gk_narrow16(gk_dtype dt, const float *in, int64_t n, uint16_t *dst) {
+  if (dt == GK_BF16) f32_to_bf16(in, n, dst);
+  else f32_to_f16(in, n, dst);
+}
+
 void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out) {
   if (n <= 0) return;  // out may then be NULL (an empty workspace), and NULL + 0 is undefined in C
   if (gk_tensor_is_one_value(t)) {  // a broadcast scalar (autograd's dy of a sum): one load, a fill
@@ -310,9 +320,7 @@ void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out) {
     return;
   }
   if ((t->dtype == GK_BF16 || t->dtype == GK_F16) && gk_tensor_is_contiguous(t)) {
-    const uint16_t *src = (const uint16_t *)t->data + start;
-    if (t->dtype == GK_BF16) bf16_to_f32(src, n, out);
-    else f16_to_f32(src, n, out);
+    gk_widen16(t->dtype, (const uint16_t *)t->data + start, n, out);
     return;
   }
   switch (t->dtype) {
@@ -326,9 +334,7 @@ void gk_load_f32(const gk_tensor *t, int64_t start, int64_t n, float *out) {
 void gk_store_f32(const gk_tensor *t, int64_t start, int64_t n, const float *in) {
   if (n <= 0) return;  // in may then be NULL (an empty workspace), and NULL + 0 is undefined in C
   if ((t->dtype == GK_BF16 || t->dtype == GK_F16) && gk_tensor_is_contiguous(t)) {
-    uint16_t *dst = (uint16_t *)t->data + start;
-    if (t->dtype == GK_BF16) f32_to_bf16(in, n, dst);
-    else f32_to_f16(in, n, dst);
+    gk_narrow16(t->dtype, in, n, (uint16_t *)t->data + start);
     return;
   }
   switch (t->dtype) {

@@ -51,6 +51,7 @@ enum {
 typedef struct conv_rows {
   const gk_tensor *t;
   void *flat;                    // t's data when contiguous in the accumulator type, else NULL
+  const uint16_t *half;          // t's data when contiguous bf16 or f16, else NULL
   const char *mem;               // t's data when contiguous (any dtype; for prefetches), else NULL
   int64_t es, numel;             // bytes per element, elements
 } conv_rows;
@@ -75,14 +76,17 @@ static size_t acc_size(const conv_job *j) { return j->plan->desc.dtype == GK_F64
 static size_t wt_bytes(const conv_job *j) { return align64((size_t)(j->s.W * j->s.D) * acc_size(j)); }
 static size_t bias_bytes(const conv_job *j) { return align64((size_t)j->s.D * acc_size(j)); }
 
-// t as rows; flat when it is contiguous f32 or f64 (its plan's accumulator type).
+// t as rows; flat when it is contiguous f32 or f64 (its plan's accumulator
+// type), half when it is contiguous bf16 or f16 (which the f32 loops widen
+// and narrow by row, without a view per row).
 static conv_rows rows_of(const gk_tensor *t) {
-  conv_rows r = {t, NULL, NULL, 0, 0};
+  conv_rows r = {t, NULL, NULL, NULL, 0, 0};
   if (!t || !gk_tensor_is_contiguous(t)) return r;
   r.mem = t->data;
   r.es = (int64_t)gk_elem_size(t->dtype);
   r.numel = gk_tensor_numel(t);
   if (t->dtype == GK_F32 || t->dtype == GK_F64) r.flat = t->data;
+  if (t->dtype == GK_BF16 || t->dtype == GK_F16) r.half = t->data;
   return r;
 }
 
@@ -142,16 +146,22 @@ static size_t workspace_of(const gk_plan *plan, bool bwd) {
   return 2 * wt_bytes(&j) + bias_bytes(&j) + parts;
 }
 
+// HALF_ROWS: the instance reads and writes contiguous 16-bit rows through
+// conv_rows.half (f32 accumulators only).
 #define REAL float
 #define SFX f32
+#define HALF_ROWS 1
 #include "conv1d_body.h"
 #undef REAL
 #undef SFX
+#undef HALF_ROWS
 #define REAL double
 #define SFX f64
+#define HALF_ROWS 0
 #include "conv1d_body.h"
 #undef REAL
 #undef SFX
+#undef HALF_ROWS
 
 static bool is_f64(const conv_job *j) { return j->plan->desc.dtype == GK_F64; }
 

@@ -133,11 +133,18 @@ GK_INLINE void FN(act_run)(const conv_job *j, REAL *v, const REAL *dy, int64_t n
 
 // Elements [start, start + n) of row r of t (a row: the L steps of a channel
 // for runs, the D channels of a step for lanes) as REAL: in place when t is
-// flat, else in buf; outputs are written through row_out's pointer, then
-// row_commit stores buf.
+// flat, else in buf (a contiguous 16-bit t, with HALF_ROWS: converted
+// straight from its memory); outputs are written through row_out's pointer,
+// then row_commit stores buf.
 GK_INLINE const REAL *FN(row_in)(const conv_job *j, const conv_rows *t, int64_t r, int64_t start, int64_t n,
                                  REAL *buf) {
   if (t->flat) return (const REAL *)t->flat + r * j->row_len + start;
+#if HALF_ROWS
+  if (t->half) {
+    gk_widen16(t->t->dtype, t->half + r * j->row_len + start, n, buf);
+    return buf;
+  }
+#endif
   gk_tensor v = gk_tensor_row(t->t, 1, r);
   return GK_CAT(gk_chunk_in, SFX)(&v, start, n, buf);
 }
@@ -146,8 +153,15 @@ GK_INLINE REAL *FN(row_out)(const conv_job *j, const conv_rows *t, int64_t r, in
   return t->flat ? (REAL *)t->flat + r * j->row_len + start : buf;
 }
 
-GK_INLINE void FN(row_commit)(const conv_rows *t, int64_t r, int64_t start, int64_t n, const REAL *buf) {
+GK_INLINE void FN(row_commit)(const conv_job *j, const conv_rows *t, int64_t r, int64_t start, int64_t n,
+                              const REAL *buf) {
   if (t->flat) return;
+#if HALF_ROWS
+  if (t->half) {
+    gk_narrow16(t->t->dtype, buf, n, (uint16_t *)t->half + r * j->row_len + start);
+    return;
+  }
+#endif
   gk_tensor v = gk_tensor_row(t->t, 1, r);
   GK_CAT(gk_store, SFX)(&v, start, n, buf);
 }
@@ -252,7 +266,7 @@ GK_INLINE void FN(fwd_run)(const conv_job *j, int64_t row, int64_t t0, int64_t n
   FN(pre_run)(j, row, t0, n, y);
   const conv_rows *next[] = {&j->x, &j->y};
   if (j->silu) FN(act_run)(j, y, NULL, n, next, 2, row, t0);
-  FN(row_commit)(&j->y, row, t0, n, yb);
+  FN(row_commit)(j, &j->y, row, t0, n, yb);
   const gk_tensor *fs = j->a[GK_ARG_FINAL_STATE];
   if (fs && t0 + n == j->s.L) {
     gk_tensor fr = gk_tensor_row(fs, 1, row);
@@ -270,7 +284,7 @@ GK_INLINE void FN(bwd_run)(const conv_job *j, int64_t row, int64_t t0, int64_t n
   REAL ob[TILE];
   REAL *dx = FN(row_out)(j, &j->dx, row, t0, ob);
   FN(dxpad_run)(j, row, t0 + j->s.W - 1, n, dx, part);
-  FN(row_commit)(&j->dx, row, t0, n, ob);
+  FN(row_commit)(j, &j->dx, row, t0, n, ob);
   const gk_tensor *dis = j->a[GK_ARG_DINITIAL_STATE];
   if (dis && t0 == 0) {
     gk_tensor ir = gk_tensor_row(dis, 1, row);
@@ -409,7 +423,7 @@ GK_INLINE void FN(fwd_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n
       for (int64_t c = 0; c < nd; c++) y[c] = GK_CAT(gk_silu, SFX)(a[c]);
     else
       for (int64_t c = 0; c < nd; c++) y[c] = a[c];
-    FN(row_commit)(&j->y, r, d0, nd, yb + i * DB);
+    FN(row_commit)(j, &j->y, r, d0, nd, yb + i * DB);
   }
   const gk_tensor *fs = j->a[GK_ARG_FINAL_STATE];
   if (fs && t0 + n == j->s.L)
@@ -427,7 +441,7 @@ GK_INLINE void FN(bwd_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n
   REAL ob[NT * DB], *out[NT];
   for (int64_t i = 0; i < n; i++) out[i] = FN(row_out)(j, &j->dx, b * j->s.L + t0 + i, d0, ob + i * DB);
   FN(dxpad_lanes)(j, b, t0 + j->s.W - 1, n, d0, nd, out, part);
-  for (int64_t i = 0; i < n; i++) FN(row_commit)(&j->dx, b * j->s.L + t0 + i, d0, nd, ob + i * DB);
+  for (int64_t i = 0; i < n; i++) FN(row_commit)(j, &j->dx, b * j->s.L + t0 + i, d0, nd, ob + i * DB);
   const gk_tensor *dis = j->a[GK_ARG_DINITIAL_STATE];
   if (!dis || t0 != 0) return;
   for (int64_t q0 = 0; q0 < j->s.W - 1; q0 += NT) {
