@@ -6,38 +6,14 @@
 //   conv1d_timing [threads [f32|bf16|f16 [bdl|bld]]]   (default 2 f32 bdl)
 //   bdl: x is (B, D, L); bld: x is (B, L, D) (channel_last)
 #define _POSIX_C_SOURCE 199309L  // clock_gettime
-#include "gradkern.h"
+#include "timing.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-  struct timespec ts;
-  timespec_get(&ts, TIME_UTC);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-// CPU time of the whole process (all threads).
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static gk_dtype dtype = GK_F32;
-
-// n elements of `dtype`, uniform in [lo, hi].
-static void *filled(int64_t n, float lo, float hi) {
-  void *p = malloc(gk_dtype_size(dtype) * (size_t)n);
-  for (int64_t i = 0; i < n; i++) {
-    float v = lo + (hi - lo) * (float)rand() / (float)RAND_MAX;
-    if (dtype == GK_F32) ((float *)p)[i] = v;
-    else ((uint16_t *)p)[i] = dtype == GK_BF16 ? gk_f32_to_bf16(v) : gk_f32_to_f16(v);
-  }
-  return p;
-}
 
 int main(int argc, char **argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 2;
@@ -71,9 +47,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   int64_t n = B * D * L;
-  void *x = filled(n, -1, 1), *w = filled(D * W, -0.5f, 0.5f), *bias = filled(D, -0.2f, 0.2f);
-  void *y = filled(n, 0, 0), *dy = filled(n, -1, 1), *dx = filled(n, 0, 0);
-  void *dw = filled(D * W, 0, 0), *dbias = filled(D, 0, 0);
+  void *x = filled(dtype, n, -1, 1), *w = filled(dtype, D * W, -0.5f, 0.5f), *bias = filled(dtype, D, -0.2f, 0.2f);
+  void *y = filled(dtype, n, 0, 0), *dy = filled(dtype, n, -1, 1), *dx = filled(dtype, n, 0, 0);
+  void *dw = filled(dtype, D * W, 0, 0), *dbias = filled(dtype, D, 0, 0);
   gk_tensor t[12];
   gk_arg fa[4], ba[7];
   int nf = 0, nb = 0, k = 0;
@@ -89,26 +65,12 @@ int main(int argc, char **argv) {
   gk_plan_workspace_size(bwd, &wb);
   size_t wmax = wf > wb ? wf : wb;
   void *ws = aligned_alloc(64, (wmax + 63) / 64 * 64 + 64);
-  double best_f = 1e30, best_b = 1e30, cpu_f = 1e30, cpu_b = 1e30;
-  for (int rep = 0; rep < 7; rep++) {
-    double t0 = now(), c0 = cpu_now();
-    gk_status s1 = gk_plan_run(fwd, fa, nf, ws, wmax);
-    double t1 = now(), c1 = cpu_now();
-    gk_status s2 = gk_plan_run(bwd, ba, nb, ws, wmax);
-    double t2 = now(), c2 = cpu_now();
-    if (s1 != GK_SUCCESS || s2 != GK_SUCCESS) {
-      fprintf(stderr, "%s\n", gk_last_error());
-      return 1;
-    }
-    if (c1 - c0 < cpu_f) cpu_f = c1 - c0;
-    if (c2 - c1 < cpu_b) cpu_b = c2 - c1;
-    if (t1 - t0 < best_f) best_f = t1 - t0;
-    if (t2 - t1 < best_b) best_b = t2 - t1;
-  }
+  double best[4];
+  if (!best_of(7, fwd, fa, nf, bwd, ba, nb, ws, wmax, best)) return 1;
   printf("conv1d %s %s B=%lld D=%lld L=%lld W=%lld bias silu, %d threads: forward %.2f ms, backward %.2f ms "
          "(best of 7); CPU time forward %.2f ms, backward %.2f ms\n",
-         dtype_name, layout, (long long)B, (long long)D, (long long)L, (long long)W, threads, 1e3 * best_f,
-         1e3 * best_b, 1e3 * cpu_f, 1e3 * cpu_b);
+         dtype_name, layout, (long long)B, (long long)D, (long long)L, (long long)W, threads, 1e3 * best[0],
+         1e3 * best[1], 1e3 * best[2], 1e3 * best[3]);
   gk_plan_destroy(fwd);
   gk_plan_destroy(bwd);
   return 0;

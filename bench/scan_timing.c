@@ -5,39 +5,14 @@
 // shared machine).
 //   scan_timing [threads [f32|bf16|f16]]      (default 2 f32)
 #define _POSIX_C_SOURCE 199309L  // clock_gettime
-#include "gradkern.h"
+#include "timing.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-  struct timespec ts;
-  timespec_get(&ts, TIME_UTC);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-// CPU time of the whole process (all threads): on a shared machine it
-// moves less than wall time.
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static gk_dtype dtype = GK_F32;
-
-// n elements of `dtype`, uniform in [lo, hi].
-static void *filled(int64_t n, float lo, float hi) {
-  void *p = malloc(gk_dtype_size(dtype) * (size_t)n);
-  for (int64_t i = 0; i < n; i++) {
-    float v = lo + (hi - lo) * (float)rand() / (float)RAND_MAX;
-    if (dtype == GK_F32) ((float *)p)[i] = v;
-    else ((uint16_t *)p)[i] = dtype == GK_BF16 ? gk_f32_to_bf16(v) : gk_f32_to_f16(v);
-  }
-  return p;
-}
 
 int main(int argc, char **argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 2;
@@ -64,11 +39,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   int64_t bdl = B * D * L, bnl = B * N * L, nchunks = (L + d.scan.chunk_size - 1) / d.scan.chunk_size;
-  void *u = filled(bdl, -1, 1), *delta = filled(bdl, -3, 1), *z = filled(bdl, -2, 2), *A = filled(D * N, -2, -0.1f);
-  void *Bm = filled(bnl, -1, 1), *Cm = filled(bnl, -1, 1), *Dv = filled(D, -1, 1), *bias = filled(D, 0, 0.3f);
-  void *y = filled(bdl, 0, 0), *dy = filled(bdl, -1, 1), *cs = calloc((size_t)(B * D * nchunks * N), sizeof(float));  // f32 for every dtype
-  void *du = filled(bdl, 0, 0), *ddelta = filled(bdl, 0, 0), *dz = filled(bdl, 0, 0), *dA = filled(D * N, 0, 0);
-  void *dB = filled(bnl, 0, 0), *dC = filled(bnl, 0, 0), *dD = filled(D, 0, 0), *dbias = filled(D, 0, 0);
+  void *u = filled(dtype, bdl, -1, 1), *delta = filled(dtype, bdl, -3, 1), *z = filled(dtype, bdl, -2, 2), *A = filled(dtype, D * N, -2, -0.1f);
+  void *Bm = filled(dtype, bnl, -1, 1), *Cm = filled(dtype, bnl, -1, 1), *Dv = filled(dtype, D, -1, 1), *bias = filled(dtype, D, 0, 0.3f);
+  void *y = filled(dtype, bdl, 0, 0), *dy = filled(dtype, bdl, -1, 1), *cs = calloc((size_t)(B * D * nchunks * N), sizeof(float));  // f32 for every dtype
+  void *du = filled(dtype, bdl, 0, 0), *ddelta = filled(dtype, bdl, 0, 0), *dz = filled(dtype, bdl, 0, 0), *dA = filled(dtype, D * N, 0, 0);
+  void *dB = filled(dtype, bnl, 0, 0), *dC = filled(dtype, bnl, 0, 0), *dD = filled(dtype, D, 0, 0), *dbias = filled(dtype, D, 0, 0);
   gk_tensor t[24];
   int64_t s3[3] = {B, D, L}, sa[2] = {D, N}, sb[3] = {B, N, L}, sc[4] = {B, D, nchunks, N};
   gk_arg fa[10], ba[18];
@@ -90,26 +65,12 @@ int main(int argc, char **argv) {
   gk_plan_workspace_size(bwd, &wb);
   size_t wmax = wf > wb ? wf : wb;
   void *ws = aligned_alloc(64, (wmax + 63) / 64 * 64);
-  double best_f = 1e30, best_b = 1e30, cpu_f = 1e30, cpu_b = 1e30;
-  for (int rep = 0; rep < 5; rep++) {
-    double t0 = now(), c0 = cpu_now();
-    gk_status s1 = gk_plan_run(fwd, fa, nf, ws, wmax);
-    double t1 = now(), c1 = cpu_now();
-    gk_status s2 = gk_plan_run(bwd, ba, nb, ws, wmax);
-    double t2 = now(), c2 = cpu_now();
-    if (c1 - c0 < cpu_f) cpu_f = c1 - c0;
-    if (c2 - c1 < cpu_b) cpu_b = c2 - c1;
-    if (s1 != GK_SUCCESS || s2 != GK_SUCCESS) {
-      fprintf(stderr, "%s\n", gk_last_error());
-      return 1;
-    }
-    if (t1 - t0 < best_f) best_f = t1 - t0;
-    if (t2 - t1 < best_b) best_b = t2 - t1;
-  }
+  double best[4];
+  if (!best_of(5, fwd, fa, nf, bwd, ba, nb, ws, wmax, best)) return 1;
   printf("selective scan %s B=%lld D=%lld N=%lld L=%lld, %d threads: forward %.1f ms, backward %.1f ms, "
          "total %.1f ms (best of 5; workspace %.1f MB fwd, %.1f MB bwd); CPU time forward %.1f ms, backward %.1f ms\n",
-         dtype_name, (long long)B, (long long)D, (long long)N, (long long)L, threads, 1e3 * best_f, 1e3 * best_b,
-         1e3 * (best_f + best_b), wf / 1e6, wb / 1e6, 1e3 * cpu_f, 1e3 * cpu_b);
+         dtype_name, (long long)B, (long long)D, (long long)N, (long long)L, threads, 1e3 * best[0], 1e3 * best[1],
+         1e3 * (best[0] + best[1]), wf / 1e6, wb / 1e6, 1e3 * best[2], 1e3 * best[3]);
   gk_plan_destroy(fwd);
   gk_plan_destroy(bwd);
   return 0;
