@@ -145,6 +145,10 @@ static inline void device_run_release(void) {
 // storage read again from the device after gk_backend_synchronize, as a copy
 // of got's tbuf in *again (tbuf_free it), with the number of bytes that
 // differ from the first read in *differing; false (nothing read) otherwise.
+// A third read follows at once: reread_changing, the bytes where it differs
+// from the second (nonzero: the buffer's bytes change with nothing running
+// that writes it, or reads disagree).
+static size_t reread_changing;
 static inline bool device_reread(const argset *got, int k, tbuf *again, size_t *differing) {
   const tbuf *b = &got->b[k];
   int owner = -1;
@@ -162,16 +166,24 @@ static inline bool device_reread(const argset *got, int k, tbuf *again, size_t *
   }
   *differing = 0;
   for (size_t i = 0; i < total; i++) *differing += again->alloc[i] != b->alloc[i];
+  unsigned char *third = malloc(total);
+  reread_changing = 0;
+  if (gk_buffer_download(last_device_run.bufs[owner], 0, third, total) == GK_SUCCESS)
+    for (size_t i = 0; i < total; i++) reread_changing += third[i] != again->alloc[i];
+  free(third);
   return true;
 }
 
 // The words a failure message ends with after a second read (passes: the
 // failed check, made on the second read, passes).
 static inline void reread_note(char *buf, size_t n, size_t differing, bool passes) {
-  if (!differing) snprintf(buf, n, " (device run %d; read again after a wait: the same bytes)", device_runs);
+  char third[80] = "";
+  if (reread_changing) snprintf(third, sizeof third, "; a third read differs from it in %zu bytes", reread_changing);
+  if (!differing)
+    snprintf(buf, n, " (device run %d; read again after a wait: the same bytes%s)", device_runs, third);
   else
-    snprintf(buf, n, " (device run %d; read again after a wait: %zu bytes differ from the first read, and the check %s)",
-             device_runs, differing, passes ? "passes: the first read was stale" : "fails too");
+    snprintf(buf, n, " (device run %d; read again after a wait: %zu bytes differ from the first read, and the check %s%s)",
+             device_runs, differing, passes ? "passes: the first read was stale" : "fails too", third);
 }
 
 // Create a plan for d on backend `be` and run it on the tensors of s. On a
@@ -306,7 +318,7 @@ static inline void compare_outputs(const plan_roles *r, const gk_op_desc *d, con
     tol tl = r->tol_for ? r->tol_for(d, k, dt) : tol_of(dt);
     double e = tcompare(&cpu->b[k].t, &ref_out->b[k].t, tl, true);
     bool intact = tbuf_canaries_intact(&cpu->b[k]) && tbuf_canaries_intact(&ref_out->b[k]);
-    char note[200] = "";
+    char note[400] = "";
     tbuf again;
     size_t differing;
     if ((e > 1.0 || !intact) && device_reread(cpu, k, &again, &differing)) {

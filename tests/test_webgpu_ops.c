@@ -142,7 +142,7 @@ static void check_accumulate(const gk_op_desc *bwd, layout lay, const argset *s,
     tl.rtol *= 2;  // two roundings in 16 bits: of the reference's gradient and of the sum
     tl.atol *= 2;
     double r = tcompare(&o.b[k].t, &want.t, tl, false);
-    char note[200] = "";
+    char note[400] = "";
     tbuf again;
     size_t differing;
     if (r > 1.0 && device_reread(&o, k, &again, &differing)) {
@@ -169,7 +169,7 @@ static void check_repeatable(const gk_op_desc *d, const argset *in) {
     if (!in->have[k] || !is_output(d, k)) continue;
     bool same = tbits_equal(&runs[0].b[k].t, &runs[1].b[k].t);
     // (the second run's output read again: passes if it then equals the first run's)
-    char note[200] = "";
+    char note[400] = "";
     tbuf again;
     size_t differing;
     if (!same && device_reread(&runs[1], k, &again, &differing)) {
