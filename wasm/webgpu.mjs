@@ -295,9 +295,19 @@ export class WebGpuHost {
         const { id, offset, bytes } = msg.sync;
         const lo = offset - (offset % 4), hi = Math.ceil((offset + bytes) / 4) * 4;
         const staging = this.device.createBuffer({ size: Math.max(hi - lo, 4), usage: USAGE.MAP_READ | USAGE.COPY_DST });
-        this.commands().copyBufferToBuffer(this.buffers.get(id), lo, staging, 0, hi - lo);
-        this.flush();
+        // The copy's own errors (a range past the buffer) fail the read:
+        // uncaptured, they would leave the staging buffer's zeros as the bytes.
+        this.device.pushErrorScope('validation');
+        let copied;
+        try {
+          this.commands().copyBufferToBuffer(this.buffers.get(id), lo, staging, 0, hi - lo);
+          this.flush();
+        } finally {
+          copied = this.device.popErrorScope();
+        }
         await staging.mapAsync(MAP_READ);
+        const copyError = await copied;
+        if (copyError) this.error ??= `reading buffer ${id} (bytes ${offset} to ${offset + bytes}): ${copyError.message}`;
         if (!this.error) data.set(new Uint8Array(staging.getMappedRange(), offset - lo, bytes));
         staging.unmap();
         staging.destroy();
