@@ -299,41 +299,28 @@ GK_INLINE void FN(bwd_run)(const conv_job *j, int64_t row, int64_t t0, int64_t n
 
 // ---------------------------------------------------------------- lanes
 
-// out[i][c] = (first ? bias[c] : out[i][c]) + sum_{k<kb} w[k ws + c] xr[i+k][c],
-// i < n rows, c < nd lanes: LANES channels at a time, their kb weights held
-// in registers across the rows.
-GK_INLINE void FN(taps_lanes_k)(REAL *const *out, bool first, const REAL *bias, const REAL *const *xr,
-                                const REAL *w, int64_t ws, const int kb, int64_t n, int64_t nd) {
-  int64_t c = 0;
-  for (; c + LANES <= nd; c += LANES) {
-    FN(lanes) wv[KB], bv = {0}, s, xv;
-    for (int k = 0; k < kb; k++) LANES_AT(wv[k], w + k * ws + c);
-    if (first) LANES_AT(bv, bias + c);
-    for (int64_t i = 0; i < n; i++) {
-      if (first) s = bv;
-      else LANES_AT(s, out[i] + c);
-      for (int k = 0; k < kb; k++) {
-        LANES_AT(xv, xr[i + k] + c);
-        s += wv[k] * xv;
-      }
-      memcpy(out[i] + c, &s, sizeof s);
-    }
+// acc[i] = (first ? bias[i] : acc[i]) + sum_{k<kb} w[k ws + i] xr[k][i], i < n.
+GK_INLINE void FN(taps_lanes_k)(REAL *restrict acc, bool first, const REAL *bias, const REAL *const *xr,
+                                const REAL *w, int64_t ws, const int kb, int64_t n) {
+  const REAL *x[KB], *wk[KB];
+  for (int k = 0; k < kb; k++) {
+    x[k] = xr[k];
+    wk[k] = w + k * ws;
   }
-  for (; c < nd; c++)
-    for (int64_t i = 0; i < n; i++) {
-      REAL s = first ? bias[c] : out[i][c];
-      for (int k = 0; k < kb; k++) s += w[k * ws + c] * xr[i + k][c];
-      out[i][c] = s;
-    }
+  for (int64_t i = 0; i < n; i++) {
+    REAL s = first ? bias[i] : acc[i];
+    for (int k = 0; k < kb; k++) s += wk[k][i] * x[k][i];
+    acc[i] = s;
+  }
 }
 
-GK_INLINE void FN(taps_lanes)(REAL *const *out, bool first, const REAL *bias, const REAL *const *xr, const REAL *w,
-                              int64_t ws, int64_t kb, int64_t n, int64_t nd) {
+GK_INLINE void FN(taps_lanes)(REAL *restrict acc, bool first, const REAL *bias, const REAL *const *xr,
+                              const REAL *w, int64_t ws, int64_t kb, int64_t n) {
   switch (kb) {
-  case 1: FN(taps_lanes_k)(out, first, bias, xr, w, ws, 1, n, nd); break;
-  case 2: FN(taps_lanes_k)(out, first, bias, xr, w, ws, 2, n, nd); break;
-  case 3: FN(taps_lanes_k)(out, first, bias, xr, w, ws, 3, n, nd); break;
-  default: FN(taps_lanes_k)(out, first, bias, xr, w, ws, KB, n, nd); break;
+  case 1: FN(taps_lanes_k)(acc, first, bias, xr, w, ws, 1, n); break;
+  case 2: FN(taps_lanes_k)(acc, first, bias, xr, w, ws, 2, n); break;
+  case 3: FN(taps_lanes_k)(acc, first, bias, xr, w, ws, 3, n); break;
+  default: FN(taps_lanes_k)(acc, first, bias, xr, w, ws, KB, n); break;
   }
 }
 
@@ -355,13 +342,12 @@ GK_INLINE void FN(pre_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n
                              REAL *acc) {
   int64_t W = j->s.W, D = j->s.D;
   const REAL *wt = j->wt, *bias = (const REAL *)j->bias + d0;
-  REAL xbuf[(NT + KG + KB) * DB], *rows[NT + KG];
+  REAL xbuf[(NT + KG + KB) * DB];
   const REAL *xr[NT + KG + KB];
-  for (int64_t i = 0; i < n; i++) rows[i] = acc + i * DB;
   for (int64_t k0 = 0; k0 < W; k0 += KB) {
     int64_t kb = gk_min64(KB, W - k0);
     for (int64_t r = 0; r < n + kb - 1; r++) xr[r] = FN(xpad_line)(j, b, t0 + k0 + r, d0, nd, xbuf + r * DB);
-    FN(taps_lanes)(rows, k0 == 0, bias, xr, wt + k0 * D + d0, D, kb, n, nd);
+    for (int64_t i = 0; i < n; i++) FN(taps_lanes)(acc + i * DB, k0 == 0, bias, xr + i, wt + k0 * D + d0, D, kb, nd);
   }
 }
 
@@ -398,9 +384,10 @@ GK_INLINE void FN(dxpad_lanes)(const conv_job *j, int64_t b, int64_t p0, int64_t
     int64_t kg = gk_min64(KG, W - kw0), s = p0 - kw0 - kg + 1;
     FN(g_lanes)(j, b, s, n + kg - 1, d0, nd, g);
     for (int64_t r = 0; r < n + kg - 1; r++) gr[r] = g + r * DB;
-    for (int64_t q0 = 0; q0 < kg; q0 += KB)  // g row s + i + q pairs with w[kw0 + kg-1 - q]
-      FN(taps_lanes)(out, kw0 == 0 && q0 == 0, zero, gr + q0, wt + (kw0 + kg - 1 - q0) * D + d0, -D,
-                     gk_min64(KB, kg - q0), n, nd);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t q0 = 0; q0 < kg; q0 += KB)  // g row s + i + q pairs with w[kw0 + kg-1 - q]
+        FN(taps_lanes)(out[i], kw0 == 0 && q0 == 0, zero, gr + i + q0, wt + (kw0 + kg - 1 - q0) * D + d0, -D,
+                       gk_min64(KB, kg - q0), nd);
     if (!part || kw0 + kg < W) continue;
     // the last window starts at s = p0 - (W-1): g of the dx steps
     for (int64_t k0 = 0; k0 < W; k0 += KB) {
