@@ -26,6 +26,11 @@ const USAGE = { MAP_READ: 1, COPY_SRC: 4, COPY_DST: 8, UNIFORM: 64, STORAGE: 128
 const MAP_READ = 1;
 const PARAM_SLOT = 256;   // bytes per dispatch's uniform parameters (>= minUniformBufferOffsetAlignment)
 const TIMED_PASSES = 2048; // compute passes a timestamp query set covers (two queries each: maxQuerySetSize 4096)
+// A worker posts its queued commands to the device thread once they hold
+// this many dispatches or bytes to upload (or with a read or a wait): each
+// message costs a postMessage, a command encoder, error scopes and a queue
+// submit, which for small ops cost more than the GPU's work.
+const POST_DISPATCHES = 32, POST_BYTES = 1 << 20;
 const TIME_RECORD = 24;    // bytes of a kernel time the C side reads: u32 pipeline, u32 0, f64 begin, f64 end (ns)
 // The device limits the C side reads, in the order of src/webgpu/webgpu.h
 // (followed there by the words of FEATURES and the subgroup sizes).
@@ -364,6 +369,7 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
   const noTimestamps = () => !link ? reason : link.limits[LIMITS.length] & 2 ? null
     : 'no timestamp-query on this adapter';
   let batch = [];
+  let batchDispatches = 0, batchBytes = 0;  // what `batch` holds: submit() posts it past POST_DISPATCHES or POST_BYTES
   let timing = false;                // timing(1) was called
   let timedSince = 0;                // dispatches issued since, whose times are not yet taken
   // pipeline id -> "family.entry" (pipeline_label) or its entry point; kept
@@ -373,6 +379,7 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
   const post = (sync) => {
     link.post({ gkWebgpu: true, batch, sync, control: link.control.buffer, data: shared });
     batch = [];
+    batchDispatches = batchBytes = 0;
   };
   // Post the batch with a request and sleep until the device thread answers:
   // the status; a failure's text is written to (message, cap).
@@ -401,7 +408,10 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
     },
     buffer_create(id, size) { batch.push(['create', id, size]); },
     buffer_destroy(id) { batch.push(['destroy', id]); },
-    buffer_write(id, offset, src, size) { batch.push(['write', id, offset, bytes().slice(src, src + size)]); },
+    buffer_write(id, offset, src, size) {
+      batch.push(['write', id, offset, bytes().slice(src, src + size)]);
+      batchBytes += size;
+    },
     buffer_copy(src, srcOffset, dst, dstOffset, size) { batch.push(['copy', src, srcOffset, dst, dstOffset, size]); },
     buffer_read(id, offset, dst, size, message, cap) {
       const status = request({ op: 'read', id, offset, bytes: size }, size, message, cap);
@@ -425,9 +435,13 @@ export function webgpuImports(memory, link, reason = 'no WebGPU device was hande
       const records = Array.from(new Uint32Array(memory().buffer, bindings, nbindings * 4));
       if (timing) timedSince++;
       batch.push(['dispatch', pipeline, records, bytes().slice(params, params + paramBytes), x, y]);
+      batchDispatches++;
     },
+    // The end of an op: the batch goes to the device thread once it holds
+    // enough work to be worth a message and a queue submit there; until
+    // then ops join it, and a read, a wait or timing posts it with them.
     submit() {
-      if (batch.length) post(null);
+      if (batchDispatches >= POST_DISPATCHES || batchBytes >= POST_BYTES) post(null);
     },
     wait(message, cap) { return request({ op: 'wait' }, 0, message, cap); },
     // Time the dispatches from now on (on: 1) or not; the C side checks

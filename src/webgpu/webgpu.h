@@ -65,7 +65,9 @@ typedef struct wg_binding {
 GK_WEBGPU_IMPORT(dispatch)
 void gkwg_dispatch(uint32_t pipeline, const wg_binding *bindings, uint32_t nbindings, const void *params,
                    uint32_t params_bytes, uint32_t groups_x, uint32_t groups_y);
-// Hand what was queued to the host (it runs it without this side waiting).
+// The end of an op: the host runs what was queued, without this side
+// waiting (it may hold small ops back to post them with later ones, or
+// with the next read or wait).
 GK_WEBGPU_IMPORT(submit) void gkwg_submit(void);
 // Wait for everything queued: 0, or 1 with the device's error in `message`.
 GK_WEBGPU_IMPORT(wait) int32_t gkwg_wait(char *message, uint32_t cap);
