@@ -11,7 +11,10 @@
 // on this adapter ..." first where the device lacks it; --plain-reductions:
 // the plain row reductions where the device has subgroups (to compare
 // them); --repeat N: the best of N batches of runs, each timed by itself
-// (for a loaded machine); other arguments: run only the cases so named.
+// (for a loaded machine); --large: 16x the elements (matrices of 1024 and
+// 2048, rows of 4096 x 4096, 16M activations: for a real GPU, where the
+// default sizes finish in about what a submit costs); other arguments: run
+// only the cases so named.
 #include "gradkern.h"
 #include "webgpu/webgpu.h"
 
@@ -23,6 +26,7 @@
 #include <time.h>
 
 static bool timed;  // --timestamps, and the device has timestamp-query
+static bool large;  // --large
 static int repeats = 1;  // --repeat N
 static char **only; // the case names asked for (NULL: all)
 static int nonly;
@@ -177,6 +181,7 @@ int main(int argc, char **argv) {
     else if (argv[a][0] != '-') only[nonly++] = argv[a];
     if (!strcmp(argv[a], "--repeat") && a + 1 < argc) repeats = atoi(argv[++a]);
     if (!strcmp(argv[a], "--plain-reductions")) gk_webgpu_test_plain_reductions(true);
+    if (!strcmp(argv[a], "--large")) large = true;
     if (strcmp(argv[a], "--timestamps")) continue;
     timed = gk_webgpu_timing(1) == GK_SUCCESS;
     if (!timed) printf("# %s\n", gk_last_error());
@@ -184,20 +189,21 @@ int main(int argc, char **argv) {
   for (int dir = 0; dir < 2; dir++) {
     const char *suffix = dir ? "_bwd" : "";
     char name[64];
-    for (int64_t s = 256; s <= 512; s *= 2) {
+    int64_t side = large ? 4096 : 1024, flat = large ? 1 << 24 : 1 << 20, rows[2] = {side, side};
+    const char *flat_name = large ? "16M" : "1M";
+    for (int64_t s = side / 4; s <= side / 2; s *= 2) {
       int64_t shape[2] = {s, s};
       gk_op_desc d = desc(GK_OP_MATMUL, (gk_direction)dir, 2, shape);
       snprintf(name, sizeof name, "matmul_%lld%s", (long long)s, suffix);
       bad |= time_case(name, d, 10);
     }
-    int64_t rows[2] = {1024, 1024}, flat = 1 << 20;
-    snprintf(name, sizeof name, "softmax_1024x1024%s", suffix);
+    snprintf(name, sizeof name, "softmax_%lldx%lld%s", (long long)side, (long long)side, suffix);
     bad |= time_case(name, desc(GK_OP_SOFTMAX, (gk_direction)dir, 2, rows), 10);
     // Backward from the output y (act.from_output), as torch's autograd
     // runs it; tfjs's sigmoid side takes the output too (dv * sv * (1 - sv)).
     const gk_op acts[] = {GK_OP_RELU, GK_OP_SIGMOID};
     for (int a = 0; a < 2; a++) {
-      snprintf(name, sizeof name, "%s_1M%s", gk_op_name(acts[a]), suffix);
+      snprintf(name, sizeof name, "%s_%s%s", gk_op_name(acts[a]), flat_name, suffix);
       gk_op_desc act = desc(acts[a], (gk_direction)dir, 1, &flat);
       act.act.from_output = dir;
       bad |= time_case(name, act, 10);
@@ -205,10 +211,10 @@ int main(int argc, char **argv) {
     gk_op_desc add = desc(GK_OP_ADD, (gk_direction)dir, 1, &flat);
     add.binary.b_rank = 1;
     add.binary.b_shape[0] = flat;
-    snprintf(name, sizeof name, "add_1M%s", suffix);
+    snprintf(name, sizeof name, "add_%s%s", flat_name, suffix);
     bad |= time_case(name, add, 10);
     gk_op_desc ln = desc(GK_OP_LAYERNORM, (gk_direction)dir, 2, rows);
-    snprintf(name, sizeof name, "layernorm_1024x1024%s", suffix);
+    snprintf(name, sizeof name, "layernorm_%lldx%lld%s", (long long)side, (long long)side, suffix);
     bad |= time_case(name, ln, 10);
   }
   return bad;
