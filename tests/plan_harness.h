@@ -20,6 +20,7 @@
 typedef struct argset {
   tbuf b[GK_ARG_COUNT_];
   bool have[GK_ARG_COUNT_];
+  bool input_only[GK_ARG_COUNT_];  // the run only reads it (plan_build's inputs); false: may be written
 } argset;
 
 static inline void argset_free(argset *s) {
@@ -191,7 +192,10 @@ static inline void reread_note(char *buf, size_t n, size_t differing, bool passe
 // buffer of the backend (tensors sharing storage share the buffer), the
 // plan runs there, and the storage is copied back, so outputs and canaries
 // read as after a host run; the buffers are kept until the next run
-// (last_device_run).
+// (last_device_run). A storage that only inputs use (input_only) is read
+// back into scratch and checked unchanged instead: the kernel must not
+// write it, and a wrong read of it then fails this run alone rather than
+// the later checks that reuse the inputs.
 static inline gk_status run_desc(const gk_op_desc *d, gk_backend be, const argset *s) {
   device_run_release();
   gk_op_desc dd = *d;
@@ -232,17 +236,30 @@ static inline gk_status run_desc(const gk_op_desc *d, gk_backend be, const argse
     w = ws_alloc(ws);
   }
   if (st == GK_SUCCESS) st = gk_plan_run(plan, args, n, w, ws);
-  for (int k = 0; k < GK_ARG_COUNT_; k++)
-    if (owner[k]) {
-      gk_status down = gk_buffer_download(bufs[k], 0, s->b[k].alloc, s->b[k].bytes + 2 * GUARD);
-      if (st == GK_SUCCESS) st = down;
+  if (dev != GK_DEVICE_CPU) device_runs++;
+  for (int k = 0; k < GK_ARG_COUNT_; k++) {
+    if (!owner[k]) continue;
+    size_t total = s->b[k].bytes + 2 * GUARD;
+    bool read_only = true;
+    for (int j = k; j < GK_ARG_COUNT_; j++)
+      if (s->have[j] && s->b[j].alloc == s->b[k].alloc) read_only &= s->input_only[j];
+    unsigned char *scratch = read_only ? malloc(total) : NULL, *dst = scratch ? scratch : s->b[k].alloc;
+    gk_status down = gk_buffer_download(bufs[k], 0, dst, total);
+    if (st == GK_SUCCESS) st = down;
+    if (scratch && down == GK_SUCCESS) {
+      size_t changed = 0;
+      for (size_t i = 0; i < total; i++) changed += dst[i] != s->b[k].alloc[i];
+      check(!changed, "%s %s on %s (device run %d): input %s reads back changed in %zu of %zu bytes",
+            gk_op_name(d->op), d->direction == GK_FORWARD ? "forward" : "backward", gk_backend_name(be),
+            device_runs, gk_arg_name((gk_arg_kind)k), changed, total);
     }
+    free(scratch);
+  }
   if (dev == GK_DEVICE_CPU) {
     free(w);
     gk_plan_destroy(plan);
     return st;
   }
-  device_runs++;
   for (int k = 0; k < GK_ARG_COUNT_; k++)
     if (owner[k]) {
       last_device_run.bufs[k] = bufs[k];
@@ -283,6 +300,7 @@ static inline bool plan_build(const plan_roles *r, const gk_op_desc *d, layout l
     s->b[k] = tbuf_make(r->dtype_of(d, k), rank, shape, plan_layout(r, k, lay));
     s->have[k] = true;
     if (r->is_output(d, k)) continue;
+    s->input_only[k] = true;
     if (from && from->have[k]) tcopy_values(&s->b[k].t, &from->b[k].t);
     else r->fill(d, &s->b[k].t, k);
   }
