@@ -8,7 +8,8 @@
 //   worker (gradkern.wasm)                        device thread (WebGpuHost)
 //   buffer/pipeline create, write, copy,
 //   dispatch: appended to a batch, no waiting
-//   submit (end of each op): post the batch  -->  runs the batch in order
+//   submit (end of an op): post the batch    -->  runs the batch in order
+//   once it holds 32 dispatches or 1 MiB
 //   read / wait: post the batch and a request,
 //   Atomics.wait on a SharedArrayBuffer      <--  answers, Atomics.notify
 //

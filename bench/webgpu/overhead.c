@@ -2,7 +2,8 @@
 // forward of n elements, run on device buffers (built for WebAssembly by
 // make wasm; run with node tests/wasm/webgpu_ops.mjs build/wasm/tests/webgpu_overhead.wasm).
 //   issue:       the C and worker side of a run (plan_run: staging and
-//                dispatch commands, posted to the device thread), not waiting
+//                dispatch commands queued, posted to the device thread
+//                every 32 dispatches), not waiting
 //   queued:      runs issued back to back, one wait at the end, time per run
 //                (the device thread's WebGPU calls and the GPU's work included)
 //   round trip:  each run followed by gk_backend_synchronize
