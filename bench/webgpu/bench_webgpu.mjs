@@ -11,10 +11,11 @@
 // (its gradient registry does not load under Node's ES modules).
 // --repeat N: each side's time is the best of N batches of 10 runs (on a
 // real GPU, whose times over a few milliseconds of work vary from batch to
-// batch). --large: 16x the elements (matrices of 1024 and 2048, rows of 4096 x 4096,
-// 16M activations), for a real GPU, where the default sizes take about
-// what a submit costs. --gpu-times: also gradkern's GPU time per run (the sum of its dispatches'
-// timestamp-query times) next to its wall time, where the adapter has the
+// batch). --large: 16x the elements (matrices of 1024 and 2048, rows of
+// 4096 x 4096, 16M activations), for a real GPU, where the default sizes
+// take about what a submit costs. --gpu-times: also gradkern's GPU time per
+// run (the sum of its dispatches' timestamp-query times) next to its wall
+// time, where the adapter has the
 // feature (Dawn's Vulkan backend; not its OpenGL ES one: the table then
 // says so); off by default, as timing costs.
 //

@@ -186,11 +186,11 @@ int main(int argc, char **argv) {
     timed = gk_webgpu_timing(1) == GK_SUCCESS;
     if (!timed) printf("# %s\n", gk_last_error());
   }
+  int64_t side = large ? 4096 : 1024, flat = large ? 1 << 24 : 1 << 20, rows[2] = {side, side};
+  const char *flat_name = large ? "16M" : "1M";
   for (int dir = 0; dir < 2; dir++) {
     const char *suffix = dir ? "_bwd" : "";
     char name[64];
-    int64_t side = large ? 4096 : 1024, flat = large ? 1 << 24 : 1 << 20, rows[2] = {side, side};
-    const char *flat_name = large ? "16M" : "1M";
     for (int64_t s = side / 4; s <= side / 2; s *= 2) {
       int64_t shape[2] = {s, s};
       gk_op_desc d = desc(GK_OP_MATMUL, (gk_direction)dir, 2, shape);

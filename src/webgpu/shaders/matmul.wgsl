@@ -19,10 +19,10 @@
 // k and b's and c's along j in whole vec4s (column strides 1; K, N, row and
 // batch strides and offsets multiples of 4: kernels.c), reads and writes
 // them by vec4s, with one bounds check per vec4: the same tiles, sums and
-// order. With carry,
-// each output's sum starts from c's value instead of 0 (a product whose
-// k range was split into pieces: piece after piece continues the sums the
-// one before left in c, the same additions in the same order as one run).
+// order. With carry, each output's sum starts from c's value instead of 0
+// (a product whose k range was split into pieces: piece after piece
+// continues the sums the one before left in c, the same additions in the
+// same order as one run).
 //   column_sum: dbias[j] (+)= sum_i dy[i, j], one workgroup per column.
 struct Params {
   a: u32, b: u32, c: u32, bias: u32, M: u32, N: u32, K: u32, batches: u32,
@@ -107,30 +107,28 @@ fn product_tile(wid: vec3u, nwg: vec3u, lid: u32, by_vec4: bool) {
     for (var k0 = 0u; k0 < p.K; k0 += DEPTH) {
       for (var q = 0u; q < DEPTH / 8u; q++) {  // 8 DEPTH vec4s of a and of b, 4 per invocation
         let e = lid + q * 64u;
-        let ia = i0 + e / (DEPTH / 4u);
-        let ka = k0 + e % (DEPTH / 4u) * 4u;
-        let kb_ = k0 + e / 8u;
-        let jb = j0 + e % 8u * 4u;
+        // Which vec4 of each tile this invocation fills: neighbouring
+        // invocations along a row (a along k, b along j), or, for an
+        // operand transposed in memory, down a column, along its contiguous
+        // dimension (a along i: a transposed A, dy^T; b along k: W^T, a
+        // transposed B), so that their scalar loads coalesce on a GPU.
+        // product_vec4's operands are never transposed (column strides 1).
+        let row_a = select(e / (DEPTH / 4u), e % TILE, a_along_i);
+        let k4_a = select(e % (DEPTH / 4u), e / TILE, a_along_i);
+        let row_b = select(e / 8u, e % DEPTH, b_along_k);
+        let j4_b = select(e % 8u, e / DEPTH, b_along_k);
+        let i = i0 + row_a;
+        let k = k0 + k4_a * 4u;
+        let kk = k0 + row_b;
+        let j = j0 + j4_b * 4u;
         if (by_vec4) {
-          let a4 = m4[(a_base + ia * p.a_rs + ka) / 4u];
-          tile_a[e / (DEPTH / 4u)][e % (DEPTH / 4u)] = select(vec4f(0.0), a4, ia < p.M && ka < p.K);
-          let b4 = m4[(b_base + kb_ * p.b_rs + jb) / 4u];
-          tile_b[e / 8u][e % 8u] = select(vec4f(0.0), b4, kb_ < p.K && jb < p.N);
+          let a4 = m4[(a_base + i * p.a_rs + k) / 4u];
+          tile_a[row_a][k4_a] = select(vec4f(0.0), a4, i < p.M && k < p.K);
+          let b4 = m4[(b_base + kk * p.b_rs + j) / 4u];
+          tile_b[row_b][j4_b] = select(vec4f(0.0), b4, kk < p.K && j < p.N);
         } else {
-          // Neighbouring invocations take neighbouring elements of an
-          // operand's contiguous dimension where it has one: a along i
-          // (a transposed A, dy^T), b along k (W^T, a transposed B), so
-          // that their loads coalesce on a GPU.
-          let row_a = select(e / (DEPTH / 4u), e % TILE, a_along_i);
-          let k4_a = select(e % (DEPTH / 4u), e / TILE, a_along_i);
-          let i = i0 + row_a;
-          let k = k0 + k4_a * 4u;
           tile_a[row_a][k4_a] = vec4f(load_a(a_base, i, k), load_a(a_base, i, k + 1u), load_a(a_base, i, k + 2u),
                                       load_a(a_base, i, k + 3u));
-          let row_b = select(e / 8u, e % DEPTH, b_along_k);
-          let j4_b = select(e % 8u, e / DEPTH, b_along_k);
-          let kk = k0 + row_b;
-          let j = j0 + j4_b * 4u;
           tile_b[row_b][j4_b] = vec4f(load_b(b_base, kk, j), load_b(b_base, kk, j + 1u), load_b(b_base, kk, j + 2u),
                                       load_b(b_base, kk, j + 3u));
         }
