@@ -299,28 +299,84 @@ GK_INLINE void FN(bwd_run)(const conv_job *j, int64_t row, int64_t t0, int64_t n
 
 // ---------------------------------------------------------------- lanes
 
-// acc[i] = (first ? bias[i] : acc[i]) + sum_{k<kb} w[k ws + i] xr[k][i], i < n.
-GK_INLINE void FN(taps_lanes_k)(REAL *restrict acc, bool first, const REAL *bias, const REAL *const *xr,
-                                const REAL *w, int64_t ws, const int kb, int64_t n) {
-  const REAL *x[KB], *wk[KB];
-  for (int k = 0; k < kb; k++) {
-    x[k] = xr[k];
-    wk[k] = w + k * ws;
-  }
+// Lane loops walk columns: LANES channels of a block (the last column may
+// be cut to cnt) down the rows of a tile, the weights of a tap block (or
+// the dweight sums) in registers. Each element's sum still runs in the
+// order of the taps, and of the rows.
+
+// v = the cnt (<= LANES) elements at p, the lanes past cnt 0; and back.
+GK_INLINE void FN(lanes_in)(FN(lanes) *v, const REAL *p, int cnt) {
+  if (cnt < LANES) *v = (FN(lanes)){0};
+  memcpy(v, p, (size_t)cnt * sizeof(REAL));
+}
+GK_INLINE void FN(lanes_out)(REAL *p, const FN(lanes) *v, int cnt) { memcpy(p, v, (size_t)cnt * sizeof(REAL)); }
+
+// out[i][c..c+cnt) = (first ? bias : out[i]) + sum_{k<kb} w[k ws] xr[i+k], i < n.
+GK_INLINE void FN(taps_col)(REAL *const *out, int64_t c, bool first, const REAL *bias, const REAL *const *xr,
+                            const REAL *w, int64_t ws, const int kb, int64_t n, const int cnt) {
+  FN(lanes) wk[KB], s, xv;
+  for (int k = 0; k < kb; k++) FN(lanes_in)(&wk[k], w + k * ws + c, cnt);
   for (int64_t i = 0; i < n; i++) {
-    REAL s = first ? bias[i] : acc[i];
-    for (int k = 0; k < kb; k++) s += wk[k][i] * x[k][i];
-    acc[i] = s;
+    FN(lanes_in)(&s, first ? bias + c : out[i] + c, cnt);
+    for (int k = 0; k < kb; k++) {
+      FN(lanes_in)(&xv, xr[i + k] + c, cnt);
+      s += wk[k] * xv;
+    }
+    FN(lanes_out)(out[i] + c, &s, cnt);
   }
 }
 
-GK_INLINE void FN(taps_lanes)(REAL *restrict acc, bool first, const REAL *bias, const REAL *const *xr,
-                              const REAL *w, int64_t ws, int64_t kb, int64_t n) {
+// taps_col over the channels c < nd, kb (1 .. KB) a constant.
+GK_INLINE void FN(taps_cols_k)(REAL *const *out, bool first, const REAL *bias, const REAL *const *xr, const REAL *w,
+                               int64_t ws, const int kb, int64_t n, int64_t nd) {
+  int64_t c = 0;
+  for (; c + LANES <= nd; c += LANES) FN(taps_col)(out, c, first, bias, xr, w, ws, kb, n, LANES);
+  if (c < nd) FN(taps_col)(out, c, first, bias, xr, w, ws, kb, n, (int)(nd - c));
+}
+
+GK_INLINE void FN(taps_cols)(REAL *const *out, bool first, const REAL *bias, const REAL *const *xr, const REAL *w,
+                             int64_t ws, int64_t kb, int64_t n, int64_t nd) {
   switch (kb) {
-  case 1: FN(taps_lanes_k)(acc, first, bias, xr, w, ws, 1, n); break;
-  case 2: FN(taps_lanes_k)(acc, first, bias, xr, w, ws, 2, n); break;
-  case 3: FN(taps_lanes_k)(acc, first, bias, xr, w, ws, 3, n); break;
-  default: FN(taps_lanes_k)(acc, first, bias, xr, w, ws, KB, n); break;
+  case 1: FN(taps_cols_k)(out, first, bias, xr, w, ws, 1, n, nd); break;
+  case 2: FN(taps_cols_k)(out, first, bias, xr, w, ws, 2, n, nd); break;
+  case 3: FN(taps_cols_k)(out, first, bias, xr, w, ws, 3, n, nd); break;
+  default: FN(taps_cols_k)(out, first, bias, xr, w, ws, KB, n, nd); break;
+  }
+}
+
+// part[k D][c..c+cnt) += sum_{i<n} g[i DB] xr[i+k], k < kb; with kb = 0,
+// part[0][c..c+cnt) += sum_{i<n} g[i DB] (rows in order).
+GK_INLINE void FN(dots_col)(REAL *part, int64_t D, int64_t c, const REAL *g, const REAL *const *xr, const int kb,
+                            int64_t n, const int cnt) {
+  FN(lanes) acc[KB], gv, xv;
+  for (int k = 0; k < (kb ? kb : 1); k++) FN(lanes_in)(&acc[k], part + k * D + c, cnt);
+  for (int64_t i = 0; i < n; i++) {
+    FN(lanes_in)(&gv, g + i * DB + c, cnt);
+    if (!kb) acc[0] += gv;
+    for (int k = 0; k < kb; k++) {
+      FN(lanes_in)(&xv, xr[i + k] + c, cnt);
+      acc[k] += gv * xv;
+    }
+  }
+  for (int k = 0; k < (kb ? kb : 1); k++) FN(lanes_out)(part + k * D + c, &acc[k], cnt);
+}
+
+GK_INLINE void FN(dots_cols_k)(REAL *part, int64_t D, const REAL *g, const REAL *const *xr, const int kb, int64_t n,
+                               int64_t nd) {
+  int64_t c = 0;
+  for (; c + LANES <= nd; c += LANES) FN(dots_col)(part, D, c, g, xr, kb, n, LANES);
+  if (c < nd) FN(dots_col)(part, D, c, g, xr, kb, n, (int)(nd - c));
+}
+
+// dots_cols_k with kb (0 .. KB) a constant.
+GK_INLINE void FN(dots_cols)(REAL *part, int64_t D, const REAL *g, const REAL *const *xr, int64_t kb, int64_t n,
+                             int64_t nd) {
+  switch (kb) {
+  case 0: FN(dots_cols_k)(part, D, g, xr, 0, n, nd); break;
+  case 1: FN(dots_cols_k)(part, D, g, xr, 1, n, nd); break;
+  case 2: FN(dots_cols_k)(part, D, g, xr, 2, n, nd); break;
+  case 3: FN(dots_cols_k)(part, D, g, xr, 3, n, nd); break;
+  default: FN(dots_cols_k)(part, D, g, xr, KB, n, nd); break;
   }
 }
 
@@ -342,12 +398,13 @@ GK_INLINE void FN(pre_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n
                              REAL *acc) {
   int64_t W = j->s.W, D = j->s.D;
   const REAL *wt = j->wt, *bias = (const REAL *)j->bias + d0;
-  REAL xbuf[(NT + KG + KB) * DB];
+  REAL xbuf[(NT + KG + KB) * DB], *out[NT + KG];
   const REAL *xr[NT + KG + KB];
+  for (int64_t i = 0; i < n; i++) out[i] = acc + i * DB;
   for (int64_t k0 = 0; k0 < W; k0 += KB) {
     int64_t kb = gk_min64(KB, W - k0);
     for (int64_t r = 0; r < n + kb - 1; r++) xr[r] = FN(xpad_line)(j, b, t0 + k0 + r, d0, nd, xbuf + r * DB);
-    for (int64_t i = 0; i < n; i++) FN(taps_lanes)(acc + i * DB, k0 == 0, bias, xr + i, wt + k0 * D + d0, D, kb, nd);
+    FN(taps_cols)(out, k0 == 0, bias, xr, wt + k0 * D + d0, D, kb, n, nd);
   }
 }
 
@@ -384,23 +441,17 @@ GK_INLINE void FN(dxpad_lanes)(const conv_job *j, int64_t b, int64_t p0, int64_t
     int64_t kg = gk_min64(KG, W - kw0), s = p0 - kw0 - kg + 1;
     FN(g_lanes)(j, b, s, n + kg - 1, d0, nd, g);
     for (int64_t r = 0; r < n + kg - 1; r++) gr[r] = g + r * DB;
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t q0 = 0; q0 < kg; q0 += KB)  // g row s + i + q pairs with w[kw0 + kg-1 - q]
-        FN(taps_lanes)(out[i], kw0 == 0 && q0 == 0, zero, gr + i + q0, wt + (kw0 + kg - 1 - q0) * D + d0, -D,
-                       gk_min64(KB, kg - q0), nd);
+    for (int64_t q0 = 0; q0 < kg; q0 += KB)  // g row s + i + q pairs with w[kw0 + kg-1 - q]
+      FN(taps_cols)(out, kw0 == 0 && q0 == 0, zero, gr + q0, wt + (kw0 + kg - 1 - q0) * D + d0, -D,
+                    gk_min64(KB, kg - q0), n, nd);
     if (!part || kw0 + kg < W) continue;
     // the last window starts at s = p0 - (W-1): g of the dx steps
     for (int64_t k0 = 0; k0 < W; k0 += KB) {
       int64_t kb = gk_min64(KB, W - k0);
       for (int64_t r = 0; r < n + kb - 1; r++) xr[r] = FN(xpad_line)(j, b, s + k0 + r, d0, nd, xbuf + r * DB);
-      for (int64_t k = 0; k < kb; k++) {
-        REAL *pk = part + (k0 + k) * D;
-        for (int64_t i = 0; i < n; i++)
-          for (int64_t c = 0; c < nd; c++) pk[c] += g[i * DB + c] * xr[i + k][c];
-      }
+      FN(dots_cols)(part + k0 * D, D, g, xr, kb, n, nd);
     }
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t c = 0; c < nd; c++) part[W * D + c] += g[i * DB + c];
+    FN(dots_cols)(part + W * D, D, g, NULL, 0, n, nd);
   }
   const gk_tensor *dfs = j->a[GK_ARG_DFINAL_STATE];
   for (int64_t p = p0 > L ? p0 : L; dfs && p < p0 + n; p++) {
