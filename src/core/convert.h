@@ -50,6 +50,17 @@ GK_INLINE uint16_t gk_f32_to_bf16_inline(float x) {
   return (uint16_t)((rounded & ~nan) | (quiet & nan));
 }
 
+// 16 f32 values narrowed to bf16 as vector operations: the steps of
+// gk_f32_to_bf16_inline on every lane, the same bits.
+GK_INLINE void gk_f32x16_to_bf16(const float *v, uint16_t *p) {
+  gk_u32x16 u;
+  memcpy(&u, v, sizeof u);
+  gk_u32x16 nan = (gk_u32x16)((u & 0x7fffffffu) > 0x7f800000u);
+  gk_u32x16 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
+  gk_u16x16 h = __builtin_convertvector((rounded & ~nan) | (quiet & nan), gk_u16x16);
+  memcpy(p, &h, sizeof h);
+}
+
 GK_INLINE float gk_f16_to_f32_inline(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
   uint32_t scaled = gk_cvt_bits(gk_cvt_float(em << 13) * 5.192296858534828e33f);  // 2^112

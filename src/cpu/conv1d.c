@@ -21,6 +21,7 @@
 // they apply SiLU / SiLU': rows of one 4 KiB page each (f32, L = 1024)
 // would otherwise restart the hardware prefetcher at every row.
 #include "../core/act_math.h"
+#include "../core/convert.h"
 #include "../ops/conv1d.h"
 
 #include <string.h>
@@ -61,6 +62,7 @@ typedef struct conv_job {
   const gk_tensor *const *a;
   gk_conv_dims s;
   bool cl, silu;
+  bool lanes16;                  // channel-last bf16, x and y / x, dy and dx contiguous
   conv_rows x, y, dy, dx;
   int64_t row_len;               // L (runs) or D (lanes)
   int64_t ntiles;                // tiles per sequence: ceil(L / (TILE or NT)), 1 when L = 0
@@ -129,6 +131,8 @@ static conv_job job_of(const gk_plan *plan, const gk_tensor *const *a, void *ws)
     j.y = rows_of(a[GK_ARG_Y]);
     j.dy = rows_of(a[GK_ARG_DY]);
     j.dx = rows_of(a[GK_ARG_DX]);
+    bool outs = d->direction == GK_FORWARD ? j.y.half != NULL : j.dy.half && j.dx.half;
+    j.lanes16 = j.cl && d->dtype == GK_BF16 && j.x.half && outs;
   }
   if (ws) {
     char *p = ws;

@@ -299,132 +299,212 @@ GK_INLINE void FN(bwd_run)(const conv_job *j, int64_t row, int64_t t0, int64_t n
 
 // ---------------------------------------------------------------- lanes
 
-// Lane loops walk columns: LANES channels of a block (the last column may
-// be cut to cnt) down the rows of a tile, the weights of a tap block (or
-// the dweight sums) in registers. Each element's sum still runs in the
-// order of the taps, and of the rows.
+// Lane loops walk columns: LANES channels of a block down the rows of a
+// tile, with the weights of a block of KB taps (or the dweight sums) in
+// registers. Every tap block runs KB taps: the taps past the width have a
+// zero weight and read a zero row, adding +0 (which only turns a -0 sum
+// into +0); every element's sum runs in the order of the taps and of the
+// rows. A column cut short by the block's end (its last cnt < LANES
+// channels) runs the same loop on copies of its rows padded to LANES.
+//
+// h (a constant; 1 only in the f32 instance, when conv_job.lanes16): the
+// rows of x and dy are bf16 read in place, each column widened to REAL in
+// registers, and y or dx is rounded to bf16 column by column from the
+// tile's REAL sums as it is stored. Otherwise x and dy rows are REAL: in
+// place when flat, else converted into row buffers, like y and dx.
 
 // v = the cnt (<= LANES) elements at p, the lanes past cnt 0; and back.
+// (A whole vector is one fixed-size copy: a load or store.)
 GK_INLINE void FN(lanes_in)(FN(lanes) *v, const REAL *p, int cnt) {
-  if (cnt < LANES) *v = (FN(lanes)){0};
+  if (cnt == LANES) {
+    memcpy(v, p, sizeof *v);
+    return;
+  }
+  *v = (FN(lanes)){0};
   memcpy(v, p, (size_t)cnt * sizeof(REAL));
 }
-GK_INLINE void FN(lanes_out)(REAL *p, const FN(lanes) *v, int cnt) { memcpy(p, v, (size_t)cnt * sizeof(REAL)); }
+GK_INLINE void FN(lanes_out)(REAL *p, const FN(lanes) *v, int cnt) {
+  if (cnt == LANES) memcpy(p, v, sizeof *v);
+  else memcpy(p, v, (size_t)cnt * sizeof(REAL));
+}
 
-// out[i][c..c+cnt) = (first ? bias : out[i]) + sum_{k<kb} w[k ws] xr[i+k], i < n.
-GK_INLINE void FN(taps_col)(REAL *const *out, int64_t c, bool first, const REAL *bias, const REAL *const *xr,
-                            const REAL *w, int64_t ws, const int kb, int64_t n, const int cnt) {
-  FN(lanes) wk[KB], s, xv;
-  for (int k = 0; k < kb; k++) FN(lanes_in)(&wk[k], w + k * ws + c, cnt);
+// v = LANES elements of row r from element c (REAL, or bf16 with h).
+GK_INLINE void FN(col_in)(FN(lanes) *v, const void *r, int64_t c, const int h) {
+#if HALF_ROWS
+  if (h) {
+    gk_bf16x16_to_f32((const uint16_t *)r + c, (float *)v);
+    return;
+  }
+#endif
+  memcpy(v, (const REAL *)r + c, sizeof *v);
+}
+
+// q (LANES elements of es bytes) = elements c .. c+cnt of row, zero padded.
+GK_INLINE void *FN(cut_row)(void *q, const void *row, int64_t c, int cnt, size_t es) {
+  memset(q, 0, LANES * es);
+  return memcpy(q, (const char *)row + c * es, (size_t)cnt * es);
+}
+
+// One column of out[i] = (first ? bias : out[i]) + sum_{k<kb} w[k ws] xr[i+k],
+// i < n: rows from element c; w and bias at the column's first channel,
+// cnt of their elements real.
+GK_INLINE void FN(taps_col)(REAL *const *out, int64_t c, bool first, const REAL *bias, const void *const *xr,
+                            const REAL *w, int64_t ws, int64_t kb, int64_t n, int cnt, const int h) {
+  FN(lanes) wk[KB], b0 = {0}, s, xv;
+  for (int k = 0; k < KB; k++) {
+    wk[k] = (FN(lanes)){0};
+    if (k < kb) FN(lanes_in)(&wk[k], w + k * ws, cnt);
+  }
+  if (first) FN(lanes_in)(&b0, bias, cnt);
   for (int64_t i = 0; i < n; i++) {
-    FN(lanes_in)(&s, first ? bias + c : out[i] + c, cnt);
-    for (int k = 0; k < kb; k++) {
-      FN(lanes_in)(&xv, xr[i + k] + c, cnt);
+    if (first) s = b0;
+    else memcpy(&s, out[i] + c, sizeof s);
+    for (int k = 0; k < KB; k++) {
+      FN(col_in)(&xv, xr[i + k], c, h);
       s += wk[k] * xv;
     }
-    FN(lanes_out)(out[i] + c, &s, cnt);
+    memcpy(out[i] + c, &s, sizeof s);
   }
 }
 
-// taps_col over the channels c < nd, kb (1 .. KB) a constant.
-GK_INLINE void FN(taps_cols_k)(REAL *const *out, bool first, const REAL *bias, const REAL *const *xr, const REAL *w,
-                               int64_t ws, const int kb, int64_t n, int64_t nd) {
-  int64_t c = 0;
-  for (; c + LANES <= nd; c += LANES) FN(taps_col)(out, c, first, bias, xr, w, ws, kb, n, LANES);
-  if (c < nd) FN(taps_col)(out, c, first, bias, xr, w, ws, kb, n, (int)(nd - c));
-}
-
-GK_INLINE void FN(taps_cols)(REAL *const *out, bool first, const REAL *bias, const REAL *const *xr, const REAL *w,
-                             int64_t ws, int64_t kb, int64_t n, int64_t nd) {
-  switch (kb) {
-  case 1: FN(taps_cols_k)(out, first, bias, xr, w, ws, 1, n, nd); break;
-  case 2: FN(taps_cols_k)(out, first, bias, xr, w, ws, 2, n, nd); break;
-  case 3: FN(taps_cols_k)(out, first, bias, xr, w, ws, 3, n, nd); break;
-  default: FN(taps_cols_k)(out, first, bias, xr, w, ws, KB, n, nd); break;
+// out[i][c] = (first ? bias[c] : out[i][c]) + sum_{k<kb} w[k ws + c] xr[i+k][c],
+// i < n, c < nd; xr has n + KB - 1 rows (zero rows past n + kb - 1).
+GK_INLINE void FN(taps_cols)(REAL *const *out, bool first, const REAL *bias, const void *const *xr, const REAL *w,
+                             int64_t ws, int64_t kb, int64_t n, int64_t nd, const int h) {
+  REAL ocut[(NT + KG) * LANES], xcut[(NT + KG + KB) * LANES], *oc[NT + KG];
+  const void *xc[NT + KG + KB];
+  for (int64_t c = 0; c < nd; c += LANES) {
+    int cnt = (int)gk_min64(LANES, nd - c);
+    bool cut = cnt < LANES;
+    if (cut) {
+      size_t es = h ? sizeof(uint16_t) : sizeof(REAL);
+      for (int64_t r = 0; r < n + KB - 1; r++) xc[r] = FN(cut_row)((char *)xcut + r * LANES * es, xr[r], c, cnt, es);
+      for (int64_t i = 0; i < n; i++) oc[i] = FN(cut_row)(ocut + i * LANES, out[i], c, first ? 0 : cnt, sizeof(REAL));
+    }
+    FN(taps_col)(cut ? oc : out, cut ? 0 : c, first, bias + c, cut ? xc : xr, w + c, ws, kb, n, cnt, h);
+    for (int64_t i = 0; cut && i < n; i++) memcpy(out[i] + c, oc[i], (size_t)cnt * sizeof(REAL));
   }
 }
 
-// part[k D][c..c+cnt) += sum_{i<n} g[i DB] xr[i+k], k < kb; with kb = 0,
-// part[0][c..c+cnt) += sum_{i<n} g[i DB] (rows in order).
-GK_INLINE void FN(dots_col)(REAL *part, int64_t D, int64_t c, const REAL *g, const REAL *const *xr, const int kb,
-                            int64_t n, const int cnt) {
+// One column of part[k D] += sum_{i<n} g[i] xr[i+k], k < kb (rows in
+// order); with xr NULL, part[0] += sum_{i<n} g[i]. Rows from element c,
+// part at the column's first channel, cnt of its elements real.
+GK_INLINE void FN(dots_col)(REAL *part, int64_t D, int64_t c, const REAL *const *g, const void *const *xr,
+                            int64_t kb, int64_t n, int cnt, const int h) {
   FN(lanes) acc[KB], gv, xv;
-  for (int k = 0; k < (kb ? kb : 1); k++) FN(lanes_in)(&acc[k], part + k * D + c, cnt);
+  for (int k = 0; k < KB; k++) {
+    acc[k] = (FN(lanes)){0};
+    if (k < (xr ? kb : 1)) FN(lanes_in)(&acc[k], part + k * D, cnt);
+  }
   for (int64_t i = 0; i < n; i++) {
-    FN(lanes_in)(&gv, g + i * DB + c, cnt);
-    if (!kb) acc[0] += gv;
-    for (int k = 0; k < kb; k++) {
-      FN(lanes_in)(&xv, xr[i + k] + c, cnt);
+    memcpy(&gv, g[i] + c, sizeof gv);
+    if (!xr) acc[0] += gv;
+    for (int k = 0; xr && k < KB; k++) {
+      FN(col_in)(&xv, xr[i + k], c, h);
       acc[k] += gv * xv;
     }
   }
-  for (int k = 0; k < (kb ? kb : 1); k++) FN(lanes_out)(part + k * D + c, &acc[k], cnt);
+  for (int k = 0; k < (xr ? kb : 1); k++) FN(lanes_out)(part + k * D, &acc[k], cnt);
 }
 
-GK_INLINE void FN(dots_cols_k)(REAL *part, int64_t D, const REAL *g, const REAL *const *xr, const int kb, int64_t n,
-                               int64_t nd) {
-  int64_t c = 0;
-  for (; c + LANES <= nd; c += LANES) FN(dots_col)(part, D, c, g, xr, kb, n, LANES);
-  if (c < nd) FN(dots_col)(part, D, c, g, xr, kb, n, (int)(nd - c));
-}
-
-// dots_cols_k with kb (0 .. KB) a constant.
-GK_INLINE void FN(dots_cols)(REAL *part, int64_t D, const REAL *g, const REAL *const *xr, int64_t kb, int64_t n,
-                             int64_t nd) {
-  switch (kb) {
-  case 0: FN(dots_cols_k)(part, D, g, xr, 0, n, nd); break;
-  case 1: FN(dots_cols_k)(part, D, g, xr, 1, n, nd); break;
-  case 2: FN(dots_cols_k)(part, D, g, xr, 2, n, nd); break;
-  case 3: FN(dots_cols_k)(part, D, g, xr, 3, n, nd); break;
-  default: FN(dots_cols_k)(part, D, g, xr, KB, n, nd); break;
+// part[k D + c] += sum_{i<n} g[i][c] xr[i+k][c], k < kb, c < nd; xr as in
+// taps_cols; with xr NULL, part[c] += sum_{i<n} g[i][c].
+GK_INLINE void FN(dots_cols)(REAL *part, int64_t D, const REAL *const *g, const void *const *xr, int64_t kb,
+                             int64_t n, int64_t nd, const int h) {
+  REAL gcut[NT * LANES], xcut[(NT + KB) * LANES];
+  const REAL *gc[NT];
+  const void *xc[NT + KB];
+  for (int64_t c = 0; c < nd; c += LANES) {
+    int cnt = (int)gk_min64(LANES, nd - c);
+    bool cut = cnt < LANES;
+    if (cut) {
+      size_t es = h ? sizeof(uint16_t) : sizeof(REAL);
+      for (int64_t i = 0; i < n; i++) gc[i] = FN(cut_row)(gcut + i * LANES, g[i], c, cnt, sizeof(REAL));
+      for (int64_t r = 0; xr && r < n + KB - 1; r++)
+        xc[r] = FN(cut_row)((char *)xcut + r * LANES * es, xr[r], c, cnt, es);
+    }
+    if (xr) FN(dots_col)(part + c, D, cut ? 0 : c, cut ? gc : g, cut ? xc : xr, kb, n, cnt, h);
+    else FN(dots_col)(part + c, D, cut ? 0 : c, cut ? gc : g, NULL, 0, n, cnt, 0);
   }
 }
 
-// xpad[b, p, d0 .. d0+nd) as REAL: x's own memory when it can be, else buf.
-GK_INLINE const REAL *FN(xpad_line)(const conv_job *j, int64_t b, int64_t p, int64_t d0, int64_t nd, REAL *buf) {
+// xpad[b, p, d0 .. d0+nd) as REAL (bf16 with h): x's own memory when it
+// can be, else buf (room for nd REAL).
+GK_INLINE const void *FN(xpad_line)(const conv_job *j, int64_t b, int64_t p, int64_t d0, int64_t nd, REAL *buf,
+                                    const int h) {
   int64_t W1 = j->s.W - 1;
+#if HALF_ROWS
+  if (h && p >= W1) return j->x.half + (b * j->s.L + p - W1) * j->s.D + d0;
+#endif
   if (p >= W1) return FN(row_in)(j, &j->x, b * j->s.L + p - W1, d0, nd, buf);
   if (j->a[GK_ARG_INITIAL_STATE]) {
     gk_tensor l = state_line(j->a[GK_ARG_INITIAL_STATE], b, p);
-    return GK_CAT(gk_chunk_in, SFX)(&l, d0, nd, buf);
+    const REAL *v = GK_CAT(gk_chunk_in, SFX)(&l, d0, nd, buf);
+#if HALF_ROWS
+    if (h) {  // a bf16 state (lanes16): its values back in bf16, exactly
+      gk_narrow16(GK_BF16, v, nd, (uint16_t *)buf);
+      return buf;
+    }
+#endif
+    return v;
   }
-  for (int64_t i = 0; i < nd; i++) buf[i] = 0;
+  memset(buf, 0, (size_t)nd * (h ? sizeof(uint16_t) : sizeof(REAL)));
   return buf;
 }
 
 // acc[i] = bias + sum_k wt[k] xpad[t0+i+k] for the rows i < n <= NT + KG - 1
 // of a lane block (row stride DB).
-GK_INLINE void FN(pre_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n, int64_t d0, int64_t nd,
-                             REAL *acc) {
+GK_INLINE void FN(pre_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n, int64_t d0, int64_t nd, REAL *acc,
+                             const int h) {
   int64_t W = j->s.W, D = j->s.D;
   const REAL *wt = j->wt, *bias = (const REAL *)j->bias + d0;
-  REAL xbuf[(NT + KG + KB) * DB], *out[NT + KG];
-  const REAL *xr[NT + KG + KB];
+  REAL xbuf[(NT + KG + KB) * DB], *out[NT + KG], zero[DB] = {0};
+  const void *xr[NT + KG + KB];
   for (int64_t i = 0; i < n; i++) out[i] = acc + i * DB;
   for (int64_t k0 = 0; k0 < W; k0 += KB) {
     int64_t kb = gk_min64(KB, W - k0);
-    for (int64_t r = 0; r < n + kb - 1; r++) xr[r] = FN(xpad_line)(j, b, t0 + k0 + r, d0, nd, xbuf + r * DB);
-    FN(taps_cols)(out, k0 == 0, bias, xr, wt + k0 * D + d0, D, kb, n, nd);
+    for (int64_t r = 0; r < n + KB - 1; r++)
+      xr[r] = r < n + kb - 1 ? FN(xpad_line)(j, b, t0 + k0 + r, d0, nd, xbuf + r * DB, h) : zero;
+    FN(taps_cols)(out, k0 == 0, bias, xr, wt + k0 * D + d0, D, kb, n, nd, h);
   }
+}
+
+// gr[c..c+cnt) = dy silu'(gr), or dy, for dy = elements c .. c+cnt of
+// row dy (cnt <= LANES).
+GK_INLINE void FN(g_col)(REAL *gr, const void *dy, int64_t c, bool silu, const int cnt, const int h) {
+  REAL d[LANES], cut[LANES];
+  FN(lanes) dv;
+  if (cnt < LANES) FN(col_in)(&dv, FN(cut_row)(cut, dy, c, cnt, h ? sizeof(uint16_t) : sizeof(REAL)), 0, h);
+  else FN(col_in)(&dv, dy, c, h);
+  memcpy(d, &dv, sizeof d);
+  if (silu)
+    for (int l = 0; l < cnt; l++) gr[c + l] = d[l] * GK_CAT(gk_dsilu, SFX)(gr[c + l]);
+  else
+    for (int l = 0; l < cnt; l++) gr[c + l] = d[l];
 }
 
 // g rows [s, s+m) of a lane block into g (row stride DB), m <= NT + KG - 1:
 // dy silu'(pre), or dy; 0 outside [0, L).
-GK_INLINE void FN(g_lanes)(const conv_job *j, int64_t b, int64_t s, int64_t m, int64_t d0, int64_t nd, REAL *g) {
+GK_INLINE void FN(g_lanes)(const conv_job *j, int64_t b, int64_t s, int64_t m, int64_t d0, int64_t nd, REAL *g,
+                           const int h) {
   int64_t a = s > 0 ? s : 0, e = gk_min64(s + m, j->s.L);
   for (int64_t r = 0; r < m; r++)
     if (s + r < a || s + r >= e)
       for (int64_t c = 0; c < nd; c++) g[r * DB + c] = 0;
   if (e <= a) return;
-  if (j->silu) FN(pre_lanes)(j, b, a, e - a, d0, nd, g + (a - s) * DB);
+  if (j->silu) FN(pre_lanes)(j, b, a, e - a, d0, nd, g + (a - s) * DB, h);
   REAL dyb[DB];
   for (int64_t t = a; t < e; t++) {
+    int64_t r = b * j->s.L + t;
+#if HALF_ROWS
+    const void *dy = h ? (const void *)(j->dy.half + r * j->s.D + d0) : FN(row_in)(j, &j->dy, r, d0, nd, dyb);
+#else
+    const void *dy = FN(row_in)(j, &j->dy, r, d0, nd, dyb);
+#endif
     REAL *gr = g + (t - s) * DB;
-    const REAL *dy = FN(row_in)(j, &j->dy, b * j->s.L + t, d0, nd, dyb);
-    if (j->silu)
-      for (int64_t c = 0; c < nd; c++) gr[c] = dy[c] * GK_CAT(gk_dsilu, SFX)(gr[c]);
-    else
-      for (int64_t c = 0; c < nd; c++) gr[c] = dy[c];
+    int64_t c = 0;
+    for (; c + LANES <= nd; c += LANES) FN(g_col)(gr, dy, c, j->silu, LANES, h);
+    if (c < nd) FN(g_col)(gr, dy, c, j->silu, (int)(nd - c), h);
   }
 }
 
@@ -432,26 +512,29 @@ GK_INLINE void FN(g_lanes)(const conv_job *j, int64_t b, int64_t s, int64_t m, i
 // With part (part[k D + c] for dweight[k], part[W D + c] for dbias of
 // channel d0 + c), also adds the sums of the dx steps t = p0 - (W-1) + i.
 GK_INLINE void FN(dxpad_lanes)(const conv_job *j, int64_t b, int64_t p0, int64_t n, int64_t d0, int64_t nd,
-                               REAL *const *out, REAL *part) {
+                               REAL *const *out, REAL *part, const int h) {
   int64_t W = j->s.W, D = j->s.D, L = j->s.L;
   const REAL *wt = j->wt;
   REAL g[(NT + KG - 1) * DB], xbuf[(NT + KB - 1) * DB], zero[DB] = {0};
-  const REAL *gr[NT + KG - 1], *xr[NT + KB - 1];
+  const REAL *gr[NT];
+  const void *gw[NT + KG + KB], *xr[NT + KB - 1];
+  for (int64_t i = 0; i < n; i++) gr[i] = g + i * DB;
   for (int64_t kw0 = 0; kw0 < W; kw0 += KG) {
     int64_t kg = gk_min64(KG, W - kw0), s = p0 - kw0 - kg + 1;
-    FN(g_lanes)(j, b, s, n + kg - 1, d0, nd, g);
-    for (int64_t r = 0; r < n + kg - 1; r++) gr[r] = g + r * DB;
+    FN(g_lanes)(j, b, s, n + kg - 1, d0, nd, g, h);
+    for (int64_t r = 0; r < n + kg - 1 + KB; r++) gw[r] = r < n + kg - 1 ? g + r * DB : zero;
     for (int64_t q0 = 0; q0 < kg; q0 += KB)  // g row s + i + q pairs with w[kw0 + kg-1 - q]
-      FN(taps_cols)(out, kw0 == 0 && q0 == 0, zero, gr + q0, wt + (kw0 + kg - 1 - q0) * D + d0, -D,
-                    gk_min64(KB, kg - q0), n, nd);
+      FN(taps_cols)(out, kw0 == 0 && q0 == 0, zero, gw + q0, wt + (kw0 + kg - 1 - q0) * D + d0, -D,
+                    gk_min64(KB, kg - q0), n, nd, 0);
     if (!part || kw0 + kg < W) continue;
     // the last window starts at s = p0 - (W-1): g of the dx steps
     for (int64_t k0 = 0; k0 < W; k0 += KB) {
       int64_t kb = gk_min64(KB, W - k0);
-      for (int64_t r = 0; r < n + kb - 1; r++) xr[r] = FN(xpad_line)(j, b, s + k0 + r, d0, nd, xbuf + r * DB);
-      FN(dots_cols)(part + k0 * D, D, g, xr, kb, n, nd);
+      for (int64_t r = 0; r < n + KB - 1; r++)
+        xr[r] = r < n + kb - 1 ? FN(xpad_line)(j, b, s + k0 + r, d0, nd, xbuf + r * DB, h) : zero;
+      FN(dots_cols)(part + k0 * D, D, gr, xr, kb, n, nd, h);
     }
-    FN(dots_cols)(part + W * D, D, g, NULL, 0, n, nd);
+    FN(dots_cols)(part + W * D, D, gr, NULL, 0, n, nd, 0);
   }
   const gk_tensor *dfs = j->a[GK_ARG_DFINAL_STATE];
   for (int64_t p = p0 > L ? p0 : L; dfs && p < p0 + n; p++) {
@@ -461,15 +544,44 @@ GK_INLINE void FN(dxpad_lanes)(const conv_job *j, int64_t b, int64_t p0, int64_t
   }
 }
 
+#if HALF_ROWS
+// dst[c..c+cnt) = a[c..c+cnt) rounded to bf16 in registers.
+GK_INLINE void FN(bf16_col_out)(uint16_t *dst, const REAL *a, int64_t c, const int cnt) {
+  float v[LANES] = {0};
+  uint16_t o[LANES];
+  memcpy(v, a + c, (size_t)cnt * sizeof *v);
+  gk_f32x16_to_bf16(v, o);
+  memcpy(dst + c, o, (size_t)cnt * sizeof *o);
+}
+
+// Row r of t (contiguous bf16), channels d0 .. d0+nd, = a.
+GK_INLINE void FN(bf16_row_out)(const conv_job *j, const conv_rows *t, int64_t r, int64_t d0, int64_t nd,
+                                const REAL *a) {
+  uint16_t *dst = (uint16_t *)t->half + r * j->row_len + d0;
+  int64_t c = 0;
+  for (; c + LANES <= nd; c += LANES) FN(bf16_col_out)(dst, a, c, LANES);
+  if (c < nd) FN(bf16_col_out)(dst, a, c, (int)(nd - c));
+}
+#endif
+
 // Forward, lanes: y over rows [t0, t0 + n) (n <= NT) of channels
 // [d0, d0 + nd); the last tile also writes the final state xpad[L ..].
-GK_INLINE void FN(fwd_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n, int64_t d0, int64_t nd) {
+GK_INLINE void FN(fwd_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n, int64_t d0, int64_t nd,
+                             const int h) {
   REAL yb[NT * DB], acc[NT * DB];
-  FN(pre_lanes)(j, b, t0, n, d0, nd, acc);
+  FN(pre_lanes)(j, b, t0, n, d0, nd, acc, h);
   for (int64_t i = 0; i < n; i++) {
     int64_t r = b * j->s.L + t0 + i;
+    REAL *a = acc + i * DB;
+#if HALF_ROWS
+    if (h) {  // SiLU in place on the REAL sums, then rounded as stored
+      if (j->silu)
+        for (int64_t c = 0; c < nd; c++) a[c] = GK_CAT(gk_silu, SFX)(a[c]);
+      FN(bf16_row_out)(j, &j->y, r, d0, nd, a);
+      continue;
+    }
+#endif
     REAL *y = FN(row_out)(j, &j->y, r, d0, yb + i * DB);
-    const REAL *a = acc + i * DB;
     if (j->silu)
       for (int64_t c = 0; c < nd; c++) y[c] = GK_CAT(gk_silu, SFX)(a[c]);
     else
@@ -480,7 +592,14 @@ GK_INLINE void FN(fwd_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n
   if (fs && t0 + n == j->s.L)
     for (int64_t q = 0; q < j->s.W - 1; q++) {
       gk_tensor l = state_line(fs, b, q);
-      GK_CAT(gk_store, SFX)(&l, d0, nd, FN(xpad_line)(j, b, j->s.L + q, d0, nd, yb));
+      const void *xl = FN(xpad_line)(j, b, j->s.L + q, d0, nd, yb, h);
+#if HALF_ROWS
+      if (h) {
+        gk_widen16(GK_BF16, xl, nd, acc);
+        xl = acc;
+      }
+#endif
+      GK_CAT(gk_store, SFX)(&l, d0, nd, xl);
     }
 }
 
@@ -488,17 +607,26 @@ GK_INLINE void FN(fwd_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n
 // their dweight/dbias sums into part; the first tile also writes
 // dinitial_state = dxpad[0 .. W-1).
 GK_INLINE void FN(bwd_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n, int64_t d0, int64_t nd,
-                             REAL *part) {
+                             REAL *part, const int h) {
   REAL ob[NT * DB], *out[NT];
-  for (int64_t i = 0; i < n; i++) out[i] = FN(row_out)(j, &j->dx, b * j->s.L + t0 + i, d0, ob + i * DB);
-  FN(dxpad_lanes)(j, b, t0 + j->s.W - 1, n, d0, nd, out, part);
-  for (int64_t i = 0; i < n; i++) FN(row_commit)(j, &j->dx, b * j->s.L + t0 + i, d0, nd, ob + i * DB);
+  for (int64_t i = 0; i < n; i++)
+    out[i] = h ? ob + i * DB : FN(row_out)(j, &j->dx, b * j->s.L + t0 + i, d0, ob + i * DB);
+  FN(dxpad_lanes)(j, b, t0 + j->s.W - 1, n, d0, nd, out, part, h);
+  for (int64_t i = 0; i < n; i++) {
+#if HALF_ROWS
+    if (h) {
+      FN(bf16_row_out)(j, &j->dx, b * j->s.L + t0 + i, d0, nd, ob + i * DB);
+      continue;
+    }
+#endif
+    FN(row_commit)(j, &j->dx, b * j->s.L + t0 + i, d0, nd, ob + i * DB);
+  }
   const gk_tensor *dis = j->a[GK_ARG_DINITIAL_STATE];
   if (!dis || t0 != 0) return;
   for (int64_t q0 = 0; q0 < j->s.W - 1; q0 += NT) {
     int64_t m = gk_min64(NT, j->s.W - 1 - q0);
     for (int64_t i = 0; i < m; i++) out[i] = ob + i * DB;
-    FN(dxpad_lanes)(j, b, q0, m, d0, nd, out, NULL);
+    FN(dxpad_lanes)(j, b, q0, m, d0, nd, out, NULL, h);
     for (int64_t i = 0; i < m; i++) {
       gk_tensor l = state_line(dis, b, q0 + i);
       GK_CAT(gk_store, SFX)(&l, d0, nd, out[i]);
@@ -516,7 +644,9 @@ GK_INLINE void FN(conv_fwd_task)(const conv_job *j, int64_t task) {
     if (j->cl) {
       int64_t cb = u % j->nblocks, ti = u / j->nblocks % j->ntiles, b = u / j->nblocks / j->ntiles;
       int64_t t0 = ti * NT, d0 = cb * DB;
-      FN(fwd_lanes)(j, b, t0, gk_min64(NT, j->s.L - t0), d0, gk_min64(DB, j->s.D - d0));
+      int64_t n = gk_min64(NT, j->s.L - t0), nd = gk_min64(DB, j->s.D - d0);
+      if (HALF_ROWS && j->lanes16) FN(fwd_lanes)(j, b, t0, n, d0, nd, HALF_ROWS);
+      else FN(fwd_lanes)(j, b, t0, n, d0, nd, 0);
     } else {
       int64_t ti = u % j->ntiles, t0 = ti * TILE;
       FN(fwd_run)(j, u / j->ntiles, t0, gk_min64(TILE, j->s.L - t0));
@@ -536,7 +666,8 @@ GK_INLINE void FN(conv_bwd_task)(const conv_job *j, int64_t task) {
   int64_t end = gk_min64(j->s.B * j->ntiles, (grp + 1) * j->per_group);
   for (int64_t it = grp * j->per_group; it < end; it++) {
     int64_t b = it / j->ntiles, t0 = it % j->ntiles * tl, n = gk_min64(tl, L - t0);
-    if (j->cl) FN(bwd_lanes)(j, b, t0, n, d0, nd, part);
+    if (j->cl && HALF_ROWS && j->lanes16) FN(bwd_lanes)(j, b, t0, n, d0, nd, part, HALF_ROWS);
+    else if (j->cl) FN(bwd_lanes)(j, b, t0, n, d0, nd, part, 0);
     else
       for (int64_t c = 0; c < nd; c++) FN(bwd_run)(j, b * D + d0 + c, t0, n, part + c);
   }
