@@ -439,14 +439,13 @@ GK_INLINE const void *FN(xpad_line)(const conv_job *j, int64_t b, int64_t p, int
   if (p >= W1) return FN(row_in)(j, &j->x, b * j->s.L + p - W1, d0, nd, buf);
   if (j->a[GK_ARG_INITIAL_STATE]) {
     gk_tensor l = state_line(j->a[GK_ARG_INITIAL_STATE], b, p);
-    const REAL *v = GK_CAT(gk_chunk_in, SFX)(&l, d0, nd, buf);
 #if HALF_ROWS
-    if (h) {  // a bf16 state (lanes16): its values back in bf16, exactly
-      gk_narrow16(GK_BF16, v, nd, (uint16_t *)buf);
+    if (h) {  // the state is bf16 too (lanes16): its elements copied
+      for (int64_t i = 0; i < nd; i++) ((uint16_t *)buf)[i] = ((const uint16_t *)l.data)[(d0 + i) * l.strides[0]];
       return buf;
     }
 #endif
-    return v;
+    return GK_CAT(gk_chunk_in, SFX)(&l, d0, nd, buf);
   }
   memset(buf, 0, (size_t)nd * (h ? sizeof(uint16_t) : sizeof(REAL)));
   return buf;
