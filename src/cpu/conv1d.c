@@ -2,7 +2,10 @@
 // src/ref/conv1d.c), f32 math (f64 for f64), the hot loops compiled per ISA
 // level (conv1d_body.h). Loops run along the unit-stride dimension:
 //   (B, D, L): units of one channel and TILE steps ("runs": i walks t);
-//   (B, L, D): units of NT steps and DB channels ("lanes": i walks d).
+//   (B, L, D): units of NT steps and DB channels ("lanes": i walks d),
+//             walked a column of LANES channels at a time down the steps;
+//             contiguous bf16 is widened and rounded in registers there.
+// Other 16-bit tensors are widened into f32 row buffers and rounded back.
 // A prologue copies the weights transposed, wt (W, D), and the bias (zeros
 // without one) into the workspace as REAL.
 //   forward:  tasks of consecutive units; y = act(bias + sum_k w[k] xpad[t+k])
