@@ -2,8 +2,9 @@
 // (suffix _f64) through <tgmath.h>. Every form is stable: an exponential
 // that overflows gives inf, which gives the right limit (1 / (1 + inf) = 0),
 // never a NaN. The f32 forms use gk_exp_f32 (gk_exp_nonpos_f32 where the
-// exponent is never positive), written without calls or branches so that
-// loops over them vectorise.
+// exponent is never positive; gk_exp_nonpos_ftz_f32, which flushes results
+// below FLT_MIN to 0, in GELU and softplus), written without calls or
+// branches so that loops over them vectorise.
 //
 //   sigmoid(x) = 1 / (1 + e^-x)         sigmoid'(x) = s (1 - s)
 //                (as r = 1 / (1 + e^-|x|), times e^-|x| for x < 0: the
@@ -14,6 +15,7 @@
 //                k = sqrt(2/pi), c = 0.044715
 //                                       ' = s + 2 x s (1 - s) k (1 + 3 c x^2), s = sigmoid(2u)
 //   softplus   = (max(z, 0) + log1p(e^-|z|)) / beta, z = beta x; x when z > threshold
+//                (the quotient as a product with 1 / beta, worked out once a loop)
 //                                       ' = sigmoid(z); 1 when z > threshold
 //   relu(x)    = x < 0 ? 0 : x (NaN stays NaN)   relu'(x) = x > 0
 // relu and sigmoid also from their output y (desc.act.from_output, the _y
@@ -97,7 +99,8 @@ GK_INLINE float gk_exp_f32(float x) {
 // e^x for x <= 0 with results below FLT_MIN flushed to 0 (NaN stays NaN;
 // correct up to 88.7, where e^x would overflow): fewer steps than
 // gk_exp_core_f32, for WebAssembly's 4-wide SIMD without fused multiply-add,
-// where every instruction counts. The rounding sum's bias 1.5 2^23 + 127
+// where every instruction counts, and for GELU and softplus everywhere,
+// whose results there are below FLT_MIN (or 0 beside an O(1) term). The rounding sum's bias 1.5 2^23 + 127
 // leaves k + 127 in the low bits, so shifting them into the exponent field
 // gives 2^k (a normal number for x >= -87.33654, where k >= -126); below,
 // and for -inf, a mask gives 0. e^r = 1 + r (c1 + r (c2 + ...)) of degree 5,
@@ -134,6 +137,7 @@ GK_INLINE float gk_exp_nonpos_f32(float x) {
 
 GK_INLINE double gk_exp_f64(double x) { return exp(x); }
 GK_INLINE double gk_exp_nonpos_f64(double x) { return exp(x); }
+GK_INLINE double gk_exp_nonpos_ftz_f64(double x) { return exp(x); }
 
 // Blend with a mask of all ones or zeros (a comparison's result): loops
 // over it vectorise where ?: on floats would stay a branch.
@@ -149,27 +153,29 @@ GK_INLINE double gk_neg_abs_f64(double x) { return -fabs(x); }
 
 // Phi(x) = (1 + erf(x / sqrt 2)) / 2, the normal CDF, and its density
 // phi(x) = e^(-x^2/2) / sqrt(2 pi), sharing one exponential. f32 without
-// calls: with z = |x| / sqrt 2, erfc(z) = e^(-z^2) erfcx(z) and erfcx(z) =
-// t Q(t), t = 1 / (1 + z/2) in (0, 1], Q of degree 10 fitted for relative
-// error (under 1.1e-8 before f32 rounding, Q(0) = 1/(2 sqrt pi), the
-// z -> inf limit), so the tail x -> -inf keeps its relative accuracy;
-// Phi = erfc/2 for x < 0, 1 - erfc/2 otherwise. f64: libm's erf and exp.
+// calls: with a = |x| and z = a / sqrt 2, Phi(-a) = erfc(z) / 2 =
+// e^(-z^2) erfcx(z) / 2 and erfcx(z) / 2 = t Q(t), t = 1 / (1 + z/2). Q is
+// of degree 8, fitted for relative error on t in [0.177, 1] (z up to 9.3:
+// under 5.1e-8 before f32 rounding, about 3e-7 after, as the degree-10 fit
+// on all of (0, 1] that it replaced), so the tail x -> -inf keeps its
+// relative accuracy. Beyond that range e^(-a^2/2) is below FLT_MIN and
+// gk_exp_nonpos_ftz_f32 flushes it: Phi(x) = 0 for x < -13.2, where it
+// would be a subnormal below 6e-39. Phi = Phi(-a) for x < 0, 1 - Phi(-a)
+// otherwise. f64: libm's erf and exp.
 GK_INLINE float gk_phi_pdf_f32(float x, float *pdf) {
-  float z = fabsf(x) * 0.70710678118654752440f, t = 1.0f / (1.0f + 0.5f * z);
-  float q = 4.235399142e-02f;
-  q = q * t - 2.308649719e-01f;
-  q = q * t + 4.861950576e-01f;
-  q = q * t - 4.469971061e-01f;
-  q = q * t + 1.271038204e-01f;
-  q = q * t - 5.723895133e-02f;
-  q = q * t + 9.300236404e-02f;
-  q = q * t + 1.753765494e-01f;
-  q = q * t + 2.468806058e-01f;
-  q = q * t + 2.820938528e-01f;
-  q = q * t + 2.820948064e-01f;
-  float e = gk_exp_nonpos_f32(-z * z), half_erfc = 0.5f * t * q * e;
+  float a = fabsf(x), t = 1.0f / (1.0f + 0.35355339059327376f * a);
+  float q = -2.940038033e-02f;
+  q = q * t + 1.416300088e-01f;
+  q = q * t - 2.422310114e-01f;
+  q = q * t + 1.374574602e-01f;
+  q = q * t - 1.221906208e-02f;
+  q = q * t + 1.008766815e-01f;
+  q = q * t + 1.216710359e-01f;
+  q = q * t + 1.411710829e-01f;
+  q = q * t + 1.410441697e-01f;
+  float e = gk_exp_nonpos_ftz_f32(-0.5f * a * a), lower = t * q * e;
   *pdf = e * 0.39894228040143267794f;
-  return gk_select_f32(GK_MASK_f32(x < 0), half_erfc, 1.0f - half_erfc);
+  return gk_select_f32(GK_MASK_f32(x < 0), lower, 1.0f - lower);
 }
 GK_INLINE float gk_phi_f32(float x) {
   float pdf;
@@ -182,18 +188,15 @@ GK_INLINE double gk_phi_pdf_f64(double x, double *pdf) {
 }
 
 // log(1 + y) for y in [0, 1], f32 without calls: 2 atanh(s), s = y / (2 + y)
-// in [0, 1/3], by its odd series to s^15 (the rest is below 1e-9
-// relative). f64: libm's log1p.
+// in [0, 1/3], as s P(s^2) with P of degree 4 fitted for relative error
+// (under 8e-9 before f32 rounding). f64: libm's log1p.
 GK_INLINE float gk_log1p_unit_f32(float y) {
-  float s = y / (2.0f + y), s2 = s * s, q = 1.0f / 15;
-  q = q * s2 + 1.0f / 13;
-  q = q * s2 + 1.0f / 11;
-  q = q * s2 + 1.0f / 9;
-  q = q * s2 + 1.0f / 7;
-  q = q * s2 + 1.0f / 5;
-  q = q * s2 + 1.0f / 3;
-  q = q * s2 + 1.0f;
-  return 2.0f * s * q;
+  float s = y / (2.0f + y), s2 = s * s, q = 2.817833424e-01f;
+  q = q * s2 + 2.796060145e-01f;
+  q = q * s2 + 4.002490938e-01f;
+  q = q * s2 + 6.666631699e-01f;
+  q = q * s2 + 2.0f;
+  return s * q;
 }
 GK_INLINE double gk_log1p_unit_f64(double y) { return log1p(y); }
 
@@ -237,6 +240,7 @@ GK_INLINE float gk_log1p_unit_h32(float y) {
   q = q * s2 + 1.0f;
   return 2.0f * s * q;
 }
+#define gk_exp_nonpos_ftz_h32 gk_exp_nonpos_h32
 #define gk_select_h32 gk_select_f32
 #define gk_neg_abs_h32 gk_neg_abs_f32
 #define GK_MASK_h32 GK_MASK_f32
@@ -272,7 +276,7 @@ GK_INLINE float gk_log1p_unit_h32(float y) {
   GK_INLINE T gk_softplus_##S(T x, T beta, T threshold) {                         \
     T z = beta * x;                                                                   \
     T v = (gk_select_##S(GK_MASK_##S(z > 0), z, (T)0) +                               \
-           gk_log1p_unit_##S(gk_exp_nonpos_##S(gk_neg_abs_##S(z)))) / beta;           \
+           gk_log1p_unit_##S(gk_exp_nonpos_ftz_##S(gk_neg_abs_##S(z)))) * ((T)1 / beta); \
     return gk_select_##S(GK_MASK_##S(z > threshold), x, v);                           \
   }                                                                                   \
   GK_INLINE T gk_dsoftplus_##S(T x, T beta, T threshold) {                        \
