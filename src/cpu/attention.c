@@ -1,7 +1,7 @@
 // Threaded CPU kernels for attention (math as in src/ref/attention.c),
 // flash-attention style: scores exist only as tiles of (FR or BR) queries x bc keys,
 // every product runs on packed panels through the gemm microkernel (gemm.h),
-// f32 math (f64 for f64), exp by gk_exp_f32 (libm in f64).
+// f32 math (f64 for f64), exp by gk_exp_nonpos_ftz_f32 (libm in f64).
 //
 // Forward: one work item = (b, h, block of QBF = 8 FR queries), in the
 // transposed form S^T = K Q^T so that the online softmax runs along
@@ -140,12 +140,13 @@ static inline int64_t row_limit(int64_t kn, int64_t diag, bool causal, int64_t r
 
 static inline double exp_f64(double x) { return exp(x); }
 // Every exponent is a score less its row's running max or log-sum-exp (<= 0
-// but for rounding; masked entries are blended away): gk_exp_nonpos_f32.
-GK_DEFINE_TILES(float, f32, generic, , gk_exp_nonpos_f32)
+// but for rounding; masked entries are blended away): gk_exp_nonpos_ftz_f32,
+// whose results below FLT_MIN are 0 (weights no f32 sum up to 1 keeps).
+GK_DEFINE_TILES(float, f32, generic, , gk_exp_nonpos_ftz_f32)
 GK_DEFINE_TILES(double, f64, generic, , exp_f64)
 #if GK_X86
-GK_DEFINE_TILES(float, f32, avx2, GK_TARGET_AVX2, gk_exp_nonpos_f32)
-GK_DEFINE_TILES(float, f32, avx512, GK_TARGET_AVX512, gk_exp_nonpos_f32)
+GK_DEFINE_TILES(float, f32, avx2, GK_TARGET_AVX2, gk_exp_nonpos_ftz_f32)
+GK_DEFINE_TILES(float, f32, avx512, GK_TARGET_AVX512, gk_exp_nonpos_ftz_f32)
 #endif
 
 typedef struct attn_job {
