@@ -593,9 +593,9 @@ GK_INLINE void FN(fwd_lanes)(const conv_job *j, int64_t b, int64_t t0, int64_t n
       gk_tensor l = state_line(fs, b, q);
       const void *xl = FN(xpad_line)(j, b, j->s.L + q, d0, nd, yb, h);
 #if HALF_ROWS
-      if (h) {
-        gk_widen16(GK_BF16, xl, nd, acc);
-        xl = acc;
+      if (h) {  // the state is bf16 too (lanes16): x's elements copied
+        for (int64_t i = 0; i < nd; i++) ((uint16_t *)l.data)[(d0 + i) * l.strides[0]] = ((const uint16_t *)xl)[i];
+        continue;
       }
 #endif
       GK_CAT(gk_store, SFX)(&l, d0, nd, xl);
