@@ -99,8 +99,10 @@ GK_INLINE float gk_exp_f32(float x) {
 // e^x for x <= 0 with results below FLT_MIN flushed to 0 (NaN stays NaN;
 // correct up to 88.7, where e^x would overflow): fewer steps than
 // gk_exp_core_f32, for WebAssembly's 4-wide SIMD without fused multiply-add,
-// where every instruction counts, and for GELU and softplus everywhere,
-// whose results there are below FLT_MIN (or 0 beside an O(1) term). The rounding sum's bias 1.5 2^23 + 127
+// where every instruction counts, and everywhere for GELU, softplus and
+// attention's weights, which lose nothing an f32 result keeps by the flush
+// (GELU's and softplus's results there are below FLT_MIN themselves, or
+// nothing beside an O(1) term). The rounding sum's bias 1.5 2^23 + 127
 // leaves k + 127 in the low bits, so shifting them into the exponent field
 // gives 2^k (a normal number for x >= -87.33654, where k >= -126); below,
 // and for -inf, a mask gives 0. e^r = 1 + r (c1 + r (c2 + ...)) of degree 5,
@@ -160,7 +162,7 @@ GK_INLINE double gk_neg_abs_f64(double x) { return -fabs(x); }
 // on all of (0, 1] that it replaced), so the tail x -> -inf keeps its
 // relative accuracy. Beyond that range e^(-a^2/2) is below FLT_MIN and
 // gk_exp_nonpos_ftz_f32 flushes it: Phi(x) = 0 for x < -13.2, where it
-// would be a subnormal below 6e-39. Phi = Phi(-a) for x < 0, 1 - Phi(-a)
+// would be a subnormal below 5e-40. Phi = Phi(-a) for x < 0, 1 - Phi(-a)
 // otherwise. f64: libm's erf and exp.
 GK_INLINE float gk_phi_pdf_f32(float x, float *pdf) {
   float a = fabsf(x), t = 1.0f / (1.0f + 0.35355339059327376f * a);
