@@ -32,7 +32,6 @@ const MODULES = relaxed
 // The single-threaded module and the one with threads whose bits must agree.
 const [SINGLE, THREADED] = relaxed ? ['gradkern-relaxed.wasm', 'gradkern-relaxed-threads.wasm']
   : ['gradkern.wasm', 'gradkern-threads.wasm'];
-const simdOnly = { skip: relaxed && 'wasm_ops runs it' };
 
 // f16 / bf16 bit patterns to numbers (written here, not taken from the library under test).
 function f16ToNumber(h) {
@@ -191,7 +190,7 @@ test('load() picks the relaxed-SIMD modules where relaxed SIMD validates, else t
   else await assert.rejects(load({ relaxed: true }), /relaxed-simd/);
 });
 
-test('threads: load() refuses what it cannot give, naming the reason', simdOnly, async () => {
+test('threads: load() refuses what it cannot give, naming the reason', async () => {
   await assert.rejects(load({ module: join(wasmDir, 'gradkern.wasm'), threads: 2 }),
                        /threads = 2: the module is not gradkern-threads\.wasm/);
   await assert.rejects(load({ threads: 0 }), /threads = 0 is not an integer in 1\.\.1024/);
@@ -202,7 +201,7 @@ test('threads: load() refuses what it cannot give, naming the reason', simdOnly,
   assert.equal(one.getNumThreads(), 1, 'no more threads than the pool has');
 });
 
-test('bad input: exceptions carry the library\'s message and status; nothing is run', simdOnly, async () => {
+test('bad input: exceptions carry the library\'s message and status; nothing is run', async () => {
   const gk = await load({ module: join(wasmDir, 'gradkern.wasm') });
   const x = new Float32Array(32), weight = new Float32Array(8);
   const rms = { op: 'rmsnorm', direction: 'forward', dtype: 'f32', shape: [4, 8] };
