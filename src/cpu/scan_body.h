@@ -159,18 +159,18 @@ GK_INLINE void FN(store_tile)(const gk_tensor *x, int64_t b, int64_t d0, int64_t
     FN(vcommit)(x, at3(x, b, d0 + l, t0), x->strides[2], tn, rows[l], bufs[l]);
 }
 
-// out[t] += the sum of v[t]'s lanes (added in lane order), t < tn: W steps
-// at a time, transposed as in store_tile, then summed down the lanes.
-GK_INLINE void FN(add_lane_sums)(const LANES *v, int64_t tn, REAL *out) {
+// out[t] += the sum of v[t]'s lanes, t < tn: W steps at a time, transposed
+// as in store_tile, then the lanes summed pairwise (lane l + W/2 into l, then
+// l + W/4 into l, ...: a tree of depth log2 W rather than a chain of W - 1).
+GK_INLINE void FN(add_lane_sums)(const LANES *restrict v, int64_t tn, REAL *restrict out) {
   REAL blk[W][W];
   for (int64_t t1 = 0; t1 < tn; t1 += W) {
     for (int i = 0; i < W; i++) FOR_LANES(l) blk[l][i] = v[t1 + i][l];
-    for (int l = 1; l < W; l++)
-      for (int i = 0; i < W; i++) blk[0][i] += blk[l][i];
-    if (t1 + W <= tn)
-      for (int i = 0; i < W; i++) out[t1 + i] += blk[0][i];
-    else
-      for (int64_t i = 0; t1 + i < tn; i++) out[t1 + i] += blk[0][i];
+    for (int h = W / 2; h >= 1; h /= 2)
+      for (int l = 0; l < h; l++)
+        for (int i = 0; i < W; i++) blk[l][i] += blk[l + h][i];
+    int64_t rows = gk_min64(W, tn - t1);
+    for (int64_t i = 0; i < rows; i++) out[t1 + i] += blk[0][i];
   }
 }
 
