@@ -1,6 +1,7 @@
 // f16 and bf16 conversions: exact round trips, and round to nearest even
 // checked against the neighbouring representable values.
 #include "harness.h"
+#include "../src/core/convert.h"
 
 // The kernels' bulk conversions (src/core/tensor.c; per ISA level, F16C for
 // f16 where the level has it): contiguous runs of a tensor to and from f32.
@@ -40,6 +41,31 @@ static void check_bulk(gk_dtype dt, float (*to_f32)(uint16_t), uint16_t (*from_f
     bad += !same_value(got, want);
   }
   check(bad == 0, "%s bulk store: %d of %d values differ from the scalar conversion", gk_dtype_name(dt), bad, 4 * N);
+}
+
+// The 16-lane bf16 converters of convert.h (the kernels widen and round 16
+// elements in registers with them) against the scalar conversions: every
+// bf16 value widened, and the f32 values of check_bulk rounded.
+static void check_bf16_vectors(void) {
+  enum { N = 65536 };
+  static uint16_t h[N], back[4 * N];
+  static float f[4 * N];
+  for (uint32_t i = 0; i < N; i++) h[i] = (uint16_t)i;
+  for (int i = 0; i < N; i += 16) gk_bf16x16_to_f32(h + i, f + i);
+  int bad = 0;
+  for (uint32_t i = 0; i < N; i++) bad += !same_value(f[i], gk_bf16_to_f32((uint16_t)i));
+  check(bad == 0, "bf16 16-lane widening: %d of %d values differ from the scalar conversion", bad, N);
+  for (uint32_t i = 0; i < N; i++) {
+    float a = gk_bf16_to_f32((uint16_t)i), b = gk_bf16_to_f32((uint16_t)(i + 1 < N ? i + 1 : i)), mid = a / 2 + b / 2;
+    f[N + i] = mid;
+    f[2 * N + i] = nextafterf(mid, INFINITY);
+    uint32_t u = (uint32_t)rng_next();
+    memcpy(&f[3 * N + i], &u, 4);
+  }
+  for (int i = 0; i < 4 * N; i += 16) gk_f32x16_to_bf16(f + i, back + i);
+  bad = 0;
+  for (uint32_t i = 0; i < 4 * N; i++) bad += back[i] != gk_f32_to_bf16(f[i]);
+  check(bad == 0, "bf16 16-lane rounding: %d of %d values differ from the scalar conversion", bad, 4 * N);
 }
 
 static float f16_val(uint16_t h) { return gk_f16_to_f32(h); }
@@ -103,5 +129,6 @@ int main(void) {
   check(gk_f32_to_bf16(-0.0f) == 0x8000 && gk_f32_to_f16(-0.0f) == 0x8000, "negative zero");
   check_bulk(GK_F16, gk_f16_to_f32, gk_f32_to_f16);
   check_bulk(GK_BF16, gk_bf16_to_f32, gk_f32_to_bf16);
+  check_bf16_vectors();
   return finish("test_dtype");
 }
