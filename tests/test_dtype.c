@@ -10,6 +10,20 @@ void gk_store_f32(const gk_tensor *t, int64_t start, int64_t n, const float *in)
 
 static bool same_value(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, 4) == 0; }
 
+// f[N .. 4N) for N = 65536, the f32 values the rounding checks use: the
+// midpoint (a tie) between each 16-bit value and the next, the f32 just above
+// it, and random bits.
+static void rounding_inputs(float (*to_f32)(uint16_t), float *f) {
+  enum { N = 65536 };
+  for (uint32_t i = 0; i < N; i++) {
+    float a = to_f32((uint16_t)i), b = to_f32((uint16_t)(i + 1 < N ? i + 1 : i)), mid = a / 2 + b / 2;
+    f[N + i] = mid;
+    f[2 * N + i] = nextafterf(mid, INFINITY);
+    uint32_t u = (uint32_t)rng_next();
+    memcpy(&f[3 * N + i], &u, 4);
+  }
+}
+
 // Every f16/bf16 value through gk_load_f32, and f32 values (every f16/bf16
 // value, the midpoints between neighbours and their f32 neighbours, random
 // bits) through gk_store_f32, against the scalar conversions.
@@ -25,13 +39,7 @@ static void check_bulk(gk_dtype dt, float (*to_f32)(uint16_t), uint16_t (*from_f
   int bad = 0;
   for (uint32_t i = 0; i < N; i++) bad += !same_value(f[i], to_f32((uint16_t)i));
   check(bad == 0, "%s bulk load: %d of %d values differ from the scalar conversion", gk_dtype_name(dt), bad, N);
-  for (uint32_t i = 0; i < N; i++) {  // midpoints (ties), and one f32 ulp either side
-    float a = to_f32((uint16_t)i), b = to_f32((uint16_t)(i + 1 < N ? i + 1 : i)), mid = a / 2 + b / 2;
-    f[N + i] = mid;
-    f[2 * N + i] = nextafterf(mid, INFINITY);
-    uint32_t u = (uint32_t)rng_next();
-    memcpy(&f[3 * N + i], &u, 4);
-  }
+  rounding_inputs(to_f32, f);
   shape[0] = 4 * N;
   gk_tensor_init(&t, back, dt, 1, shape);
   gk_store_f32(&t, 0, 4 * N, f);
@@ -45,7 +53,7 @@ static void check_bulk(gk_dtype dt, float (*to_f32)(uint16_t), uint16_t (*from_f
 
 // The 16-lane bf16 converters of convert.h (the kernels widen and round 16
 // elements in registers with them) against the scalar conversions: every
-// bf16 value widened, and the f32 values of check_bulk rounded.
+// bf16 value widened, and the rounding_inputs values rounded.
 static void check_bf16_vectors(void) {
   enum { N = 65536 };
   static uint16_t h[N], back[4 * N];
@@ -55,13 +63,7 @@ static void check_bf16_vectors(void) {
   int bad = 0;
   for (uint32_t i = 0; i < N; i++) bad += !same_value(f[i], gk_bf16_to_f32((uint16_t)i));
   check(bad == 0, "bf16 16-lane widening: %d of %d values differ from the scalar conversion", bad, N);
-  for (uint32_t i = 0; i < N; i++) {
-    float a = gk_bf16_to_f32((uint16_t)i), b = gk_bf16_to_f32((uint16_t)(i + 1 < N ? i + 1 : i)), mid = a / 2 + b / 2;
-    f[N + i] = mid;
-    f[2 * N + i] = nextafterf(mid, INFINITY);
-    uint32_t u = (uint32_t)rng_next();
-    memcpy(&f[3 * N + i], &u, 4);
-  }
+  rounding_inputs(gk_bf16_to_f32, f);
   for (int i = 0; i < 4 * N; i += 16) gk_f32x16_to_bf16(f + i, back + i);
   bad = 0;
   for (uint32_t i = 0; i < 4 * N; i++) bad += back[i] != gk_f32_to_bf16(f[i]);
