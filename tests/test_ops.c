@@ -342,6 +342,21 @@ static void test_softmax_streamed_dx(gk_dtype dt) {
   }
 }
 
+// ReLU forward with y of 32 MiB (RELU_STREAM_BYTES, src/cpu/activation.c),
+// written by non-temporal stores from a stack chunk: rows of 2049 (a
+// partial chunk at the end of the last task) against the reference, the
+// same bits with 1, 2 and 3 threads.
+static void test_relu_streamed_y(gk_dtype dt) {
+  const shape_case sc = {2, {(int64_t)((32 << 20) / (2049 * gk_dtype_size(dt)) + 1), 2049}};
+  gk_op_desc d = make(GK_OP_RELU, dt, &sc);
+  argset s, ref_out;
+  build(&d, CONTIGUOUS, 3.0, NULL, &s);
+  compare_backends(&roles, &d, CONTIGUOUS, &s, &ref_out);
+  check_thread_identity(&roles, &d, &s);
+  free_outputs(&roles, &d, &ref_out);
+  argset_free(&s);
+}
+
 // Cross-entropy backward on rows of 8192 logits (the longest that the 16-bit
 // and strided forms keep as exponentials in a row buffer, src/cpu/cross_entropy.c)
 // and of 8200 (exponentials computed again for the gradient): against the
@@ -430,6 +445,7 @@ int main(void) {
     test_in_place(GK_OP_RELU, dt, 1);
     test_broadcast_scalar_dy(dt);
     test_softmax_streamed_dx(dt);
+    test_relu_streamed_y(dt);
   }
   test_in_place(GK_OP_GELU, GK_F64, 0);
   test_norm_broadcast_rows();

@@ -16,11 +16,23 @@
 // act_math.h (cheaper, under 1e-4 relative error: below what 16 bits keep).
 // The next chunk of each contiguous input is prefetched while a chunk
 // computes, so the memory streams during the arithmetic.
+// ReLU's forward with an output of RELU_STREAM_BYTES or more (in those two
+// contiguous cases) is computed chunk by chunk into a stack buffer and
+// written by non-temporal stores (stream_store.h): no line of the output is
+// read before it is written. Measured on AMD Zen 4 (32 MB L3), 2 threads,
+// each call timed against a plain one in the same process: 4096x2048 f32
+// 0.77-0.84 of the plain time, 4096x8192 f32 0.73-0.77, bf16 0.90; not
+// taken where it did not pay: a 16 MiB output (bf16 4096x2048: 1.16-1.27,
+// input and output then fit the L3), the backwards (two inputs, one
+// output: 0.93-1.03) and the other activations' forwards (GELU, SiLU,
+// sigmoid: 1.11-1.29, their arithmetic no longer overlapping the stores).
 #include "../core/act_math.h"
 #include "../core/convert.h"
 #include "../core/internal.h"
+#include "stream_store.h"
 
 enum { CHUNK = 512, TASK_ELEMS = 32768, MAX_IN = 3, MAX_OUT = 2 };
+#define RELU_STREAM_BYTES ((size_t)32 << 20)
 
 typedef enum ew_kind { EW_ACT_FWD, EW_ACT_BWD, EW_ACT_BWD_Y, EW_GATED_FWD, EW_GATED_BWD } ew_kind;
 
@@ -37,6 +49,7 @@ typedef struct ew_job {
   bool direct;                   // every tensor contiguous in the compute dtype (f32, or f64 for f64)
   bool in_one_value[MAX_IN];     // inputs whose every stride is 0 (autograd's dy of y.sum()): loaded once a task
   bool out16;                    // every output bf16 or f16: the h32 math
+  bool stream;                   // relu forward, direct or half16, output of RELU_STREAM_BYTES or more
 } ew_job;
 
 // The compute loops, for T = float (S = f32) and T = double (S = f64), on
@@ -119,16 +132,28 @@ GK_INLINE void ew_prefetch(const ew_job *j, int64_t s, int64_t next) {
 
 #define GK_DEFINE_EW_TASK(T, S, COMPUTE)                                                   \
   GK_INLINE void ew_task_##S(const ew_job *j, int64_t task) {                                 \
-    T inbuf[MAX_IN][CHUNK], outbuf[MAX_OUT][CHUNK];                                        \
+    T inbuf[MAX_IN][CHUNK], outbuf[MAX_OUT][CHUNK] __attribute__((aligned(64)));                                        \
     const T *in[MAX_IN];                                                                   \
     T *out[MAX_OUT];                                                                       \
     int64_t start = task * TASK_ELEMS, end = gk_min64(j->n, start + TASK_ELEMS);           \
     for (int k = 0; k < j->nin; k++) /* one value: a chunk of it, for every chunk */       \
       if (j->in_one_value[k]) in[k] = gk_chunk_in_##S(j->in[k], start, gk_min64(CHUNK, end - start), inbuf[k]); \
-    if (j->direct) { /* the task's whole range in one loop, no chunks */                   \
+    if (j->direct && !j->stream) { /* the task's whole range in one loop, no chunks */     \
       for (int k = 0; k < j->nin; k++) in[k] = (const T *)j->in[k]->data + start;          \
       for (int k = 0; k < j->nout; k++) out[k] = (T *)j->out[k]->data + start;             \
       COMPUTE(j, in, out, end - start);                                                    \
+      return;                                                                              \
+    }                                                                                      \
+    if (j->direct) { /* streamed: each chunk computed into outbuf, then stored past the caches */ \
+      for (int64_t s = start; s < end; s += CHUNK) {                                       \
+        int64_t m = gk_min64(CHUNK, end - s);                                              \
+        for (int k = 0; k < j->nin; k++) in[k] = (const T *)j->in[k]->data + s;           \
+        for (int k = 0; k < j->nout; k++) out[k] = outbuf[k];                              \
+        COMPUTE(j, in, out, m);                                                            \
+        for (int k = 0; k < j->nout; k++)                                                  \
+          gk_put_bytes((T *)j->out[k]->data + s, outbuf[k], (size_t)m * sizeof(T), true);  \
+      }                                                                                    \
+      gk_stream_fence(true);                                                               \
       return;                                                                              \
     }                                                                                      \
     for (int64_t s = start; s < end; s += CHUNK) {                                         \
@@ -147,16 +172,19 @@ GK_DEFINE_EW_TASK(double, f64, ew_compute_f64)
 // Every tensor contiguous bf16 (f16): converted in registers, chunk by chunk.
 GK_INLINE void ew_task_16(const ew_job *j, int64_t task) {
   const uint16_t *in[MAX_IN];
-  uint16_t *out[MAX_OUT];
+  uint16_t *out[MAX_OUT], outbuf[MAX_OUT][CHUNK] __attribute__((aligned(64)));
   int64_t end = gk_min64(j->n, (task + 1) * TASK_ELEMS);
   for (int64_t s = task * TASK_ELEMS; s < end; s += CHUNK) {
     int64_t m = gk_min64(CHUNK, end - s);
     ew_prefetch(j, s + m, gk_min64(CHUNK, end - s - m));
     for (int k = 0; k < j->nin; k++) in[k] = (const uint16_t *)j->in[k]->data + s;
-    for (int k = 0; k < j->nout; k++) out[k] = (uint16_t *)j->out[k]->data + s;
+    for (int k = 0; k < j->nout; k++) out[k] = j->stream ? outbuf[k] : (uint16_t *)j->out[k]->data + s;
     if (j->half16 == GK_BF16) ew_compute_bf16(j, in, out, m);
     else ew_compute_f16(j, in, out, m);
+    for (int k = 0; j->stream && k < j->nout; k++)
+      gk_put_bytes((uint16_t *)j->out[k]->data + s, outbuf[k], (size_t)m * sizeof(uint16_t), true);
   }
+  gk_stream_fence(j->stream);
 }
 
 GK_INLINE void ew_task_body(void *ctx, int64_t task) {
@@ -184,6 +212,8 @@ static gk_status ew_run(ew_job *j) {
   j->direct = dt == GK_F32 || dt == GK_F64;
   for (int k = 0; k < j->nin; k++) j->direct = j->direct && j->in_bytes[k] && j->in[k]->dtype == dt;
   for (int k = 0; k < j->nout; k++) j->direct = j->direct && gk_tensor_is_contiguous(j->out[k]) && j->out[k]->dtype == dt;
+  j->stream = j->kind == EW_ACT_FWD && j->p.act == GK_ACT_RELU && (j->direct || j->half16 != GK_F32) &&
+              (size_t)j->n * gk_elem_size(dt) >= RELU_STREAM_BYTES;
   gk_parallel_for(gk_ceil_div(j->n, TASK_ELEMS), ew_task, j);
   return GK_SUCCESS;
 }
@@ -191,7 +221,7 @@ static gk_status ew_run(ew_job *j) {
 static gk_status cpu_activation_fwd(const gk_plan *plan, const gk_kernel_args a, void *ws) {
   (void)ws;
   ew_job j = {EW_ACT_FWD, gk_act_of(&plan->desc), 1, 1, {a[GK_ARG_X]}, {a[GK_ARG_Y]},
-              gk_tensor_numel(a[GK_ARG_X]), {0}, {0}, GK_F32, false, {0}, false};
+              gk_tensor_numel(a[GK_ARG_X]), {0}, {0}, GK_F32, false, {0}, false, false};
   return ew_run(&j);
 }
 
@@ -200,7 +230,7 @@ static gk_status cpu_activation_bwd(const gk_plan *plan, const gk_kernel_args a,
   (void)ws;
   const gk_tensor *v = a[gk_activation_saved(&plan->desc)];
   ew_job j = {plan->desc.act.from_output ? EW_ACT_BWD_Y : EW_ACT_BWD, gk_act_of(&plan->desc), 2, 1, {a[GK_ARG_DY], v},
-              {a[GK_ARG_DX]}, gk_tensor_numel(v), {0}, {0}, GK_F32, false, {0}, false};
+              {a[GK_ARG_DX]}, gk_tensor_numel(v), {0}, {0}, GK_F32, false, {0}, false, false};
   return ew_run(&j);
 }
 
@@ -209,7 +239,7 @@ static gk_status cpu_gated_fwd(const gk_plan *plan, const gk_kernel_args a, void
   gk_tensor va, vb;
   gk_gated_views(plan, a, &va, &vb, NULL, NULL);
   ew_job j = {EW_GATED_FWD, gk_act_of(&plan->desc), 2, 1, {&va, &vb}, {a[GK_ARG_Y]}, gk_tensor_numel(&va), {0}, {0},
-              GK_F32, false, {0}, false};
+              GK_F32, false, {0}, false, false};
   return ew_run(&j);
 }
 
@@ -218,7 +248,7 @@ static gk_status cpu_gated_bwd(const gk_plan *plan, const gk_kernel_args a, void
   gk_tensor va, vb, vda, vdb;
   gk_gated_views(plan, a, &va, &vb, &vda, &vdb);
   ew_job j = {EW_GATED_BWD, gk_act_of(&plan->desc), 3, 2, {a[GK_ARG_DY], &va, &vb}, {&vda, &vdb},
-              gk_tensor_numel(&va), {0}, {0}, GK_F32, false, {0}, false};
+              gk_tensor_numel(&va), {0}, {0}, GK_F32, false, {0}, false, false};
   return ew_run(&j);
 }
 

@@ -2,8 +2,9 @@
 // writing it; gk_put_bytes writes whole lines without reading them (zeroing
 // 262 MB here: 2x the speed of plain stores or memset). Worth it only for
 // outputs that will not stay in cache: measured, it helps zeroing the
-// embedding's dweight (262 MB) and not conv1d, rope or the embedding's row
-// copies (67 MB; memcpy writes whole lines itself), which do not use it.
+// embedding's dweight (262 MB), softmax's dx on long f32 rows and ReLU's
+// forward, and not conv1d, rope, the embedding's row copies (67 MB; memcpy
+// writes whole lines itself) or the other activations, which do not use it.
 // Always inlined, so each ISA copy of a task gets it.
 #ifndef GK_CPU_STREAM_STORE_H
 #define GK_CPU_STREAM_STORE_H
@@ -13,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 #if GK_X86
-#include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
 #define GK_STREAM_BYTES ((size_t)16 << 20)
@@ -26,19 +27,34 @@ GK_INLINE void gk_put_plain(char *dst, const char *src, size_t bytes) {
   else memset(dst, 0, bytes);
 }
 
+#if GK_X86
+// dst[0 .. bytes) = src (zeros when src is NULL) by 64-byte non-temporal
+// stores: dst 64-byte aligned, bytes a multiple of 64. Called, not inlined,
+// from the copies below AVX-512, which call it only when the CPU has it.
+GK_TARGET_AVX512 static inline void gk_stream_lines_avx512(char *dst, const char *src, size_t bytes) {
+  if (src)
+    for (size_t i = 0; i < bytes; i += 64) _mm512_stream_si512((void *)(dst + i), _mm512_loadu_si512(src + i));
+  else
+    for (size_t i = 0; i < bytes; i += 64) _mm512_stream_si512((void *)(dst + i), _mm512_setzero_si512());
+}
+#endif
+
 // dst[0 .. bytes) = src, or zeros when src is NULL. With `stream` (x86-64),
-// the 16-byte aligned middle goes by SSE2 non-temporal stores; a task that
-// streams ends with gk_stream_fence().
+// the 64-byte aligned lines of dst go by non-temporal stores (64-byte ones
+// where the CPU has AVX-512, else SSE2's 16-byte ones); a task that streams
+// ends with gk_stream_fence().
 GK_INLINE void gk_put_bytes(void *dst_, const void *src_, size_t bytes, bool stream) {
   char *dst = dst_;
   const char *src = src_;
 #if GK_X86
   if (stream) {
-    size_t head = (size_t)(-(uintptr_t)dst & 15);
+    size_t head = (size_t)(-(uintptr_t)dst & 63);
     head = head < bytes ? head : bytes;
-    size_t end = head + ((bytes - head) & ~(size_t)15);
+    size_t end = head + ((bytes - head) & ~(size_t)63);
     gk_put_plain(dst, src, head);
-    if (src)
+    if (gk_isa_level() >= GK_ISA_AVX512)
+      gk_stream_lines_avx512(dst + head, src ? src + head : NULL, end - head);
+    else if (src)
       for (size_t i = head; i < end; i += 16)
         _mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
     else
