@@ -94,13 +94,16 @@ export function adapterDescription(info) {
 
 // ---------------------------------------------------------------- device thread
 
+// Compiled pipelines kept for plans made again (WebGpuHost's 'pipeline').
+export const PIPELINE_CACHE = 256;
+
 // Runs the workers' batches on `device`, in order.
 export class WebGpuHost {
   constructor(device) {
     this.device = device;
     this.buffers = new Map();
-    this.pipelines = new Map();
-    this.modules = new Map();    // WGSL text -> [module, pipelines using it]
+    this.pipelines = new Map();  // the plans' pipeline ids -> compiled pipelines
+    this.compiled = new Map();   // WGSL text, entry point, constants -> { pipeline, layout }
     this.uniform = null;
     this.error = null;
     this.scopes = [];            // error scopes of the batches run since the last sync
@@ -245,28 +248,31 @@ export class WebGpuHost {
         this.commands().copyBufferToBuffer(this.buffers.get(c[1]), c[2], this.buffers.get(c[3]), c[4], c[5]);
         break;
       case 'pipeline': {
-        let entry = this.modules.get(c[2]);
-        if (!entry) {
-          entry = [device.createShaderModule({ code: c[2] }), 0];
-          this.modules.set(c[2], entry);
+        // A pipeline stays compiled after the plans that use it are destroyed
+        // (the PIPELINE_CACHE most recently asked for), so a plan made again
+        // does not compile its shaders again: shader compilation is most of
+        // a plan's cost on software adapters.
+        const key = `${c[3]}\n${c[4]}\n${c[2]}`;
+        let compiled = this.compiled.get(key);
+        if (compiled) {
+          this.compiled.delete(key);  // most recently used: last in the map's order
+        } else {
+          const constants = Object.fromEntries(c[4].split(',').filter(Boolean).map((kv) => {
+            const [name, value] = kv.split('=');
+            return [name, Number(value)];
+          }));
+          const pipeline = device.createComputePipeline({
+            layout: 'auto', compute: { module: device.createShaderModule({ code: c[2] }), entryPoint: c[3], constants } });
+          compiled = { pipeline, layout: pipeline.getBindGroupLayout(0) };
+          if (this.compiled.size >= PIPELINE_CACHE) this.compiled.delete(this.compiled.keys().next().value);
         }
-        entry[1]++;
-        const constants = Object.fromEntries(c[4].split(',').filter(Boolean).map((kv) => {
-          const [name, value] = kv.split('=');
-          return [name, Number(value)];
-        }));
-        const pipeline = device.createComputePipeline({
-          layout: 'auto', compute: { module: entry[0], entryPoint: c[3], constants } });
-        this.pipelines.set(c[1], { pipeline, layout: pipeline.getBindGroupLayout(0), source: c[2] });
+        this.compiled.set(key, compiled);
+        this.pipelines.set(c[1], compiled);
         break;
       }
-      case 'unpipeline': {
-        const p = this.pipelines.get(c[1]);
+      case 'unpipeline':
         this.pipelines.delete(c[1]);
-        const entry = p && this.modules.get(p.source);
-        if (entry && --entry[1] === 0) this.modules.delete(p.source);
         break;
-      }
       case 'dispatch': {
         const p = this.pipelines.get(c[1]);
         const entries = [{ binding: 0, resource: { buffer: this.uniform, offset: nextParams(), size: PARAM_SLOT } }];

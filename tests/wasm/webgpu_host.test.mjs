@@ -3,10 +3,12 @@
 // (Dawn, the npm package `webgpu`; Mesa's llvmpipe through OpenGL ES here):
 // a read returns the bytes written, and a read whose copy the device rejects
 // (a range past the buffer's end) answers with the device's error instead
-// of the staging buffer's zeros. Run by ctest (wasm_webgpu_host).
+// of the staging buffer's zeros; a pipeline asked for again after its plan
+// is gone is the one compiled before, while other constants compile anew,
+// and at most PIPELINE_CACHE are kept. Run by ctest (wasm_webgpu_host).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WebGpuHost, nodeDevice } from '../../wasm/webgpu.mjs';
+import { PIPELINE_CACHE, WebGpuHost, nodeDevice } from '../../wasm/webgpu.mjs';
 
 const { device, reason } = await nodeDevice();
 
@@ -31,4 +33,25 @@ test('a read returns the bytes written; a read past the buffer fails with the de
   const past = await request(host, [], { op: 'read', id: 1, offset: 192, bytes: 128 }, 128);
   assert.equal(past.status, 1, 'a read past the end of the buffer must fail');
   assert.match(new TextDecoder().decode(past.bytes), /reading buffer 1/);
+});
+
+test('pipelines stay compiled for plans made again, the most recently used PIPELINE_CACHE of them', () => {
+  assert.ok(device, `no WebGPU device: ${reason}`);
+  const host = new WebGpuHost(device);
+  const wgsl = `override k: u32 = 1u;
+@group(0) @binding(0) var<storage, read_write> b: array<u32>;
+@compute @workgroup_size(1) fn main() { b[0] = k; }`;
+  const make = (id, k) => {
+    host.command(['pipeline', id, wgsl, 'main', `k=${k}`]);
+    return host.pipelines.get(id).pipeline;
+  };
+  const first = make(1, 2);
+  host.command(['unpipeline', 1]);
+  assert.equal(host.pipelines.size, 0, "the plan's pipeline id is gone");
+  assert.equal(make(2, 2), first, 'the same shader and constants: the compiled pipeline');
+  assert.notEqual(make(3, 3), first, 'other constants: another pipeline');
+  for (let i = 0; i < PIPELINE_CACHE; i++) make(10 + i, 100 + i);
+  assert.equal(host.compiled.size, PIPELINE_CACHE, 'no more than PIPELINE_CACHE kept');
+  assert.equal(host.pipelines.get(2).pipeline, first, 'a live plan keeps its pipeline when the cache drops it');
+  assert.notEqual(make(4, 2), first, 'dropped from the cache (least recently used): compiled again');
 });
