@@ -20,12 +20,13 @@
 // contiguous cases) is computed chunk by chunk into a stack buffer and
 // written by non-temporal stores (stream_store.h): no line of the output is
 // read before it is written. Measured on AMD Zen 4 (32 MB L3), 2 threads,
-// each call timed against a plain one in the same process: 4096x2048 f32
-// 0.77-0.84 of the plain time, 4096x8192 f32 0.73-0.77, bf16 0.90; not
-// taken where it did not pay: a 16 MiB output (bf16 4096x2048: 1.16-1.27,
-// input and output then fit the L3), the backwards (two inputs, one
-// output: 0.93-1.03) and the other activations' forwards (GELU, SiLU,
-// sigmoid: 1.11-1.29, their arithmetic no longer overlapping the stores).
+// each call timed against a plain one in the same process, four sittings:
+// 4096x2048 f32 0.77-0.95 of the plain time, 4096x8192 f32 0.73-0.97, bf16
+// 4096x8192 0.89-0.90; not taken where it did not pay: a 16 MiB output
+// (bf16 4096x2048: 1.16-1.27, input and output then fit the L3), the
+// backwards (two inputs, one output: 0.93-1.03) and the other activations'
+// forwards (GELU, SiLU, sigmoid: 1.11-1.29, their arithmetic no longer
+// overlapping the stores).
 #include "../core/act_math.h"
 #include "../core/convert.h"
 #include "../core/internal.h"
@@ -132,7 +133,7 @@ GK_INLINE void ew_prefetch(const ew_job *j, int64_t s, int64_t next) {
 
 #define GK_DEFINE_EW_TASK(T, S, COMPUTE)                                                   \
   GK_INLINE void ew_task_##S(const ew_job *j, int64_t task) {                                 \
-    T inbuf[MAX_IN][CHUNK], outbuf[MAX_OUT][CHUNK] __attribute__((aligned(64)));                                        \
+    T inbuf[MAX_IN][CHUNK], outbuf[MAX_OUT][CHUNK] __attribute__((aligned(64)));           \
     const T *in[MAX_IN];                                                                   \
     T *out[MAX_OUT];                                                                       \
     int64_t start = task * TASK_ELEMS, end = gk_min64(j->n, start + TASK_ELEMS);           \

@@ -29,8 +29,9 @@ GK_INLINE void gk_put_plain(char *dst, const char *src, size_t bytes) {
 
 #if GK_X86
 // dst[0 .. bytes) = src (zeros when src is NULL) by 64-byte non-temporal
-// stores: dst 64-byte aligned, bytes a multiple of 64. Called, not inlined,
-// from the copies below AVX-512, which call it only when the CPU has it.
+// stores: dst 64-byte aligned, bytes a multiple of 64. Compiled for
+// AVX-512 whatever the caller's level: gk_put_bytes calls it only when
+// gk_isa_level() is AVX-512 or above.
 GK_TARGET_AVX512 static inline void gk_stream_lines_avx512(char *dst, const char *src, size_t bytes) {
   if (src)
     for (size_t i = 0; i < bytes; i += 64) _mm512_stream_si512((void *)(dst + i), _mm512_loadu_si512(src + i));
